@@ -1,0 +1,443 @@
+//! The knowledge structure: an ordered set of objects with unique ids, plus the indexes that keep
+//! every hot operation proportional to the change rather than to the graph.
+//!
+//! Maintained on every insert and removal:
+//! - the position of each object (insertion order is the canonical output order);
+//! - each object's content hash and the root-hash accumulator (see [`crate::hash`]);
+//! - the incidence index: object id → relations that name it as a participant (hyperedge walks,
+//!   cascading removals, dangling-reference checks);
+//! - the `derives` out-edges (cycle checks walk only the derivation graph).
+//!
+//! Mutations go through [`KnowledgeStructure::put`] and [`KnowledgeStructure::remove`], which record
+//! [`Change`]s; a [`ChangeSet`] can be undone exactly (positions included) or replayed elsewhere.
+
+use indexmap::IndexMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::hash::{object_hash, ContentHash, RootAccumulator};
+use crate::object::{KnowledgeObject, RelationShapeError, DERIVES};
+
+/// An object together with its content hash.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub object: Arc<KnowledgeObject>,
+    pub hash: ContentHash,
+}
+
+impl Entry {
+    pub fn new(object: KnowledgeObject) -> Self {
+        let hash = object_hash(&object);
+        Entry { object: Arc::new(object), hash }
+    }
+}
+
+/// One primitive mutation, with what is needed to undo it.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// An object was inserted (`previous == None`, appended at the end) or replaced in place.
+    Put { index: usize, previous: Option<Entry>, current: Entry },
+    /// An object was removed from `index`; later objects moved up by one.
+    Remove { index: usize, previous: Entry },
+}
+
+impl Change {
+    pub fn id(&self) -> &str {
+        match self {
+            Change::Put { current, .. } => current.object.id(),
+            Change::Remove { previous, .. } => previous.object.id(),
+        }
+    }
+}
+
+/// The ordered primitive changes made by one edit (an evolution, a merge, a replay).
+#[derive(Clone, Debug, Default)]
+pub struct ChangeSet {
+    pub changes: Vec<Change>,
+}
+
+/// Before and after of one id across a whole change set.
+#[derive(Clone, Debug)]
+pub struct NetChange {
+    pub before: Option<Entry>,
+    pub after: Option<Entry>,
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The net effect per id, in order of first touch. Ids whose content ended where it started
+    /// are omitted.
+    pub fn net(&self) -> IndexMap<String, NetChange> {
+        let mut net: IndexMap<String, NetChange> = IndexMap::new();
+        for change in &self.changes {
+            let (before, after) = match change {
+                Change::Put { previous, current, .. } => (previous.clone(), Some(current.clone())),
+                Change::Remove { previous, .. } => (Some(previous.clone()), None),
+            };
+            net.entry(change.id().to_owned())
+                .and_modify(|n| n.after = after.clone())
+                .or_insert(NetChange { before, after });
+        }
+        net.retain(|_, n| n.before.as_ref().map(|e| e.hash) != n.after.as_ref().map(|e| e.hash));
+        net
+    }
+}
+
+/// Errors raised by primitive mutations.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StructureError {
+    #[error("duplicate object id '{0}'")]
+    DuplicateId(String),
+    #[error(transparent)]
+    RelationShape(#[from] RelationShapeError),
+}
+
+/// An ordered set of knowledge objects with unique ids.
+#[derive(Clone, Debug, Default)]
+pub struct KnowledgeStructure {
+    objects: IndexMap<String, Entry>,
+    /// participant id → relation ids naming it (each relation listed once per participant id).
+    incidence: HashMap<String, Vec<String>>,
+    /// `derives` source id → relation ids of the binary `derives` relations leaving it.
+    derives_out: HashMap<String, Vec<String>>,
+    root: RootAccumulator,
+}
+
+impl PartialEq for KnowledgeStructure {
+    /// Same objects in the same order.
+    fn eq(&self, other: &Self) -> bool {
+        self.objects.len() == other.objects.len()
+            && self.objects.values().zip(other.objects.values()).all(|(a, b)| a.hash == b.hash && a.object == b.object)
+    }
+}
+
+impl KnowledgeStructure {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a structure; fails on duplicate ids or malformed relations.
+    pub fn from_objects(objects: impl IntoIterator<Item = KnowledgeObject>) -> Result<Self, StructureError> {
+        let mut structure = Self::new();
+        for object in objects {
+            structure.insert_new(object)?;
+        }
+        Ok(structure)
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<KnowledgeObject>> {
+        self.objects.get(id).map(|e| &e.object)
+    }
+
+    pub fn entry(&self, id: &str) -> Option<&Entry> {
+        self.objects.get(id)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.objects.contains_key(id)
+    }
+
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.objects.get_index_of(id)
+    }
+
+    /// Objects in canonical (insertion) order.
+    pub fn objects(&self) -> impl ExactSizeIterator<Item = &Arc<KnowledgeObject>> + '_ {
+        self.objects.values().map(|e| &e.object)
+    }
+
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = &Entry> + '_ {
+        self.objects.values()
+    }
+
+    /// Relations in canonical order.
+    pub fn relations(&self) -> impl Iterator<Item = &Arc<KnowledgeObject>> + '_ {
+        self.objects().filter(|o| o.is_relation())
+    }
+
+    /// Ids of the relations that name `id` as a participant.
+    pub fn relations_of(&self, id: &str) -> &[String] {
+        self.incidence.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// Ids of the binary `derives` relations whose source is `id`.
+    pub fn derives_from(&self, id: &str) -> &[String] {
+        self.derives_out.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The order-independent root hash (see [`crate::hash`]), maintained incrementally.
+    pub fn root_hash(&self) -> ContentHash {
+        self.root.root()
+    }
+
+    /// Root hash recomputed from scratch; used by tests and reconstruction checks.
+    pub fn root_hash_from_scratch(&self) -> ContentHash {
+        let mut acc = RootAccumulator::default();
+        for entry in self.objects.values() {
+            acc.insert(&object_hash(&entry.object));
+        }
+        acc.root()
+    }
+
+    /// Same content regardless of order (root-hash equality, as in the reference).
+    pub fn same_content(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+
+    /// All object ids, in order.
+    pub fn ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.objects.keys().map(String::as_str)
+    }
+
+    fn insert_new(&mut self, object: KnowledgeObject) -> Result<(), StructureError> {
+        object.check_relation_shape()?;
+        if self.objects.contains_key(object.id()) {
+            return Err(StructureError::DuplicateId(object.identity.id));
+        }
+        let entry = Entry::new(object);
+        self.index_insert(&entry);
+        self.objects.insert(entry.object.identity.id.clone(), entry);
+        Ok(())
+    }
+
+    /// Inserts a new object at the end, or replaces an existing one in place.
+    pub fn put(&mut self, object: KnowledgeObject, log: &mut ChangeSet) -> Result<(), StructureError> {
+        object.check_relation_shape()?;
+        self.put_entry(Entry::new(object), log);
+        Ok(())
+    }
+
+    /// Like [`Self::put`] for an entry whose shape was already checked and hash computed.
+    pub fn put_entry(&mut self, entry: Entry, log: &mut ChangeSet) {
+        self.index_insert(&entry);
+        let (index, previous) = match self.objects.get_full_mut(entry.object.id()) {
+            Some((index, _, slot)) => (index, Some(std::mem::replace(slot, entry.clone()))),
+            None => {
+                let (index, _) = self.objects.insert_full(entry.object.identity.id.clone(), entry.clone());
+                (index, None)
+            }
+        };
+        if let Some(previous) = &previous {
+            self.index_remove(previous);
+        }
+        log.changes.push(Change::Put { index, previous, current: entry });
+    }
+
+    /// Removes one object (no cascade); returns whether it existed.
+    pub fn remove(&mut self, id: &str, log: &mut ChangeSet) -> bool {
+        match self.objects.shift_remove_full(id) {
+            Some((index, _, previous)) => {
+                self.index_remove(&previous);
+                log.changes.push(Change::Remove { index, previous });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes an object and, transitively, every relation that names a removed id.
+    /// Returns the removed ids in removal order (the object first).
+    pub fn remove_cascading(&mut self, id: &str, log: &mut ChangeSet) -> Vec<String> {
+        let mut removed = Vec::new();
+        let mut pending = vec![id.to_owned()];
+        while let Some(next) = pending.pop() {
+            if self.remove(&next, log) {
+                pending.extend(self.relations_of(&next).iter().cloned());
+                removed.push(next);
+            }
+        }
+        removed
+    }
+
+    /// Reverts the given changes (which must be the latest made to this structure), newest first.
+    pub fn undo(&mut self, log: ChangeSet) {
+        for change in log.changes.into_iter().rev() {
+            match change {
+                Change::Put { index, previous: Some(previous), current } => {
+                    self.index_remove(&current);
+                    self.index_insert(&previous);
+                    self.objects[index] = previous;
+                }
+                Change::Put { previous: None, current, .. } => {
+                    self.index_remove(&current);
+                    self.objects.pop();
+                }
+                Change::Remove { index, previous } => {
+                    self.index_insert(&previous);
+                    self.objects.shift_insert(index, previous.object.identity.id.clone(), previous);
+                }
+            }
+        }
+    }
+
+    fn index_insert(&mut self, entry: &Entry) {
+        self.root.insert(&entry.hash);
+        let object = &entry.object;
+        if let Some(relation) = object.relation() {
+            let mut seen = HashSet::with_capacity(relation.participants.len());
+            for participant in &relation.participants {
+                if seen.insert(*participant) {
+                    self.incidence.entry((*participant).to_owned()).or_default().push(object.identity.id.clone());
+                }
+            }
+            if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
+                self.derives_out.entry(source.to_owned()).or_default().push(object.identity.id.clone());
+            }
+        }
+    }
+
+    fn index_remove(&mut self, entry: &Entry) {
+        self.root.remove(&entry.hash);
+        let object = &entry.object;
+        let id = object.id();
+        if let Some(relation) = object.relation() {
+            for participant in &relation.participants {
+                remove_from_index(&mut self.incidence, participant, id);
+            }
+            if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
+                remove_from_index(&mut self.derives_out, source, id);
+            }
+        }
+    }
+}
+
+fn remove_from_index(index: &mut HashMap<String, Vec<String>>, key: &str, id: &str) {
+    if let Some(ids) = index.get_mut(key) {
+        if let Some(pos) = ids.iter().position(|r| r == id) {
+            ids.swap_remove(pos);
+        }
+        if ids.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+/// Replays a change set recorded on another copy of the same structure (e.g. a stored delta).
+/// Only the resulting contents matter; positions follow from the same primitive order.
+pub trait Replay {
+    fn replay(&mut self, changes: &[DeltaOp]);
+}
+
+/// A stored, replayable primitive: the net of a [`Change`] without undo information.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeltaOp {
+    Put(Arc<KnowledgeObject>),
+    Remove(String),
+}
+
+impl ChangeSet {
+    /// The replayable form of this change set (what a stored delta holds).
+    pub fn to_delta(&self) -> Vec<DeltaOp> {
+        self.changes
+            .iter()
+            .map(|c| match c {
+                Change::Put { current, .. } => DeltaOp::Put(current.object.clone()),
+                Change::Remove { previous, .. } => DeltaOp::Remove(previous.object.identity.id.clone()),
+            })
+            .collect()
+    }
+}
+
+impl KnowledgeStructure {
+    /// Applies a stored delta. Puts of malformed relations cannot occur in deltas we wrote, but a
+    /// corrupt store must not panic: such a put is reported as an error.
+    pub fn apply_delta(&mut self, delta: &[DeltaOp]) -> Result<ChangeSet, StructureError> {
+        let mut log = ChangeSet::default();
+        for op in delta {
+            match op {
+                DeltaOp::Put(object) => {
+                    if let Err(e) = object.check_relation_shape() {
+                        self.undo(log);
+                        return Err(e.into());
+                    }
+                    let hash = object_hash(object);
+                    self.put_entry(Entry { object: object.clone(), hash }, &mut log);
+                }
+                DeltaOp::Remove(id) => {
+                    self.remove(id, &mut log);
+                }
+            }
+        }
+        Ok(log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Identity;
+    use serde_json::{json, Value};
+
+    fn node(id: &str) -> KnowledgeObject {
+        KnowledgeObject::new(Identity::new(id, "Node", id), Default::default())
+    }
+
+    fn rel(id: &str, a: &str, b: &str, ty: &str) -> KnowledgeObject {
+        let Value::Object(s) = json!({"participants": [a, b], "relation_type": ty}) else { unreachable!() };
+        KnowledgeObject::new(Identity::new(id, "Relation", id), s)
+    }
+
+    fn sample() -> KnowledgeStructure {
+        KnowledgeStructure::from_objects([node("a"), node("b"), node("c"), rel("r1", "a", "b", "derives"), rel("r2", "b", "c", "x")])
+            .unwrap()
+    }
+
+    #[test]
+    fn duplicate_ids_are_rejected() {
+        let err = KnowledgeStructure::from_objects([node("a"), node("a")]).unwrap_err();
+        assert_eq!(err, StructureError::DuplicateId("a".into()));
+    }
+
+    #[test]
+    fn indexes_follow_relations() {
+        let s = sample();
+        assert_eq!(s.relations_of("b").len(), 2);
+        assert_eq!(s.derives_from("a"), ["r1".to_string()]);
+        assert!(s.derives_from("b").is_empty());
+    }
+
+    #[test]
+    fn cascade_removes_relations_and_undo_restores_order() {
+        let mut s = sample();
+        let before = s.clone();
+        let mut log = ChangeSet::default();
+        let removed = s.remove_cascading("b", &mut log);
+        assert_eq!(removed.len(), 3);
+        assert_eq!(s.ids().collect::<Vec<_>>(), ["a", "c"]);
+        assert!(s.relations_of("a").is_empty());
+        s.undo(log);
+        assert_eq!(s, before);
+        assert_eq!(s.root_hash(), before.root_hash());
+        assert_eq!(s.relations_of("b").len(), 2);
+    }
+
+    #[test]
+    fn put_replaces_in_place_and_delta_replays() {
+        let mut s = sample();
+        let copy = s.clone();
+        let mut log = ChangeSet::default();
+        s.put(rel("r2", "c", "a", "y"), &mut log).unwrap();
+        s.put(node("d"), &mut log).unwrap();
+        s.remove("r1", &mut log);
+        assert_eq!(s.index_of("r2"), Some(3));
+        assert_eq!(s.root_hash(), s.root_hash_from_scratch());
+        let mut replayed = copy.clone();
+        replayed.apply_delta(&log.to_delta()).unwrap();
+        assert_eq!(replayed, s);
+        let net = log.net();
+        assert_eq!(net.keys().collect::<Vec<_>>(), ["r2", "d", "r1"]);
+        s.undo(log);
+        assert_eq!(s, copy);
+    }
+}
