@@ -5,6 +5,7 @@
 //! Invariant: this crate does no IO and has no async code; every function is deterministic.
 
 pub mod hash;
+pub mod json;
 pub mod object;
 pub mod structure;
 
