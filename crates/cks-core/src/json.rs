@@ -132,8 +132,7 @@ fn parse_identity(index: usize, mut identity: Map<String, Value>) -> Result<Iden
 }
 
 fn check_relation_fields(index: usize, structure: &Map<String, Value>) -> Result<(), ParseError> {
-    let (Some(participants), Some(relation_type)) = (structure.get(PARTICIPANTS), structure.get(RELATION_TYPE))
-    else {
+    let (Some(participants), Some(relation_type)) = (structure.get(PARTICIPANTS), structure.get(RELATION_TYPE)) else {
         return Ok(());
     };
     let Value::Array(participants) = participants else { return Err(ParseError::ParticipantsNotList { index }) };
@@ -158,7 +157,8 @@ fn unknown_keys(map: &Map<String, Value>, allowed: &[&str]) -> String {
 /// Serializes to the canonical pretty form (sorted keys, two-space indent, non-ASCII kept).
 pub fn to_canonical_string(structure: &KnowledgeStructure) -> String {
     let mut out = Vec::with_capacity(structure.len() * 160 + 64);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
+    let mut ser =
+        serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
     // Serializing in-memory JSON values into a Vec cannot fail.
     Canonical(structure).serialize(&mut ser).expect("serializing to memory");
     String::from_utf8(out).expect("serde_json writes UTF-8")
@@ -305,17 +305,21 @@ mod tests {
             err(r#"{"objects": [{"identity": {"id": "a", "type": "T", "name": "n", "x": 1}}]}"#),
             "Object #0: Unknown identity field(s): x"
         );
-        assert_eq!(
-            err(r#"{"objects": [{"identity": {"type": "T"}}]}"#),
-            "Object #0: Missing identity field 'id'."
-        );
+        assert_eq!(err(r#"{"objects": [{"identity": {"type": "T"}}]}"#), "Object #0: Missing identity field 'id'.");
         assert_eq!(
             err(r#"{"objects": [{"identity": {"id": 1, "type": "T", "name": "n"}}]}"#),
             "Object #0: Identity fields must all be strings."
         );
-        let obj = |structure: &str| format!(r#"{{"objects": [{{"identity": {{"id": "r", "type": "R", "name": ""}}, "structure": {structure}}}]}}"#);
+        let obj = |structure: &str| {
+            format!(
+                r#"{{"objects": [{{"identity": {{"id": "r", "type": "R", "name": ""}}, "structure": {structure}}}]}}"#
+            )
+        };
         assert_eq!(err(&obj("null")), "Object #0: Object structure must be an object.");
-        assert_eq!(err(&obj(r#"{"participants": "a", "relation_type": "x"}"#)), "Object #0: Relation participants must be a list.");
+        assert_eq!(
+            err(&obj(r#"{"participants": "a", "relation_type": "x"}"#)),
+            "Object #0: Relation participants must be a list."
+        );
         assert_eq!(
             err(&obj(r#"{"participants": ["a"], "relation_type": "x"}"#)),
             "Object #0: CanonicalRelation requires at least two participants."
@@ -324,20 +328,34 @@ mod tests {
             err(&obj(r#"{"participants": ["a", 1], "relation_type": "x"}"#)),
             "Object #0: Relation participants must all be strings."
         );
-        assert_eq!(err(&obj(r#"{"participants": ["a", "b"], "relation_type": 3}"#)), "Object #0: Relation type must be a string.");
-        assert_eq!(err(&obj(r#"{"participants": ["a", "b"], "relation_type": " "}"#)), "Object #0: Relation type cannot be empty.");
         assert_eq!(
-            err(r#"{"objects": [{"identity": {"id": "a", "type": "T", "name": "n"}}, {"identity": {"id": "a", "type": "T", "name": "m"}}]}"#),
+            err(&obj(r#"{"participants": ["a", "b"], "relation_type": 3}"#)),
+            "Object #0: Relation type must be a string."
+        );
+        assert_eq!(
+            err(&obj(r#"{"participants": ["a", "b"], "relation_type": " "}"#)),
+            "Object #0: Relation type cannot be empty."
+        );
+        assert_eq!(
+            err(
+                r#"{"objects": [{"identity": {"id": "a", "type": "T", "name": "n"}}, {"identity": {"id": "a", "type": "T", "name": "m"}}]}"#
+            ),
             "Duplicate canonical identity: 'a'"
         );
     }
 
     #[test]
     fn lenient_where_the_reference_is() {
-        let s = parse_str(r#"{"objects": [{"identity": {"id": "", "type": "", "name": ""}}], "_cks_metadata": {}, "version": null}"#).unwrap();
+        let s = parse_str(
+            r#"{"objects": [{"identity": {"id": "", "type": "", "name": ""}}], "_cks_metadata": {}, "version": null}"#,
+        )
+        .unwrap();
         assert_eq!(s.len(), 1);
         // Only one of the two relation keys: an ordinary object.
-        let s = parse_str(r#"{"objects": [{"identity": {"id": "a", "type": "T", "name": "n"}, "structure": {"participants": 1}}]}"#).unwrap();
+        let s = parse_str(
+            r#"{"objects": [{"identity": {"id": "a", "type": "T", "name": "n"}, "structure": {"participants": 1}}]}"#,
+        )
+        .unwrap();
         assert!(!s.get("a").unwrap().is_relation());
     }
 }

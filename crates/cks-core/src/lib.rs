@@ -7,8 +7,9 @@
 pub mod hash;
 pub mod json;
 pub mod object;
+pub mod ops;
 pub mod structure;
 
-pub use hash::{object_hash, ContentHash};
+pub use hash::{ContentHash, object_hash};
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};
 pub use structure::{Change, ChangeSet, DeltaOp, Entry, KnowledgeStructure, NetChange, StructureError};

@@ -15,8 +15,8 @@ use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::hash::{object_hash, ContentHash, RootAccumulator};
-use crate::object::{KnowledgeObject, RelationShapeError, DERIVES};
+use crate::hash::{ContentHash, RootAccumulator, object_hash};
+use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
 
 /// An object together with its content hash.
 #[derive(Clone, Debug)]
@@ -377,7 +377,7 @@ impl KnowledgeStructure {
 mod tests {
     use super::*;
     use crate::object::Identity;
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     fn node(id: &str) -> KnowledgeObject {
         KnowledgeObject::new(Identity::new(id, "Node", id), Default::default())
@@ -389,8 +389,14 @@ mod tests {
     }
 
     fn sample() -> KnowledgeStructure {
-        KnowledgeStructure::from_objects([node("a"), node("b"), node("c"), rel("r1", "a", "b", "derives"), rel("r2", "b", "c", "x")])
-            .unwrap()
+        KnowledgeStructure::from_objects([
+            node("a"),
+            node("b"),
+            node("c"),
+            rel("r1", "a", "b", "derives"),
+            rel("r2", "b", "c", "x"),
+        ])
+        .unwrap()
     }
 
     #[test]
