@@ -1,1 +1,20 @@
-pub fn x() {}
+//! The CKS runtime: sessions, transactions, immutable versions and branches over a pluggable
+//! [`Store`](store::Store) (in-memory, embedded SQLite).
+//!
+//! The [`Runtime`] is the only entry point; it owns a bounded cache of loaded sessions, commits
+//! versions atomically with compare-and-swap, and publishes [`events::Event`]s.
+
+pub mod codec;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod error;
+pub mod events;
+pub mod runtime;
+pub mod session;
+pub mod store;
+
+pub use error::RuntimeError;
+pub use runtime::{
+    Comparison, CommitRequest, Committed, Edit, MergeReport, NewSession, Runtime, RuntimeConfig, EMPTY_STATE_VERSION_ID,
+};
+pub use session::{SessionInfo, VersionInfo};

@@ -1,0 +1,341 @@
+//! The store conformance suite: one set of checks every [`Store`] implementation must pass, run
+//! against the raw store contract and through the [`Runtime`] on top of it.
+//!
+//! A store under test is given as an `open` function; each call returns a new handle onto the
+//! same underlying storage (a clone of the in-memory store, a new connection to the same SQLite
+//! file), which is how restarts and competing processes are simulated.
+
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+use cks_core::json::parse_value;
+use cks_core::ops::parse_operations;
+use cks_core::KnowledgeStructure;
+
+use crate::store::{Head, NewVersion, SessionRow, Store, StoreError, VersionRow};
+use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
+
+/// Opens a handle onto the storage under test.
+pub type Open = Arc<dyn Fn() -> Arc<dyn Store> + Send + Sync>;
+
+/// Runs every check; panics (test failure) with a message naming the failing check.
+pub async fn run_all(open: Open) {
+    store_sessions(open()).await;
+    store_compare_and_swap(open()).await;
+    store_chains(open()).await;
+    runtime_commit_and_reconstruct(open.clone()).await;
+    runtime_rejects_bad_input(open()).await;
+    runtime_revert_branch_merge(open()).await;
+    runtime_restart_sees_everything(open.clone()).await;
+    runtime_concurrent_writers(open.clone()).await;
+}
+
+fn row(id: &str) -> SessionRow {
+    SessionRow {
+        session_id: id.into(),
+        created_at: "2026-01-01T00:00:00Z".into(),
+        parent_session_id: None,
+        parent_version_id: None,
+        closed: false,
+        metadata: "{}".into(),
+        snapshot_interval: 10,
+        head: Head { seq: 0, version_id: None, state_hash: "h0".into(), object_count: 0 },
+    }
+}
+
+fn version(id: &str, seq: u64, delta: Option<&str>, snapshot: Option<&str>) -> NewVersion {
+    NewVersion {
+        session_id: id.into(),
+        expected_seq: seq - 1,
+        row: VersionRow {
+            seq,
+            version_id: format!("{id}-v{seq}"),
+            transaction_id: format!("{id}-t{seq}"),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            state_hash: format!("h{seq}"),
+            object_count: seq,
+            metadata: "{}".into(),
+            has_snapshot: snapshot.is_some(),
+        },
+        delta: delta.map(str::to_owned),
+        snapshot: snapshot.map(str::to_owned),
+    }
+}
+
+async fn store_sessions(store: Arc<dyn Store>) {
+    let id = format!("conf-sessions-{}", uuid::Uuid::new_v4());
+    assert_eq!(store.load_session(&id).await.unwrap(), None, "unknown session loads as None");
+    store.create_session(&row(&id), "S0").await.unwrap();
+    assert!(
+        matches!(store.create_session(&row(&id), "S0").await, Err(StoreError::SessionExists(_))),
+        "creating a session twice fails"
+    );
+    assert_eq!(store.load_session(&id).await.unwrap(), Some(row(&id)));
+    assert!(store.list_sessions().await.unwrap().iter().any(|s| s.session_id == id), "list_sessions lists it");
+    assert_eq!(store.head_seq(&id).await.unwrap(), Some(0));
+    assert_eq!(store.load_snapshot(&id, 0).await.unwrap().as_deref(), Some("S0"));
+    store.set_closed(&id, true).await.unwrap();
+    assert!(store.load_session(&id).await.unwrap().unwrap().closed, "set_closed persists");
+    assert!(matches!(store.set_closed("no-such-session", true).await, Err(StoreError::SessionNotFound(_))));
+    assert!(matches!(store.list_versions("no-such-session").await, Err(StoreError::SessionNotFound(_))));
+    assert_eq!(store.head_seq("no-such-session").await.unwrap(), None);
+}
+
+async fn store_compare_and_swap(store: Arc<dyn Store>) {
+    let id = format!("conf-cas-{}", uuid::Uuid::new_v4());
+    store.create_session(&row(&id), "S0").await.unwrap();
+    store.append_version(&version(&id, 1, Some("[]"), None)).await.unwrap();
+    // A writer that still believes the head is 0 loses.
+    let mut stale = version(&id, 1, Some("[]"), None);
+    stale.row.version_id = format!("{id}-stale");
+    match store.append_version(&stale).await {
+        Err(StoreError::Conflict { expected: 0, found: 1, .. }) => {}
+        other => panic!("stale append must be a conflict, got {other:?}"),
+    }
+    // A version id may not be reused; nothing is half-written when that happens.
+    let mut dup = version(&id, 2, Some("[]"), Some("S2"));
+    dup.row.version_id = format!("{id}-v1");
+    assert!(store.append_version(&dup).await.is_err(), "duplicate version id is refused");
+    assert_eq!(store.head_seq(&id).await.unwrap(), Some(1), "failed append leaves the head alone");
+    assert_eq!(store.load_snapshot(&id, 2).await.unwrap(), None, "failed append leaves no snapshot");
+    assert_eq!(store.list_versions(&id).await.unwrap().len(), 1);
+    assert!(store.append_version(&version(&id, 2, None, None)).await.is_err(), "a version needs a payload");
+    store.append_version(&version(&id, 2, Some("[2]"), Some("S2"))).await.unwrap();
+    let head = store.load_session(&id).await.unwrap().unwrap().head;
+    assert_eq!(head, Head { seq: 2, version_id: Some(format!("{id}-v2")), state_hash: "h2".into(), object_count: 2 });
+    assert_eq!(store.find_version(&format!("{id}-v2")).await.unwrap(), Some((id.clone(), 2)));
+    assert_eq!(store.find_version("nope").await.unwrap(), None);
+    assert!(
+        matches!(store.append_version(&version("no-such-session", 1, Some("[]"), None)).await, Err(StoreError::SessionNotFound(_))),
+        "append to an unknown session"
+    );
+
+    // Racing writers with the same expectation: exactly one wins.
+    let racers = (0..8).map(|i| {
+        let store = store.clone();
+        let mut v = version(&id, 3, Some("[]"), None);
+        v.row.version_id = format!("{id}-race-{i}");
+        tokio::spawn(async move { store.append_version(&v).await })
+    });
+    let results: Vec<_> = futures_join(racers).await;
+    let winners = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(winners, 1, "exactly one racing append wins");
+    assert!(results.iter().filter(|r| r.is_err()).all(|r| matches!(r, Err(StoreError::Conflict { .. }))));
+}
+
+async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for handle in handles.collect::<Vec<_>>() {
+        out.push(handle.await.expect("task panicked"));
+    }
+    out
+}
+
+async fn store_chains(store: Arc<dyn Store>) {
+    let id = format!("conf-chain-{}", uuid::Uuid::new_v4());
+    store.create_session(&row(&id), "S0").await.unwrap();
+    for seq in 1..=7 {
+        let snapshot = (seq == 4).then_some("S4");
+        store.append_version(&version(&id, seq, Some(&format!("[{seq}]")), snapshot)).await.unwrap();
+    }
+    let chain = store.load_chain(&id, 3).await.unwrap();
+    assert_eq!((chain.snapshot_seq, chain.snapshot.as_str()), (0, "S0"));
+    assert_eq!(chain.versions.iter().map(|v| v.row.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let chain = store.load_chain(&id, 6).await.unwrap();
+    assert_eq!((chain.snapshot_seq, chain.snapshot.as_str()), (4, "S4"));
+    assert_eq!(chain.versions.iter().map(|v| v.row.seq).collect::<Vec<_>>(), [5, 6]);
+    assert_eq!(chain.versions[0].delta.as_deref(), Some("[5]"));
+    let chain = store.load_chain(&id, 4).await.unwrap();
+    assert!(chain.versions.is_empty());
+    assert!(store.load_chain(&id, 8).await.is_err(), "no chain beyond the head");
+    let after = store.load_versions_after(&id, 5).await.unwrap();
+    assert_eq!(after.iter().map(|v| v.row.seq).collect::<Vec<_>>(), [6, 7]);
+    let listed = store.list_versions(&id).await.unwrap();
+    assert_eq!(listed.iter().map(|v| v.has_snapshot).collect::<Vec<_>>(), [false, false, false, true, false, false, false]);
+}
+
+fn structure(value: Value) -> KnowledgeStructure {
+    parse_value(value).expect("test structure parses")
+}
+
+fn small_graph() -> KnowledgeStructure {
+    structure(json!({"version": "1.0", "objects": [
+        {"identity": {"id": "a", "type": "Claim", "name": "A"}, "structure": {"n": 1}},
+        {"identity": {"id": "b", "type": "Claim", "name": "B"}},
+        {"identity": {"id": "r", "type": "Relation", "name": "a derives b"},
+         "structure": {"participants": ["a", "b"], "relation_type": "derives"}}
+    ]}))
+}
+
+fn ops(value: Value) -> CommitRequest {
+    CommitRequest::operations(parse_operations(&value).expect("test operations parse"))
+}
+
+fn add(id: &str) -> Value {
+    json!({"type": "add_object", "identity": {"id": id, "type": "Node", "name": id}})
+}
+
+fn runtime(store: Arc<dyn Store>) -> Runtime {
+    Runtime::new(store, RuntimeConfig { snapshot_interval: 3, ..Default::default() })
+}
+
+async fn runtime_commit_and_reconstruct(open: Open) {
+    let rt = runtime(open());
+    let mut events = rt.subscribe();
+    let info = rt.create_session(small_graph(), NewSession::default()).await.unwrap();
+    let id = info.session_id;
+    assert_eq!(info.version_count, 0);
+    let mut expected_states = vec![rt.read(&id, |s, _| s.clone()).await.unwrap()];
+    let mut version_ids = Vec::new();
+    for i in 0..12 {
+        let request = match i % 3 {
+            0 => ops(json!([add(&format!("n{i}"))])),
+            1 => ops(json!([{"type": "update_object", "object_id": "a", "structure_patch": {"n": i}}])),
+            _ => ops(json!([{"type": "remove_object", "object_id": format!("n{}", i - 2)}])),
+        };
+        let committed = rt.commit(&id, request.with_metadata(Map::from_iter([("i".into(), json!(i))]))).await.unwrap();
+        assert_eq!(committed.version.seq, i + 1);
+        version_ids.push(committed.version.version_id);
+        expected_states.push(rt.read(&id, |s, _| s.clone()).await.unwrap());
+    }
+    let versions = rt.list_versions(&id).await.unwrap();
+    assert_eq!(versions.iter().map(|v| v.version_id.clone()).collect::<Vec<_>>(), version_ids);
+    assert_eq!(versions[4].metadata["i"], json!(4));
+    assert!(versions.iter().any(|v| v.is_snapshot), "snapshots are taken on a small graph");
+    assert!(versions.iter().any(|v| !v.is_snapshot), "deltas between snapshots");
+    for (i, version_id) in version_ids.iter().enumerate() {
+        let state = rt.version_state(&id, version_id).await.unwrap();
+        assert_eq!(state, expected_states[i + 1], "reconstructed version #{} matches what was committed", i + 1);
+    }
+    // Events: created, then per commit VersionCreated + TransactionCommitted.
+    let first = events.recv().await.unwrap();
+    assert_eq!(first.kind.event_type(), "SessionCreated");
+    let second = events.recv().await.unwrap();
+    assert_eq!(second.kind.event_type(), "VersionCreated");
+    assert_eq!(events.recv().await.unwrap().kind.event_type(), "TransactionCommitted");
+}
+
+async fn runtime_rejects_bad_input(store: Arc<dyn Store>) {
+    let rt = runtime(store);
+    let id = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+    let before = rt.read(&id, |s, _| s.clone()).await.unwrap();
+    let cases = [
+        (json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
+                 "participants": ["a", "ghost"], "relation_type": "t"}]), "invalid_operations"),
+        (json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
+                 "participants": ["b", "a"], "relation_type": "derives"}]), "validation_failed"),
+        (json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
+                 "participants": ["a", "b", "a"], "relation_type": "derives"}]), "validation_failed"),
+        (json!([{"type": "teleport"}]), "parse"),
+    ];
+    for (operations, expected) in cases {
+        let outcome = match parse_operations(&operations) {
+            Err(_) => "parse".to_owned(),
+            Ok(parsed) => rt.commit(&id, CommitRequest::operations(parsed)).await.unwrap_err().code().to_owned(),
+        };
+        assert_eq!(outcome, expected, "{operations}");
+    }
+    assert_eq!(rt.read(&id, |s, _| s.clone()).await.unwrap(), before, "failed commits change nothing");
+    assert!(rt.list_versions(&id).await.unwrap().is_empty(), "failed commits add no version");
+    let cyclic = structure(json!({"objects": [
+        {"identity": {"id": "a", "type": "T", "name": ""}},
+        {"identity": {"id": "r", "type": "Relation", "name": ""}, "structure": {"participants": ["a", "a"], "relation_type": "derives"}}
+    ]}));
+    assert_eq!(rt.create_session(cyclic, NewSession::default()).await.unwrap_err().code(), "validation_failed");
+    assert_eq!(rt.info("no-such-session").await.unwrap_err().code(), "session_not_found");
+    rt.close(&id).await.unwrap();
+    assert_eq!(rt.commit(&id, ops(json!([add("z")]))).await.unwrap_err().code(), "session_closed");
+    assert!(rt.info(&id).await.unwrap().closed);
+}
+
+async fn runtime_revert_branch_merge(store: Arc<dyn Store>) {
+    let rt = runtime(store);
+    let id = rt.create_session(small_graph(), NewSession { first_version: Some(Map::new()), ..Default::default() })
+        .await
+        .unwrap()
+        .session_id;
+    let v1 = rt.list_versions(&id).await.unwrap()[0].version_id.clone();
+    rt.commit(&id, ops(json!([add("c")]))).await.unwrap();
+    let reverted = rt.revert(&id, &v1, Map::new()).await.unwrap();
+    assert_eq!(reverted.version.seq, 3, "revert appends a version");
+    assert_eq!(reverted.version.metadata["reverted_to"], json!(v1));
+    assert_eq!(rt.read(&id, |s, _| s.clone()).await.unwrap(), small_graph());
+    assert_eq!(rt.list_versions(&id).await.unwrap().len(), 3, "history never shrinks");
+    assert_eq!(rt.revert(&id, "no-such-version", Map::new()).await.unwrap_err().code(), "version_not_found");
+
+    // Branch, change both sides differently, merge back.
+    let branch = rt.create_branch(&id, None, Map::new()).await.unwrap();
+    assert_eq!(branch.parent_session_id.as_deref(), Some(id.as_str()));
+    assert_eq!(branch.parent_version_id, Some(reverted.version.version_id.clone()));
+    rt.commit(&branch.session_id, ops(json!([add("from-branch")]))).await.unwrap();
+    rt.commit(&id, ops(json!([add("from-main")]))).await.unwrap();
+    let report = rt.merge_branch(&id, &branch.session_id, None, &Default::default(), Map::new()).await.unwrap();
+    let MergeReport::Merged { committed: Some(committed), .. } = report else { panic!("merge commits: {report:?}") };
+    assert_eq!(committed.version.metadata["operation"], json!("merge"));
+    let ids: Vec<String> = rt.read(&id, |s, _| s.ids().map(str::to_owned).collect()).await.unwrap();
+    assert!(ids.contains(&"from-branch".to_owned()) && ids.contains(&"from-main".to_owned()), "{ids:?}");
+
+    // Conflicting edits are reported, not committed.
+    let branch2 = rt.create_branch(&id, None, Map::new()).await.unwrap().session_id;
+    let patch = |n: i64| ops(json!([{"type": "update_object", "object_id": "a", "structure_patch": {"n": n}}]));
+    rt.commit(&branch2, patch(100)).await.unwrap();
+    rt.commit(&id, patch(200)).await.unwrap();
+    let versions_before = rt.list_versions(&id).await.unwrap().len();
+    match rt.merge_branch(&id, &branch2, None, &Default::default(), Map::new()).await.unwrap() {
+        MergeReport::Conflicts(conflicts) => assert_eq!(conflicts[0].object_id, "a"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(rt.list_versions(&id).await.unwrap().len(), versions_before, "a conflicted merge commits nothing");
+    let unrelated = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+    assert_eq!(
+        rt.merge_branch(&id, &unrelated, None, &Default::default(), Map::new()).await.unwrap_err().code(),
+        "merge_failed"
+    );
+}
+
+async fn runtime_restart_sees_everything(open: Open) {
+    let (id, closed_id, expected, versions) = {
+        let rt = runtime(open());
+        let id = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+        for i in 0..7 {
+            rt.commit(&id, ops(json!([add(&format!("k{i}"))]))).await.unwrap();
+        }
+        let closed_id = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+        rt.close(&closed_id).await.unwrap();
+        (id.clone(), closed_id, rt.read(&id, |s, _| s.clone()).await.unwrap(), rt.list_versions(&id).await.unwrap())
+    };
+    let rt = runtime(open());
+    assert_eq!(rt.loaded_sessions(), 0, "nothing is loaded at start-up");
+    assert_eq!(rt.read(&id, |s, _| s.clone()).await.unwrap(), expected);
+    assert_eq!(rt.list_versions(&id).await.unwrap(), versions);
+    assert!(rt.info(&closed_id).await.unwrap().closed);
+    let listed = rt.list_sessions().await.unwrap();
+    assert!(listed.iter().any(|s| s.session_id == id && s.version_count == 7));
+}
+
+async fn runtime_concurrent_writers(open: Open) {
+    // Two runtimes on one store stand for two server processes.
+    let a = Arc::new(runtime(open()));
+    let b = Arc::new(runtime(open()));
+    let id = a.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+    let mut tasks = Vec::new();
+    for (name, rt) in [("a", a.clone()), ("b", b.clone())] {
+        for i in 0..6 {
+            let (rt, id) = (rt.clone(), id.clone());
+            tasks.push(tokio::spawn(async move { rt.commit(&id, ops(json!([add(&format!("{name}{i}"))]))).await }));
+        }
+    }
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => {}
+            Err(RuntimeError::ConcurrentModification { .. }) => panic!("retries should absorb 12 writers"),
+            Err(e) => panic!("commit failed: {e}"),
+        }
+    }
+    let versions = a.list_versions(&id).await.unwrap();
+    assert_eq!(versions.len(), 12, "every commit landed exactly once");
+    assert_eq!(versions.iter().map(|v| v.seq).collect::<Vec<_>>(), (1..=12).collect::<Vec<_>>());
+    let seen_by_a = a.read(&id, |s, _| s.len()).await.unwrap();
+    let seen_by_b = b.read(&id, |s, _| s.len()).await.unwrap();
+    assert_eq!((seen_by_a, seen_by_b), (15, 15), "both runtimes see all commits");
+}

@@ -1,0 +1,69 @@
+//! Runtime errors, each with the reference's error code for tool results.
+
+use cks_core::ops::OperationError;
+use cks_core::validate::{Diagnostic, Severity};
+
+use crate::store::StoreError;
+
+/// Why a runtime call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("Session '{0}' not found.")]
+    SessionNotFound(String),
+    #[error("Session '{0}' is closed.")]
+    SessionClosed(String),
+    #[error("Version '{version_id}' not found in session '{session_id}'.")]
+    VersionNotFound { session_id: String, version_id: String },
+    #[error(transparent)]
+    Operation(#[from] OperationError),
+    #[error("The knowledge structure is invalid. Details: {}", summarize(diagnostics))]
+    ValidationFailed { diagnostics: Vec<Diagnostic> },
+    #[error("Session '{session_id}' was modified concurrently; gave up after {attempts} attempt(s). Retry the call.")]
+    ConcurrentModification { session_id: String, attempts: u32 },
+    #[error("{0}")]
+    Merge(#[from] cks_core::merge::MergeError),
+    #[error("No merge base for merging '{source_session_id}' into '{target_session_id}': the source is not a branch of the target; pass base_version_id.")]
+    NoMergeBase { target_session_id: String, source_session_id: String },
+    #[error("Stored history of session '{session_id}' is inconsistent: {detail}")]
+    Corrupt { session_id: String, detail: String },
+    #[error("Storage error: {0}")]
+    Store(StoreError),
+}
+
+fn summarize(diagnostics: &[Diagnostic]) -> String {
+    let errors: Vec<String> = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| match &d.location {
+            Some(location) => format!("{} at '{}': {}", d.code, location, d.message),
+            None => format!("{}: {}", d.code, d.message),
+        })
+        .collect();
+    errors.join("; ")
+}
+
+impl RuntimeError {
+    /// The error code used in tool results (`{"error": code, "message": ...}`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            RuntimeError::SessionNotFound(_) => "session_not_found",
+            RuntimeError::SessionClosed(_) => "session_closed",
+            RuntimeError::VersionNotFound { .. } => "version_not_found",
+            RuntimeError::Operation(_) => "invalid_operations",
+            RuntimeError::ValidationFailed { .. } => "validation_failed",
+            RuntimeError::ConcurrentModification { .. } => "concurrent_modification",
+            RuntimeError::Merge(_) | RuntimeError::NoMergeBase { .. } => "merge_failed",
+            RuntimeError::Corrupt { .. } | RuntimeError::Store(_) => "internal_error",
+        }
+    }
+}
+
+impl From<StoreError> for RuntimeError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::SessionNotFound(id) => RuntimeError::SessionNotFound(id),
+            StoreError::Corrupt(detail) => RuntimeError::Corrupt { session_id: String::new(), detail },
+            other => RuntimeError::Store(other),
+        }
+    }
+}

@@ -1,0 +1,671 @@
+//! The runtime: the one entry point for reading and changing sessions.
+//!
+//! Sessions are loaded from the store on first use and kept in a bounded LRU cache, so start-up
+//! cost does not depend on how much is stored. Each loaded session has a read/write lock: readers
+//! share the current structure; a writer applies its change in place, validates only what changed
+//! (a full pass only when opt-in extensions ask for one), persists one version with a head
+//! compare-and-swap, and undoes the change in memory if anything fails.
+//!
+//! Invariant: every committed state passes the always-on checks, which is what lets commits check
+//! only the changed objects.
+//! Invariant: the in-memory head never runs ahead of the store: memory changes are undone unless
+//! the store accepted the version.
+
+use rand::Rng;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use time::format_description::well_known::Rfc3339;
+use tokio::sync::{broadcast, OnceCell, RwLock};
+
+use cks_core::merge::{self, Conflict, Resolutions};
+use cks_core::ops::{self, Operation};
+use cks_core::validate::{self, Diagnostic, Extension, Severity, ValidationOptions};
+use cks_core::{diff, ChangeSet, KnowledgeStructure};
+
+use crate::codec;
+use crate::error::RuntimeError;
+use crate::events::{Event, EventKind};
+use crate::session::{SessionInfo, SessionState, VersionInfo};
+use crate::store::{Head, NewVersion, SessionRow, Store, StoreError, VersionRow};
+
+/// The version id that stands for "the empty structure" (as in the reference).
+pub const EMPTY_STATE_VERSION_ID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// Runtime settings.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Store a full snapshot at most every this many versions (deltas in between). A snapshot is
+    /// further deferred until the deltas since the last one changed at least 1/8 of the objects,
+    /// so its cost is always amortized over that many changes and reconstruction replays at most
+    /// about 1/8 of a state's worth of changes on top of a snapshot.
+    pub snapshot_interval: u32,
+    /// How many sessions stay loaded in memory.
+    pub cache_capacity: usize,
+    /// Commit attempts before reporting `concurrent_modification`.
+    pub max_commit_attempts: u32,
+    /// Check the store for other writers' commits before every access (needed when several
+    /// processes share one database; harmless otherwise).
+    pub refresh_on_access: bool,
+    /// Capacity of the event channel.
+    pub event_capacity: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            snapshot_interval: 10,
+            cache_capacity: 64,
+            max_commit_attempts: 6,
+            refresh_on_access: true,
+            event_capacity: 256,
+        }
+    }
+}
+
+/// What a commit changes.
+#[derive(Clone, Debug)]
+pub enum Edit {
+    /// Evolution operations, applied atomically.
+    Operations(Vec<Operation>),
+    /// A whole new state (revert, merge). With `if_head`, the commit fails with
+    /// `concurrent_modification` unless the session's head is still that sequence number.
+    Replace { state: KnowledgeStructure, if_head: Option<u64> },
+}
+
+/// A commit request.
+#[derive(Clone, Debug, Default)]
+pub struct CommitRequest {
+    pub edit: Option<Edit>,
+    /// Stored with the version (who, why, which tool).
+    pub metadata: Map<String, Value>,
+    /// Opt-in constraints that must also pass (a full validation pass).
+    pub extensions: Vec<Extension>,
+}
+
+impl CommitRequest {
+    pub fn operations(operations: Vec<Operation>) -> Self {
+        CommitRequest { edit: Some(Edit::Operations(operations)), ..Default::default() }
+    }
+
+    pub fn replace(state: KnowledgeStructure) -> Self {
+        CommitRequest { edit: Some(Edit::Replace { state, if_head: None }), ..Default::default() }
+    }
+
+    pub fn with_metadata(mut self, metadata: Map<String, Value>) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    pub fn with_extensions(mut self, extensions: Vec<Extension>) -> Self {
+        self.extensions = extensions;
+        self
+    }
+}
+
+/// A successful commit.
+#[derive(Clone, Debug)]
+pub struct Committed {
+    pub version: VersionInfo,
+    /// Non-error diagnostics of the new state (warnings, information).
+    pub warnings: Vec<Diagnostic>,
+    /// Ids whose content changed.
+    pub changed_ids: Vec<String>,
+}
+
+/// The result of merging a branch.
+#[derive(Clone, Debug)]
+pub enum MergeReport {
+    Merged { committed: Option<Committed>, dropped_relations: Vec<String>, resolved: Vec<String> },
+    Conflicts(Vec<Conflict>),
+}
+
+/// Options for a new session.
+#[derive(Clone, Debug, Default)]
+pub struct NewSession {
+    pub metadata: Map<String, Value>,
+    /// When set, the session starts with a first version carrying this metadata.
+    pub first_version: Option<Map<String, Value>>,
+}
+
+/// A loaded session.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) id: String,
+    pub(crate) state: RwLock<SessionState>,
+    last_used: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    entries: HashMap<String, Arc<OnceCell<Arc<Session>>>>,
+    tick: u64,
+}
+
+/// The versioned knowledge runtime over one store.
+#[derive(Debug)]
+pub struct Runtime {
+    store: Arc<dyn Store>,
+    config: RuntimeConfig,
+    cache: Mutex<Cache>,
+    events: broadcast::Sender<Event>,
+}
+
+fn now() -> String {
+    time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Outcome of one commit attempt.
+enum Attempt {
+    Done(Committed),
+    /// Another writer moved the head; the in-memory change was undone.
+    Conflict,
+}
+
+impl Runtime {
+    pub fn new(store: Arc<dyn Store>, config: RuntimeConfig) -> Self {
+        let (events, _) = broadcast::channel(config.event_capacity.max(1));
+        Runtime { store, config, cache: Mutex::new(Cache::default()), events }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Subscribes to runtime events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    fn emit(&self, kind: EventKind) {
+        // No subscribers is not an error.
+        let _ = self.events.send(Event { event_id: new_id(), created_at: now(), kind });
+    }
+
+    /// Number of sessions currently loaded in memory.
+    pub fn loaded_sessions(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.len()
+    }
+
+    // ----- sessions -----
+
+    /// Creates a session holding `state`. The state must pass the always-on checks.
+    pub async fn create_session(&self, state: KnowledgeStructure, options: NewSession) -> Result<SessionInfo, RuntimeError> {
+        self.create_session_with_parent(state, options, None, None).await
+    }
+
+    async fn create_session_with_parent(
+        &self,
+        state: KnowledgeStructure,
+        options: NewSession,
+        parent_session_id: Option<String>,
+        parent_version_id: Option<String>,
+    ) -> Result<SessionInfo, RuntimeError> {
+        let report = validate::validate(&state, &ValidationOptions::default());
+        if !report.is_valid() {
+            return Err(RuntimeError::ValidationFailed { diagnostics: report.diagnostics });
+        }
+        let row = SessionRow {
+            session_id: new_id(),
+            created_at: now(),
+            parent_session_id,
+            parent_version_id,
+            closed: false,
+            metadata: Value::Object(options.metadata).to_string(),
+            snapshot_interval: self.config.snapshot_interval.max(1),
+            head: Head {
+                seq: 0,
+                version_id: None,
+                state_hash: state.root_hash().to_hex(),
+                object_count: state.len() as u64,
+            },
+        };
+        self.store.create_session(&row, &codec::encode_state(&state)).await?;
+        let id = row.session_id.clone();
+        let session = Arc::new(Session {
+            id: id.clone(),
+            state: RwLock::new(SessionState { row, structure: state, last_snapshot_seq: 0, changes_since_snapshot: 0 }),
+            last_used: AtomicU64::new(0),
+        });
+        self.cache_insert(session);
+        self.emit(EventKind::SessionCreated { session_id: id.clone() });
+        if let Some(metadata) = options.first_version {
+            self.commit(&id, CommitRequest::operations(Vec::new()).with_metadata(metadata)).await?;
+        }
+        self.info(&id).await
+    }
+
+    fn cache_insert(&self, session: Arc<Session>) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.tick += 1;
+        session.last_used.store(cache.tick, Ordering::Relaxed);
+        let cell = Arc::new(OnceCell::new_with(Some(session.clone())));
+        cache.entries.insert(session.id.clone(), cell);
+        self.evict(&mut cache);
+    }
+
+    fn evict(&self, cache: &mut Cache) {
+        while cache.entries.len() > self.config.cache_capacity.max(1) {
+            let oldest = cache
+                .entries
+                .iter()
+                .filter_map(|(id, cell)| cell.get().map(|s| (s.last_used.load(Ordering::Relaxed), id.clone())))
+                .min();
+            match oldest {
+                Some((_, id)) => cache.entries.remove(&id),
+                None => break,
+            };
+        }
+    }
+
+    /// The loaded session, loading it from the store when needed.
+    pub(crate) async fn session(&self, id: &str) -> Result<Arc<Session>, RuntimeError> {
+        let cell = {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            cache.tick += 1;
+            let tick = cache.tick;
+            let cell = cache.entries.entry(id.to_owned()).or_default().clone();
+            if let Some(session) = cell.get() {
+                session.last_used.store(tick, Ordering::Relaxed);
+            }
+            cell
+        };
+        let loaded = cell.get_or_try_init(|| self.load(id)).await;
+        match loaded {
+            Ok(session) => {
+                let session = session.clone();
+                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                session.last_used.store(cache.tick, Ordering::Relaxed);
+                self.evict(&mut cache);
+                Ok(session)
+            }
+            Err(e) => {
+                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                if cache.entries.get(id).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                    cache.entries.remove(id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn load(&self, id: &str) -> Result<Arc<Session>, RuntimeError> {
+        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
+        let chain = self.store.load_chain(id, row.head.seq).await.map_err(|e| corrupt(id, e))?;
+        let state = SessionState::rebuild(row, chain).map_err(|e| corrupt(id, e))?;
+        Ok(Arc::new(Session { id: id.to_owned(), state: RwLock::new(state), last_used: AtomicU64::new(0) }))
+    }
+
+    /// Brings a loaded session up to the store's head (other processes may have committed).
+    async fn refresh(&self, session: &Session, state: &mut SessionState) -> Result<(), RuntimeError> {
+        let stored = self.store.head_seq(&session.id).await?;
+        let Some(stored) = stored else { return Err(RuntimeError::SessionNotFound(session.id.clone())) };
+        if stored == state.row.head.seq {
+            return Ok(());
+        }
+        let id = &session.id;
+        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        let newer = self.store.load_versions_after(id, state.row.head.seq).await?;
+        let result: Result<(), StoreError> = async {
+            for version in &newer {
+                if version.delta.is_none() {
+                    let snapshot = self.store.load_snapshot(id, version.row.seq).await?.ok_or_else(|| {
+                        StoreError::Corrupt(format!("version #{} has no delta and no snapshot", version.row.seq))
+                    })?;
+                    state.reset_to_snapshot(&version.row, &snapshot)?;
+                } else {
+                    state.replay(version)?;
+                }
+            }
+            Ok(())
+        }
+        .await;
+        result.map_err(|e| corrupt(id, e))?;
+        state.row.closed = row.closed;
+        state.row.metadata = row.metadata;
+        Ok(())
+    }
+
+    /// Runs `f` on the current structure of a session (shared access).
+    pub async fn read<R>(&self, id: &str, f: impl FnOnce(&KnowledgeStructure, &SessionInfo) -> R) -> Result<R, RuntimeError> {
+        let session = self.session(id).await?;
+        if self.config.refresh_on_access && self.store.head_seq(id).await? != Some(session.state.read().await.row.head.seq) {
+            let mut state = session.state.write().await;
+            self.refresh(&session, &mut state).await?;
+        }
+        let state = session.state.read().await;
+        let info = state.info();
+        Ok(f(&state.structure, &info))
+    }
+
+    /// A session's description.
+    pub async fn info(&self, id: &str) -> Result<SessionInfo, RuntimeError> {
+        self.read(id, |_, info| info.clone()).await
+    }
+
+    /// Every stored session (rows only; nothing is loaded).
+    pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>, RuntimeError> {
+        Ok(self.store.list_sessions().await?.iter().map(SessionInfo::from_row).collect())
+    }
+
+    /// Closes a session: it stays readable, but commits are refused with `session_closed`.
+    pub async fn close(&self, id: &str) -> Result<SessionInfo, RuntimeError> {
+        let session = self.session(id).await?;
+        let mut state = session.state.write().await;
+        self.refresh(&session, &mut state).await?;
+        if state.row.closed {
+            return Err(RuntimeError::SessionClosed(id.to_owned()));
+        }
+        self.store.set_closed(id, true).await?;
+        state.row.closed = true;
+        self.emit(EventKind::SessionClosed { session_id: id.to_owned() });
+        Ok(state.info())
+    }
+
+    // ----- commits -----
+
+    /// Commits a change as a new version, retrying with jittered backoff when another writer
+    /// moved the head first.
+    pub async fn commit(&self, id: &str, request: CommitRequest) -> Result<Committed, RuntimeError> {
+        let session = self.session(id).await?;
+        let attempts = self.config.max_commit_attempts.max(1);
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                let cap_ms = (50u64 << attempt.min(10)).min(500);
+                let wait = rand::rng().random_range(0..=cap_ms);
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            let mut state = session.state.write().await;
+            if attempt > 0 || self.config.refresh_on_access {
+                self.refresh(&session, &mut state).await?;
+            }
+            match self.try_commit(&session.id, &mut state, &request).await? {
+                Attempt::Done(committed) => return Ok(committed),
+                Attempt::Conflict => continue,
+            }
+        }
+        Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts })
+    }
+
+    /// One commit attempt on a locked, refreshed session.
+    async fn try_commit(&self, id: &str, state: &mut SessionState, request: &CommitRequest) -> Result<Attempt, RuntimeError> {
+        if state.row.closed {
+            return Err(RuntimeError::SessionClosed(id.to_owned()));
+        }
+        enum Applied {
+            Delta(ChangeSet),
+            Replaced(KnowledgeStructure),
+        }
+        impl Applied {
+            fn undo(self, structure: &mut KnowledgeStructure) {
+                match self {
+                    Applied::Delta(changes) => structure.undo(changes),
+                    Applied::Replaced(previous) => *structure = previous,
+                }
+            }
+        }
+        let empty = Edit::Operations(Vec::new());
+        let applied = match request.edit.as_ref().unwrap_or(&empty) {
+            Edit::Operations(operations) => Applied::Delta(ops::apply(&mut state.structure, operations)?),
+            Edit::Replace { if_head: Some(expected), .. } if *expected != state.row.head.seq => {
+                return Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts: 1 });
+            }
+            Edit::Replace { state: next, .. } => Applied::Replaced(std::mem::replace(&mut state.structure, next.clone())),
+        };
+        let transaction_id = new_id();
+
+        // Validate: only the change for plain commits, everything when asked for extensions or
+        // when the whole state was replaced.
+        let diagnostics = match (&applied, request.extensions.is_empty()) {
+            (Applied::Delta(changes), true) => validate::check_changes(&state.structure, changes),
+            _ => {
+                let options = ValidationOptions { extensions: request.extensions.clone(), ..Default::default() };
+                validate::validate(&state.structure, &options).diagnostics
+            }
+        };
+        if diagnostics.iter().any(|d| d.severity == Severity::Error) {
+            applied.undo(&mut state.structure);
+            self.emit(EventKind::TransactionRolledBack {
+                session_id: id.to_owned(),
+                transaction_id,
+                reason: "validation_failed".into(),
+            });
+            return Err(RuntimeError::ValidationFailed { diagnostics });
+        }
+
+        let seq = state.row.head.seq + 1;
+        let (delta, changed_ids, changed_count) = match &applied {
+            Applied::Delta(changes) => {
+                let ids: Vec<String> = changes.net().into_keys().collect();
+                (Some(codec::encode_delta(&changes.to_delta())), ids, changes.changes.len() as u64)
+            }
+            Applied::Replaced(previous) => {
+                let ids = changed_ids(previous, &state.structure);
+                let count = ids.len() as u64;
+                (None, ids, count)
+            }
+        };
+        let changes_since_snapshot = state.changes_since_snapshot + changed_count;
+        let snapshot = delta.is_none()
+            || (seq - state.last_snapshot_seq >= u64::from(state.row.snapshot_interval)
+                && changes_since_snapshot.saturating_mul(8) >= state.structure.len() as u64);
+        let row = VersionRow {
+            seq,
+            version_id: new_id(),
+            transaction_id: transaction_id.clone(),
+            created_at: now(),
+            state_hash: state.structure.root_hash().to_hex(),
+            object_count: state.structure.len() as u64,
+            metadata: Value::Object(request.metadata.clone()).to_string(),
+            has_snapshot: snapshot,
+        };
+        let new = NewVersion {
+            session_id: id.to_owned(),
+            expected_seq: state.row.head.seq,
+            row,
+            delta,
+            snapshot: snapshot.then(|| codec::encode_state(&state.structure)),
+        };
+        match self.store.append_version(&new).await {
+            Ok(()) => {}
+            Err(e) => {
+                applied.undo(&mut state.structure);
+                let conflict = matches!(e, StoreError::Conflict { .. });
+                self.emit(EventKind::TransactionRolledBack {
+                    session_id: id.to_owned(),
+                    transaction_id,
+                    reason: if conflict { "concurrent_modification".into() } else { e.to_string() },
+                });
+                return if conflict { Ok(Attempt::Conflict) } else { Err(e.into()) };
+            }
+        }
+        state.set_head(&new.row);
+        if snapshot {
+            state.last_snapshot_seq = seq;
+            state.changes_since_snapshot = 0;
+        } else {
+            state.changes_since_snapshot = changes_since_snapshot;
+        }
+        let version = VersionInfo::from_row(&new.row);
+        self.emit(EventKind::VersionCreated {
+            session_id: id.to_owned(),
+            version_id: version.version_id.clone(),
+            transaction_id: transaction_id.clone(),
+        });
+        self.emit(EventKind::TransactionCommitted { session_id: id.to_owned(), transaction_id });
+        let warnings = diagnostics.into_iter().filter(|d| d.severity != Severity::Error).collect();
+        Ok(Attempt::Done(Committed { version, warnings, changed_ids }))
+    }
+
+    // ----- history -----
+
+    /// The session's versions, oldest first.
+    pub async fn list_versions(&self, id: &str) -> Result<Vec<VersionInfo>, RuntimeError> {
+        let rows = self.store.list_versions(id).await?;
+        Ok(rows.iter().map(VersionInfo::from_row).collect())
+    }
+
+    /// Reconstructs the state of a version of this session (snapshot + deltas, every step's
+    /// `state_hash` verified). [`EMPTY_STATE_VERSION_ID`] is the empty structure.
+    pub async fn version_state(&self, id: &str, version_id: &str) -> Result<KnowledgeStructure, RuntimeError> {
+        if version_id == EMPTY_STATE_VERSION_ID {
+            return Ok(KnowledgeStructure::new());
+        }
+        let not_found = || RuntimeError::VersionNotFound { session_id: id.to_owned(), version_id: version_id.to_owned() };
+        let (owner, seq) = self.store.find_version(version_id).await?.ok_or_else(not_found)?;
+        if owner != id {
+            return Err(not_found());
+        }
+        self.state_at(id, seq).await
+    }
+
+    /// The state after `seq` versions (0: the session's starting state).
+    async fn state_at(&self, id: &str, seq: u64) -> Result<KnowledgeStructure, RuntimeError> {
+        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
+        let chain = self.store.load_chain(id, seq).await.map_err(|e| corrupt(id, e))?;
+        let mut row = row;
+        row.head.seq = chain.snapshot_seq;
+        row.head.state_hash = String::new();
+        let state = SessionState::rebuild(row, chain).map_err(|e| corrupt(id, e))?;
+        Ok(state.structure)
+    }
+
+    /// Commits the state of an earlier version as a new version (history only grows).
+    pub async fn revert(&self, id: &str, version_id: &str, metadata: Map<String, Value>) -> Result<Committed, RuntimeError> {
+        let target = self.version_state(id, version_id).await?;
+        let mut metadata = metadata;
+        metadata.entry("operation").or_insert_with(|| Value::String("revert".into()));
+        metadata.insert("reverted_to".into(), Value::String(version_id.to_owned()));
+        self.commit(id, CommitRequest::replace(target).with_metadata(metadata)).await
+    }
+
+    /// Operations that turn `from_version`'s state into `to_version`'s (the current state when
+    /// `to_version` is `None`).
+    pub async fn compare(&self, id: &str, from_version: &str, to_version: Option<&str>) -> Result<Comparison, RuntimeError> {
+        let from = self.version_state(id, from_version).await?;
+        let to = match to_version {
+            Some(v) => self.version_state(id, v).await?,
+            None => self.read(id, |s, _| s.clone()).await?,
+        };
+        Ok(Comparison { summary: diff::summarize(&from, &to), operations: diff::diff(&from, &to) })
+    }
+
+    // ----- branches -----
+
+    /// Creates a branch of a session at a version (default: its current state).
+    pub async fn create_branch(
+        &self,
+        id: &str,
+        version_id: Option<&str>,
+        metadata: Map<String, Value>,
+    ) -> Result<SessionInfo, RuntimeError> {
+        let (state, parent_version_id) = match version_id {
+            Some(version_id) => (self.version_state(id, version_id).await?, Some(version_id.to_owned())),
+            None => self.read(id, |s, info| (s.clone(), info.latest_version_id.clone())).await?,
+        };
+        let options = NewSession { metadata, first_version: None };
+        self.create_session_with_parent(state, options, Some(id.to_owned()), parent_version_id).await
+    }
+
+    /// Three-way merges `source_id` into `target_id`. The base is `base_version_id` when given,
+    /// else the point where the source branched off the target.
+    pub async fn merge_branch(
+        &self,
+        target_id: &str,
+        source_id: &str,
+        base_version_id: Option<&str>,
+        resolutions: &Resolutions,
+        metadata: Map<String, Value>,
+    ) -> Result<MergeReport, RuntimeError> {
+        let (source, source_info) = self.read(source_id, |s, info| (s.clone(), info.clone())).await?;
+        let base = match (base_version_id, &source_info.parent_session_id) {
+            (Some(version_id), _) => {
+                if version_id == EMPTY_STATE_VERSION_ID {
+                    KnowledgeStructure::new()
+                } else {
+                    let (owner, seq) = self.store.find_version(version_id).await?.ok_or_else(|| {
+                        RuntimeError::VersionNotFound { session_id: target_id.to_owned(), version_id: version_id.to_owned() }
+                    })?;
+                    self.state_at(&owner, seq).await?
+                }
+            }
+            (None, Some(parent)) if parent == target_id => match &source_info.parent_version_id {
+                Some(version_id) => self.version_state(target_id, version_id).await?,
+                None => self.state_at(target_id, 0).await?,
+            },
+            (None, _) => {
+                return Err(RuntimeError::NoMergeBase {
+                    target_session_id: target_id.to_owned(),
+                    source_session_id: source_id.to_owned(),
+                });
+            }
+        };
+        let session = self.session(target_id).await?;
+        let mut state = session.state.write().await;
+        self.refresh(&session, &mut state).await?;
+        if state.row.closed {
+            return Err(RuntimeError::SessionClosed(target_id.to_owned()));
+        }
+        let outcome = match merge::merge(&base, &state.structure, &source, resolutions) {
+            Ok(outcome) => outcome,
+            Err(merge::MergeError::Conflicts(conflicts)) => return Ok(MergeReport::Conflicts(conflicts)),
+            Err(e) => return Err(e.into()),
+        };
+        let committed = if outcome.structure.same_content(&state.structure) {
+            None
+        } else {
+            let mut metadata = metadata;
+            metadata.entry("operation").or_insert_with(|| Value::String("merge".into()));
+            metadata.insert("source_session_id".into(), Value::String(source_id.to_owned()));
+            let head = state.row.head.seq;
+            let request = CommitRequest {
+                edit: Some(Edit::Replace { state: outcome.structure, if_head: Some(head) }),
+                metadata,
+                extensions: Vec::new(),
+            };
+            match self.try_commit(target_id, &mut state, &request).await? {
+                Attempt::Done(committed) => Some(committed),
+                Attempt::Conflict => {
+                    return Err(RuntimeError::ConcurrentModification { session_id: target_id.to_owned(), attempts: 1 });
+                }
+            }
+        };
+        Ok(MergeReport::Merged {
+            committed,
+            dropped_relations: outcome.dropped_relations,
+            resolved: outcome.conflicts_resolved,
+        })
+    }
+}
+
+/// The difference between two versions.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub operations: Vec<Operation>,
+    pub summary: diff::DiffSummary,
+}
+
+fn corrupt(id: &str, e: StoreError) -> RuntimeError {
+    match e {
+        StoreError::Corrupt(detail) => RuntimeError::Corrupt { session_id: id.to_owned(), detail },
+        other => other.into(),
+    }
+}
+
+/// Ids whose content differs between two states (compared by object hash).
+fn changed_ids(before: &KnowledgeStructure, after: &KnowledgeStructure) -> Vec<String> {
+    let removed_or_changed =
+        before.entries().filter(|e| after.entry(e.object.id()).map(|a| a.hash) != Some(e.hash)).map(|e| e.object.id());
+    let added = after.entries().filter(|e| !before.contains(e.object.id())).map(|e| e.object.id());
+    removed_or_changed.chain(added).map(str::to_owned).collect()
+}

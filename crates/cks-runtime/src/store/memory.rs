@@ -1,0 +1,173 @@
+//! The in-memory store: the reference implementation of the [`Store`] contract, for tests and
+//! ephemeral servers. One mutex guards everything, which makes every method trivially atomic.
+
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use super::{Chain, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+
+#[derive(Debug, Default)]
+struct SessionData {
+    row: SessionRow,
+    versions: Vec<StoredVersion>,
+    snapshots: BTreeMap<u64, String>,
+}
+
+/// A store that lives and dies with the process.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<String, SessionData>,
+    order: Vec<String>,
+    version_index: HashMap<String, (String, u64)>,
+}
+
+impl Default for SessionRow {
+    fn default() -> Self {
+        SessionRow {
+            session_id: String::new(),
+            created_at: String::new(),
+            parent_session_id: None,
+            parent_version_id: None,
+            closed: false,
+            metadata: "{}".into(),
+            snapshot_interval: 10,
+            head: super::Head { seq: 0, version_id: None, state_hash: String::new(), object_count: 0 },
+        }
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        // A poisoned lock only means another thread panicked mid-call; the data is still consistent
+        // because every method validates before it mutates.
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+fn session<'a>(inner: &'a Inner, id: &str) -> Result<&'a SessionData, StoreError> {
+    inner.sessions.get(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+        self.with(|inner| {
+            if inner.sessions.contains_key(&row.session_id) {
+                return Err(StoreError::SessionExists(row.session_id.clone()));
+            }
+            let data = SessionData {
+                row: row.clone(),
+                versions: Vec::new(),
+                snapshots: BTreeMap::from([(0, initial_state.to_owned())]),
+            };
+            inner.sessions.insert(row.session_id.clone(), data);
+            inner.order.push(row.session_id.clone());
+            Ok(())
+        })
+    }
+
+    async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.clone())))
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        self.with(|inner| Ok(inner.order.iter().map(|id| inner.sessions[id].row.clone()).collect()))
+    }
+
+    async fn head_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.head.seq)))
+    }
+
+    async fn append_version(&self, new: &NewVersion) -> Result<(), StoreError> {
+        self.with(|inner| {
+            if inner.version_index.contains_key(&new.row.version_id) {
+                return Err(StoreError::Corrupt(format!("version id '{}' already exists", new.row.version_id)));
+            }
+            let data = inner
+                .sessions
+                .get_mut(&new.session_id)
+                .ok_or_else(|| StoreError::SessionNotFound(new.session_id.clone()))?;
+            if data.row.head.seq != new.expected_seq || new.row.seq != new.expected_seq + 1 {
+                return Err(StoreError::Conflict {
+                    session_id: new.session_id.clone(),
+                    expected: new.expected_seq,
+                    found: data.row.head.seq,
+                });
+            }
+            if new.delta.is_none() && new.snapshot.is_none() {
+                return Err(StoreError::Corrupt("a version needs a delta or a snapshot".into()));
+            }
+            data.row.head = super::Head {
+                seq: new.row.seq,
+                version_id: Some(new.row.version_id.clone()),
+                state_hash: new.row.state_hash.clone(),
+                object_count: new.row.object_count,
+            };
+            if let Some(snapshot) = &new.snapshot {
+                data.snapshots.insert(new.row.seq, snapshot.clone());
+            }
+            let row = VersionRow { has_snapshot: new.snapshot.is_some(), ..new.row.clone() };
+            data.versions.push(StoredVersion { row, delta: new.delta.clone() });
+            inner.version_index.insert(new.row.version_id.clone(), (new.session_id.clone(), new.row.seq));
+            Ok(())
+        })
+    }
+
+    async fn list_versions(&self, id: &str) -> Result<Vec<VersionRow>, StoreError> {
+        self.with(|inner| Ok(session(inner, id)?.versions.iter().map(|v| v.row.clone()).collect()))
+    }
+
+    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+        self.with(|inner| Ok(inner.version_index.get(version_id).cloned()))
+    }
+
+    async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
+        self.with(|inner| {
+            let data = session(inner, id)?;
+            if seq > data.row.head.seq {
+                return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
+            }
+            let (&snapshot_seq, snapshot) = data
+                .snapshots
+                .range(..=seq)
+                .next_back()
+                .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
+            let versions = data.versions[snapshot_seq as usize..seq as usize].to_vec();
+            Ok(Chain { snapshot_seq, snapshot: snapshot.clone(), versions })
+        })
+    }
+
+    async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
+        self.with(|inner| {
+            let data = session(inner, id)?;
+            Ok(data.versions.iter().skip(after_seq as usize).cloned().collect())
+        })
+    }
+
+    async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
+        self.with(|inner| Ok(session(inner, id)?.snapshots.get(&seq).cloned()))
+    }
+
+    async fn set_closed(&self, id: &str, closed: bool) -> Result<(), StoreError> {
+        self.with(|inner| {
+            let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
+            data.row.closed = closed;
+            Ok(())
+        })
+    }
+}

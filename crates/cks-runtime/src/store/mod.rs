@@ -1,0 +1,138 @@
+//! The storage boundary: one [`Store`] trait, implemented by the in-memory store (tests), the
+//! embedded SQLite store (the default), and later a PostgreSQL store.
+//!
+//! Stores keep rows, not graphs. The runtime encodes states and deltas (see [`crate::codec`]) and
+//! hands stores opaque text, so every store persists exactly the same bytes and the conformance
+//! suite ([`crate::conformance`]) can hold them all to one contract:
+//!
+//! - a session row with its head (latest version sequence number, id and state hash);
+//! - version rows `1..=head_seq`, append-only, each either a delta against the previous state or
+//!   marked as a full snapshot;
+//! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state.
+//!
+//! Invariant: [`Store::append_version`] is atomic and compare-and-swaps the head: it succeeds only
+//! when the stored head is still the caller's `expected_seq`, and then writes the version row, the
+//! optional snapshot and the new head together.
+
+pub mod memory;
+pub mod sqlite;
+
+use async_trait::async_trait;
+use std::fmt::Debug;
+
+/// A session row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRow {
+    pub session_id: String,
+    pub created_at: String,
+    pub parent_session_id: Option<String>,
+    pub parent_version_id: Option<String>,
+    pub closed: bool,
+    /// JSON object text.
+    pub metadata: String,
+    pub snapshot_interval: u32,
+    pub head: Head,
+}
+
+/// The latest committed version of a session (`seq == 0`: no versions yet, only the start state).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub seq: u64,
+    pub version_id: Option<String>,
+    pub state_hash: String,
+    pub object_count: u64,
+}
+
+/// A version row, without its payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionRow {
+    pub seq: u64,
+    pub version_id: String,
+    pub transaction_id: String,
+    pub created_at: String,
+    pub state_hash: String,
+    pub object_count: u64,
+    /// JSON object text.
+    pub metadata: String,
+    /// Whether a full snapshot is stored at this sequence number.
+    pub has_snapshot: bool,
+}
+
+/// A version row with its delta (absent when the version is stored only as a snapshot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredVersion {
+    pub row: VersionRow,
+    pub delta: Option<String>,
+}
+
+/// One commit: the new version, its payload(s), and the head it must replace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewVersion {
+    pub session_id: String,
+    pub expected_seq: u64,
+    pub row: VersionRow,
+    pub delta: Option<String>,
+    pub snapshot: Option<String>,
+}
+
+/// What is needed to rebuild the state at a sequence number: the nearest snapshot at or before it
+/// and the versions after that snapshot, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub snapshot_seq: u64,
+    pub snapshot: String,
+    pub versions: Vec<StoredVersion>,
+}
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("session '{0}' already exists")]
+    SessionExists(String),
+    #[error("session '{0}' not found")]
+    SessionNotFound(String),
+    #[error("session '{session_id}' moved on: expected head {expected}, found {found}")]
+    Conflict { session_id: String, expected: u64, found: u64 },
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+    #[error("storage backend error: {0}")]
+    Backend(String),
+}
+
+/// The persistence contract every store implements (see the module docs for the invariants).
+#[async_trait]
+pub trait Store: Send + Sync + Debug + 'static {
+    /// A short name for logs ("memory", "sqlite", ...).
+    fn kind(&self) -> &'static str;
+
+    /// Creates a session with its starting state (snapshot 0). Fails if the id exists.
+    async fn create_session(&self, session: &SessionRow, initial_state: &str) -> Result<(), StoreError>;
+
+    async fn load_session(&self, session_id: &str) -> Result<Option<SessionRow>, StoreError>;
+
+    /// Every session row, oldest first. Never loads states.
+    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError>;
+
+    /// The current head sequence number; a cheap freshness probe.
+    async fn head_seq(&self, session_id: &str) -> Result<Option<u64>, StoreError>;
+
+    /// Appends one version atomically, with compare-and-swap on the head (see module docs).
+    async fn append_version(&self, version: &NewVersion) -> Result<(), StoreError>;
+
+    /// Version rows of a session, oldest first, without payloads.
+    async fn list_versions(&self, session_id: &str) -> Result<Vec<VersionRow>, StoreError>;
+
+    /// Finds a version by id: its session and sequence number.
+    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError>;
+
+    /// The chain that rebuilds the state at `seq`.
+    async fn load_chain(&self, session_id: &str, seq: u64) -> Result<Chain, StoreError>;
+
+    /// Versions after `after_seq` up to the head, with deltas (used to catch up with other writers).
+    async fn load_versions_after(&self, session_id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError>;
+
+    /// The snapshot stored at exactly `seq`, if any.
+    async fn load_snapshot(&self, session_id: &str, seq: u64) -> Result<Option<String>, StoreError>;
+
+    async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
+}

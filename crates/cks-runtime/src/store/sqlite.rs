@@ -1,0 +1,437 @@
+//! The embedded SQLite store (bundled SQLite, WAL journal, one transaction per commit).
+//!
+//! Durability: with `synchronous=NORMAL` in WAL mode a commit is in the OS once `COMMIT` returns,
+//! so a killed process loses nothing it acknowledged; `synchronous=FULL` (see [`SqliteOptions`])
+//! also survives power loss at the price of an fsync per commit.
+//!
+//! Concurrency: one connection behind a mutex, used from tokio's blocking pool. Several processes
+//! may share one file; the head compare-and-swap in [`Store::append_version`] keeps their commits
+//! linear, and `busy_timeout` waits out their write locks.
+//!
+//! Schema versions live in `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in its
+//! own transaction, when a database is opened.
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Chain, Head, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+
+/// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE sessions (
+    session_id        TEXT PRIMARY KEY,
+    created_at        TEXT NOT NULL,
+    parent_session_id TEXT,
+    parent_version_id TEXT,
+    closed            INTEGER NOT NULL DEFAULT 0,
+    metadata          TEXT NOT NULL,
+    snapshot_interval INTEGER NOT NULL,
+    head_seq          INTEGER NOT NULL,
+    head_version_id   TEXT,
+    head_state_hash   TEXT NOT NULL,
+    object_count      INTEGER NOT NULL
+);
+CREATE TABLE versions (
+    session_id     TEXT NOT NULL REFERENCES sessions(session_id),
+    seq            INTEGER NOT NULL,
+    version_id     TEXT NOT NULL UNIQUE,
+    transaction_id TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    state_hash     TEXT NOT NULL,
+    object_count   INTEGER NOT NULL,
+    metadata       TEXT NOT NULL,
+    delta          TEXT,
+    has_snapshot   INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE snapshots (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    seq        INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"#];
+
+/// Tuning knobs of the SQLite store.
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// `PRAGMA synchronous=FULL` instead of `NORMAL`: survive power loss, not only process death.
+    pub synchronous_full: bool,
+    /// How long to wait for another process's write lock.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions { synchronous_full: false, busy_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// The SQLite-backed store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: impl AsRef<Path>, options: &SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Backend(format!("cannot create directory {}: {e}", dir.display())))?;
+        }
+        let mut conn = Connection::open(&path).map_err(backend)?;
+        conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
+        conn.pragma_update(None, "synchronous", if options.synchronous_full { "FULL" } else { "NORMAL" })
+            .map_err(backend)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(backend)?;
+        migrate(&mut conn)?;
+        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)), path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)
+    }
+
+    /// Runs `PRAGMA integrity_check` and returns its verdict ("ok" when healthy).
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(backend)
+    }
+
+    /// Runs `f` on the connection in tokio's blocking pool.
+    async fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            // A panic while holding the lock cannot leave a half-done write: SQLite rolls back
+            // the open transaction when the `Transaction` guard drops during unwinding.
+            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let current: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
+    if current as usize > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "database schema version {current} is newer than this server supports ({}); upgrade cks-mcp",
+            MIGRATIONS.len()
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+        tx.execute_batch(sql).map_err(backend)?;
+        tx.pragma_update(None, "user_version", (index + 1) as u32).map_err(backend)?;
+        tx.commit().map_err(backend)?;
+    }
+    Ok(())
+}
+
+const SESSION_COLUMNS: &str = "session_id, created_at, parent_session_id, parent_version_id, closed, metadata, \
+     snapshot_interval, head_seq, head_version_id, head_state_hash, object_count";
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        session_id: r.get(0)?,
+        created_at: r.get(1)?,
+        parent_session_id: r.get(2)?,
+        parent_version_id: r.get(3)?,
+        closed: r.get(4)?,
+        metadata: r.get(5)?,
+        snapshot_interval: r.get(6)?,
+        head: Head { seq: r.get(7)?, version_id: r.get(8)?, state_hash: r.get(9)?, object_count: r.get(10)? },
+    })
+}
+
+const VERSION_COLUMNS: &str =
+    "seq, version_id, transaction_id, created_at, state_hash, object_count, metadata, has_snapshot, delta";
+
+fn stored_version(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredVersion> {
+    Ok(StoredVersion {
+        row: VersionRow {
+            seq: r.get(0)?,
+            version_id: r.get(1)?,
+            transaction_id: r.get(2)?,
+            created_at: r.get(3)?,
+            state_hash: r.get(4)?,
+            object_count: r.get(5)?,
+            metadata: r.get(6)?,
+            has_snapshot: r.get(7)?,
+        },
+        delta: r.get(8)?,
+    })
+}
+
+fn versions_between(conn: &Connection, id: &str, after: u64, upto: u64) -> Result<Vec<StoredVersion>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {VERSION_COLUMNS} FROM versions WHERE session_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq"
+        ))
+        .map_err(backend)?;
+    let rows = stmt.query_map(params![id, after, upto], stored_version).map_err(backend)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+        let (row, state) = (row.clone(), initial_state.to_owned());
+        self.run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let inserted = tx
+                .execute(
+                    &format!("INSERT OR IGNORE INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"),
+                    params![
+                        row.session_id,
+                        row.created_at,
+                        row.parent_session_id,
+                        row.parent_version_id,
+                        row.closed,
+                        row.metadata,
+                        row.snapshot_interval,
+                        row.head.seq,
+                        row.head.version_id,
+                        row.head.state_hash,
+                        row.head.object_count
+                    ],
+                )
+                .map_err(backend)?;
+            if inserted == 0 {
+                return Err(StoreError::SessionExists(row.session_id));
+            }
+            tx.execute("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, 0, ?2)", params![row.session_id, state])
+                .map_err(backend)?;
+            tx.commit().map_err(backend)
+        })
+        .await
+    }
+
+    async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            conn.prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1"))
+                .and_then(|mut s| s.query_row([id], session_row).optional())
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        self.run(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at, session_id"))
+                .map_err(backend)?;
+            let rows = stmt.query_map([], session_row).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn head_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            conn.prepare_cached("SELECT head_seq FROM sessions WHERE session_id = ?1")
+                .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn append_version(&self, new: &NewVersion) -> Result<(), StoreError> {
+        let new = new.clone();
+        self.run(move |conn| {
+            if new.delta.is_none() && new.snapshot.is_none() {
+                return Err(StoreError::Corrupt("a version needs a delta or a snapshot".into()));
+            }
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let swapped = tx
+                .prepare_cached(
+                    "UPDATE sessions SET head_seq = ?1, head_version_id = ?2, head_state_hash = ?3, object_count = ?4 \
+                     WHERE session_id = ?5 AND head_seq = ?6",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        new.row.seq,
+                        new.row.version_id,
+                        new.row.state_hash,
+                        new.row.object_count,
+                        new.session_id,
+                        new.expected_seq
+                    ])
+                })
+                .map_err(backend)?;
+            if swapped == 0 || new.row.seq != new.expected_seq + 1 {
+                let found: Option<u64> = tx
+                    .query_row("SELECT head_seq FROM sessions WHERE session_id = ?1", [&new.session_id], |r| r.get(0))
+                    .optional()
+                    .map_err(backend)?;
+                return Err(match found {
+                    None => StoreError::SessionNotFound(new.session_id),
+                    Some(found) => {
+                        StoreError::Conflict { session_id: new.session_id, expected: new.expected_seq, found }
+                    }
+                });
+            }
+            tx.prepare_cached(&format!(
+                "INSERT INTO versions (session_id, {VERSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+            ))
+            .and_then(|mut s| {
+                s.execute(params![
+                    new.session_id,
+                    new.row.seq,
+                    new.row.version_id,
+                    new.row.transaction_id,
+                    new.row.created_at,
+                    new.row.state_hash,
+                    new.row.object_count,
+                    new.row.metadata,
+                    new.snapshot.is_some(),
+                    new.delta
+                ])
+            })
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                    StoreError::Corrupt(format!("version id '{}' already exists", new.row.version_id))
+                }
+                e => backend(e),
+            })?;
+            if let Some(snapshot) = &new.snapshot {
+                tx.prepare_cached("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![new.session_id, new.row.seq, snapshot]))
+                    .map_err(backend)?;
+            }
+            tx.commit().map_err(backend)
+        })
+        .await
+    }
+
+    async fn list_versions(&self, id: &str) -> Result<Vec<VersionRow>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let exists = conn
+                .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
+                .and_then(|mut s| s.exists([&id]))
+                .map_err(backend)?;
+            if !exists {
+                return Err(StoreError::SessionNotFound(id));
+            }
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, version_id, transaction_id, created_at, state_hash, object_count, metadata, has_snapshot \
+                     FROM versions WHERE session_id = ?1 ORDER BY seq",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([&id], |r| {
+                    Ok(VersionRow {
+                        seq: r.get(0)?,
+                        version_id: r.get(1)?,
+                        transaction_id: r.get(2)?,
+                        created_at: r.get(3)?,
+                        state_hash: r.get(4)?,
+                        object_count: r.get(5)?,
+                        metadata: r.get(6)?,
+                        has_snapshot: r.get(7)?,
+                    })
+                })
+                .map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
+        .await
+    }
+
+    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+        let version_id = version_id.to_owned();
+        self.run(move |conn| {
+            conn.prepare_cached("SELECT session_id, seq FROM versions WHERE version_id = ?1")
+                .and_then(|mut s| s.query_row([version_id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            let head: Option<u64> = tx
+                .query_row("SELECT head_seq FROM sessions WHERE session_id = ?1", [&id], |r| r.get(0))
+                .optional()
+                .map_err(backend)?;
+            match head {
+                None => return Err(StoreError::SessionNotFound(id)),
+                Some(head) if seq > head => {
+                    return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
+                }
+                Some(_) => {}
+            }
+            let (snapshot_seq, snapshot): (u64, String) = tx
+                .query_row(
+                    "SELECT seq, state FROM snapshots WHERE session_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
+                    params![id, seq],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(backend)?
+                .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
+            let versions = versions_between(&tx, &id, snapshot_seq, seq)?;
+            Ok(Chain { snapshot_seq, snapshot, versions })
+        })
+        .await
+    }
+
+    async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| versions_between(conn, &id, after_seq, u64::MAX >> 1)).await
+    }
+
+    async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            conn.prepare_cached("SELECT state FROM snapshots WHERE session_id = ?1 AND seq = ?2")
+                .and_then(|mut s| s.query_row(params![id, seq], |r| r.get(0)).optional())
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn set_closed(&self, id: &str, closed: bool) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let changed = conn
+                .execute("UPDATE sessions SET closed = ?1 WHERE session_id = ?2", params![closed, id])
+                .map_err(backend)?;
+            if changed == 0 {
+                return Err(StoreError::SessionNotFound(id));
+            }
+            Ok(())
+        })
+        .await
+    }
+}

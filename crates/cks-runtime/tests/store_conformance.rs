@@ -1,0 +1,40 @@
+//! Runs the store conformance suite against every store in this crate.
+
+use std::sync::Arc;
+
+use cks_runtime::conformance::{run_all, Open};
+use cks_runtime::store::memory::MemoryStore;
+use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
+use cks_runtime::store::Store;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_conforms() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let open: Open = Arc::new(move || store.clone());
+    run_all(open).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("cks.db");
+    let open: Open = Arc::new(move || Arc::new(SqliteStore::open(&path, &SqliteOptions::default()).unwrap()));
+    run_all(open).await;
+}
+
+#[tokio::test]
+async fn sqlite_schema_is_versioned_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cks.db");
+    let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+    assert_eq!(store.schema_version().unwrap() as usize, cks_runtime::store::sqlite::MIGRATIONS.len());
+    drop(store);
+    let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    // A database from a newer server is refused instead of being misread.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = SqliteStore::open(&path, &SqliteOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("newer than this server supports"), "{err}");
+}
