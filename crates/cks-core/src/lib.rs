@@ -8,6 +8,7 @@ pub mod hash;
 pub mod json;
 pub mod object;
 pub mod ops;
+pub mod sample;
 pub mod structure;
 
 pub use hash::{ContentHash, object_hash};
