@@ -1,0 +1,80 @@
+//! Micro-benchmarks of the hot paths of `cks-core` at 1k, 10k and 50k objects
+//! (half nodes, half relations: a "50k" graph holds 25,000 of each).
+//!
+//! Run: `cargo bench -p cks-core --bench core`.
+
+use divan::{black_box, Bencher};
+use std::sync::OnceLock;
+
+use cks_core::json::{parse_str, to_canonical_string};
+use cks_core::ops::{apply, parse_operations};
+use cks_core::sample::random_graph;
+use cks_core::subgraph::{query_subgraph, SubgraphQuery};
+use cks_core::validate::{validate, Extension, ValidationOptions};
+use cks_core::KnowledgeStructure;
+
+const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
+
+fn main() {
+    divan::main();
+}
+
+fn graph(n: usize) -> &'static KnowledgeStructure {
+    static GRAPHS: OnceLock<Vec<(usize, KnowledgeStructure)>> = OnceLock::new();
+    let graphs = GRAPHS.get_or_init(|| SIZES.iter().map(|&n| (n, random_graph(n / 2, n / 2, 42))).collect());
+    &graphs.iter().find(|(size, _)| *size == n).expect("a benchmarked size").1
+}
+
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn parse(bencher: Bencher, n: usize) {
+    let text = to_canonical_string(graph(n));
+    bencher.bench(|| parse_str(black_box(&text)).unwrap());
+}
+
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn serialize(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    bencher.bench(|| to_canonical_string(black_box(g)));
+}
+
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn validate_always_on(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    bencher.bench(|| validate(black_box(g), &ValidationOptions::default()));
+}
+
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn validate_all_extensions(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    let options = ValidationOptions { extensions: Extension::ALL.to_vec(), ..Default::default() };
+    bencher.bench(|| validate(black_box(g), &options));
+}
+
+/// Applying a one-object change in memory and undoing it: the core part of a commit.
+#[divan::bench(args = SIZES)]
+fn one_object_change_and_check(bencher: Bencher, n: usize) {
+    let mut g = graph(n).clone();
+    let ops = parse_operations(&serde_json::json!([
+        {"type": "update_object", "object_id": "n7", "structure_patch": {"confidence": 0.5}}
+    ]))
+    .unwrap();
+    bencher.bench_local(|| {
+        let changes = apply(&mut g, &ops).unwrap();
+        let diagnostics = cks_core::validate::check_changes(&g, &changes);
+        let hash = g.root_hash();
+        g.undo(changes);
+        (diagnostics, hash)
+    });
+}
+
+#[divan::bench(args = SIZES)]
+fn query_subgraph_depth2_max50(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    let query = SubgraphQuery {
+        seed_ids: vec!["n1".into()],
+        depth: 2,
+        max_objects: Some(50),
+        ..Default::default()
+    };
+    bencher.bench(|| query_subgraph(black_box(g), &query));
+}
