@@ -11,8 +11,9 @@
 //!   all reported at once, sorted by id.
 //! - Order of the result: surviving base ids in base order (each value from the winning side, in
 //!   place), then ids added on branch A in A's order, then ids added only on branch B in B's order.
-//! - Fast paths: if branch B has the base's content the result is exactly branch A, and vice versa,
-//!   so `merge(base, a, base) == a` and `merge(base, base, b) == b` hold with exact equality.
+//! - Fast paths (no resolutions given): if branch B has the base's content the result is exactly
+//!   branch A, and vice versa, so `merge(base, a, base) == a` and `merge(base, base, b) == b` hold
+//!   with exact equality (order included).
 //! - Finally every relation that names a missing object is dropped, transitively (a relation naming
 //!   a dropped relation goes too), and reported, so a merge never leaves a dangling reference.
 
@@ -171,6 +172,11 @@ impl<'s> Sides<'s> {
 }
 
 /// Merges `branch_a` and `branch_b`, both derived from `base`.
+///
+/// Errors: [`MergeError::ResolutionNotNeeded`] for a resolution of an id that does not conflict
+/// (checked first, in id order), [`MergeError::Conflicts`] listing every conflict left unresolved,
+/// [`MergeError::InvalidResolution`] for a resolution object with another id or a malformed
+/// relation shape.
 pub fn merge(
     base: &KnowledgeStructure,
     branch_a: &KnowledgeStructure,
