@@ -4,13 +4,21 @@
 //!
 //! Invariant: this crate does no IO and has no async code; every function is deterministic.
 
+pub mod diff;
 pub mod hash;
 pub mod json;
+pub mod merge;
 pub mod object;
 pub mod ops;
 pub mod sample;
 pub mod structure;
+pub mod subgraph;
+#[cfg(test)]
+pub(crate) mod testing;
 
+pub use diff::{DiffSummary, diff, summarize};
 pub use hash::{ContentHash, object_hash};
+pub use merge::{Conflict, MergeError, MergeOutcome, Resolution, Resolutions, merge, parse_resolutions};
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};
 pub use structure::{Change, ChangeSet, DeltaOp, Entry, KnowledgeStructure, NetChange, StructureError};
+pub use subgraph::{SubgraphQuery, SubgraphResult, estimate_tokens, query_subgraph};

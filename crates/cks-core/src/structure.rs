@@ -302,8 +302,13 @@ impl KnowledgeStructure {
         let object = &entry.object;
         let id = object.id();
         if let Some(relation) = object.relation() {
+            // A repeated participant was indexed once (see `index_insert`), so it is unindexed once:
+            // otherwise replacing the relation would also drop the new version's incidence entry.
+            let mut seen = HashSet::with_capacity(relation.participants.len());
             for participant in &relation.participants {
-                remove_from_index(&mut self.incidence, participant, id);
+                if seen.insert(*participant) {
+                    remove_from_index(&mut self.incidence, participant, id);
+                }
             }
             if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
                 remove_from_index(&mut self.derives_out, source, id);
@@ -420,6 +425,18 @@ mod tests {
         assert_eq!(s, before);
         assert_eq!(s.root_hash(), before.root_hash());
         assert_eq!(s.relations_of("b").len(), 2);
+    }
+
+    #[test]
+    fn replacing_a_relation_with_a_repeated_participant_keeps_its_incidence() {
+        let mut s = KnowledgeStructure::from_objects([node("a"), rel("r", "a", "a", "self")]).unwrap();
+        let mut renamed = rel("r", "a", "a", "self");
+        renamed.identity.name = "renamed".into();
+        let mut log = ChangeSet::default();
+        s.put(renamed, &mut log).unwrap();
+        assert_eq!(s.relations_of("a"), ["r".to_string()]);
+        s.remove_cascading("a", &mut log);
+        assert!(s.is_empty(), "the relation goes with its only participant");
     }
 
     #[test]

@@ -1,0 +1,380 @@
+//! Structural diff: the evolution operations that turn one structure into another, and a summary of
+//! what changed.
+//!
+//! Rules:
+//! - Objects are compared by id and content hash only (entries carry their hashes), so a diff costs
+//!   O(n) hash comparisons and never compares JSON values.
+//! - A modified object (same id, different hash) becomes a remove followed by an add: operations have
+//!   no "replace relation" form, and `update_object` cannot change identity or relations.
+//! - `remove_object` and `remove_relation` cascade to every relation naming the removed id
+//!   (transitively). So the *affected* ids are the closure of the changed and removed ids under
+//!   "a source relation names an affected id". Every affected relation is removed explicitly (namers
+//!   before the relations they name, so no cascade fires in an acyclic structure) and every affected
+//!   id that exists in the target is re-added from the target.
+//! - Output order: `remove_relation` ops, `remove_object` ops, `add_object` ops (target order),
+//!   `add_relation` ops (target order, except that a relation naming another relation being added
+//!   comes after it).
+//!
+//! The target must be referentially closed (every participant exists), as every structure built by
+//! operations is; otherwise the `add_relation` for a dangling relation fails when applied.
+
+use indexmap::IndexSet;
+use std::collections::{HashMap, HashSet};
+
+use crate::object::{KnowledgeObject, PARTICIPANTS, RELATION_TYPE};
+use crate::ops::Operation;
+use crate::structure::KnowledgeStructure;
+
+/// The operations that turn `source` into a structure with the same content as `target`.
+pub fn diff(source: &KnowledgeStructure, target: &KnowledgeStructure) -> Vec<Operation> {
+    // Ids that are removed or modified, and the relations that a cascade from them would reach.
+    let mut affected: IndexSet<&str> = IndexSet::new();
+    let mut pending: Vec<&str> = Vec::new();
+    for entry in source.entries() {
+        let id = entry.object.id();
+        if target.entry(id).map(|t| t.hash) != Some(entry.hash) && affected.insert(id) {
+            pending.push(id);
+        }
+    }
+    while let Some(id) = pending.pop() {
+        for relation in source.relations_of(id) {
+            if affected.insert(relation.as_str()) {
+                pending.push(relation.as_str());
+            }
+        }
+    }
+
+    let mut ops = Vec::new();
+    push_removals(source, &affected, &mut ops);
+
+    // Everything affected that the target still has, plus everything new in the target.
+    let mut to_add: Vec<&KnowledgeObject> = Vec::new();
+    for entry in target.entries() {
+        let id = entry.object.id();
+        if affected.contains(id) || !source.contains(id) {
+            to_add.push(&entry.object);
+        }
+    }
+    ops.extend(to_add.iter().filter(|o| !o.is_relation()).map(|o| add_op(o)));
+    let relations: Vec<&KnowledgeObject> = to_add.into_iter().filter(|o| o.is_relation()).collect();
+    ops.extend(participants_first(&relations).into_iter().map(add_op));
+    ops
+}
+
+/// Emits the removals of the affected ids: relations first (each after the affected relations that
+/// name it), then plain objects. A simulated cascade keeps the ops valid even for cyclic relations
+/// (which only a parsed, never an evolved, structure can hold): an id already swept away by an
+/// earlier cascade gets no op of its own.
+fn push_removals<'s>(source: &'s KnowledgeStructure, affected: &IndexSet<&'s str>, ops: &mut Vec<Operation>) {
+    let is_relation = |id: &str| source.get(id).is_some_and(|o| o.is_relation());
+    // Depth-first post-order over "is named by" edges, iterative so deep chains cannot overflow.
+    let mut order: Vec<&'s str> = Vec::new();
+    let mut seen: HashSet<&'s str> = HashSet::new();
+    for &start in affected.iter().filter(|id| is_relation(id)) {
+        if !seen.insert(start) {
+            continue;
+        }
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        while let Some((id, next)) = stack.pop() {
+            let namers = source.relations_of(id);
+            if let Some(namer) = namers.get(next) {
+                stack.push((id, next + 1));
+                if seen.insert(namer.as_str()) {
+                    stack.push((namer.as_str(), 0));
+                }
+            } else {
+                order.push(id);
+            }
+        }
+    }
+
+    let mut gone: HashSet<&str> = HashSet::new();
+    for id in order {
+        if sweep(source, id, &mut gone) {
+            ops.push(Operation::RemoveRelation { relation_id: id.to_owned() });
+        }
+    }
+    for &id in affected.iter().filter(|id| !is_relation(id)) {
+        if sweep(source, id, &mut gone) {
+            ops.push(Operation::RemoveObject { object_id: id.to_owned() });
+        }
+    }
+}
+
+/// Marks `id` and everything its removal would cascade to as gone; false if it already was.
+fn sweep<'s>(source: &'s KnowledgeStructure, id: &'s str, gone: &mut HashSet<&'s str>) -> bool {
+    if gone.contains(id) {
+        return false;
+    }
+    let mut stack = vec![id];
+    while let Some(next) = stack.pop() {
+        if gone.insert(next) {
+            stack.extend(source.relations_of(next).iter().map(String::as_str).filter(|r| !gone.contains(r)));
+        }
+    }
+    true
+}
+
+/// Orders relations so that a relation comes after the relations (from the same list) it names;
+/// otherwise the input order is kept. Cycles are broken at the back edge instead of looping.
+fn participants_first<'a>(relations: &[&'a KnowledgeObject]) -> Vec<&'a KnowledgeObject> {
+    let by_id: HashMap<&str, &KnowledgeObject> = relations.iter().map(|o| (o.id(), *o)).collect();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(relations.len());
+    let mut order = Vec::with_capacity(relations.len());
+    for relation in relations {
+        if !seen.insert(relation.id()) {
+            continue;
+        }
+        let mut stack: Vec<(&KnowledgeObject, usize)> = vec![(relation, 0)];
+        while let Some((object, next)) = stack.pop() {
+            let participant = object.relation().and_then(|r| r.participants.get(next).copied());
+            match participant {
+                Some(p) => {
+                    stack.push((object, next + 1));
+                    if let Some(named) = by_id.get(p).filter(|_| seen.insert(p)) {
+                        stack.push((named, 0));
+                    }
+                }
+                None => order.push(object),
+            }
+        }
+    }
+    order
+}
+
+/// The operation that adds `object` (taken from the target) to a structure.
+fn add_op(object: &KnowledgeObject) -> Operation {
+    let identity = object.identity.clone();
+    match object.relation() {
+        Some(relation) => {
+            let mut structure = object.structure.clone();
+            structure.remove(PARTICIPANTS);
+            structure.remove(RELATION_TYPE);
+            Operation::AddRelation {
+                participants: relation.participants.iter().map(|p| (*p).to_owned()).collect(),
+                relation_type: relation.relation_type.to_owned(),
+                identity,
+                structure,
+            }
+        }
+        // Not a well-formed relation: structures never hold such an object, but if one appears
+        // `add_object` will shape-check it and report the problem instead of us guessing.
+        None => Operation::AddObject { identity, structure: object.structure.clone() },
+    }
+}
+
+/// Ids that differ between two structures, split into objects and relations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiffSummary {
+    /// In the target only, target order.
+    pub added_objects: Vec<String>,
+    /// In the source only, source order.
+    pub removed_objects: Vec<String>,
+    /// In both with different content, target order.
+    pub modified_objects: Vec<String>,
+    pub added_relations: Vec<String>,
+    pub removed_relations: Vec<String>,
+    pub modified_relations: Vec<String>,
+}
+
+impl DiffSummary {
+    /// True when the two structures hold the same objects.
+    pub fn is_empty(&self) -> bool {
+        self.added_objects.is_empty()
+            && self.removed_objects.is_empty()
+            && self.modified_objects.is_empty()
+            && self.added_relations.is_empty()
+            && self.removed_relations.is_empty()
+            && self.modified_relations.is_empty()
+    }
+}
+
+/// Summarizes what changed from `source` to `target`. Relation or object is decided by
+/// `is_relation()` on the side that has the object (the target's version for modified ids).
+pub fn summarize(source: &KnowledgeStructure, target: &KnowledgeStructure) -> DiffSummary {
+    let mut summary = DiffSummary::default();
+    for entry in target.entries() {
+        let object = &entry.object;
+        let list = match (source.entry(object.id()), object.is_relation()) {
+            (None, false) => &mut summary.added_objects,
+            (None, true) => &mut summary.added_relations,
+            (Some(s), _) if s.hash == entry.hash => continue,
+            (Some(_), false) => &mut summary.modified_objects,
+            (Some(_), true) => &mut summary.modified_relations,
+        };
+        list.push(object.identity.id.clone());
+    }
+    for object in source.objects().filter(|o| !target.contains(o.id())) {
+        let list = if object.is_relation() { &mut summary.removed_relations } else { &mut summary.removed_objects };
+        list.push(object.identity.id.clone());
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse_str;
+    use crate::ops::apply;
+    use crate::testing::{arb_edits, arb_structure, mutate};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn structure(objects: serde_json::Value) -> KnowledgeStructure {
+        crate::json::parse_value(json!({ "objects": objects })).unwrap()
+    }
+
+    fn node(id: &str, v: i64) -> serde_json::Value {
+        json!({"identity": {"id": id, "type": "Node", "name": id}, "structure": {"v": v}})
+    }
+
+    fn rel(id: &str, participants: &[&str], ty: &str) -> serde_json::Value {
+        json!({"identity": {"id": id, "type": "Relation", "name": id},
+               "structure": {"participants": participants, "relation_type": ty, "w": 1}})
+    }
+
+    fn wire(ops: &[Operation]) -> Vec<String> {
+        ops.iter().map(|o| o.to_string()).collect()
+    }
+
+    fn applied(source: &KnowledgeStructure, ops: &[Operation]) -> KnowledgeStructure {
+        let mut next = source.clone();
+        apply(&mut next, ops).unwrap();
+        next
+    }
+
+    #[test]
+    fn identical_structures_need_no_ops() {
+        let s = structure(json!([node("a", 1), node("b", 2), rel("r", &["a", "b"], "x")]));
+        assert!(diff(&s, &s).is_empty());
+        assert!(summarize(&s, &s).is_empty());
+    }
+
+    #[test]
+    fn modification_cascades_to_relations_and_re_adds_them() {
+        // r2 names r1, which names a: modifying a affects a, r1 and r2.
+        let source = structure(json!([
+            node("a", 1),
+            node("b", 2),
+            node("c", 3),
+            rel("r1", &["a", "b"], "x"),
+            rel("r2", &["r1", "c"], "meta"),
+            rel("r3", &["b", "c"], "x"),
+        ]));
+        let target = structure(json!([
+            node("a", 10),
+            node("b", 2),
+            node("c", 3),
+            rel("r1", &["a", "b"], "x"),
+            rel("r2", &["r1", "c"], "meta"),
+            rel("r3", &["b", "c"], "x"),
+            node("d", 4),
+        ]));
+        let ops = diff(&source, &target);
+        assert_eq!(
+            wire(&ops),
+            [
+                "remove_relation 'r2'",
+                "remove_relation 'r1'",
+                "remove_object 'a'",
+                "add_object 'a'",
+                "add_object 'd'",
+                "add_relation 'r1'",
+                "add_relation 'r2'",
+            ]
+        );
+        let Operation::AddRelation { participants, relation_type, structure, .. } = &ops[5] else { panic!() };
+        assert_eq!(participants, &["a", "b"]);
+        assert_eq!(relation_type, "x");
+        assert_eq!(serde_json::Value::Object(structure.clone()), json!({"w": 1}));
+        assert!(applied(&source, &ops).same_content(&target));
+    }
+
+    #[test]
+    fn relation_naming_a_relation_is_added_after_it() {
+        let source = structure(json!([node("a", 1), node("b", 2)]));
+        // In target order the meta relation comes first; it must be added second.
+        let target = structure(json!([
+            rel("meta", &["r", "a"], "about"),
+            node("a", 1),
+            node("b", 2),
+            rel("r", &["a", "b"], "x"),
+        ]));
+        let ops = diff(&source, &target);
+        assert_eq!(wire(&ops), ["add_relation 'r'", "add_relation 'meta'"]);
+        assert!(applied(&source, &ops).same_content(&target));
+    }
+
+    #[test]
+    fn removals_and_kind_changes() {
+        let source = structure(json!([node("a", 1), node("b", 2), rel("r", &["a", "b"], "x"), node("k", 0)]));
+        // k turns from an object into a relation; b goes away, taking r with it.
+        let target = structure(json!([node("a", 1), rel("k", &["a", "a"], "self")]));
+        let ops = diff(&source, &target);
+        assert_eq!(wire(&ops), ["remove_relation 'r'", "remove_object 'b'", "remove_object 'k'", "add_relation 'k'"]);
+        assert!(applied(&source, &ops).same_content(&target));
+        let summary = summarize(&source, &target);
+        assert_eq!(
+            summary,
+            DiffSummary {
+                removed_objects: vec!["b".into()],
+                removed_relations: vec!["r".into()],
+                modified_relations: vec!["k".into()],
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn summary_lists_ids_in_order() {
+        let source = structure(json!([node("a", 1), node("b", 2), node("c", 3), rel("r", &["a", "b"], "x")]));
+        let target = parse_str(
+            r#"{"objects": [
+            {"identity": {"id": "c", "type": "Node", "name": "c"}, "structure": {"v": 30}},
+            {"identity": {"id": "z", "type": "Node", "name": "z"}},
+            {"identity": {"id": "a", "type": "Node", "name": "a"}, "structure": {"v": 1}},
+            {"identity": {"id": "r", "type": "Relation", "name": "r"}, "structure": {"participants": ["a", "c"], "relation_type": "x", "w": 1}},
+            {"identity": {"id": "r9", "type": "Relation", "name": "r9"}, "structure": {"participants": ["a", "z"], "relation_type": "y"}}
+        ]}"#,
+        )
+        .unwrap();
+        let summary = summarize(&source, &target);
+        assert_eq!(summary.added_objects, ["z"]);
+        assert_eq!(summary.removed_objects, ["b"]);
+        assert_eq!(summary.modified_objects, ["c"]);
+        assert_eq!(summary.added_relations, ["r9"]);
+        assert_eq!(summary.modified_relations, ["r"]);
+        assert!(summary.removed_relations.is_empty());
+        assert!(applied(&source, &diff(&source, &target)).same_content(&target));
+    }
+
+    #[test]
+    fn cyclic_relations_do_not_break_the_ops() {
+        // Only a parsed document can hold a relation cycle; removing it must still apply cleanly.
+        let source = structure(json!([node("a", 1), rel("r1", &["a", "r2"], "x"), rel("r2", &["a", "r1"], "x")]));
+        let target = structure(json!([node("a", 2)]));
+        let ops = diff(&source, &target);
+        assert!(applied(&source, &ops).same_content(&target));
+        assert_eq!(ops.iter().filter(|o| matches!(o, Operation::RemoveRelation { .. })).count(), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn applying_the_diff_reaches_the_target((a, edits) in arb_structure().prop_flat_map(|a| (Just(a), arb_edits()))) {
+            let b = mutate(&a, &edits);
+            let ops = diff(&a, &b);
+            let mut next = a.clone();
+            let result = apply(&mut next, &ops);
+            prop_assert!(result.is_ok(), "{:?}", result.err());
+            prop_assert!(next.same_content(&b));
+            // And the way back.
+            let back = diff(&b, &a);
+            let mut prev = b.clone();
+            prop_assert!(apply(&mut prev, &back).is_ok());
+            prop_assert!(prev.same_content(&a));
+            prop_assert!(diff(&a, &a).is_empty());
+            let summary = summarize(&a, &b);
+            prop_assert_eq!(summary.is_empty(), a.same_content(&b));
+        }
+    }
+}

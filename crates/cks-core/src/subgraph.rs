@@ -1,0 +1,470 @@
+//! Budgeted subgraph queries: the neighbourhood of some seed objects, cut to fit a caller's budget.
+//!
+//! Rules:
+//! - Nodes are non-relation objects; relations are (hyper)edges. A relation id is never a valid
+//!   seed; unknown seeds are ignored; with no valid seed the result is empty.
+//! - Breadth-first over hyperedges: from a node, every relation naming it (of an included relation
+//!   type, when `include_relation_types` is given) reaches all of its other participants in one hop,
+//!   up to `depth` hops. `include_object_types` filters the non-seed nodes: a node of another type
+//!   is neither returned nor traversed through.
+//! - Budget: seeds are always kept and do not count toward `max_objects`. The other nodes are ranked
+//!   by `degree × type_weight / (distance + 1)` (degree: relations naming the node in the whole
+//!   structure; type weight from `type_weights`, default 1.0; ties by discovery order) and taken in
+//!   that order while they fit both `max_objects` and `max_tokens`. The token estimate of an object
+//!   is ⌈characters of its compact canonical JSON / 4⌉; seeds use up the token budget first. Only
+//!   nodes count toward the budgets: relations follow from the chosen nodes.
+//! - Vertex-induced: a relation is returned iff every participant is in the result (nodes, or
+//!   relations already returned, or itself) and its type passes the filter.
+//! - Output keeps the structure's order.
+//!
+//! Cost is proportional to the explored neighbourhood: walks use the incidence index and the output
+//! is built from the chosen ids only, never by scanning the whole structure.
+
+use indexmap::IndexMap;
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+use crate::json::CanonicalObject;
+use crate::object::{KnowledgeObject, RelationView};
+use crate::structure::{ChangeSet, KnowledgeStructure};
+
+/// What to extract. `Default` is depth 1, no filters, no budgets, no weights.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubgraphQuery {
+    pub seed_ids: Vec<String>,
+    pub depth: usize,
+    pub include_relation_types: Option<Vec<String>>,
+    pub include_object_types: Option<Vec<String>>,
+    pub max_objects: Option<usize>,
+    pub max_tokens: Option<usize>,
+    pub type_weights: HashMap<String, f64>,
+}
+
+impl Default for SubgraphQuery {
+    fn default() -> Self {
+        SubgraphQuery {
+            seed_ids: Vec::new(),
+            depth: 1,
+            include_relation_types: None,
+            include_object_types: None,
+            max_objects: None,
+            max_tokens: None,
+            type_weights: HashMap::new(),
+        }
+    }
+}
+
+/// The extracted subgraph and how it was cut.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubgraphResult {
+    pub structure: KnowledgeStructure,
+    /// Nodes reached (seeds included) before budgeting.
+    pub total_found_nodes: usize,
+    /// Nodes kept (relations not counted).
+    pub returned_nodes: usize,
+    pub is_truncated: bool,
+    /// `"max_objects"` or `"max_tokens"`: the budget that cut the result.
+    pub truncation_reason: Option<String>,
+    /// The best-ranked node that was cut, a good seed for a follow-up query.
+    pub suggested_next_seed: Option<String>,
+}
+
+/// The token estimate of one object: ⌈characters of its compact canonical JSON / 4⌉.
+pub fn estimate_tokens(object: &KnowledgeObject) -> usize {
+    // Count while serializing instead of building the string.
+    struct CharCounter(usize);
+    impl io::Write for CharCounter {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            // serde_json writes whole UTF-8 sequences; count the bytes that start a character.
+            self.0 += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = CharCounter(0);
+    // Serializing JSON values to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut counter, &CanonicalObject(object));
+    counter.0.div_ceil(4)
+}
+
+/// The relation's view when it is a relation of an included type.
+fn traversable<'s>(relation: &'s KnowledgeObject, types: Option<&HashSet<&str>>) -> Option<RelationView<'s>> {
+    relation.relation().filter(|view| types.is_none_or(|t| t.contains(view.relation_type)))
+}
+
+/// Extracts the budgeted neighbourhood of the query's seeds.
+pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> SubgraphResult {
+    let relation_types: Option<HashSet<&str>> =
+        query.include_relation_types.as_ref().map(|types| types.iter().map(String::as_str).collect());
+    let object_types: Option<HashSet<&str>> =
+        query.include_object_types.as_ref().map(|types| types.iter().map(String::as_str).collect());
+    let traversable = |relation| traversable(relation, relation_types.as_ref());
+
+    // Node id → distance, in discovery order (seeds first).
+    let mut found: IndexMap<&str, usize> = IndexMap::new();
+    for seed in &query.seed_ids {
+        if let Some(object) = structure.get(seed).filter(|o| !o.is_relation()) {
+            found.entry(object.id()).or_insert(0);
+        }
+    }
+    let seeds = found.len();
+    if seeds == 0 {
+        return SubgraphResult::default();
+    }
+
+    // Participants that are not nodes of this query (relations, filtered types, dangling ids).
+    let mut rejected: HashSet<&str> = HashSet::new();
+    let mut cursor = 0;
+    while let Some((&id, &distance)) = found.get_index(cursor) {
+        cursor += 1;
+        if distance >= query.depth {
+            continue;
+        }
+        for relation_id in structure.relations_of(id) {
+            let Some(view) = structure.get(relation_id).and_then(|r| traversable(r)) else { continue };
+            for participant in view.participants {
+                if found.contains_key(participant) || rejected.contains(participant) {
+                    continue;
+                }
+                match structure.get(participant) {
+                    Some(object)
+                        if !object.is_relation()
+                            && object_types.as_ref().is_none_or(|t| t.contains(object.identity.r#type.as_str())) =>
+                    {
+                        found.insert(object.id(), distance + 1);
+                    }
+                    _ => {
+                        rejected.insert(participant);
+                    }
+                }
+            }
+        }
+    }
+
+    // Rank the non-seed nodes; the sort is stable, so ties keep discovery order.
+    let score = |id: &str, distance: usize| {
+        let weight = structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
+        structure.relations_of(id).len() as f64 * weight / (distance + 1) as f64
+    };
+    let mut ranked: Vec<(&str, f64)> = found.iter().skip(seeds).map(|(&id, &d)| (id, score(id, d))).collect();
+    ranked.sort_by(|x, y| y.1.total_cmp(&x.1));
+
+    let tokens = |id: &str| structure.get(id).map_or(0, |o| estimate_tokens(o));
+    let mut kept: Vec<&str> = found.keys().take(seeds).copied().collect();
+    let mut used_tokens: usize = match query.max_tokens {
+        Some(_) => kept.iter().map(|id| tokens(id)).fold(0, usize::saturating_add),
+        None => 0,
+    };
+    let mut cut: Option<(&str, &str)> = None;
+    for (taken, &(id, _)) in ranked.iter().enumerate() {
+        if query.max_objects.is_some_and(|max| taken >= max) {
+            cut = Some(("max_objects", id));
+            break;
+        }
+        if let Some(max) = query.max_tokens {
+            let needed = used_tokens.saturating_add(tokens(id));
+            if needed > max {
+                cut = Some(("max_tokens", id));
+                break;
+            }
+            used_tokens = needed;
+        }
+        kept.push(id);
+    }
+    let returned_nodes = kept.len();
+
+    // Vertex-induced relations. A relation naming a relation can only qualify once the relation it
+    // names is in, so every inclusion re-examines the relations naming the newcomer.
+    let mut members: HashSet<&str> = kept.iter().copied().collect();
+    let mut cursor = 0;
+    while let Some(&id) = kept.get(cursor) {
+        cursor += 1;
+        for relation_id in structure.relations_of(id) {
+            let relation_id = relation_id.as_str();
+            if members.contains(relation_id) {
+                continue;
+            }
+            let Some(view) = structure.get(relation_id).and_then(|r| traversable(r)) else { continue };
+            if view.participants.iter().all(|p| *p == relation_id || members.contains(p)) {
+                members.insert(relation_id);
+                kept.push(relation_id);
+            }
+        }
+    }
+
+    kept.sort_by_key(|id| structure.index_of(id).unwrap_or(usize::MAX));
+    let mut output = KnowledgeStructure::new();
+    let mut log = ChangeSet::default();
+    for id in kept {
+        if let Some(entry) = structure.entry(id) {
+            output.put_entry(entry.clone(), &mut log);
+            // A fresh structure: nothing to undo.
+            log.changes.clear();
+        }
+    }
+
+    SubgraphResult {
+        structure: output,
+        total_found_nodes: found.len(),
+        returned_nodes,
+        is_truncated: cut.is_some(),
+        truncation_reason: cut.map(|(reason, _)| reason.to_owned()),
+        suggested_next_seed: cut.map(|(_, id)| id.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{NODE_TYPES, RELATION_TYPES, arb_structure, node, relation};
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    /// a–b supports, b–c cites, c–d about, (a, e, f) supports, and m1 about (r1, d).
+    fn sample() -> KnowledgeStructure {
+        KnowledgeStructure::from_objects([
+            node("a", "Claim", 1),
+            node("b", "Claim", 2),
+            node("c", "Source", 3),
+            node("d", "Person", 4),
+            node("e", "Claim", 5),
+            node("f", "Claim", 6),
+            relation("r1", &["a", "b"], "supports"),
+            relation("r2", &["b", "c"], "cites"),
+            relation("r3", &["c", "d"], "about"),
+            relation("r4", &["a", "e", "f"], "supports"),
+            relation("m1", &["r1", "d"], "about"),
+        ])
+        .unwrap()
+    }
+
+    fn query(seeds: &[&str], depth: usize) -> SubgraphQuery {
+        SubgraphQuery { seed_ids: seeds.iter().map(|s| (*s).to_owned()).collect(), depth, ..Default::default() }
+    }
+
+    fn ids(result: &SubgraphResult) -> Vec<&str> {
+        result.structure.ids().collect()
+    }
+
+    fn strings(items: &[&str]) -> Option<Vec<String>> {
+        Some(items.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn default_query_has_depth_one() {
+        assert_eq!(SubgraphQuery::default().depth, 1);
+    }
+
+    #[test]
+    fn depth_controls_the_reach() {
+        let s = sample();
+        let r = query_subgraph(&s, &query(&["a"], 0));
+        assert_eq!(ids(&r), ["a"]);
+        let r = query_subgraph(&s, &query(&["a"], 1));
+        assert_eq!(ids(&r), ["a", "b", "e", "f", "r1", "r4"]);
+        assert_eq!((r.total_found_nodes, r.returned_nodes, r.is_truncated), (4, 4, false));
+        let r = query_subgraph(&s, &query(&["a"], 2));
+        assert_eq!(ids(&r), ["a", "b", "c", "e", "f", "r1", "r2", "r4"]);
+        // At depth 3 d comes in, and with it m1, which names the relation r1.
+        let r = query_subgraph(&s, &query(&["a"], 3));
+        assert_eq!(ids(&r), ["a", "b", "c", "d", "e", "f", "r1", "r2", "r3", "r4", "m1"]);
+        assert_eq!(r.truncation_reason, None);
+        assert_eq!(r.suggested_next_seed, None);
+    }
+
+    #[test]
+    fn relation_and_object_type_filters() {
+        let s = sample();
+        let q = SubgraphQuery { include_relation_types: strings(&["supports"]), ..query(&["a"], 3) };
+        assert_eq!(ids(&query_subgraph(&s, &q)), ["a", "b", "e", "f", "r1", "r4"]);
+        // c is a Source: neither returned nor walked through, so d is out of reach.
+        let q = SubgraphQuery { include_object_types: strings(&["Claim"]), ..query(&["a"], 3) };
+        assert_eq!(ids(&query_subgraph(&s, &q)), ["a", "b", "e", "f", "r1", "r4"]);
+        // Seeds are kept whatever their type.
+        let q = SubgraphQuery { include_object_types: strings(&["Claim"]), ..query(&["c"], 1) };
+        assert_eq!(ids(&query_subgraph(&s, &q)), ["b", "c", "r2"]);
+    }
+
+    #[test]
+    fn relation_and_unknown_seeds_are_ignored() {
+        let s = sample();
+        let r = query_subgraph(&s, &query(&["r1", "nope"], 2));
+        assert_eq!(r, SubgraphResult::default());
+        assert!(r.structure.is_empty());
+        let r = query_subgraph(&s, &query(&["nope", "r1", "d", "d"], 1));
+        assert_eq!(ids(&r), ["c", "d", "r3"]);
+        assert_eq!(r.total_found_nodes, 2);
+    }
+
+    #[test]
+    fn max_objects_keeps_the_best_ranked() {
+        let s = sample();
+        // Scores at depth 2 from a: b 2/2, c 2/3, e 1/2, f 1/2.
+        let q = SubgraphQuery { max_objects: Some(2), ..query(&["a"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(ids(&r), ["a", "b", "c", "r1", "r2"]);
+        assert_eq!((r.total_found_nodes, r.returned_nodes, r.is_truncated), (5, 3, true));
+        assert_eq!(r.truncation_reason.as_deref(), Some("max_objects"));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("e"));
+
+        // Weighting Claims: b 6/2, e 3/2, f 3/2, c 2/3.
+        let weights = HashMap::from([("Claim".to_owned(), 3.0)]);
+        let q = SubgraphQuery { max_objects: Some(2), type_weights: weights, ..query(&["a"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(ids(&r), ["a", "b", "e", "r1"]);
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("f"));
+
+        let q = SubgraphQuery { max_objects: Some(4), ..query(&["a"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert!(!r.is_truncated);
+        assert_eq!(r.returned_nodes, 5);
+        assert_eq!(r.suggested_next_seed, None);
+    }
+
+    #[test]
+    fn max_tokens_counts_seeds_first() {
+        let s = sample();
+        let a = s.get("a").unwrap();
+        // {"identity":{"id":"a","name":"name a","type":"Claim"},"structure":{"v":1}}: 74 characters.
+        assert_eq!(estimate_tokens(a), 19);
+        let budget = estimate_tokens(a) + estimate_tokens(s.get("b").unwrap()) + 1;
+        let q = SubgraphQuery { max_tokens: Some(budget), ..query(&["a"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(ids(&r), ["a", "b", "r1"]);
+        assert_eq!(r.truncation_reason.as_deref(), Some("max_tokens"));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("c"));
+        // A seed over budget on its own is still returned; everything else is cut.
+        let q = SubgraphQuery { max_tokens: Some(0), ..query(&["a"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(ids(&r), ["a"]);
+        assert_eq!((r.returned_nodes, r.total_found_nodes), (1, 5));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn token_estimate_counts_characters() {
+        let mut o = node("é", "T", 0);
+        o.identity.name = String::new();
+        // {"identity":{"id":"é","name":"","type":"T"},"structure":{"v":0}}: 64 characters, 65 bytes.
+        assert_eq!(estimate_tokens(&o), 16);
+    }
+
+    fn arb_query() -> impl Strategy<Value = (KnowledgeStructure, SubgraphQuery)> {
+        arb_structure().prop_flat_map(|s| {
+            let seeds = prop::collection::vec(any::<Index>(), 0..4);
+            let filter = |names: &'static [&'static str]| {
+                prop::option::weighted(0.3, prop::sample::subsequence(names, 1..=names.len()))
+                    .prop_map(|t| t.map(|t| t.into_iter().map(str::to_owned).collect::<Vec<_>>()))
+            };
+            (
+                Just(s),
+                seeds,
+                0..4usize,
+                filter(&RELATION_TYPES),
+                filter(&NODE_TYPES),
+                prop::option::of(0..5usize),
+                prop::option::weighted(0.3, 0..120usize),
+                prop::option::of(0.0..4.0f64),
+            )
+                .prop_map(
+                    |(s, seeds, depth, rel_types, obj_types, max_objects, max_tokens, claim_weight)| {
+                        let mut seed_ids: Vec<String> =
+                            seeds.iter().map(|i| s.ids().nth(i.index(s.len())).unwrap_or("").to_owned()).collect();
+                        seed_ids.push("unknown".into());
+                        let type_weights = claim_weight.map(|w| ("Claim".to_owned(), w)).into_iter().collect();
+                        let query = SubgraphQuery {
+                            seed_ids,
+                            depth,
+                            include_relation_types: rel_types,
+                            include_object_types: obj_types,
+                            max_objects,
+                            max_tokens,
+                            type_weights,
+                        };
+                        (s, query)
+                    },
+                )
+        })
+    }
+
+    /// Depth-limited reach computed the slow way: one pass over all relations per level.
+    fn naive_reach(s: &KnowledgeStructure, q: &SubgraphQuery) -> HashSet<String> {
+        let passes = |ty: &str, filter: &Option<Vec<String>>| filter.as_ref().is_none_or(|f| f.iter().any(|t| t == ty));
+        let mut level: HashSet<String> =
+            q.seed_ids.iter().filter(|id| s.get(id).is_some_and(|o| !o.is_relation())).cloned().collect();
+        let mut reached = level.clone();
+        for _ in 0..q.depth {
+            let mut next = HashSet::new();
+            for r in s.relations() {
+                let view = r.relation().unwrap();
+                if !passes(view.relation_type, &q.include_relation_types)
+                    || !view.participants.iter().any(|p| level.contains(*p))
+                {
+                    continue;
+                }
+                for p in view.participants {
+                    let ok = s
+                        .get(p)
+                        .is_some_and(|o| !o.is_relation() && passes(&o.identity.r#type, &q.include_object_types));
+                    if ok && !reached.contains(p) {
+                        next.insert(p.to_owned());
+                    }
+                }
+            }
+            reached.extend(next.iter().cloned());
+            level = next;
+        }
+        reached
+    }
+
+    proptest! {
+        #[test]
+        fn subgraphs_are_vertex_induced_and_within_budget((s, q) in arb_query()) {
+            let r = query_subgraph(&s, &q);
+            let out = &r.structure;
+            // Every returned object is the source's, unchanged, in the source's order.
+            let positions: Vec<usize> = out.ids().map(|id| s.index_of(id).unwrap()).collect();
+            prop_assert!(positions.windows(2).all(|w| w[0] < w[1]));
+            for entry in out.entries() {
+                let original = s.entry(entry.object.id()).unwrap();
+                prop_assert_eq!(&entry.object, &original.object);
+                prop_assert_eq!(entry.hash, original.hash);
+            }
+            // Every valid seed is kept.
+            let seeds: HashSet<&str> =
+                q.seed_ids.iter().map(String::as_str).filter(|id| s.get(id).is_some_and(|o| !o.is_relation())).collect();
+            for seed in &seeds {
+                prop_assert!(out.contains(seed));
+            }
+            let nodes = out.objects().filter(|o| !o.is_relation()).count();
+            prop_assert_eq!(nodes, r.returned_nodes);
+            if let Some(max) = q.max_objects {
+                prop_assert!(r.returned_nodes <= seeds.len() + max);
+            }
+            prop_assert!(r.returned_nodes <= r.total_found_nodes);
+            prop_assert_eq!(r.is_truncated, r.returned_nodes < r.total_found_nodes);
+            prop_assert_eq!(r.is_truncated, r.truncation_reason.is_some());
+            prop_assert_eq!(r.is_truncated, r.suggested_next_seed.is_some());
+            if let Some(next) = &r.suggested_next_seed {
+                prop_assert!(s.contains(next) && !out.contains(next));
+            }
+            // Vertex-induced: a relation is in iff all its participants are and its type passes.
+            let passes = |ty: &str| q.include_relation_types.as_ref().is_none_or(|f| f.iter().any(|t| t == ty));
+            for relation in s.relations() {
+                let view = relation.relation().unwrap();
+                let induced = passes(view.relation_type)
+                    && view.participants.iter().all(|p| *p == relation.id() || out.contains(p));
+                prop_assert_eq!(out.contains(relation.id()), induced, "relation {}", relation.id());
+            }
+            // Without budgets, the nodes are exactly the depth-limited reach.
+            if q.max_objects.is_none() && q.max_tokens.is_none() {
+                let reach = naive_reach(&s, &q);
+                let got: HashSet<String> = out.objects().filter(|o| !o.is_relation()).map(|o| o.identity.id.clone()).collect();
+                prop_assert_eq!(got, reach.clone());
+                prop_assert_eq!(r.total_found_nodes, reach.len());
+            }
+        }
+    }
+}
