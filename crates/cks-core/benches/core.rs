@@ -3,15 +3,15 @@
 //!
 //! Run: `cargo bench -p cks-core --bench core`.
 
-use divan::{black_box, Bencher};
+use divan::{Bencher, black_box};
 use std::sync::OnceLock;
 
+use cks_core::KnowledgeStructure;
 use cks_core::json::{parse_str, to_canonical_string};
 use cks_core::ops::{apply, parse_operations};
 use cks_core::sample::random_graph;
-use cks_core::subgraph::{query_subgraph, SubgraphQuery};
-use cks_core::validate::{validate, Extension, ValidationOptions};
-use cks_core::KnowledgeStructure;
+use cks_core::subgraph::{SubgraphQuery, query_subgraph};
+use cks_core::validate::{Extension, ValidationOptions, validate};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
 
@@ -70,11 +70,6 @@ fn one_object_change_and_check(bencher: Bencher, n: usize) {
 #[divan::bench(args = SIZES)]
 fn query_subgraph_depth2_max50(bencher: Bencher, n: usize) {
     let g = graph(n);
-    let query = SubgraphQuery {
-        seed_ids: vec!["n1".into()],
-        depth: 2,
-        max_objects: Some(50),
-        ..Default::default()
-    };
+    let query = SubgraphQuery { seed_ids: vec!["n1".into()], depth: 2, max_objects: Some(50), ..Default::default() };
     bencher.bench(|| query_subgraph(black_box(g), &query));
 }

@@ -358,4 +358,48 @@ mod tests {
         .unwrap();
         assert!(!s.get("a").unwrap().is_relation());
     }
+
+    mod properties {
+        use super::*;
+        use crate::structure::ChangeSet;
+        use crate::testing::arb_structure;
+        use proptest::prelude::*;
+
+        fn arb_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+                "\\PC{0,12}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    proptest::collection::btree_map("\\PC{0,6}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            /// parse(serialize(s)) == s, for the pretty and the compact form, and hashes survive.
+            #[test]
+            fn parse_inverts_serialize(base in arb_structure(), extras in proptest::collection::vec(arb_json(), 0..8)) {
+                let mut s = base;
+                let ids: Vec<String> = s.ids().map(str::to_owned).collect();
+                let mut log = ChangeSet::default();
+                for (id, extra) in ids.iter().zip(extras) {
+                    let mut object = KnowledgeObject::clone(s.get(id).unwrap());
+                    object.structure.insert("extra".into(), extra);
+                    s.put(object, &mut log).unwrap();
+                }
+                let pretty = parse_str(&to_canonical_string(&s)).unwrap();
+                prop_assert_eq!(&pretty, &s);
+                let compact = parse_str(&to_compact_string(&s)).unwrap();
+                prop_assert_eq!(&compact, &s);
+                prop_assert_eq!(compact.root_hash(), s.root_hash());
+            }
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! existing nodes, and `derives` edges always point from a lower to a higher node index, so they
 //! cannot form a cycle.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::object::{Identity, KnowledgeObject};
 use crate::structure::{ChangeSet, KnowledgeStructure};

@@ -23,10 +23,8 @@ fn one_object_commit_sqlite(bencher: Bencher, n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("bench.db"), &SqliteOptions::default()).unwrap();
     let rt = Runtime::new(Arc::new(store), RuntimeConfig::default());
-    let id = tokio
-        .block_on(rt.create_session(random_graph(n / 2, n / 2, 42), NewSession::default()))
-        .unwrap()
-        .session_id;
+    let id =
+        tokio.block_on(rt.create_session(random_graph(n / 2, n / 2, 42), NewSession::default())).unwrap().session_id;
     let mut i = 0u64;
     bencher.bench_local(|| {
         i += 1;

@@ -5,12 +5,12 @@
 //! same underlying storage (a clone of the in-memory store, a new connection to the same SQLite
 //! file), which is how restarts and competing processes are simulated.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
+use cks_core::KnowledgeStructure;
 use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
-use cks_core::KnowledgeStructure;
 
 use crate::store::{Head, NewVersion, SessionRow, Store, StoreError, VersionRow};
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
@@ -106,7 +106,10 @@ async fn store_compare_and_swap(store: Arc<dyn Store>) {
     assert_eq!(store.find_version(&format!("{id}-v2")).await.unwrap(), Some((id.clone(), 2)));
     assert_eq!(store.find_version("nope").await.unwrap(), None);
     assert!(
-        matches!(store.append_version(&version("no-such-session", 1, Some("[]"), None)).await, Err(StoreError::SessionNotFound(_))),
+        matches!(
+            store.append_version(&version("no-such-session", 1, Some("[]"), None)).await,
+            Err(StoreError::SessionNotFound(_))
+        ),
         "append to an unknown session"
     );
 
@@ -151,7 +154,10 @@ async fn store_chains(store: Arc<dyn Store>) {
     let after = store.load_versions_after(&id, 5).await.unwrap();
     assert_eq!(after.iter().map(|v| v.row.seq).collect::<Vec<_>>(), [6, 7]);
     let listed = store.list_versions(&id).await.unwrap();
-    assert_eq!(listed.iter().map(|v| v.has_snapshot).collect::<Vec<_>>(), [false, false, false, true, false, false, false]);
+    assert_eq!(
+        listed.iter().map(|v| v.has_snapshot).collect::<Vec<_>>(),
+        [false, false, false, true, false, false, false]
+    );
 }
 
 fn structure(value: Value) -> KnowledgeStructure {
@@ -220,12 +226,21 @@ async fn runtime_rejects_bad_input(store: Arc<dyn Store>) {
     let id = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
     let before = rt.read(&id, |s, _| s.clone()).await.unwrap();
     let cases = [
-        (json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
-                 "participants": ["a", "ghost"], "relation_type": "t"}]), "invalid_operations"),
-        (json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
-                 "participants": ["b", "a"], "relation_type": "derives"}]), "validation_failed"),
-        (json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
-                 "participants": ["a", "b", "a"], "relation_type": "derives"}]), "validation_failed"),
+        (
+            json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
+                 "participants": ["a", "ghost"], "relation_type": "t"}]),
+            "invalid_operations",
+        ),
+        (
+            json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
+                 "participants": ["b", "a"], "relation_type": "derives"}]),
+            "validation_failed",
+        ),
+        (
+            json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
+                 "participants": ["a", "b", "a"], "relation_type": "derives"}]),
+            "validation_failed",
+        ),
         (json!([{"type": "teleport"}]), "parse"),
     ];
     for (operations, expected) in cases {
@@ -250,7 +265,8 @@ async fn runtime_rejects_bad_input(store: Arc<dyn Store>) {
 
 async fn runtime_revert_branch_merge(store: Arc<dyn Store>) {
     let rt = runtime(store);
-    let id = rt.create_session(small_graph(), NewSession { first_version: Some(Map::new()), ..Default::default() })
+    let id = rt
+        .create_session(small_graph(), NewSession { first_version: Some(Map::new()), ..Default::default() })
         .await
         .unwrap()
         .session_id;

@@ -22,7 +22,9 @@ pub enum RuntimeError {
     ConcurrentModification { session_id: String, attempts: u32 },
     #[error("{0}")]
     Merge(#[from] cks_core::merge::MergeError),
-    #[error("No merge base for merging '{source_session_id}' into '{target_session_id}': the source is not a branch of the target; pass base_version_id.")]
+    #[error(
+        "No merge base for merging '{source_session_id}' into '{target_session_id}': the source is not a branch of the target; pass base_version_id."
+    )]
     NoMergeBase { target_session_id: String, source_session_id: String },
     #[error("Stored history of session '{session_id}' is inconsistent: {detail}")]
     Corrupt { session_id: String, detail: String },

@@ -15,6 +15,6 @@ pub mod store;
 
 pub use error::RuntimeError;
 pub use runtime::{
-    Comparison, CommitRequest, Committed, Edit, MergeReport, NewSession, Runtime, RuntimeConfig, EMPTY_STATE_VERSION_ID,
+    CommitRequest, Committed, Comparison, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
 };
 pub use session::{SessionInfo, VersionInfo};

@@ -18,12 +18,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use time::format_description::well_known::Rfc3339;
-use tokio::sync::{broadcast, OnceCell, RwLock};
+use tokio::sync::{OnceCell, RwLock, broadcast};
 
 use cks_core::merge::{self, Conflict, Resolutions};
 use cks_core::ops::{self, Operation};
 use cks_core::validate::{self, Diagnostic, Extension, Severity, ValidationOptions};
-use cks_core::{diff, ChangeSet, KnowledgeStructure};
+use cks_core::{ChangeSet, KnowledgeStructure, diff};
 
 use crate::codec;
 use crate::error::RuntimeError;
@@ -200,7 +200,11 @@ impl Runtime {
     // ----- sessions -----
 
     /// Creates a session holding `state`. The state must pass the always-on checks.
-    pub async fn create_session(&self, state: KnowledgeStructure, options: NewSession) -> Result<SessionInfo, RuntimeError> {
+    pub async fn create_session(
+        &self,
+        state: KnowledgeStructure,
+        options: NewSession,
+    ) -> Result<SessionInfo, RuntimeError> {
         self.create_session_with_parent(state, options, None, None).await
     }
 
@@ -337,9 +341,15 @@ impl Runtime {
     }
 
     /// Runs `f` on the current structure of a session (shared access).
-    pub async fn read<R>(&self, id: &str, f: impl FnOnce(&KnowledgeStructure, &SessionInfo) -> R) -> Result<R, RuntimeError> {
+    pub async fn read<R>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&KnowledgeStructure, &SessionInfo) -> R,
+    ) -> Result<R, RuntimeError> {
         let session = self.session(id).await?;
-        if self.config.refresh_on_access && self.store.head_seq(id).await? != Some(session.state.read().await.row.head.seq) {
+        if self.config.refresh_on_access
+            && self.store.head_seq(id).await? != Some(session.state.read().await.row.head.seq)
+        {
             let mut state = session.state.write().await;
             self.refresh(&session, &mut state).await?;
         }
@@ -398,7 +408,12 @@ impl Runtime {
     }
 
     /// One commit attempt on a locked, refreshed session.
-    async fn try_commit(&self, id: &str, state: &mut SessionState, request: &CommitRequest) -> Result<Attempt, RuntimeError> {
+    async fn try_commit(
+        &self,
+        id: &str,
+        state: &mut SessionState,
+        request: &CommitRequest,
+    ) -> Result<Attempt, RuntimeError> {
         if state.row.closed {
             return Err(RuntimeError::SessionClosed(id.to_owned()));
         }
@@ -420,7 +435,9 @@ impl Runtime {
             Edit::Replace { if_head: Some(expected), .. } if *expected != state.row.head.seq => {
                 return Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts: 1 });
             }
-            Edit::Replace { state: next, .. } => Applied::Replaced(std::mem::replace(&mut state.structure, next.clone())),
+            Edit::Replace { state: next, .. } => {
+                Applied::Replaced(std::mem::replace(&mut state.structure, next.clone()))
+            }
         };
         let transaction_id = new_id();
 
@@ -521,7 +538,8 @@ impl Runtime {
         if version_id == EMPTY_STATE_VERSION_ID {
             return Ok(KnowledgeStructure::new());
         }
-        let not_found = || RuntimeError::VersionNotFound { session_id: id.to_owned(), version_id: version_id.to_owned() };
+        let not_found =
+            || RuntimeError::VersionNotFound { session_id: id.to_owned(), version_id: version_id.to_owned() };
         let (owner, seq) = self.store.find_version(version_id).await?.ok_or_else(not_found)?;
         if owner != id {
             return Err(not_found());
@@ -541,7 +559,12 @@ impl Runtime {
     }
 
     /// Commits the state of an earlier version as a new version (history only grows).
-    pub async fn revert(&self, id: &str, version_id: &str, metadata: Map<String, Value>) -> Result<Committed, RuntimeError> {
+    pub async fn revert(
+        &self,
+        id: &str,
+        version_id: &str,
+        metadata: Map<String, Value>,
+    ) -> Result<Committed, RuntimeError> {
         let target = self.version_state(id, version_id).await?;
         let mut metadata = metadata;
         metadata.entry("operation").or_insert_with(|| Value::String("revert".into()));
@@ -551,7 +574,12 @@ impl Runtime {
 
     /// Operations that turn `from_version`'s state into `to_version`'s (the current state when
     /// `to_version` is `None`).
-    pub async fn compare(&self, id: &str, from_version: &str, to_version: Option<&str>) -> Result<Comparison, RuntimeError> {
+    pub async fn compare(
+        &self,
+        id: &str,
+        from_version: &str,
+        to_version: Option<&str>,
+    ) -> Result<Comparison, RuntimeError> {
         let from = self.version_state(id, from_version).await?;
         let to = match to_version {
             Some(v) => self.version_state(id, v).await?,
@@ -593,9 +621,11 @@ impl Runtime {
                 if version_id == EMPTY_STATE_VERSION_ID {
                     KnowledgeStructure::new()
                 } else {
-                    let (owner, seq) = self.store.find_version(version_id).await?.ok_or_else(|| {
-                        RuntimeError::VersionNotFound { session_id: target_id.to_owned(), version_id: version_id.to_owned() }
-                    })?;
+                    let (owner, seq) =
+                        self.store.find_version(version_id).await?.ok_or_else(|| RuntimeError::VersionNotFound {
+                            session_id: target_id.to_owned(),
+                            version_id: version_id.to_owned(),
+                        })?;
                     self.state_at(&owner, seq).await?
                 }
             }

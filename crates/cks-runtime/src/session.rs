@@ -111,10 +111,9 @@ impl SessionState {
 
     /// Applies one stored version after the current head.
     pub(crate) fn replay(&mut self, version: &StoredVersion) -> Result<(), StoreError> {
-        let delta = version
-            .delta
-            .as_deref()
-            .ok_or_else(|| StoreError::Corrupt(format!("version #{} has neither delta nor usable snapshot", version.row.seq)))?;
+        let delta = version.delta.as_deref().ok_or_else(|| {
+            StoreError::Corrupt(format!("version #{} has neither delta nor usable snapshot", version.row.seq))
+        })?;
         let delta = codec::decode_delta(delta)?;
         self.structure.apply_delta(&delta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         verify(&self.structure, version.row.seq, &version.row.state_hash)?;

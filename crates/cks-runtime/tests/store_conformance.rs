@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use cks_runtime::conformance::{run_all, Open};
+use cks_runtime::conformance::{Open, run_all};
+use cks_runtime::store::Store;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
-use cks_runtime::store::Store;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_conforms() {

@@ -12,7 +12,7 @@
 //! own transaction, when a database is opened.
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -206,7 +206,9 @@ impl Store for SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             let inserted = tx
                 .execute(
-                    &format!("INSERT OR IGNORE INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"),
+                    &format!(
+                        "INSERT OR IGNORE INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+                    ),
                     params![
                         row.session_id,
                         row.created_at,
@@ -225,8 +227,11 @@ impl Store for SqliteStore {
             if inserted == 0 {
                 return Err(StoreError::SessionExists(row.session_id));
             }
-            tx.execute("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, 0, ?2)", params![row.session_id, state])
-                .map_err(backend)?;
+            tx.execute(
+                "INSERT INTO snapshots (session_id, seq, state) VALUES (?1, 0, ?2)",
+                params![row.session_id, state],
+            )
+            .map_err(backend)?;
             tx.commit().map_err(backend)
         })
         .await
