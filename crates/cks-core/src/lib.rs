@@ -7,7 +7,12 @@
 pub mod hash;
 pub mod object;
 pub mod structure;
+pub mod validate;
 
 pub use hash::{object_hash, ContentHash};
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};
 pub use structure::{Change, ChangeSet, DeltaOp, Entry, KnowledgeStructure, NetChange, StructureError};
+pub use validate::{
+    check_changes, validate, Diagnostic, Extension, Severity, Stage, UnknownExtension, ValidationOptions,
+    ValidationReport,
+};
