@@ -13,6 +13,6 @@ pub use hash::{object_hash, ContentHash};
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};
 pub use structure::{Change, ChangeSet, DeltaOp, Entry, KnowledgeStructure, NetChange, StructureError};
 pub use validate::{
-    check_changes, validate, Diagnostic, Extension, Severity, Stage, UnknownExtension, ValidationOptions,
-    ValidationReport,
+    Diagnostic, Extension, Severity, Stage, UnknownExtension, ValidationOptions, ValidationReport,
+    check_changes, validate,
 };

@@ -57,10 +57,11 @@ pub(crate) fn check_dangling_refs(structure: &KnowledgeStructure, out: &mut Vec<
 /// CKS-SEM-DERIVATION-ARITY: a `derives` relation has exactly two participants.
 pub(crate) fn check_derivation_arity(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
     for object in structure.relations() {
-        if let Some(relation) = object.relation() {
-            if relation.relation_type == DERIVES && relation.participants.len() != 2 {
-                out.push(arity(object.id()));
-            }
+        if let Some(relation) = object.relation()
+            && relation.relation_type == DERIVES
+            && relation.participants.len() != 2
+        {
+            out.push(arity(object.id()));
         }
     }
 }
@@ -83,10 +84,11 @@ pub(crate) fn check_derivation_cycles(structure: &KnowledgeStructure, out: &mut 
         if relation.relation_type != DERIVES {
             continue;
         }
-        if let Some((source, target)) = binary(&relation) {
-            if structure.contains(source) && structure.contains(target) {
-                adjacency.entry(source).or_default().push(target);
-            }
+        if let Some((source, target)) = binary(&relation)
+            && structure.contains(source)
+            && structure.contains(target)
+        {
+            adjacency.entry(source).or_default().push(target);
         }
     }
 

@@ -1,15 +1,20 @@
 //! `claim_integrity` (CKS-EXT-CLAIM-INTEGRITY): shape and consistency of `Claim` objects.
 //!
 //! For each `Claim`, in structure order, located at the claim id, in this order:
-//! 1. `statement` is a non-empty string; 2. `confidence` is a non-bool number in [0, 1];
-//! 3. `author` is a non-empty string; 4. `status` is one of accepted, draft, proposed, rejected,
-//! superseded; 5. `created_at` passes the claim date rule (see `dates`: a trailing `Z` or no
-//! offset; an explicit offset is rejected); 6. a non-null `valid_from` / `valid_until` passes the
-//! same rule; 7. a non-null `agent` is a string; 8. `provenance_ids`, `supporting_claims`,
-//! `contradicting_claims`, when present (null included), are lists of strings; if any is not,
-//! the claim's remaining checks are skipped; 9. every listed id exists; 10. supporting and
-//! contradicting ids that exist are Claims; 11. the claim does not list itself; 12. no id is both
-//! supporting and contradicting.
+//! 1. `statement` is a non-empty string;
+//! 2. `confidence` is a non-bool number in [0, 1] (a missing one fails);
+//! 3. `author` is a non-empty string;
+//! 4. `status` is one of accepted, draft, proposed, rejected, superseded;
+//! 5. `created_at` passes the claim date rule (see `dates`: a trailing `Z` or no offset; an
+//!    explicit offset is rejected);
+//! 6. a non-null `valid_from` / `valid_until` passes the same rule;
+//! 7. a non-null `agent` is a string;
+//! 8. `provenance_ids`, `supporting_claims`, `contradicting_claims`, when present (null
+//!    included), are lists of strings; if any is not, the claim's remaining checks are skipped;
+//! 9. every listed id exists (duplicates are reported again);
+//! 10. supporting and contradicting ids that exist are Claims;
+//! 11. the claim does not list itself;
+//! 12. no id is both supporting and contradicting.
 
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
@@ -55,13 +60,12 @@ pub(crate) fn check(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
         let data = &object.structure;
         let mut error = |message: String| out.push(semantic_error(CODE, message, id));
 
-        for key in ["statement"] {
-            if !non_empty_string(data.get(key)) {
-                error(format!(
-                    "Claim '{id}' must carry a non-empty string '{key}' (got {}).",
-                    py_repr_opt(data.get(key))
-                ));
-            }
+        let statement = data.get("statement");
+        if !non_empty_string(statement) {
+            error(format!(
+                "Claim '{id}' must carry a non-empty string 'statement' (got {}).",
+                py_repr_opt(statement)
+            ));
         }
 
         let confidence = data.get("confidence");
@@ -118,14 +122,14 @@ pub(crate) fn check(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
 
         let mut malformed = false;
         for key in ID_LIST_KEYS {
-            if let Some(value) = data.get(key) {
-                if string_list(Some(value)).is_none() {
-                    malformed = true;
-                    error(format!(
-                        "Claim '{id}' has '{key}'={}, which must be a list of strings when present.",
-                        py_repr_opt(Some(value))
-                    ));
-                }
+            if let Some(value) = data.get(key)
+                && string_list(Some(value)).is_none()
+            {
+                malformed = true;
+                error(format!(
+                    "Claim '{id}' has '{key}'={}, which must be a list of strings when present.",
+                    py_repr_opt(Some(value))
+                ));
             }
         }
         if malformed {
@@ -144,14 +148,14 @@ pub(crate) fn check(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
 
         for key in CLAIM_LIST_KEYS {
             for reference in ids(data, key) {
-                if let Some(target) = structure.get(reference) {
-                    if target.identity.r#type != CLAIM_TYPE {
-                        error(format!(
-                            "Claim '{id}' references '{reference}' in '{key}', but that object's identity.type is \
-                             {}, not '{CLAIM_TYPE}'.",
-                            repr_str(&target.identity.r#type)
-                        ));
-                    }
+                if let Some(target) = structure.get(reference)
+                    && target.identity.r#type != CLAIM_TYPE
+                {
+                    error(format!(
+                        "Claim '{id}' references '{reference}' in '{key}', but that object's identity.type is \
+                         {}, not '{CLAIM_TYPE}'.",
+                        repr_str(&target.identity.r#type)
+                    ));
                 }
             }
         }

@@ -39,10 +39,10 @@ pub(crate) fn check_mutual_exclusion(structure: &KnowledgeStructure, out: &mut V
         }
         let a = truthy_str(object.structure.get("relation_type_a"));
         let b = truthy_str(object.structure.get("relation_type_b"));
-        if let (Some(a), Some(b)) = (a, b) {
-            if a != b {
-                pairs.insert((a.min(b), a.max(b)));
-            }
+        if let (Some(a), Some(b)) = (a, b)
+            && a != b
+        {
+            pairs.insert((a.min(b), a.max(b)));
         }
     }
     if pairs.is_empty() {
