@@ -15,6 +15,7 @@ pub mod structure;
 pub mod subgraph;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod validate;
 
 pub use diff::{DiffSummary, diff, summarize};
 pub use hash::{ContentHash, object_hash};
@@ -22,3 +23,7 @@ pub use merge::{Conflict, MergeError, MergeOutcome, Resolution, Resolutions, mer
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};
 pub use structure::{Change, ChangeSet, DeltaOp, Entry, KnowledgeStructure, NetChange, StructureError};
 pub use subgraph::{SubgraphQuery, SubgraphResult, estimate_tokens, query_subgraph};
+pub use validate::{
+    Diagnostic, Extension, Severity, Stage, UnknownExtension, ValidationOptions, ValidationReport, check_changes,
+    validate,
+};

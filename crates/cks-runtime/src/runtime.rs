@@ -699,3 +699,56 @@ fn changed_ids(before: &KnowledgeStructure, after: &KnowledgeStructure) -> Vec<S
     let added = after.entries().filter(|e| !before.contains(e.object.id())).map(|e| e.object.id());
     removed_or_changed.chain(added).map(str::to_owned).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use cks_core::sample::random_graph;
+
+    fn runtime(capacity: usize) -> Runtime {
+        let config = RuntimeConfig { cache_capacity: capacity, ..Default::default() };
+        Runtime::new(Arc::new(MemoryStore::new()), config)
+    }
+
+    #[tokio::test]
+    async fn cache_is_bounded_and_evicted_sessions_reload() {
+        let rt = runtime(2);
+        let mut ids = Vec::new();
+        for seed in 0..4 {
+            let info = rt.create_session(random_graph(20, 20, seed), NewSession::default()).await.unwrap();
+            ids.push((info.session_id, info.state_hash));
+        }
+        assert_eq!(rt.loaded_sessions(), 2, "only the most recent sessions stay loaded");
+        for (id, hash) in &ids {
+            let reloaded = rt.read(id, |s, _| s.root_hash().to_hex()).await.unwrap();
+            assert_eq!(&reloaded, hash);
+            assert!(rt.loaded_sessions() <= 2);
+        }
+    }
+
+    #[tokio::test]
+    async fn unknown_sessions_are_not_cached() {
+        let rt = runtime(4);
+        assert_eq!(rt.read("missing", |s, _| s.len()).await.unwrap_err().code(), "session_not_found");
+        assert_eq!(rt.loaded_sessions(), 0);
+    }
+
+    #[tokio::test]
+    async fn snapshots_are_amortized_over_changes() {
+        // 400 objects: a snapshot needs ≥ 10 versions since the last one and ≥ 50 changed objects.
+        let rt =
+            Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig { snapshot_interval: 10, ..Default::default() });
+        let id = rt.create_session(random_graph(200, 200, 1), NewSession::default()).await.unwrap().session_id;
+        for i in 0..60 {
+            let ops = cks_core::ops::parse_operations(&serde_json::json!([
+                {"type": "update_object", "object_id": format!("n{i}"), "structure_patch": {"k": i}}
+            ]))
+            .unwrap();
+            rt.commit(&id, CommitRequest::operations(ops)).await.unwrap();
+        }
+        let snapshots: Vec<u64> =
+            rt.list_versions(&id).await.unwrap().iter().filter(|v| v.is_snapshot).map(|v| v.seq).collect();
+        assert_eq!(snapshots, [50], "one snapshot once 50 objects changed");
+    }
+}

@@ -1,0 +1,125 @@
+//! `temporal_validity` (CKS-EXT-TEMPORAL-VALIDITY): flags objects whose `valid_until` has passed.
+//!
+//! Every object is checked (relations and any type included). A missing or null `valid_until` is
+//! skipped. The value is read as Python's `fromisoformat(str(v))` (so the number `20240101`
+//! parses and `true` becomes the malformed `"True"`); a naive value is taken as UTC.
+//! - Unparseable: **error** `Object '<id>' has malformed 'valid_until': <repr>` (no final period).
+//! - Parsed and strictly before `now`: **warning** `Object '<id>' expired at <str(v)>.`
+//!
+//! `now` is injected through [`super::ValidationOptions::now`], so results are reproducible.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::dates::temporal_instant;
+use super::pyrepr::{py_repr, py_str};
+use super::{Diagnostic, Severity, Stage};
+use crate::structure::KnowledgeStructure;
+
+const CODE: &str = "CKS-EXT-TEMPORAL-VALIDITY";
+
+pub(crate) fn check(structure: &KnowledgeStructure, now: OffsetDateTime, out: &mut Vec<Diagnostic>) {
+    for object in structure.objects() {
+        let id = object.id();
+        let value = match object.structure.get("valid_until") {
+            None | Some(Value::Null) => continue,
+            Some(value) => value,
+        };
+        let text = py_str(value);
+        match temporal_instant(&text) {
+            None => out.push(Diagnostic::new(
+                CODE,
+                Severity::Error,
+                Stage::Semantic,
+                format!("Object '{id}' has malformed 'valid_until': {}", py_repr(value)),
+                Some(id),
+            )),
+            Some(expiry) if expiry < now => out.push(Diagnostic::new(
+                CODE,
+                Severity::Warning,
+                Stage::Semantic,
+                format!("Object '{id}' expired at {text}."),
+                Some(id),
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::{Extension, Severity, ValidationOptions, validate};
+    use serde_json::json;
+    use time::{Date, Month, OffsetDateTime, Time};
+
+    fn now() -> OffsetDateTime {
+        let date = Date::from_calendar_date(2026, Month::August, 15).expect("date");
+        date.with_time(Time::from_hms(12, 0, 0).expect("time")).assume_utc()
+    }
+
+    fn run(objects: Vec<crate::object::KnowledgeObject>) -> Vec<(Severity, String, String)> {
+        let options =
+            ValidationOptions { now: Some(now()), ..ValidationOptions::with_extensions([Extension::TemporalValidity]) };
+        validate(&structure(objects), &options)
+            .diagnostics
+            .into_iter()
+            .filter(|d| d.code == "CKS-EXT-TEMPORAL-VALIDITY")
+            .map(|d| (d.severity, d.location.unwrap_or_default(), d.message))
+            .collect()
+    }
+
+    #[test]
+    fn future_missing_null_and_exact_now_are_fine() {
+        let objects = vec![
+            obj("a", "Fact", json!({"valid_until": "2026-08-16"})),
+            obj("b", "Fact", json!({})),
+            obj("c", "Fact", json!({"valid_until": null})),
+            obj("d", "Fact", json!({"valid_until": "2026-08-15T12:00:00Z"})),
+            obj("e", "Fact", json!({"valid_until": "2026-08-15T13:00:00+01:00"})),
+        ];
+        assert_eq!(run(objects), []);
+    }
+
+    #[test]
+    fn expired_values_warn_with_the_raw_value() {
+        let objects = vec![
+            obj("a", "Fact", json!({"valid_until": "2026-08-15T11:59:59"})),
+            obj("b", "Fact", json!({"valid_until": 20240101})),
+            obj("c", "Fact", json!({"valid_until": "2026-08-15T13:00:00+02:00"})),
+            rel("r", &["a", "b"], "mentions"),
+        ];
+        let mut objects = objects;
+        if let Some(last) = objects.last_mut() {
+            last.structure.insert("valid_until".into(), json!("2026-W01"));
+        }
+        assert_eq!(
+            run(objects),
+            [
+                (Severity::Warning, "a".to_owned(), "Object 'a' expired at 2026-08-15T11:59:59.".to_owned()),
+                (Severity::Warning, "b".to_owned(), "Object 'b' expired at 20240101.".to_owned()),
+                (Severity::Warning, "c".to_owned(), "Object 'c' expired at 2026-08-15T13:00:00+02:00.".to_owned()),
+                (Severity::Warning, "r".to_owned(), "Object 'r' expired at 2026-W01.".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_values_are_errors_without_a_final_period() {
+        let objects = vec![
+            obj("a", "Fact", json!({"valid_until": "next week"})),
+            obj("b", "Fact", json!({"valid_until": true})),
+            obj("c", "Fact", json!({"valid_until": ""})),
+            obj("d", "Fact", json!({"valid_until": 5})),
+        ];
+        assert_eq!(
+            run(objects),
+            [
+                (Severity::Error, "a".to_owned(), "Object 'a' has malformed 'valid_until': 'next week'".to_owned()),
+                (Severity::Error, "b".to_owned(), "Object 'b' has malformed 'valid_until': True".to_owned()),
+                (Severity::Error, "c".to_owned(), "Object 'c' has malformed 'valid_until': ''".to_owned()),
+                (Severity::Error, "d".to_owned(), "Object 'd' has malformed 'valid_until': 5".to_owned()),
+            ]
+        );
+    }
+}
