@@ -118,7 +118,7 @@ pub struct Committed {
 /// The result of merging a branch.
 #[derive(Clone, Debug)]
 pub enum MergeReport {
-    Merged { committed: Option<Committed>, dropped_relations: Vec<String>, resolved: Vec<String> },
+    Merged { committed: Option<Box<Committed>>, dropped_relations: Vec<String>, resolved: Vec<String> },
     Conflicts(Vec<Conflict>),
 }
 
@@ -664,7 +664,7 @@ impl Runtime {
                 extensions: Vec::new(),
             };
             match self.try_commit(target_id, &mut state, &request).await? {
-                Attempt::Done(committed) => Some(committed),
+                Attempt::Done(committed) => Some(Box::new(committed)),
                 Attempt::Conflict => {
                     return Err(RuntimeError::ConcurrentModification { session_id: target_id.to_owned(), attempts: 1 });
                 }
