@@ -76,6 +76,10 @@ async fn store_sessions(store: Arc<dyn Store>) {
     assert_eq!(store.load_snapshot(&id, 0).await.unwrap().as_deref(), Some("S0"));
     store.set_closed(&id, true).await.unwrap();
     assert!(store.load_session(&id).await.unwrap().unwrap().closed, "set_closed persists");
+    assert!(
+        matches!(store.append_version(&version(&id, 1, Some("[]"), None)).await, Err(StoreError::SessionClosed(_))),
+        "a closed session takes no versions"
+    );
     assert!(matches!(store.set_closed("no-such-session", true).await, Err(StoreError::SessionNotFound(_))));
     assert!(matches!(store.list_versions("no-such-session").await, Err(StoreError::SessionNotFound(_))));
     assert_eq!(store.head_seq("no-such-session").await.unwrap(), None);
@@ -325,6 +329,12 @@ async fn runtime_restart_sees_everything(open: Open) {
     assert_eq!(rt.read(&id, |s, _| s.clone()).await.unwrap(), expected);
     assert_eq!(rt.list_versions(&id).await.unwrap(), versions);
     assert!(rt.info(&closed_id).await.unwrap().closed);
+    // A session closed by another process refuses this process's commits too.
+    let other = runtime(open());
+    let id2 = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+    rt.read(&id2, |_, _| ()).await.unwrap();
+    other.close(&id2).await.unwrap();
+    assert_eq!(rt.commit(&id2, ops(json!([add("late")]))).await.unwrap_err().code(), "session_closed");
     let listed = rt.list_sessions().await.unwrap();
     assert!(listed.iter().any(|s| s.session_id == id && s.version_count == 7));
 }

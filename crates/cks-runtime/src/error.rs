@@ -64,6 +64,7 @@ impl From<StoreError> for RuntimeError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::SessionNotFound(id) => RuntimeError::SessionNotFound(id),
+            StoreError::SessionClosed(id) => RuntimeError::SessionClosed(id),
             StoreError::Corrupt(detail) => RuntimeError::Corrupt { session_id: String::new(), detail },
             other => RuntimeError::Store(other),
         }

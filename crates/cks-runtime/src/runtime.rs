@@ -498,6 +498,10 @@ impl Runtime {
             Err(e) => {
                 applied.undo(&mut state.structure);
                 let conflict = matches!(e, StoreError::Conflict { .. });
+                if matches!(e, StoreError::SessionClosed(_)) {
+                    // Closed by another process since this one loaded it.
+                    state.row.closed = true;
+                }
                 self.emit(EventKind::TransactionRolledBack {
                     session_id: id.to_owned(),
                     transaction_id,

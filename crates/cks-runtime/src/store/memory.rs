@@ -102,6 +102,9 @@ impl Store for MemoryStore {
                 .sessions
                 .get_mut(&new.session_id)
                 .ok_or_else(|| StoreError::SessionNotFound(new.session_id.clone()))?;
+            if data.row.closed {
+                return Err(StoreError::SessionClosed(new.session_id.clone()));
+            }
             if data.row.head.seq != new.expected_seq || new.row.seq != new.expected_seq + 1 {
                 return Err(StoreError::Conflict {
                     session_id: new.session_id.clone(),

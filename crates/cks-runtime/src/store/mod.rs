@@ -11,8 +11,8 @@
 //! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state.
 //!
 //! Invariant: [`Store::append_version`] is atomic and compare-and-swaps the head: it succeeds only
-//! when the stored head is still the caller's `expected_seq`, and then writes the version row, the
-//! optional snapshot and the new head together.
+//! when the stored head is still the caller's `expected_seq` and the session is open, and then
+//! writes the version row, the optional snapshot and the new head together.
 
 pub mod memory;
 pub mod sqlite;
@@ -91,6 +91,8 @@ pub enum StoreError {
     SessionExists(String),
     #[error("session '{0}' not found")]
     SessionNotFound(String),
+    #[error("session '{0}' is closed")]
+    SessionClosed(String),
     #[error("session '{session_id}' moved on: expected head {expected}, found {found}")]
     Conflict { session_id: String, expected: u64, found: u64 },
     #[error("stored data is inconsistent: {0}")]

@@ -278,7 +278,7 @@ impl Store for SqliteStore {
             let swapped = tx
                 .prepare_cached(
                     "UPDATE sessions SET head_seq = ?1, head_version_id = ?2, head_state_hash = ?3, object_count = ?4 \
-                     WHERE session_id = ?5 AND head_seq = ?6",
+                     WHERE session_id = ?5 AND head_seq = ?6 AND closed = 0",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -292,13 +292,16 @@ impl Store for SqliteStore {
                 })
                 .map_err(backend)?;
             if swapped == 0 || new.row.seq != new.expected_seq + 1 {
-                let found: Option<u64> = tx
-                    .query_row("SELECT head_seq FROM sessions WHERE session_id = ?1", [&new.session_id], |r| r.get(0))
+                let found: Option<(u64, bool)> = tx
+                    .query_row("SELECT head_seq, closed FROM sessions WHERE session_id = ?1", [&new.session_id], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
                     .optional()
                     .map_err(backend)?;
                 return Err(match found {
                     None => StoreError::SessionNotFound(new.session_id),
-                    Some(found) => {
+                    Some((_, true)) => StoreError::SessionClosed(new.session_id),
+                    Some((found, false)) => {
                         StoreError::Conflict { session_id: new.session_id, expected: new.expected_seq, found }
                     }
                 });
