@@ -1,0 +1,1 @@
+//! LLM client (in progress).
