@@ -197,6 +197,12 @@ impl Runtime {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.len()
     }
 
+    /// Drops every loaded session; the next access reloads the committed state from the store.
+    /// A safety net after a failure that may have left an in-memory state half-changed.
+    pub fn forget_loaded_sessions(&self) {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.clear();
+    }
+
     // ----- sessions -----
 
     /// Creates a session holding `state`. The state must pass the always-on checks.

@@ -1,0 +1,56 @@
+//! What a tool handler can reach: the runtime, shared services, and per-call state (progress,
+//! cancellation, audit metadata for the versions it commits).
+
+use serde_json::{Map, Value};
+use std::fmt;
+use std::sync::Arc;
+
+use cks_runtime::Runtime;
+use tokio_util::sync::CancellationToken;
+
+/// Receives progress reports of a long-running call (e.g. each LLM round trip of `ai_chat`).
+pub trait ProgressSink: Send + Sync {
+    fn report(&self, progress: f64, total: Option<f64>, message: Option<String>);
+}
+
+/// Per-call context handed to a tool handler.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub runtime: Arc<Runtime>,
+    /// Reports progress to the caller, when the caller asked for it.
+    pub progress: Option<Arc<dyn ProgressSink>>,
+    /// Cancelled when the caller gives up (e.g. MCP `notifications/cancelled`).
+    pub cancel: CancellationToken,
+    /// Metadata recorded on every version committed during this call (e.g. `ai_chat` provenance).
+    pub audit: Map<String, Value>,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext").field("audit", &self.audit).finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        ToolContext { runtime, progress: None, cancel: CancellationToken::new(), audit: Map::new() }
+    }
+
+    /// Metadata for a version committed by `tool`: the tool name, the call's audit entries, then
+    /// the given extras.
+    pub fn version_metadata(
+        &self,
+        tool: &str,
+        extra: impl IntoIterator<Item = (&'static str, Value)>,
+    ) -> Map<String, Value> {
+        let mut metadata = Map::new();
+        metadata.insert("tool".into(), Value::String(tool.to_owned()));
+        for (key, value) in &self.audit {
+            metadata.insert(key.clone(), value.clone());
+        }
+        for (key, value) in extra {
+            metadata.insert(key.to_owned(), value);
+        }
+        metadata
+    }
+}

@@ -1,0 +1,17 @@
+//! The tools of cks-mcp and their one registry.
+//!
+//! Invariant: this crate knows nothing of MCP or HTTP; `cks-mcp` adapts the registry to MCP and
+//! `ai_chat` offers the same registry's `llm_exposed` tools to an LLM.
+
+pub mod context;
+pub mod convert;
+pub mod error;
+pub mod registry;
+pub mod schema;
+pub mod tool;
+pub mod tools;
+
+pub use context::{ProgressSink, ToolContext};
+pub use error::ToolError;
+pub use registry::{RegisteredTool, Registry, UnknownTool};
+pub use tool::{DynTool, SessionCheck, Tool, ToolMeta};

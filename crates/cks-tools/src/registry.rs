@@ -1,0 +1,190 @@
+//! The one tool registry: the source of `tools/list`, of dispatch, and of the tool specs `ai_chat`
+//! offers an LLM.
+//!
+//! Every call goes through the same steps: arguments are checked against the tool's published
+//! schema (`missing_parameter`, `invalid_parameter`), session arguments are checked
+//! (`session_not_found`, `session_closed`), the handler runs behind a panic boundary (a panic
+//! becomes `internal_error` and the server keeps serving), and one structured log line records the
+//! tool, session, duration and outcome.
+
+use futures::FutureExt;
+use indexmap::IndexMap;
+use jsonschema::error::ValidationErrorKind;
+use serde_json::{Map, Value};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cks_runtime::RuntimeError;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{DynTool, SessionCheck, ToolMeta};
+
+/// One registered tool with its published schema and compiled validator.
+pub struct RegisteredTool {
+    pub tool: Arc<dyn DynTool>,
+    pub schema: Value,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool").field("name", &self.meta().name).finish_non_exhaustive()
+    }
+}
+
+impl RegisteredTool {
+    pub fn meta(&self) -> &'static ToolMeta {
+        self.tool.meta()
+    }
+}
+
+/// A call to a name the registry does not know (a protocol error, not a business error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Unknown tool: {0}")]
+pub struct UnknownTool(pub String);
+
+/// The tool registry.
+#[derive(Debug, Default)]
+pub struct Registry {
+    tools: IndexMap<&'static str, RegisteredTool>,
+}
+
+impl Registry {
+    /// The standard tool set, in listing order.
+    pub fn standard() -> Self {
+        let mut registry = Registry::default();
+        for tool in crate::tools::all() {
+            registry.register(tool);
+        }
+        registry
+    }
+
+    /// Adds a tool (used for tools defined in higher crates, such as `ai_chat`).
+    ///
+    /// # Panics
+    /// When the name is taken or the tool's schema does not compile: both are programming errors
+    /// caught by the registry tests.
+    pub fn register(&mut self, tool: Arc<dyn DynTool>) {
+        let meta = tool.meta();
+        let schema = tool.input_schema();
+        let validator = jsonschema::validator_for(&schema)
+            .unwrap_or_else(|e| panic!("tool '{}' has an invalid input schema: {e}", meta.name));
+        let previous = self.tools.insert(meta.name, RegisteredTool { tool, schema, validator });
+        assert!(previous.is_none(), "tool '{}' registered twice", meta.name);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Calls a tool. Business failures come back as `{"error", "message", ...}` values; only an
+    /// unknown name is an `Err`.
+    pub async fn call(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<Value, UnknownTool> {
+        let entry = self.tools.get(name).ok_or_else(|| UnknownTool(name.to_owned()))?;
+        let started = Instant::now();
+        let session = session_of(entry.meta(), &args);
+        let outcome = self.run(entry, args, ctx).await;
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let value = match outcome {
+            Ok(value) => value,
+            Err(error) => error.to_value(),
+        };
+        let error = value.get("error").and_then(Value::as_str);
+        tracing::info!(
+            target: "cks_tool_call",
+            tool = name,
+            session = session.as_deref(),
+            duration_ms,
+            outcome = if error.is_some() { "error" } else { "ok" },
+            error,
+        );
+        Ok(value)
+    }
+
+    async fn run(&self, entry: &RegisteredTool, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let args = normalise_args(args)?;
+        check_schema(entry, &args)?;
+        check_sessions(entry.meta(), &args, ctx).await?;
+        match AssertUnwindSafe(entry.tool.run_json(ctx, args)).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => {
+                // A handler panicked, possibly half-way through changing a loaded session: drop
+                // every loaded session so the next access reloads the committed state.
+                ctx.runtime.forget_loaded_sessions();
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "the handler panicked".into());
+                Err(ToolError::internal(format!("tool '{}' failed: {detail}", entry.meta().name)))
+            }
+        }
+    }
+}
+
+/// `null` means no arguments; `null` values mean "not given" (as the reference's falsy checks do).
+fn normalise_args(args: Value) -> Result<Value, ToolError> {
+    match args {
+        Value::Null => Ok(Value::Object(Map::new())),
+        Value::Object(mut map) => {
+            map.retain(|_, v| !v.is_null());
+            Ok(Value::Object(map))
+        }
+        other => Err(ToolError::invalid_parameter(format!("Arguments must be a JSON object, got {other}."))),
+    }
+}
+
+fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
+    let Some(error) = entry.validator.iter_errors(args).next() else { return Ok(()) };
+    if let ValidationErrorKind::Required { property } = error.kind() {
+        let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+        return Err(ToolError::missing_parameter(&name));
+    }
+    let path = error.instance_path().to_string();
+    let field = path.trim_start_matches('/').split('/').next().unwrap_or_default().to_owned();
+    let message = if field.is_empty() {
+        format!("Invalid arguments: {error}.")
+    } else {
+        format!("Invalid value for '{field}': {error}.")
+    };
+    Err(ToolError::invalid_parameter(message).with("parameter", field))
+}
+
+async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
+    for check in meta.session_checks {
+        let SessionCheck { field, open: must_be_open, required } = *check;
+        let id = match args.get(field).and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => id,
+            _ if required => return Err(ToolError::missing_parameter(field)),
+            _ => continue,
+        };
+        let info = ctx.runtime.info(id).await.map_err(|e| match e {
+            RuntimeError::SessionNotFound(_) => {
+                ToolError::new("session_not_found", format!("Session '{id}' not found.")).with("session_id", id)
+            }
+            other => other.into(),
+        })?;
+        if must_be_open && info.closed {
+            return Err(ToolError::new("session_closed", format!("Session '{id}' is closed.")).with("session_id", id));
+        }
+    }
+    Ok(())
+}
+
+fn session_of(meta: &ToolMeta, args: &Value) -> Option<String> {
+    meta.session_fields.iter().find_map(|f| args.get(*f).and_then(Value::as_str)).map(str::to_owned)
+}

@@ -1,0 +1,82 @@
+//! Input schemas: derived with `schemars`, then normalised so every LLM provider accepts them
+//! (no `$ref`, no `$schema`, no `title`, optional fields not nullable).
+//!
+//! Fields whose Rust type is a free-form `serde_json::Value` get their schema from the helpers
+//! here (`#[schemars(schema_with = "...")]`), so every property still declares a type.
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
+use serde_json::{Map, Value, json};
+
+/// The normalised input schema of `T`.
+pub fn input_schema<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft07()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("title");
+        map.remove("$schema");
+        map.remove("definitions");
+        map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+        map.insert("type".into(), Value::String("object".into()));
+    }
+    normalise(&mut schema);
+    schema
+}
+
+/// Removes `null` from type unions (optional arguments are simply omitted) and `format`
+/// annotations schemars adds for integers.
+fn normalise(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Array(types)) = map.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    map.insert("type".into(), only);
+                }
+            }
+            if map.get("format").and_then(Value::as_str).is_some_and(|f| f.starts_with("uint") || f.starts_with("int"))
+            {
+                map.remove("format");
+            }
+            map.remove("default").filter(|d| d.is_null());
+            map.values_mut().for_each(normalise);
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise),
+        _ => {}
+    }
+}
+
+/// `json_data`: a knowledge structure as a JSON string (the reference's form; one type keeps the
+/// schema usable by every LLM provider).
+pub fn json_data(_: &mut SchemaGenerator) -> Schema {
+    Schema::try_from(json!({
+        "type": "string",
+        "description": "A knowledge structure as a JSON string in canonical CKS JSON: {\"version\": \"1.0\", \"objects\": [{\"identity\": {\"id\", \"type\", \"name\"}, \"structure\": {...}}]}. Relations are objects whose structure has 'participants' (object ids) and 'relation_type'."
+    }))
+    .expect("a schema object")
+}
+
+/// A free-form JSON object.
+pub fn object(_: &mut SchemaGenerator) -> Schema {
+    Schema::try_from(json!({"type": "object"})).expect("a schema object")
+}
+
+/// A list of evolution operations.
+pub fn operations(_: &mut SchemaGenerator) -> Schema {
+    Schema::try_from(json!({
+        "type": "array",
+        "items": {"type": "object"},
+        "description": "Evolution operations, each an object with 'type': add_object{identity, structure?}, add_relation{identity, participants, relation_type, structure?}, remove_object{object_id}, remove_relation{relation_id}, update_object{object_id, structure_patch, mode: merge|replace}, rename_object{object_id, new_name}, record_inference{identity, structure}, resolve_inference_conflict{conclusion_id, winner_id}."
+    }))
+    .expect("a schema object")
+}
+
+/// A map from object type to a numeric weight.
+pub fn number_map(_: &mut SchemaGenerator) -> Schema {
+    Schema::try_from(json!({"type": "object", "additionalProperties": {"type": "number"}})).expect("a schema object")
+}

@@ -1,0 +1,105 @@
+//! The tool abstraction: a typed input with a derived JSON Schema, a handler, and metadata.
+//!
+//! A tool is one file: a `#[derive(Deserialize, JsonSchema)]` input struct, a unit struct
+//! implementing [`Tool`], and its [`ToolMeta`]. The registry erases the input type through
+//! [`DynTool`] so that one list can hold every tool.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+
+/// A check on a session-naming argument, run before the handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionCheck {
+    pub field: &'static str,
+    /// The session must be open (`session_closed` otherwise); else closed sessions may be read.
+    pub open: bool,
+    /// A missing argument is `missing_parameter`; else the check applies only when it is given.
+    pub required: bool,
+}
+
+impl SessionCheck {
+    /// The named session must exist and be open.
+    pub const fn open(field: &'static str) -> Self {
+        SessionCheck { field, open: true, required: true }
+    }
+
+    /// The named session must exist (it may be closed).
+    pub const fn exists(field: &'static str) -> Self {
+        SessionCheck { field, open: false, required: true }
+    }
+
+    /// Check only when the argument is given.
+    pub const fn if_given(self) -> Self {
+        SessionCheck { required: false, ..self }
+    }
+}
+
+/// What a tool is and what it may do; the single source for `tools/list` annotations, argument
+/// checks and the `ai_chat` exposure decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolMeta {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Changes the graph of an existing session (appends versions, closes it).
+    pub mutates_graph: bool,
+    /// Creates new sessions.
+    pub creates_session: bool,
+    /// May discard or overwrite state (revert, close) rather than only add to it.
+    pub destructive: bool,
+    /// Calling it twice with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// Talks to the world outside this server (an LLM, the network).
+    pub open_world: bool,
+    /// Every argument that names a session. `ai_chat` overwrites all of them with its own session.
+    pub session_fields: &'static [&'static str],
+    /// Checks run on session arguments before the handler.
+    pub session_checks: &'static [SessionCheck],
+    /// Whether the LLM inside `ai_chat` may call this tool. Declared for every tool, no default.
+    pub llm_exposed: bool,
+}
+
+impl ToolMeta {
+    /// True when the tool neither changes nor creates anything.
+    pub fn read_only(&self) -> bool {
+        !self.mutates_graph && !self.creates_session && !self.destructive
+    }
+}
+
+/// A tool with a typed input.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    type Input: DeserializeOwned + JsonSchema + Send + 'static;
+    const META: ToolMeta;
+
+    async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Value, ToolError>;
+}
+
+/// The type-erased form the registry stores.
+#[async_trait]
+pub trait DynTool: Send + Sync + 'static {
+    fn meta(&self) -> &'static ToolMeta;
+    fn input_schema(&self) -> Value;
+    async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
+}
+
+#[async_trait]
+impl<T: Tool> DynTool for T {
+    fn meta(&self) -> &'static ToolMeta {
+        &T::META
+    }
+
+    fn input_schema(&self) -> Value {
+        crate::schema::input_schema::<T::Input>()
+    }
+
+    async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {
+        let input = serde_json::from_value::<T::Input>(args)
+            .map_err(|e| ToolError::invalid_parameter(format!("Invalid arguments for '{}': {e}", T::META.name)))?;
+        self.run(ctx, input).await
+    }
+}

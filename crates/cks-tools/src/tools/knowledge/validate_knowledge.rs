@@ -1,0 +1,87 @@
+//! `validate_knowledge`: validate a structure given as `json_data` (and keep it as a new session
+//! when it is valid) or a session's current state.
+//!
+//! Unlike the reference, validating an existing session commits nothing: validation does not
+//! change the graph, so it adds no version.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use cks_core::validate::{ValidationOptions, validate};
+use cks_runtime::NewSession;
+
+use crate::context::ToolContext;
+use crate::convert::{diagnostics_full, extensions, parse_json_data};
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::json_data")]
+    pub(crate) json_data: Option<Value>,
+    /// Validate this session's current state instead of `json_data` (nothing is committed).
+    pub(crate) session_id: Option<String>,
+    /// Opt-in constraints for this call, by name (or code): embedding_projection,
+    /// verification_record, type_hierarchy, relation_type, mutual_exclusion, functional_relation,
+    /// inference_referential_integrity, confidence_bounds, supersession_chain,
+    /// inference_confidence_conflict, temporal_validity, claim_integrity.
+    #[serde(default)]
+    pub(crate) extensions: Vec<String>,
+}
+
+pub(crate) struct ValidateKnowledge;
+
+#[async_trait::async_trait]
+impl Tool for ValidateKnowledge {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "validate_knowledge",
+        description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \
+            'derives' relations binary and acyclic) plus any opt-in 'extensions'. Give 'json_data' to validate a \
+            new structure — when valid it is stored as a new session and the result carries its 'session_id' and \
+            first 'version_id' — or 'session_id' to check a session's current state (read-only: unlike the \
+            reference server, this adds no version). Returns {valid, extensions_applied, diagnostics}.",
+        mutates_graph: false,
+        creates_session: true,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::exists("session_id").if_given()],
+        llm_exposed: true,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        let extensions = extensions(&input.extensions)?;
+        let options = ValidationOptions { extensions, ..Default::default() };
+        if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
+            let report = ctx.runtime.read(&session_id, |structure, _| validate(structure, &options)).await?;
+            return Ok(json!({
+                "valid": report.is_valid(),
+                "extensions_applied": input.extensions,
+                "diagnostics": diagnostics_full(&report.diagnostics),
+                "session_id": session_id,
+            }));
+        }
+        let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
+        let structure = parse_json_data(&json_data)?;
+        let report = validate(&structure, &options);
+        let mut result = json!({
+            "valid": report.is_valid(),
+            "extensions_applied": input.extensions,
+            "diagnostics": diagnostics_full(&report.diagnostics),
+        });
+        if report.is_valid() {
+            let first_version = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
+            let info = ctx
+                .runtime
+                .create_session(structure, NewSession { first_version: Some(first_version), ..Default::default() })
+                .await?;
+            result["session_id"] = json!(info.session_id);
+            result["version_id"] = json!(info.latest_version_id);
+        }
+        Ok(result)
+    }
+}

@@ -1,0 +1,16 @@
+//! Every tool, grouped by area; each group lists its tools in listing order.
+
+pub mod explore;
+pub mod knowledge;
+
+use std::sync::Arc;
+
+use crate::tool::DynTool;
+
+/// The standard tool set, in `tools/list` order.
+pub fn all() -> Vec<Arc<dyn DynTool>> {
+    let mut tools = Vec::new();
+    tools.extend(knowledge::tools());
+    tools.extend(explore::tools());
+    tools
+}

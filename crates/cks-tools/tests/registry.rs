@@ -1,0 +1,184 @@
+//! Registry-wide checks: schema snapshots, provider compatibility of every schema, session-field
+//! declarations, and the call pipeline (argument checks, session checks, panic boundary).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+use cks_runtime::store::memory::MemoryStore;
+use cks_runtime::{Runtime, RuntimeConfig};
+use cks_tools::{Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+
+fn context() -> ToolContext {
+    ToolContext::new(Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default())))
+}
+
+/// `UPDATE_SCHEMA=1 cargo test -p cks-tools --test registry` refreshes the snapshot.
+#[test]
+fn schemas_match_the_committed_snapshot() {
+    let registry = Registry::standard();
+    let current: Vec<Value> = registry
+        .iter()
+        .map(|t| {
+            let m = t.meta();
+            json!({
+                "name": m.name,
+                "description": m.description,
+                "inputSchema": t.schema,
+                "mutates_graph": m.mutates_graph,
+                "creates_session": m.creates_session,
+                "destructive": m.destructive,
+                "session_fields": m.session_fields,
+                "llm_exposed": m.llm_exposed,
+            })
+        })
+        .collect();
+    let text = serde_json::to_string_pretty(&current).unwrap() + "\n";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.json");
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(committed == text, "tool schemas changed; review and refresh with UPDATE_SCHEMA=1\n{text}");
+}
+
+/// Walks a schema and reports what one of the four LLM providers would reject or misread.
+fn lint(path: &str, schema: &Value, problems: &mut Vec<String>) {
+    let Value::Object(map) = schema else {
+        problems.push(format!("{path}: schema is not an object"));
+        return;
+    };
+    for key in ["$ref", "$defs", "definitions", "$schema", "allOf", "oneOf"] {
+        if map.contains_key(key) {
+            problems.push(format!("{path}: uses '{key}'"));
+        }
+    }
+    if !map.contains_key("type") && !map.contains_key("anyOf") {
+        problems.push(format!("{path}: has no type"));
+    }
+    if map.get("type").is_some_and(Value::is_array) {
+        problems.push(format!("{path}: a type union (Gemini takes one type)"));
+    }
+    let is_array =
+        map.get("type").is_some_and(|t| t == "array" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "array")));
+    if is_array {
+        match map.get("items") {
+            Some(items) if items.get("type").is_some() => lint(&format!("{path}[]"), items, problems),
+            _ => problems.push(format!("{path}: array without typed items")),
+        }
+    }
+    if let Some(Value::Object(properties)) = map.get("properties") {
+        for (name, property) in properties {
+            lint(&format!("{path}.{name}"), property, problems);
+        }
+    }
+    if let Some(additional @ Value::Object(_)) = map.get("additionalProperties") {
+        lint(&format!("{path}.*"), additional, problems);
+    }
+}
+
+#[test]
+fn every_schema_works_for_every_provider() {
+    let registry = Registry::standard();
+    assert!(registry.len() >= 3);
+    let mut problems = Vec::new();
+    for tool in registry.iter() {
+        lint(tool.meta().name, &tool.schema, &mut problems);
+        assert_eq!(tool.schema["type"], "object", "{}", tool.meta().name);
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    // The lint itself catches what it should.
+    let mut found = Vec::new();
+    lint(
+        "bad",
+        &json!({"type": "object", "properties": {"a": {"type": "array"}, "b": {}, "c": {"$ref": "#/x"}, "d": {"type": ["string", "null"]}}}),
+        &mut found,
+    );
+    assert_eq!(found.len(), 5, "{found:?}");
+}
+
+fn names_a_session(property: &str) -> bool {
+    property == "session_id" || property.ends_with("_session_id") || property.contains("session")
+}
+
+#[test]
+fn every_session_property_is_declared() {
+    for tool in Registry::standard().iter() {
+        let meta = tool.meta();
+        let properties = tool.schema["properties"].as_object().unwrap();
+        for name in properties.keys().filter(|n| names_a_session(n)) {
+            assert!(meta.session_fields.contains(&name.as_str()), "{}: '{name}' not in session_fields", meta.name);
+        }
+        for field in meta.session_fields {
+            assert!(properties.contains_key(*field), "{}: session field '{field}' is not an argument", meta.name);
+        }
+        for check in meta.session_checks {
+            assert!(meta.session_fields.contains(&check.field), "{}: checked field not declared", meta.name);
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ProbeInput {
+    #[allow(dead_code)] // checked by the registry before the handler runs
+    session_id: String,
+    count: Option<u32>,
+    #[serde(default)]
+    explode: bool,
+}
+
+struct Probe;
+
+#[async_trait::async_trait]
+impl Tool for Probe {
+    type Input = ProbeInput;
+    const META: ToolMeta = ToolMeta {
+        name: "probe",
+        description: "test tool",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::open("session_id")],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, _ctx: &ToolContext, input: ProbeInput) -> Result<Value, ToolError> {
+        if input.explode {
+            panic!("boom");
+        }
+        Ok(json!({"count": input.count}))
+    }
+}
+
+#[tokio::test]
+async fn calls_are_checked_and_panics_are_contained() {
+    let mut registry = Registry::standard();
+    registry.register(Arc::new(Probe));
+    let ctx = context();
+    let session = ctx.runtime.create_session(Default::default(), Default::default()).await.unwrap().session_id;
+
+    let call = |args: Value| {
+        let (registry, ctx) = (&registry, &ctx);
+        async move { registry.call("probe", args, ctx).await.unwrap() }
+    };
+    assert_eq!(call(json!({})).await["error"], "missing_parameter");
+    assert_eq!(call(json!({})).await["message"], "Missing required parameter: 'session_id'.");
+    let wrong = call(json!({"session_id": session, "count": "three"})).await;
+    assert_eq!(wrong["error"], "invalid_parameter");
+    assert_eq!(wrong["parameter"], "count");
+    assert_eq!(call(json!({"session_id": "nope"})).await["error"], "session_not_found");
+    assert_eq!(call(json!({"session_id": session, "count": 3})).await, json!({"count": 3}));
+    assert_eq!(call(json!({"session_id": session, "count": null})).await, json!({"count": null}), "null means absent");
+    let boom = call(json!({"session_id": session, "explode": true})).await;
+    assert_eq!(boom["error"], "internal_error");
+    assert!(boom["message"].as_str().unwrap().contains("boom"));
+    assert_eq!(call(json!({"session_id": session, "count": 1})).await, json!({"count": 1}), "still serving");
+    ctx.runtime.close(&session).await.unwrap();
+    assert_eq!(call(json!({"session_id": session})).await["error"], "session_closed");
+    assert_eq!(registry.call("no_such_tool", json!({}), &ctx).await.unwrap_err().0, "no_such_tool");
+    assert_eq!(call(json!([1])).await["error"], "invalid_parameter");
+}
