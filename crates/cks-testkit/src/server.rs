@@ -70,8 +70,8 @@ impl RecordedRequest {
 #[derive(Debug, Clone)]
 pub(crate) struct IssuedSignature {
     pub(crate) signature: String,
-    pub(crate) name: String,
-    pub(crate) args: Value,
+    /// Every call of the answer, as (name, args); the signature sits on the first.
+    pub(crate) calls: Vec<(String, Value)>,
 }
 
 #[derive(Debug, Default)]
@@ -105,15 +105,12 @@ impl Shared {
         self.lock().openai_quirks
     }
 
-    /// Makes up a thought signature for a Gemini function call and remembers it.
-    pub(crate) fn issue_signature(&self, name: &str, args: &Value) -> String {
+    /// Makes up a thought signature for the first function call of a Gemini answer and remembers it, with all the
+    /// calls of that answer.
+    pub(crate) fn issue_signature(&self, calls: Vec<(String, Value)>) -> String {
         let n = self.next_id();
         let signature = format!("Q0tTdGVzdGtpdFNpZ25hdHVyZQ{n:06}==");
-        self.lock().signatures.push(IssuedSignature {
-            signature: signature.clone(),
-            name: name.to_owned(),
-            args: args.clone(),
-        });
+        self.lock().signatures.push(IssuedSignature { signature: signature.clone(), calls });
         signature
     }
 

@@ -184,24 +184,29 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
             if role != "user" {
                 return Err(bad(format!("messages.{i}: `tool_result` blocks are only allowed in user messages")));
             }
-            if let Some((j, id)) = results.iter().enumerate().find(|(_, id)| !prev_uses.contains(id)) {
+            let unexpected = blocks.iter().enumerate().find_map(|(j, b)| {
+                let id = b.get("tool_use_id").and_then(Value::as_str)?;
+                (b.get("type").and_then(Value::as_str) == Some("tool_result") && !prev_uses.iter().any(|u| u == id))
+                    .then_some((j, id))
+            });
+            if let Some((j, id)) = unexpected {
                 return Err(bad(format!(
                     "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each \
                      `tool_result` block must have a corresponding `tool_use` block in the previous message."
                 )));
             }
         }
-        if role == "assistant" && i + 1 < messages.len() {
-            let uses = ids_of(blocks, "tool_use", "id");
-            let next_results = ids_of(&blocks_per_msg[i + 1], "tool_result", "tool_use_id");
-            let missing: Vec<&String> = uses.iter().filter(|id| !next_results.contains(id)).collect();
+        // The assistant message before this one has all its tool_use ids answered here.
+        if let Some(p) = i.checked_sub(1)
+            && messages[p]["role"] == "assistant"
+        {
+            let uses = ids_of(&blocks_per_msg[p], "tool_use", "id");
+            let missing: Vec<&str> = uses.iter().filter(|id| !results.contains(id)).map(String::as_str).collect();
             if !missing.is_empty() {
-                let list: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
                 return Err(bad(format!(
-                    "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each \
-                     `tool_use` block must have a corresponding `tool_result` block in the next message.",
-                    i + 1,
-                    list.join(", ")
+                    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. \
+                     Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                    missing.join(", ")
                 )));
             }
         }

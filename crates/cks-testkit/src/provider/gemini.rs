@@ -28,11 +28,14 @@
 //!    So `additionalProperties`, `$schema`, `$ref`, `$defs`, `const`, `oneOf`, ... are rejected with "Unknown name
 //!    … Cannot find field." (fixture `gemini_error_invalid_schema.json`); an array-valued `type` is rejected with
 //!    "Proto field is not repeating, cannot start list"; an `array` schema without `items` with "missing field";
-//! 4. thought signatures: a `functionCall` part of a `model` turn whose name and args match a call this server
-//!    issued a signature for must carry a `thoughtSignature` (fixture
-//!    `gemini_error_missing_thought_signature.json`); a signature this server issued must sit on the part it was
-//!    issued with (same function name and args), else "Corrupted thought signature.". Signatures the server never
-//!    issued are not checked (conversations from elsewhere, `skip_thought_signature_validator`);
+//! 4. thought signatures (the server remembers each signature it issued with all the calls of that answer; calls
+//!    are matched by name and args): a `functionCall` part matching the signed (first) call of an answer must
+//!    carry a `thoughtSignature`, and so must the first `functionCall` part of a `model` content that holds any
+//!    call of an answer with a signature (splitting parallel calls over several contents makes each "the first
+//!    call of a step"): "Function call is missing a thought_signature …" (fixture
+//!    `gemini_error_missing_thought_signature.json`). A signature this server issued must sit on the part it was
+//!    issued with, else "Corrupted thought signature.". Signatures the server never issued are not checked
+//!    (conversations from elsewhere, `skip_thought_signature_validator`);
 //! 5. every `functionResponse.response` is a JSON object (a string or array is rejected, as the protobuf `Struct`
 //!    it is);
 //! 6. a `user` turn holding `functionResponse` parts right after a `model` turn holding `functionCall` parts has as
@@ -254,22 +257,31 @@ fn check_signatures(ctx: &Ctx<'_>, contents: &[Value]) -> Result<(), Rendered> {
             continue;
         }
         let Some(parts) = c["parts"].as_array() else { continue };
+        let first_call = parts.iter().position(|p| p.get("functionCall").is_some());
         for (j, p) in parts.iter().enumerate() {
             let call = p.get("functionCall");
             let name = call.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
             let args = call.map(|f| args_object(f.get("args").unwrap_or(&Value::Null))).unwrap_or(Value::Null);
+            let is = |(n, a): &(String, Value)| n == name && *a == args;
             let sig = p.get("thoughtSignature").and_then(Value::as_str);
             if let Some(s) = sig
                 && let Some(iss) = issued.iter().find(|x| x.signature == s)
-                && (call.is_none() || iss.name != name || iss.args != args)
+                && (call.is_none() || !is(&iss.calls[0]))
             {
                 return Err(bad(format!(
                     "Corrupted thought signature. (contents[{i}].parts[{j}] carries the signature issued for a \
                      functionCall `{}`)",
-                    iss.name
+                    iss.calls[0].0
                 )));
             }
-            if call.is_some() && sig.is_none() && issued.iter().any(|x| x.name == name && x.args == args) {
+            if call.is_none() || sig.is_some() {
+                continue;
+            }
+            // The signed call of an answer, or the first call of a model content holding a call this server
+            // issued (calls split over several contents each become "the first call of a step").
+            let signed_call = issued.iter().any(|x| is(&x.calls[0]));
+            let first_of_step = first_call == Some(j) && issued.iter().any(|x| x.calls.iter().any(is));
+            if signed_call || first_of_step {
                 return Err(bad(format!(
                     "Function call is missing a thought_signature in functionCall parts. This is required for tools \
                      to work correctly, and missing thought_signature may lead to degraded model performance. \
@@ -290,16 +302,16 @@ fn parts(ctx: &Ctx<'_>, a: &Answer) -> (Vec<Value>, Vec<Value>) {
     {
         text_parts.push(json!({ "text": t }));
     }
+    let calls: Vec<(String, Value)> = a.calls.iter().map(|c| (c.name.clone(), args_object(&c.arguments))).collect();
     let mut call_parts = Vec::new();
     for (k, c) in a.calls.iter().enumerate() {
-        let args = args_object(&c.arguments);
-        let mut fc = json!({ "name": c.name, "args": args });
+        let mut fc = json!({ "name": c.name, "args": calls[k].1 });
         if let Some(id) = &c.id {
             fc["id"] = json!(id);
         }
         let mut part = json!({ "functionCall": fc });
         if k == 0 {
-            part["thoughtSignature"] = json!(ctx.shared.issue_signature(&c.name, &args));
+            part["thoughtSignature"] = json!(ctx.shared.issue_signature(calls.clone()));
         }
         call_parts.push(part);
     }
