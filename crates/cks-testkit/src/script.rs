@@ -20,7 +20,8 @@ pub enum Reply {
     ToolCalls(Vec<ToolCall>),
     /// Text followed by tool calls in one answer.
     TextAndToolCalls(String, Vec<ToolCall>),
-    /// Sets the input and output token counts reported for the wrapped reply.
+    /// Sets the input and output token counts reported for the wrapped reply (the outermost wins when nested;
+    /// without it: [`DEFAULT_USAGE`]).
     Usage(Box<Reply>, u32, u32),
     /// Waits this long before answering with the wrapped reply.
     Delay(Duration, Box<Reply>),
@@ -130,7 +131,9 @@ pub struct ToolCall {
     pub id: Option<String>,
     /// The tool name.
     pub name: String,
-    /// The arguments (a JSON object, normally).
+    /// The arguments, normally a JSON object. A JSON **string** is sent verbatim where the wire carries arguments
+    /// as text (OpenAI `arguments`, Anthropic streamed `partial_json`), so tests can script malformed arguments;
+    /// where the wire needs an object, non-objects are wrapped as `{"value": …}`.
     pub arguments: Value,
 }
 

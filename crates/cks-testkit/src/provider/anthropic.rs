@@ -270,13 +270,15 @@ fn check_tools(body: &Map<String, Value>) -> Result<(), Rendered> {
     Ok(())
 }
 
-struct Block {
-    kind: BlockKind,
-}
-
-enum BlockKind {
+enum Block {
     Text(String),
-    ToolUse { id: String, name: String, input: Value },
+    /// `raw`: the scripted arguments were a JSON string, streamed verbatim as the `partial_json` fragments.
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+        raw: Option<String>,
+    },
 }
 
 fn blocks(ctx: &Ctx<'_>, a: &Answer) -> Vec<Block> {
@@ -284,11 +286,12 @@ fn blocks(ctx: &Ctx<'_>, a: &Answer) -> Vec<Block> {
     if let Some(t) = &a.text
         && (has_text(a) || a.calls.is_empty())
     {
-        out.push(Block { kind: BlockKind::Text(t.clone()) });
+        out.push(Block::Text(t.clone()));
     }
     for c in &a.calls {
         let id = c.id.clone().unwrap_or_else(|| format!("toolu_testkit_{:04}", ctx.shared.next_id()));
-        out.push(Block { kind: BlockKind::ToolUse { id, name: c.name.clone(), input: args_object(&c.arguments) } });
+        let raw = c.arguments.as_str().map(str::to_owned);
+        out.push(Block::ToolUse { id, name: c.name.clone(), input: args_object(&c.arguments), raw });
     }
     out
 }
@@ -304,9 +307,9 @@ pub(crate) fn answer(ctx: &Ctx<'_>, a: &Answer) -> Rendered {
     if ctx.mode == Mode::Json {
         let content: Vec<Value> = blocks
             .iter()
-            .map(|b| match &b.kind {
-                BlockKind::Text(t) => json!({ "type": "text", "text": t }),
-                BlockKind::ToolUse { id, name, input } => {
+            .map(|b| match b {
+                Block::Text(t) => json!({ "type": "text", "text": t }),
+                Block::ToolUse { id, name, input, .. } => {
                     json!({ "type": "tool_use", "id": id, "name": name, "input": input })
                 }
             })
@@ -346,8 +349,8 @@ fn message_start(ctx: &Ctx<'_>, id: &str, a: &Answer) -> String {
 fn block_events(blocks: &[Block]) -> Vec<String> {
     let mut events = Vec::new();
     for (index, b) in blocks.iter().enumerate() {
-        match &b.kind {
-            BlockKind::Text(t) => {
+        match b {
+            Block::Text(t) => {
                 events.push(ev(
                     "content_block_start",
                     json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }),
@@ -365,7 +368,7 @@ fn block_events(blocks: &[Block]) -> Vec<String> {
                     }
                 }
             }
-            BlockKind::ToolUse { id, name, input } => {
+            Block::ToolUse { id, name, input, raw } => {
                 events.push(ev(
                     "content_block_start",
                     json!({ "type": "content_block_start", "index": index,
@@ -375,7 +378,7 @@ fn block_events(blocks: &[Block]) -> Vec<String> {
                     events.push(ev("ping", json!({ "type": "ping" })));
                 }
                 let mut pieces = vec![String::new()];
-                pieces.extend(split_str(&input.to_string(), 3));
+                pieces.extend(split_str(&raw.clone().unwrap_or_else(|| input.to_string()), 3));
                 for piece in pieces {
                     events.push(ev(
                         "content_block_delta",
@@ -408,7 +411,7 @@ pub(crate) fn fault(ctx: &Ctx<'_>, f: &Fault) -> Rendered {
         Fault::ErrorMidStream if ctx.streaming() => {
             let partial = Answer::canned("Partial answer");
             let mut events = vec![message_start(ctx, &message_id(ctx), &partial)];
-            let mut blocks = block_events(&[Block { kind: BlockKind::Text("Partial answer".into()) }]);
+            let mut blocks = block_events(&[Block::Text("Partial answer".into())]);
             blocks.pop(); // no content_block_stop: the error cuts the block short
             events.extend(blocks);
             events.push(ev("error", error_body("overloaded_error", "Overloaded", None)));

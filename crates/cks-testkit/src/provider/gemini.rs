@@ -25,7 +25,7 @@
 //!    `description`, `nullable`, `enum`, `properties`, `required`, `items`, `anyOf`, `propertyOrdering`,
 //!    `default`, `example`, `minimum`, `maximum`, `minItems`, `maxItems`, `minLength`, `maxLength`,
 //!    `minProperties`, `maxProperties`, `pattern`), checked at every depth (`properties` values, `items`, `anyOf`).
-//!    So `additionalProperties`, `$schema`, `$ref`, `$defs`, `const`, `oneOf`, ... are rejected with "Unknown name
+//!    (`parametersJsonSchema` takes real JSON Schema and is not checked.) So `additionalProperties`, `$schema`, `$ref`, `$defs`, `const`, `oneOf`, ... are rejected with "Unknown name
 //!    … Cannot find field." (fixture `gemini_error_invalid_schema.json`); an array-valued `type` is rejected with
 //!    "Proto field is not repeating, cannot start list"; an `array` schema without `items` with "missing field";
 //! 4. thought signatures (the server remembers each signature it issued with all the calls of that answer; calls

@@ -17,6 +17,8 @@
 //! and `x-ratelimit-*` headers), 503 `server_error` for overload, 500 `server_error`; mid-stream
 //! `data: {"error":{...}}` with no `[DONE]` after it.
 //!
+//! No auth header is required (OpenAI-compatible servers such as Ollama's `/v1` need none); it is recorded.
+//!
 //! Strict checks (400 `invalid_request_error`):
 //! 1. body is a JSON object with a string `model` and a non-empty `messages` array;
 //! 2. every message has a `role` among `system`, `developer`, `user`, `assistant`, `tool`, `function`;
@@ -165,8 +167,14 @@ fn calls(ctx: &Ctx<'_>, a: &Answer, quirks: bool) -> Vec<Call> {
         .collect()
 }
 
+/// The arguments as sent: a JSON string holding the object (a scripted string is sent verbatim, so tests can
+/// script malformed arguments), or the object itself in quirk mode.
 fn args_wire(args: &Value, quirks: bool) -> Value {
-    if quirks { args.clone() } else { Value::String(args.to_string()) }
+    match args {
+        _ if quirks => args.clone(),
+        Value::String(_) => args.clone(),
+        _ => Value::String(args.to_string()),
+    }
 }
 
 fn completion_id(ctx: &Ctx<'_>) -> String {
@@ -234,7 +242,8 @@ pub(crate) fn answer(ctx: &Ctx<'_>, a: &Answer) -> Rendered {
                                      "function": { "name": c.name, "arguments": "" } }] }),
             None,
         ));
-        for piece in split_str(&c.args.to_string(), 3) {
+        let text = args_wire(&c.args, false);
+        for piece in split_str(text.as_str().unwrap_or_default(), 3) {
             out.push(delta(json!({ "tool_calls": [{ "index": index, "function": { "arguments": piece } }] }), None));
         }
     }

@@ -301,3 +301,17 @@ async fn strict_checks_reject_bad_requests_without_consuming_the_script() {
     assert_eq!(got.json()["content"][0]["text"], "kept");
     assert!(server.requests().iter().all(|r| r.provider == Some(Provider::Anthropic)));
 }
+
+#[tokio::test]
+async fn string_arguments_stream_verbatim_as_partial_json() {
+    let server = ProviderServer::start().await;
+    server.push(Reply::ToolCalls(vec![ToolCall::new("get_weather", json!("{\"city\": \"Os"))]));
+    let events = parse_sse(&call(&server, true).await.text);
+    let partial: String = events
+        .iter()
+        .map(|e| e.json())
+        .filter(|e| e["delta"]["type"] == "input_json_delta")
+        .map(|e| e["delta"]["partial_json"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(partial, "{\"city\": \"Os");
+}

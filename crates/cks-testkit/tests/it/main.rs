@@ -28,9 +28,18 @@ pub(crate) fn fixture(name: &str) -> Value {
     serde_json::from_str(text).expect("fixture is JSON")
 }
 
-/// A plain-http client. reqwest is built with `rustls-no-provider`, and building any Client (even for plain http)
-/// panics unless a rustls crypto provider is installed, so install ring's first (a second install is a no-op).
+/// A plain-http client, one per test thread (each `#[tokio::test]` runs on its own thread and runtime; building
+/// a Client is slow, so requests within a test share one, and its pooled connections).
 pub(crate) fn client() -> reqwest::Client {
+    thread_local! {
+        static CLIENT: reqwest::Client = fresh_client();
+    }
+    CLIENT.with(Clone::clone)
+}
+
+/// A new client. reqwest is built with `rustls-no-provider`, and building any Client (even for plain http)
+/// panics unless a rustls crypto provider is installed, so install ring's first (a second install is a no-op).
+pub(crate) fn fresh_client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().no_proxy().build().expect("plain-http client")
 }

@@ -282,3 +282,16 @@ async fn strict_checks_on_tool_messages() {
     assert_eq!(got.json()["choices"][0]["message"]["content"], "kept");
     assert!(server.requests().iter().all(|r| r.provider == Some(Provider::OpenAi)));
 }
+
+#[tokio::test]
+async fn string_arguments_are_sent_verbatim_to_script_malformed_json() {
+    let server = ProviderServer::start().await;
+    let broken = || Reply::ToolCalls(vec![ToolCall::new("get_weather", json!("{\"city\": \"Os"))]);
+    server.push_all([broken(), broken()]);
+    let v = call(&server, false).await.json();
+    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Os");
+
+    let events = parse_sse(&call(&server, true).await.text);
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| e.json()).collect();
+    assert_eq!(rebuild_calls(&chunks)[&0].2, "{\"city\": \"Os");
+}

@@ -3,7 +3,7 @@
 use cks_testkit::{Provider, ProviderServer, Reply};
 use serde_json::{Value, json};
 
-use crate::{client, get, post};
+use crate::{client, fresh_client, get, post};
 
 const ANTHROPIC: &[(&str, &str)] = &[("x-api-key", "k"), ("anthropic-version", "2023-06-01")];
 
@@ -156,7 +156,7 @@ async fn drop_shuts_the_server_down() {
     drop(server);
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     // A fresh client, so no pooled connection is reused.
-    let err = client().get(&url).send().await.expect_err("server is gone");
+    let err = fresh_client().get(&url).send().await.expect_err("server is gone");
     assert!(err.is_connect() || err.is_request(), "{err:?}");
 }
 
