@@ -25,6 +25,17 @@
 //! ```
 //!
 //! The wire shapes follow `shared/specs/PROVIDERS.md` and the hand-written fixtures in `shared/specs/fixtures/`.
+//! The strict checks of each endpoint are listed in its module's source docs (`src/provider/*.rs`); the ones that
+//! matter most: Anthropic wants `x-api-key` (401 without), `anthropic-version`, `model`, `max_tokens`, no unknown
+//! fields at the top level or in content blocks, and `tool_result`s that answer exactly the `tool_use`s of the
+//! message before; OpenAI wants each `tool` message to answer a `tool_calls` id of the assistant message before,
+//! and string `arguments`; Gemini wants an API key (403 without), `parameters` without unsupported JSON-Schema
+//! keywords, thought signatures returned on the parts they were issued on, and object `functionResponse.response`;
+//! Ollama wants `model`, `messages` and object `arguments`. A rejected request does not consume a scripted reply.
+//!
+//! Note for HTTP clients in tests: the workspace's `reqwest` is built with `rustls-no-provider`, and building a
+//! `reqwest::Client` panics, even for plain `http://`, unless a rustls crypto provider is installed first (e.g.
+//! `rustls::crypto::ring::default_provider().install_default()`).
 
 mod provider;
 mod script;
