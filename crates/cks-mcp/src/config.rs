@@ -21,7 +21,7 @@ ENVIRONMENT (a `.env` file in the data directory is also read; it never override
     CKS_MCP_HTTP_TOKEN          Bearer token required on every HTTP request; mandatory for non-loopback binds
     CKS_MCP_ALLOWED_ORIGINS     Extra browser origins allowed over HTTP, comma-separated (loopback origins always are)
     CKS_MCP_MAX_MESSAGE_BYTES   Largest request or stdio message accepted [67108864]
-    CKS_MCP_LOG                 Log filter for stderr, e.g. info or cks_tool_call=info [info]
+    CKS_MCP_LOG                 Log filter for stderr (tracing syntax) [warn,cks_tool_call=info]
   LLM providers (used by ai_chat and construct_knowledge)
     CKS_LLM_PROVIDER            auto | ollama | anthropic | google | openai_compatible [auto]
     CKS_OLLAMA_HOST             Ollama base URL [http://localhost:11434]
@@ -89,11 +89,17 @@ impl Config {
     /// Resolves flags and environment. `env` is the process environment.
     pub fn resolve(cli: &Cli, env: HashMap<String, String>) -> anyhow::Result<Config> {
         let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-        let data_dir = env.get("CKS_MCP_DATA_DIR").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| home.join(".cks-mcp"));
+        let data_dir = env
+            .get("CKS_MCP_DATA_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".cks-mcp"));
         let storage = match env.get("CKS_MCP_DB_PATH").filter(|v| !v.is_empty()) {
             Some(path) if path == ":memory:" => Storage::Memory,
             Some(path) if path.starts_with("postgres://") || path.starts_with("postgresql://") => {
-                anyhow::bail!("CKS_MCP_DB_PATH names a PostgreSQL database, which this build does not support yet; use a SQLite file path")
+                anyhow::bail!(
+                    "CKS_MCP_DB_PATH names a PostgreSQL database, which this build does not support yet; use a SQLite file path"
+                )
             }
             Some(path) => Storage::Sqlite(PathBuf::from(path)),
             None => Storage::Sqlite(data_dir.join("cks_mcp.db")),
@@ -103,7 +109,9 @@ impl Config {
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
-                let port: u16 = port.parse().map_err(|_| anyhow::anyhow!("CKS_MCP_HTTP_PORT must be a port number, got '{port}'"))?;
+                let port: u16 = port
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("CKS_MCP_HTTP_PORT must be a port number, got '{port}'"))?;
                 Some(SocketAddr::from(([127, 0, 0, 1], port)))
             }
             (None, None) => None,
@@ -123,10 +131,21 @@ impl Config {
             .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
             .unwrap_or_default();
         let max_message_bytes = match env.get("CKS_MCP_MAX_MESSAGE_BYTES") {
-            Some(v) => v.parse().map_err(|_| anyhow::anyhow!("CKS_MCP_MAX_MESSAGE_BYTES must be a number of bytes, got '{v}'"))?,
+            Some(v) => v
+                .parse()
+                .map_err(|_| anyhow::anyhow!("CKS_MCP_MAX_MESSAGE_BYTES must be a number of bytes, got '{v}'"))?,
             None => 64 * 1024 * 1024,
         };
-        Ok(Config { data_dir, storage, http, stdio: !cli.no_stdio, http_token, allowed_origins, max_message_bytes, env })
+        Ok(Config {
+            data_dir,
+            storage,
+            http,
+            stdio: !cli.no_stdio,
+            http_token,
+            allowed_origins,
+            max_message_bytes,
+            env,
+        })
     }
 }
 
@@ -169,7 +188,8 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("/home/u/.cks-mcp"));
         assert_eq!(config.storage, Storage::Sqlite(PathBuf::from("/home/u/.cks-mcp/cks_mcp.db")));
         assert_eq!(config.http, None);
-        let config = Config::resolve(&cli(&[]), env(&[("CKS_MCP_DATA_DIR", "/d"), ("CKS_MCP_HTTP_PORT", "9000")])).unwrap();
+        let config =
+            Config::resolve(&cli(&[]), env(&[("CKS_MCP_DATA_DIR", "/d"), ("CKS_MCP_HTTP_PORT", "9000")])).unwrap();
         assert_eq!(config.storage, Storage::Sqlite(PathBuf::from("/d/cks_mcp.db")));
         assert_eq!(config.http, Some("127.0.0.1:9000".parse().unwrap()));
     }

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `cks-mcp` command.
+
+fn main() -> anyhow::Result<()> {
+    cks_mcp::run()
+}

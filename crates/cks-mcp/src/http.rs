@@ -1,0 +1,379 @@
+//! HTTP: MCP streamable HTTP at `/mcp` (rmcp), the reference's bare JSON-RPC form on the same path,
+//! and runtime events as Server-Sent Events at `/events` and `/events/{session_id}`.
+//!
+//! Security, checked before anything else on every request:
+//! - `Host` must name this server (loopback names, or the non-loopback address it was bound to):
+//!   a DNS-rebinding page cannot reach it under another name;
+//! - a present `Origin` must be allowed (loopback origins and `CKS_MCP_ALLOWED_ORIGINS`), else 403;
+//!   CORS headers are sent only to allowed origins; preflights are answered without a token;
+//! - with `CKS_MCP_HTTP_TOKEN`, `Authorization: Bearer <token>` (or `?token=` for EventSource) is
+//!   required, compared in constant time, else 401;
+//! - request bodies above the configured limit get 413.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use futures::stream::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+use tokio::sync::broadcast::error::RecvError;
+use tower::ServiceExt;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::config::Config;
+use crate::server::CksServer;
+
+mod bare;
+
+/// HTTP settings taken from the configuration.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub token: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub bind: Option<SocketAddr>,
+    pub max_body_bytes: usize,
+}
+
+impl From<&Config> for HttpConfig {
+    fn from(config: &Config) -> Self {
+        HttpConfig {
+            token: config.http_token.clone(),
+            allowed_origins: config.allowed_origins.clone(),
+            bind: config.http,
+            max_body_bytes: config.max_message_bytes,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    server: CksServer,
+    config: Arc<HttpConfig>,
+    mcp: StreamableHttpService<CksServer, LocalSessionManager>,
+}
+
+/// Serves HTTP on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, server: CksServer, config: HttpConfig) -> anyhow::Result<()> {
+    axum::serve(listener, router(server, config)).await?;
+    Ok(())
+}
+
+/// The application, also used by tests.
+pub fn router(server: CksServer, config: HttpConfig) -> Router {
+    let factory_server = server.clone();
+    let mcp_config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts() // checked by our own middleware, with the same rules for every route
+        .with_max_request_body_bytes(config.max_body_bytes);
+    let mcp = StreamableHttpService::new(
+        move || Ok(factory_server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    let state = AppState { server, config: Arc::new(config.clone()), mcp };
+    Router::new()
+        .route("/mcp", any(mcp_endpoint))
+        .route("/events", get(events))
+        .route("/events/{session_id}", get(events_for_session))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+// ----- security -----
+
+fn host_name(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(host, port)| if port.chars().all(|c| c.is_ascii_digit()) { host } else { authority })
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn host_allowed(config: &HttpConfig, host: &str) -> bool {
+    let name = host_name(host);
+    if is_loopback_name(name) {
+        return true;
+    }
+    let bound = config.bind.map(|a| a.ip().to_string());
+    bound.is_some_and(|b| b == name || (b == "0.0.0.0" || b == "::"))
+        || config.allowed_origins.iter().any(|o| origin_host(o).is_some_and(|h| h.eq_ignore_ascii_case(name)))
+}
+
+fn origin_host(origin: &str) -> Option<&str> {
+    let rest = origin.split_once("://")?.1;
+    Some(host_name(rest.split('/').next().unwrap_or(rest)))
+}
+
+fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {
+    let origin = origin.trim_end_matches('/');
+    let scheme_ok = origin.starts_with("http://") || origin.starts_with("https://");
+    (scheme_ok && origin_host(origin).is_some_and(is_loopback_name))
+        || config.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
+}
+
+fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: Option<&str>) -> bool {
+    let Some(expected) = &config.token else { return true };
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let from_query =
+        query.and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(|t| percent_decode(t)));
+    let given = bearer.map(str::to_owned).or(from_query);
+    given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())))
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                    }
+                    Err(_) => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn error_response(status: StatusCode, error: &str, message: &str) -> Response {
+    (status, axum::Json(json!({"error": error, "message": message}))).into_response()
+}
+
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let config = &state.config;
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !host.is_empty() && !host_allowed(config, host) {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            "This server does not answer to that Host name.",
+        );
+    }
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(origin) = &origin {
+        if !origin_allowed(config, origin) {
+            return error_response(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                "Requests from this Origin are not allowed.",
+            );
+        }
+    }
+    let mut response = if request.method() == Method::OPTIONS {
+        StatusCode::NO_CONTENT.into_response()
+    } else if !token_ok(config, headers, request.uri().query()) {
+        (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
+    } else {
+        next.run(request).await
+    };
+    if let Some(origin) = origin {
+        let h = response.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&origin) {
+            h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        }
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, DELETE, OPTIONS"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(
+                "content-type, authorization, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+            ),
+        );
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("mcp-session-id"));
+    }
+    response
+}
+
+// ----- /mcp -----
+
+async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    if parts.method != Method::POST || parts.headers.contains_key("mcp-session-id") {
+        return forward(&state, Request::from_parts(parts, body)).await;
+    }
+    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                &format!(
+                    "Request bodies are limited to {} bytes (CKS_MCP_MAX_MESSAGE_BYTES).",
+                    state.config.max_body_bytes
+                ),
+            );
+        }
+    };
+    let wants_stream = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"));
+    if wants_stream && bare::is_initialize(&bytes) {
+        // A streamable-HTTP client opening a session: rmcp owns the session from here on.
+        return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
+    }
+    match bare::handle(&state.server, &bytes).await {
+        Some(reply) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], reply).into_response(),
+        None => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
+    }
+}
+
+async fn forward(state: &AppState, request: Request) -> Response {
+    match state.mcp.clone().oneshot(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(never) => match never {},
+    }
+}
+
+// ----- /events -----
+
+#[derive(Debug, Deserialize)]
+struct EventFilter {
+    session_id: Option<String>,
+    event_types: Option<String>,
+}
+
+async fn events(State(state): State<AppState>, Query(filter): Query<EventFilter>) -> impl IntoResponse {
+    event_stream(&state, filter.session_id, filter.event_types)
+}
+
+async fn events_for_session(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    Query(filter): Query<EventFilter>,
+) -> impl IntoResponse {
+    event_stream(&state, Some(session_id), filter.event_types)
+}
+
+fn event_stream(state: &AppState, session_id: Option<String>, event_types: Option<String>) -> Response {
+    let types: Option<HashSet<String>> =
+        event_types.map(|t| t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect());
+    let receiver = state.server.runtime.subscribe();
+    let stream = sse_frames(receiver, session_id, types);
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keep-alive"))
+        .into_response();
+    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn sse_frames(
+    receiver: tokio::sync::broadcast::Receiver<cks_runtime::events::Event>,
+    session_id: Option<String>,
+    types: Option<HashSet<String>>,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures::stream::unfold((receiver, 0u64), move |(mut receiver, mut counter)| {
+        let (session_id, types) = (session_id.clone(), types.clone());
+        async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(event) => {
+                        let kind = &event.kind;
+                        if session_id.as_deref().is_some_and(|s| s != kind.session_id()) {
+                            continue;
+                        }
+                        if types.as_ref().is_some_and(|t| !t.contains(kind.event_type())) {
+                            continue;
+                        }
+                        counter += 1;
+                        let detail = serde_json::to_value(kind).unwrap_or(Value::Null);
+                        let frame = json!({
+                            "event": kind.event_type(),
+                            "session_id": kind.session_id(),
+                            "timestamp": event.created_at,
+                            "detail": detail,
+                        });
+                        let sse = SseEvent::default().id(counter.to_string()).data(frame.to_string());
+                        return Some((Ok(sse), (receiver, counter)));
+                    }
+                    // A slow client misses the oldest events; it keeps the newest ones.
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(token: Option<&str>, origins: &[&str]) -> HttpConfig {
+        HttpConfig {
+            token: token.map(str::to_owned),
+            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+            bind: Some("127.0.0.1:8765".parse().unwrap()),
+            max_body_bytes: 1024,
+        }
+    }
+
+    #[test]
+    fn hosts_and_origins() {
+        let c = config(None, &["https://studio.example.com"]);
+        assert!(host_allowed(&c, "127.0.0.1:8765"));
+        assert!(host_allowed(&c, "localhost"));
+        assert!(host_allowed(&c, "[::1]:8765"));
+        assert!(!host_allowed(&c, "evil.example.com:8765"));
+        assert!(host_allowed(&c, "studio.example.com"));
+        assert!(origin_allowed(&c, "http://localhost:5173"));
+        assert!(origin_allowed(&c, "http://127.0.0.1:3000"));
+        assert!(origin_allowed(&c, "https://studio.example.com"));
+        assert!(!origin_allowed(&c, "https://evil.example.com"));
+        assert!(!origin_allowed(&c, "null"));
+        assert!(!origin_allowed(&c, "http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn tokens() {
+        let c = config(Some("s3cret+x"), &[]);
+        let mut headers = HeaderMap::new();
+        assert!(!token_ok(&c, &headers, None));
+        assert!(token_ok(&c, &headers, Some("a=1&token=s3cret%2Bx")));
+        assert!(!token_ok(&c, &headers, Some("token=wrong")));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret+x"));
+        assert!(token_ok(&c, &headers, None));
+        assert!(token_ok(&config(None, &[]), &HeaderMap::new(), None));
+    }
+}

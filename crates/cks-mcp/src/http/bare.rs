@@ -1,0 +1,100 @@
+//! The reference's simple HTTP form: a JSON-RPC request (or batch) POSTed to `/mcp` without a
+//! session or `initialize`, answered with plain JSON. This is how cks-studio calls tools.
+
+use serde_json::{Map, Value, json};
+
+use rmcp::model::ErrorData;
+
+use crate::server::{CallOptions, CksServer};
+
+/// Whether the body is a single `initialize` request.
+pub(super) fn is_initialize(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"))
+}
+
+/// Answers a body; `None` when it held only notifications.
+pub(super) async fn handle(server: &CksServer, body: &[u8]) -> Option<String> {
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(message) => message,
+        Err(_) => return Some(error(Value::Null, -32700, "Parse error").to_string()),
+    };
+    match message {
+        Value::Array(batch) if batch.is_empty() => {
+            Some(error(Value::Null, -32600, "Invalid Request: empty batch").to_string())
+        }
+        Value::Array(batch) => {
+            let mut replies = Vec::new();
+            for message in batch {
+                if let Some(reply) = dispatch(server, message).await {
+                    replies.push(reply);
+                }
+            }
+            (!replies.is_empty()).then(|| Value::Array(replies).to_string())
+        }
+        message => dispatch(server, message).await.map(|r| r.to_string()),
+    }
+}
+
+fn error(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn from_error_data(id: Value, e: ErrorData) -> Value {
+    let mut body = json!({"code": e.code.0, "message": e.message});
+    if let Some(data) = e.data {
+        body["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": body})
+}
+
+async fn dispatch(server: &CksServer, message: Value) -> Option<Value> {
+    let Value::Object(mut request) = message else { return Some(error(Value::Null, -32600, "Invalid Request")) };
+    let Some(Value::String(method)) = request.remove("method") else {
+        // A response from the client, or garbage: neither needs an answer here.
+        return request.contains_key("id").then(|| error(request["id"].clone(), -32600, "Invalid Request: no method"));
+    };
+    let Some(id) = request.remove("id") else { return None }; // a notification
+    let params = match request.remove("params") {
+        Some(Value::Object(params)) => params,
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => return Some(error(id, -32602, "Invalid params: expected an object")),
+    };
+    let result = match method.as_str() {
+        "initialize" => Ok(CksServer::initialize_result(params.get("protocolVersion").and_then(Value::as_str))),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({"tools": server.tools()})),
+        "tools/call" => {
+            let Some(name) = params.get("name").and_then(Value::as_str) else {
+                return Some(error(id, -32602, "Invalid params: missing tool name"));
+            };
+            let arguments = match params.get("arguments") {
+                Some(Value::Object(args)) => Some(args.clone()),
+                None | Some(Value::Null) => None,
+                Some(_) => return Some(error(id, -32602, "Invalid params: 'arguments' must be an object")),
+            };
+            server
+                .call_tool(name, arguments, CallOptions::default())
+                .await
+                .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+        }
+        "resources/list" => server.list_resources().await,
+        "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+        "resources/read" => match params.get("uri").and_then(Value::as_str) {
+            Some(uri) => server.read_resource(uri).await,
+            None => return Some(error(id, -32602, "Missing required parameter: uri")),
+        },
+        "prompts/list" => Ok(server.list_prompts()),
+        "prompts/get" => match params.get("name").and_then(Value::as_str) {
+            Some(name) => {
+                let arguments = params.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+                server.get_prompt(name, &arguments)
+            }
+            None => return Some(error(id, -32602, "Missing required parameter: name")),
+        },
+        other => return Some(error(id, -32601, &format!("Method not found: {other}"))),
+    };
+    Some(match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => from_error_data(id, e),
+    })
+}

@@ -1,0 +1,100 @@
+//! The cks-mcp server: configuration, logging, the runtime on its store, and the transports
+//! (MCP over stdio and HTTP). The `cks-mcp` binary is a thin `main` over [`run`].
+//!
+//! Invariant: this is the only crate that knows MCP or HTTP serving.
+
+pub mod config;
+pub mod http;
+mod mcp;
+mod prompts;
+mod resources;
+pub mod server;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+
+use cks_runtime::store::Store;
+use cks_runtime::store::memory::MemoryStore;
+use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
+use cks_runtime::{Runtime, RuntimeConfig};
+use cks_tools::Registry;
+
+use crate::config::{Cli, Config, Storage};
+use crate::server::CksServer;
+
+/// Parses the command line and environment, then serves until stdin closes (or forever, HTTP only).
+pub fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let config = Config::resolve(&cli, env)?;
+    init_logging(&config);
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+fn init_logging(config: &Config) {
+    // Tool-call lines by default; library chatter only when it matters.
+    let filter = config.env.get("CKS_MCP_LOG").cloned().unwrap_or_else(|| "warn,cks_tool_call=info".into());
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn,cks_tool_call=info".into()),
+        )
+        .with_current_span(false)
+        .init();
+}
+
+/// Serves with a resolved configuration.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = match &config.storage {
+        Storage::Sqlite(path) => Arc::new(
+            SqliteStore::open(path, &SqliteOptions::default())
+                .with_context(|| format!("opening the database at {}", path.display()))?,
+        ),
+        Storage::Memory => Arc::new(MemoryStore::new()),
+    };
+    match &config.storage {
+        Storage::Sqlite(path) => eprintln!(
+            "cks-mcp {}: data in {} (data directory {})",
+            env!("CARGO_PKG_VERSION"),
+            path.display(),
+            config.data_dir.display()
+        ),
+        Storage::Memory => eprintln!("cks-mcp {}: in-memory store, nothing is kept", env!("CARGO_PKG_VERSION")),
+    }
+    let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
+    let registry = Arc::new(Registry::standard());
+    let server = CksServer::new(runtime, registry);
+
+    let http = match config.http {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+            let local = listener.local_addr()?;
+            eprintln!("cks-mcp: MCP over HTTP at http://{local}/mcp, events at http://{local}/events");
+            Some(tokio::spawn(http::serve(listener, server.clone(), http::HttpConfig::from(&config))))
+        }
+        None => None,
+    };
+    if config.stdio {
+        eprintln!("cks-mcp: MCP over stdio");
+        serve_stdio(server, config.max_message_bytes).await?;
+    } else if let Some(http) = http {
+        http.await.context("HTTP server task")??;
+    }
+    Ok(())
+}
+
+async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let transport =
+        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(max_message_bytes);
+    let service = server.serve(transport).await.context("starting the stdio MCP session")?;
+    service.waiting().await.context("stdio MCP session")?;
+    Ok(())
+}

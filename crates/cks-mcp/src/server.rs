@@ -1,0 +1,132 @@
+//! The protocol-independent core of the server: the tool list with MCP annotations, tool calls
+//! through the registry, resources and prompts. The rmcp handler (stdio and streamable HTTP) and
+//! the bare JSON-RPC HTTP form both call into it, so every transport behaves the same.
+
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
+use tokio_util::sync::CancellationToken;
+
+use cks_runtime::Runtime;
+use cks_tools::{ProgressSink, Registry, ToolContext, ToolMeta};
+
+use crate::{prompts, resources};
+
+/// The MCP protocol version we announce to clients that ask for none we know.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Shared server state.
+#[derive(Debug, Clone)]
+pub struct CksServer {
+    pub runtime: Arc<Runtime>,
+    pub registry: Arc<Registry>,
+    tools: Arc<Vec<Value>>,
+}
+
+/// Per-call options from the transport.
+#[derive(Default)]
+pub struct CallOptions {
+    pub progress: Option<Arc<dyn ProgressSink>>,
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions").field("progress", &self.progress.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl CksServer {
+    pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>) -> Self {
+        let tools = registry.iter().map(|t| tool_entry(t.meta(), &t.schema)).collect();
+        CksServer { runtime, registry, tools: Arc::new(tools) }
+    }
+
+    /// `serverInfo`.
+    pub fn server_info() -> Value {
+        json!({"name": "cks-mcp", "version": env!("CARGO_PKG_VERSION")})
+    }
+
+    /// The `initialize` result for the bare JSON-RPC form.
+    pub fn initialize_result(requested: Option<&str>) -> Value {
+        json!({
+            "protocolVersion": requested.filter(|v| SUPPORTED_VERSIONS.contains(v)).unwrap_or(PROTOCOL_VERSION),
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+            "serverInfo": Self::server_info(),
+        })
+    }
+
+    /// `tools/list` entries: name, description, inputSchema and annotations from the metadata.
+    pub fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// Calls a tool. Business errors are results (`content[0].text` and `structuredContent` hold
+    /// the same JSON object); only an unknown tool is a protocol error.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        options: CallOptions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut ctx = ToolContext::new(self.runtime.clone());
+        ctx.progress = options.progress;
+        ctx.cancel = options.cancel;
+        let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
+        let value = self
+            .registry
+            .call(name, args, &ctx)
+            .await
+            .map_err(|e| ErrorData::new(ErrorCode::METHOD_NOT_FOUND, e.to_string(), None))?;
+        Ok(tool_result(value))
+    }
+
+    pub async fn list_resources(&self) -> Result<Value, ErrorData> {
+        resources::list(&self.runtime).await
+    }
+
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, ErrorData> {
+        resources::read(&self.runtime, uri).await
+    }
+
+    pub fn list_prompts(&self) -> Value {
+        prompts::list()
+    }
+
+    pub fn get_prompt(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, ErrorData> {
+        prompts::get(name, arguments)
+    }
+}
+
+/// Protocol versions we can speak, newest first.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// One `tools/list` entry.
+fn tool_entry(meta: &ToolMeta, schema: &Value) -> Value {
+    json!({
+        "name": meta.name,
+        "description": meta.description,
+        "inputSchema": schema,
+        "annotations": {
+            "readOnlyHint": meta.read_only(),
+            "destructiveHint": meta.destructive,
+            "idempotentHint": meta.idempotent,
+            "openWorldHint": meta.open_world,
+        },
+        "_meta": {
+            "cks/mutatesGraph": meta.mutates_graph,
+            "cks/createsSession": meta.creates_session,
+            "cks/sessionFields": meta.session_fields,
+        },
+    })
+}
+
+/// Wraps a tool's result object: its JSON text as `content[0]` (what the reference sends and
+/// cks-studio parses) and the object itself as `structuredContent`.
+pub fn tool_result(value: Value) -> CallToolResult {
+    let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    result
+}
