@@ -1,0 +1,172 @@
+//! HTTP transport: security (Origin, Host, token, body limit), the bare JSON-RPC form, and the
+//! events stream, against the real router on 127.0.0.1:0.
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cks_mcp::http::{router, HttpConfig};
+use cks_mcp::server::CksServer;
+use cks_runtime::store::memory::MemoryStore;
+use cks_runtime::{Runtime, RuntimeConfig};
+use cks_tools::Registry;
+
+struct TestServer {
+    base: String,
+    client: reqwest::Client,
+}
+
+async fn start(token: Option<&str>, max_body_bytes: usize) -> TestServer {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
+    let server = CksServer::new(runtime, Arc::new(Registry::standard()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = HttpConfig {
+        token: token.map(str::to_owned),
+        allowed_origins: vec!["https://studio.example.com".into()],
+        bind: Some(addr),
+        max_body_bytes,
+    };
+    tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
+    TestServer { base: format!("http://{addr}"), client: reqwest::Client::new() }
+}
+
+impl TestServer {
+    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}/mcp", self.base)).json(body)
+    }
+}
+
+fn tool_call(name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+fn text_result(reply: &Value) -> Value {
+    serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn bare_tools_call_without_initialize() {
+    let s = start(None, 1 << 20).await;
+    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
+    let reply: Value = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap().json().await.unwrap();
+    let result = text_result(&reply);
+    assert_eq!(result["valid"], true);
+    assert_eq!(reply["result"]["structuredContent"], result);
+    let reply: Value = s.post(&tool_call("nope", json!({}))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(reply["error"]["code"], -32601);
+    let reply: Value = s
+        .client
+        .post(format!("{}/mcp", s.base))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["error"]["code"], -32700);
+}
+
+#[tokio::test]
+async fn origins_hosts_and_cors() {
+    let s = start(None, 1 << 20).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let evil = s.post(&ping).header("origin", "https://evil.example.com").send().await.unwrap();
+    assert_eq!(evil.status(), 403);
+    let studio = s.post(&ping).header("origin", "https://studio.example.com").send().await.unwrap();
+    assert_eq!(studio.status(), 200);
+    assert_eq!(studio.headers()["access-control-allow-origin"], "https://studio.example.com");
+    let local = s.post(&ping).header("origin", "http://localhost:5173").send().await.unwrap();
+    assert_eq!(local.status(), 200);
+    let rebound = s.post(&ping).header("host", "attacker.example.com").send().await.unwrap();
+    assert_eq!(rebound.status(), 403, "DNS rebinding: foreign Host names are refused");
+}
+
+#[tokio::test]
+async fn tokens_are_required_when_configured() {
+    let s = start(Some("s3cret"), 1 << 20).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(s.post(&ping).send().await.unwrap().status(), 401);
+    assert_eq!(s.post(&ping).bearer_auth("wrong").send().await.unwrap().status(), 401);
+    assert_eq!(s.post(&ping).bearer_auth("s3cret").send().await.unwrap().status(), 200);
+    let events = s.client.get(format!("{}/events?token=s3cret", s.base)).send().await.unwrap();
+    assert_eq!(events.status(), 200, "EventSource can pass the token in the query");
+    let preflight = s
+        .client
+        .request(reqwest::Method::OPTIONS, format!("{}/mcp", s.base))
+        .header("origin", "http://localhost:3000")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204, "preflights need no token");
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "http://localhost:3000");
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused() {
+    let s = start(None, 4096).await;
+    let graph = "x".repeat(10_000);
+    let response = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap();
+    assert_eq!(response.status(), 413);
+}
+
+#[tokio::test]
+async fn events_stream_filtered_runtime_events() {
+    let s = start(None, 1 << 20).await;
+    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
+    let reply: Value = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap().json().await.unwrap();
+    let session = text_result(&reply)["session_id"].as_str().unwrap().to_owned();
+    let mut stream = s
+        .client
+        .get(format!("{}/events/{session}?event_types=VersionCreated", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let ops = json!([{"type": "add_object", "identity": {"id": "b", "type": "T", "name": "B"}}]);
+    let reply: Value = s.post(&tool_call("evolve_knowledge", json!({"session_id": session, "operations": ops}))).send().await.unwrap().json().await.unwrap();
+    let version = text_result(&reply)["version_id"].as_str().unwrap().to_owned();
+    let mut received = String::new();
+    while !received.contains("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await.expect("an event").unwrap().unwrap();
+        received.push_str(&String::from_utf8_lossy(&chunk));
+        if received.starts_with(':') && received.contains("\n\n") {
+            received.clear(); // a keep-alive comment
+        }
+    }
+    let data = received.lines().find_map(|l| l.strip_prefix("data: ")).expect("a data line");
+    let frame: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(frame["event"], "VersionCreated");
+    assert_eq!(frame["session_id"], session);
+    assert_eq!(frame["detail"]["version_id"], version);
+    assert!(received.lines().any(|l| l.starts_with("id: ")));
+}
+
+#[test]
+fn non_loopback_bind_without_token_refuses_to_start() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+        .args(["--http", "0.0.0.0:0", "--no-stdio"])
+        .env("CKS_MCP_DB_PATH", ":memory:")
+        .env_remove("CKS_MCP_HTTP_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CKS_MCP_HTTP_TOKEN"), "{stderr}");
+}
+
+#[test]
+fn help_lists_every_environment_variable() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cks-mcp")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    for var in [
+        "CKS_MCP_DATA_DIR", "CKS_MCP_DB_PATH", "CKS_MCP_HTTP_PORT", "CKS_MCP_HTTP_TOKEN", "CKS_LLM_PROVIDER",
+        "CKS_OLLAMA_HOST", "ANTHROPIC_API_KEY", "CKS_GOOGLE_API_KEY", "CKS_OPENAI_BASE_URL", "CKS_AI_CHAT_MAX_ITERATIONS",
+    ] {
+        assert!(help.contains(var), "--help does not mention {var}");
+    }
+}

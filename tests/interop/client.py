@@ -1,0 +1,208 @@
+"""Interoperability test: drives the cks-mcp release binary with the official MCP Python SDK
+over stdio and streamable HTTP, plus the bare JSON-RPC POST form, and checks results.
+
+Usage: python client.py <path to cks-mcp binary>
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+BINARY = sys.argv[1]
+
+GRAPH = {
+    "version": "1.0",
+    "objects": [
+        {"identity": {"id": "sun", "type": "Star", "name": "Sun"}, "structure": {"mass": 1.0}},
+        {"identity": {"id": "earth", "type": "Planet", "name": "Earth"}, "structure": {"note": "blå"}},
+        {"identity": {"id": "orbit", "type": "Relation", "name": "Earth orbits Sun"},
+         "structure": {"participants": ["earth", "sun"], "relation_type": "orbits"}},
+    ],
+}
+
+
+def result_of(call_result):
+    """The tool result object: content[0].text parsed, which must equal structuredContent."""
+    assert call_result.content and call_result.content[0].type == "text", call_result
+    value = json.loads(call_result.content[0].text)
+    if call_result.structuredContent is not None:
+        assert call_result.structuredContent == value, (call_result.structuredContent, value)
+    return value
+
+
+async def knowledge_flow(session: ClientSession, label: str) -> dict:
+    init_tools = await session.list_tools()
+    names = {t.name for t in init_tools.tools}
+    for required in ["validate_knowledge", "evolve_knowledge", "query_subgraph", "list_versions",
+                     "revert_version", "compare_versions"]:
+        assert required in names, f"{label}: {required} missing from tools/list"
+    query_tool = next(t for t in init_tools.tools if t.name == "query_subgraph")
+    assert query_tool.annotations is not None and query_tool.annotations.readOnlyHint is True, query_tool
+    evolve_tool = next(t for t in init_tools.tools if t.name == "evolve_knowledge")
+    assert evolve_tool.annotations.readOnlyHint is False
+
+    validated = result_of(await session.call_tool("validate_knowledge", {"json_data": json.dumps(GRAPH)}))
+    assert validated["valid"] is True and validated["diagnostics"] == [], validated
+    sid, v1 = validated["session_id"], validated["version_id"]
+
+    evolved = result_of(await session.call_tool("evolve_knowledge", {"session_id": sid, "operations": [
+        {"type": "add_object", "identity": {"id": "moon", "type": "Moon", "name": "Moon"}},
+        {"type": "add_relation", "identity": {"id": "m-orbit", "type": "Relation", "name": "Moon orbits Earth"},
+         "participants": ["moon", "earth"], "relation_type": "orbits"},
+    ]}))
+    assert evolved["evolved"] is True and evolved["operations_applied"] == 2, evolved
+    v2 = evolved["version_id"]
+
+    bad = result_of(await session.call_tool("evolve_knowledge", {"session_id": sid, "operations": [
+        {"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": "x"},
+         "participants": ["moon", "ghost"], "relation_type": "orbits"}]}))
+    assert bad["error"] == "invalid_operations" and "Operation #0" in bad["message"], bad
+
+    sub = result_of(await session.call_tool("query_subgraph", {"session_id": sid, "seed_ids": ["moon"], "depth": 1}))
+    sub_graph = json.loads(sub["subgraph"])
+    ids = {o["identity"]["id"] for o in sub_graph["objects"]}
+    assert ids == {"moon", "earth", "m-orbit"}, ids
+    assert sub["returned_nodes"] == 2 and sub["is_truncated"] is False, sub
+
+    versions = result_of(await session.call_tool("list_versions", {"session_id": sid}))
+    assert [v["version_id"] for v in versions["versions"]] == [v1, v2], versions
+
+    reverted = result_of(await session.call_tool("revert_version", {"session_id": sid, "target_version_id": v1}))
+    assert "error" not in reverted, reverted
+    versions = result_of(await session.call_tool("list_versions", {"session_id": sid}))
+    assert len(versions["versions"]) == 3, versions
+
+    compared = result_of(await session.call_tool("compare_versions", {"session_id": sid, "target_version_id": v2}))
+    assert "error" not in compared, compared
+    flat = json.dumps(compared)
+    assert "moon" in flat, compared
+
+    missing = result_of(await session.call_tool("list_versions", {"session_id": "no-such-session"}))
+    assert missing["error"] == "session_not_found", missing
+
+    resources = await session.list_resources()
+    uris = {str(r.uri) for r in resources.resources}
+    assert "cks://sessions" in uris and f"cks://sessions/{sid}" in uris, uris
+    read = await session.read_resource(f"cks://sessions/{sid}")
+    state = json.loads(read.contents[0].text)
+    assert {o["identity"]["id"] for o in state["objects"]} == {"sun", "earth", "orbit"}, state
+    read_v2 = await session.read_resource(f"cks://sessions/{sid}/versions/{v2}")
+    assert "moon" in read_v2.contents[0].text
+
+    prompts = await session.list_prompts()
+    assert {p.name for p in prompts.prompts} == {"create_knowledge_graph", "verify_claim", "explore_subgraph",
+                                                 "branch_and_merge"}
+    prompt = await session.get_prompt("explore_subgraph", {"session_id": sid, "seed_id": "moon"})
+    assert sid in prompt.messages[0].content.text
+    return {"session_id": sid, "versions": [v["version_id"] for v in versions["versions"]]}
+
+
+async def over_stdio(data_dir: str) -> dict:
+    params = StdioServerParameters(command=BINARY, args=[], env={**os.environ, "CKS_MCP_DATA_DIR": data_dir})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            info = await session.initialize()
+            assert info.serverInfo.name == "cks-mcp", info
+            outcome = await knowledge_flow(session, "stdio")
+            # A large message (far above 64 KB) travels.
+            big = {"version": "1.0", "objects": [
+                {"identity": {"id": f"n{i}", "type": "Node", "name": f"node {i} " + "x" * 40}} for i in range(5000)]}
+            validated = result_of(await session.call_tool("validate_knowledge", {"json_data": json.dumps(big)}))
+            assert validated["valid"] is True, validated
+            return outcome
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_http(data_dir: str, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([BINARY, "--http", f"127.0.0.1:{port}", "--no-stdio"],
+                            env={**os.environ, "CKS_MCP_DATA_DIR": data_dir},
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("HTTP server did not start")
+
+
+def post(port: int, body, headers=None):
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=data, method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
+async def over_http(data_dir: str) -> None:
+    port = free_port()
+    proc = start_http(data_dir, port)
+    try:
+        async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                info = await session.initialize()
+                assert info.serverInfo.name == "cks-mcp"
+                outcome = await knowledge_flow(session, "http")
+        # The bare form cks-studio uses: tools/call with no initialize, plain JSON back.
+        status, reply = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                    "params": {"name": "list_versions",
+                                               "arguments": {"session_id": outcome["session_id"]}}})
+        assert status == 200, status
+        result = json.loads(reply["result"]["content"][0]["text"])
+        assert [v["version_id"] for v in result["versions"]] == outcome["versions"], result
+        status, reply = post(port, [{"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}])
+        assert status == 200 and len(reply) == 2 and reply[1]["result"]["tools"], reply
+        status, reply = post(port, {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                    "params": {"name": "no_such_tool", "arguments": {}}})
+        assert reply["error"]["code"] == -32601, reply
+        status, _ = post(port, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"Origin": "https://evil.example"})
+        assert status == 403, status
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+    # A restarted server on the same data serves every committed session and version.
+    proc = start_http(data_dir, port)
+    try:
+        status, reply = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                    "params": {"name": "list_versions",
+                                               "arguments": {"session_id": outcome["session_id"]}}})
+        result = json.loads(reply["result"]["content"][0]["text"])
+        assert [v["version_id"] for v in result["versions"]] == outcome["versions"], result
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as stdio_dir, tempfile.TemporaryDirectory() as http_dir:
+        await over_stdio(stdio_dir)
+        print("stdio: ok")
+        await over_http(http_dir)
+        print("http: ok")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
