@@ -48,7 +48,7 @@ impl Tool for ForkSandbox {
             operations cannot be applied ('evolution_failed', 'validation_failed') the error names the sandbox, \
             which stays open at its fork point (the reference server closed it). Returns {sandbox_session_id, \
             parent_session_id, fork_version_id, operations_applied, version_id, diff_from_fork_point: {summary, \
-            operations}, message, hypothesis?}.",
+            operations}, message, hypothesis?, diagnostics? (warnings of the new state)}.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,
@@ -67,7 +67,14 @@ impl Tool for ForkSandbox {
         };
         let hypothesis = input.hypothesis.filter(|h| !h.is_empty());
         let parent = input.session_id;
-        let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("fork"))]);
+        let labelled = |operation: &str| {
+            let mut extra = vec![("operation", json!(operation))];
+            if let Some(h) = &hypothesis {
+                extra.push(("hypothesis", json!(h)));
+            }
+            ctx.version_metadata(Self::META.name, extra)
+        };
+        let metadata = labelled("fork");
         let version_id = input.version_id.filter(|v| !v.is_empty());
         let branch =
             ctx.runtime.create_branch(&parent, version_id.as_deref(), metadata).await.map_err(branch_failed)?;
@@ -98,12 +105,7 @@ impl Tool for ForkSandbox {
         } else {
             let fork_state =
                 ctx.runtime.read(&sandbox, |s, _| s.clone()).await.map_err(|e| sandbox_details(e.into()))?;
-            let mut extra = vec![("operation", json!("evolve"))];
-            if let Some(h) = &hypothesis {
-                extra.push(("hypothesis", json!(h)));
-            }
-            let request =
-                CommitRequest::operations(operations).with_metadata(ctx.version_metadata(Self::META.name, extra));
+            let request = CommitRequest::operations(operations).with_metadata(labelled("evolve"));
             let committed = ctx.runtime.commit(&sandbox, request).await.map_err(|e| {
                 sandbox_details(match e {
                     RuntimeError::Operation(e) => {
@@ -182,6 +184,12 @@ mod tests {
         assert_eq!(ops, ["remove_object", "add_object", "add_object"]);
         assert_eq!(ids(&ctx, sandbox).await, ["a", "b"]);
         assert_eq!(ids(&ctx, &parent).await, ["a"], "the parent is untouched");
+        let info = ctx.runtime.info(sandbox).await.unwrap();
+        assert_eq!(info.parent_session_id.as_deref(), Some(parent.as_str()));
+        assert_eq!(
+            Value::Object(info.metadata),
+            json!({"tool": "fork_sandbox", "operation": "fork", "hypothesis": "b matters"})
+        );
         assert_eq!(ctx.runtime.list_versions(&parent).await.unwrap().len(), 1);
         let versions = ctx.runtime.list_versions(sandbox).await.unwrap();
         assert_eq!(versions.len(), 1);
