@@ -1,7 +1,9 @@
 //! Every tool, grouped by area; each group lists its tools in listing order.
 
+pub mod branches;
 pub mod explore;
 pub mod knowledge;
+pub mod versions;
 
 use std::sync::Arc;
 
@@ -11,6 +13,8 @@ use crate::tool::DynTool;
 pub fn all() -> Vec<Arc<dyn DynTool>> {
     let mut tools = Vec::new();
     tools.extend(knowledge::tools());
+    tools.extend(versions::tools());
+    tools.extend(branches::tools());
     tools.extend(explore::tools());
     tools
 }

@@ -1,0 +1,299 @@
+//! `merge_branch`: three-way merge of a source session into a target session, committed as a new
+//! version of the target. Conflicts are a normal result (`merged: false`), not an error.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use cks_core::json::to_canonical_string;
+use cks_runtime::{MergeReport, RuntimeError};
+
+use super::{conflicts, merge_error, resolutions};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tools::versions::SERIALIZE_LIMIT;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// The session that receives the changes (must be open).
+    pub(crate) target_session_id: String,
+    /// The branch whose changes are merged in.
+    pub(crate) source_session_id: String,
+    /// The merge base, when the source is not a branch of the target: a version id (of any
+    /// session), or "00000000-0000-0000-0000-000000000000" for the empty structure.
+    pub(crate) base_version_id: Option<String>,
+    /// How to settle conflicts, by object id: "branch_a" (keep the target's version), "branch_b"
+    /// (take the source's), null (leave the object out), or a complete object {identity, structure}.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::object")]
+    pub(crate) resolutions: Option<Value>,
+    /// Include the serialized merged structure in the result (default: only for structures of at
+    /// most 2,000 objects).
+    pub(crate) return_structure: Option<bool>,
+}
+
+pub(crate) struct MergeBranch;
+
+const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions changed the objects listed in \
+    'conflicts' differently since the merge base. Compare each entry's 'target_diff' and 'source_diff', then call \
+    merge_branch again with 'resolutions' mapping each object_id to \"branch_a\" (keep the target's version), \
+    \"branch_b\" (take the source's), null (drop the object) or a complete object. Everything that does not \
+    conflict merges in that same call; conflicts left without a resolution are reported again. Alternatively, \
+    change the target with evolve_knowledge and retry without resolutions.";
+
+#[async_trait::async_trait]
+impl Tool for MergeBranch {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "merge_branch",
+        description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \
+            a three-way merge, and commit the result as a new version of the target. The merge base is the \
+            branch's fork point recorded by create_branch; pass 'base_version_id' only when the source is not a \
+            branch of the target. If both sides changed the same object differently nothing is committed and the \
+            result is {merged: false, message, conflicts: [{object_id, target_diff, source_diff}]}; retry with \
+            'resolutions' for those ids. Relations left pointing at a deleted object are dropped and listed in \
+            'dropped_relations' (the reference server dropped them silently). On success returns {merged: true, \
+            session_id, version_id, dropped_relations?, conflicts_resolved?, no_op? (nothing to merge), \
+            serialized (up to 2,000 objects unless 'return_structure' is set)}.",
+        mutates_graph: true,
+        creates_session: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+        session_fields: &["target_session_id", "source_session_id"],
+        session_checks: &[SessionCheck::open("target_session_id"), SessionCheck::exists("source_session_id")],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        let resolutions = resolutions(input.resolutions.as_ref())?;
+        let base_version_id = input.base_version_id.as_deref().filter(|v| !v.is_empty());
+        let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("merge"))]);
+        let target = &input.target_session_id;
+        let report = ctx
+            .runtime
+            .merge_branch(target, &input.source_session_id, base_version_id, &resolutions, metadata)
+            .await
+            .map_err(|e| match e {
+                RuntimeError::Merge(e) => merge_error(e),
+                other => other.into(),
+            })?;
+        let (committed, dropped_relations, resolved) = match report {
+            MergeReport::Conflicts(list) => {
+                return Ok(json!({"merged": false, "message": CONFLICT_GUIDANCE, "conflicts": conflicts(&list)}));
+            }
+            MergeReport::Merged { committed, dropped_relations, resolved } => (committed, dropped_relations, resolved),
+        };
+        let (version_id, object_count) = match &committed {
+            Some(c) => (Some(c.version.version_id.clone()), c.version.object_count),
+            None => {
+                let info = ctx.runtime.info(target).await?;
+                (info.latest_version_id, info.object_count)
+            }
+        };
+        let mut result = json!({"merged": true, "session_id": target, "version_id": version_id});
+        if committed.is_none() {
+            result["no_op"] = json!(true);
+        }
+        if !dropped_relations.is_empty() {
+            result["dropped_relations"] = json!(dropped_relations);
+        }
+        if !resolved.is_empty() {
+            result["conflicts_resolved"] = json!(resolved);
+        }
+        if input.return_structure.unwrap_or(object_count <= SERIALIZE_LIMIT) {
+            result["serialized"] = json!(ctx.runtime.read(target, |s, _| to_canonical_string(s)).await?);
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::ToolContext;
+    use crate::tools::versions::testing::{call, context, evolve, ids, keys, node, relation, session};
+
+    async fn branch(ctx: &ToolContext, parent: &str) -> String {
+        let result = call(ctx, "create_branch", json!({"session_id": parent})).await;
+        result["session_id"].as_str().unwrap().to_owned()
+    }
+
+    fn add(id: &str) -> Value {
+        json!({"type": "add_object", "identity": {"id": id, "type": "Claim", "name": id}})
+    }
+
+    #[tokio::test]
+    async fn merges_a_branch_and_commits_on_the_target() {
+        let ctx = context();
+        let (target, _) =
+            session(&ctx, json!([node("a", "Claim", "A", json!({})), node("b", "Claim", "B", json!({}))])).await;
+        let source = branch(&ctx, &target).await;
+        evolve(&ctx, &target, json!([add("t")])).await;
+        evolve(
+            &ctx,
+            &source,
+            json!([add("s"), {"type": "add_relation", "identity": {"id": "r", "type": "Relation", "name": "r"},
+                              "participants": ["a", "s"], "relation_type": "supports"}]),
+        )
+        .await;
+
+        let args = json!({"target_session_id": target, "source_session_id": source});
+        let result = call(&ctx, "merge_branch", args.clone()).await;
+        assert_eq!(keys(&result), ["merged", "serialized", "session_id", "version_id"]);
+        assert_eq!(result["merged"], true);
+        assert_eq!(result["session_id"], target);
+        assert_eq!(ids(&ctx, &target).await, ["a", "b", "t", "s", "r"]);
+        let versions = ctx.runtime.list_versions(&target).await.unwrap();
+        let last = versions.last().unwrap();
+        assert_eq!(result["version_id"], last.version_id);
+        assert_eq!(
+            Value::Object(last.metadata.clone()),
+            json!({"tool": "merge_branch", "operation": "merge", "source_session_id": source})
+        );
+        let serialized: Value = serde_json::from_str(result["serialized"].as_str().unwrap()).unwrap();
+        assert_eq!(serialized["objects"].as_array().unwrap().len(), 5);
+
+        // Merging again changes nothing and commits nothing.
+        let again = call(&ctx, "merge_branch", args).await;
+        assert_eq!(again["no_op"], true);
+        assert_eq!(again["version_id"], last.version_id);
+        assert_eq!(ctx.runtime.list_versions(&target).await.unwrap().len(), versions.len());
+    }
+
+    #[tokio::test]
+    async fn conflicts_are_reported_then_resolved() {
+        let ctx = context();
+        let (target, _) = session(
+            &ctx,
+            json!([
+                node("a", "Claim", "A", json!({"v": 1})),
+                node("b", "Claim", "B", json!({})),
+                relation("r", &["a", "b"], "supports")
+            ]),
+        )
+        .await;
+        let source = branch(&ctx, &target).await;
+        evolve(&ctx, &target, json!([{"type": "update_object", "object_id": "a", "structure_patch": {"v": 2}}])).await;
+        evolve(
+            &ctx,
+            &source,
+            json!([{"type": "update_object", "object_id": "a", "structure_patch": {"v": 3}},
+                   {"type": "remove_object", "object_id": "b"}]),
+        )
+        .await;
+        let before = ctx.runtime.list_versions(&target).await.unwrap().len();
+
+        let args = json!({"target_session_id": target, "source_session_id": source});
+        let conflict = call(&ctx, "merge_branch", args.clone()).await;
+        assert_eq!(keys(&conflict), ["conflicts", "merged", "message"]);
+        assert_eq!(conflict["merged"], false);
+        assert_eq!(
+            conflict["conflicts"],
+            json!([{"object_id": "a",
+                    "target_diff": {"action": "modified", "type": "Claim", "name": "A", "changes": {"v": {"from": 1, "to": 2}}},
+                    "source_diff": {"action": "modified", "type": "Claim", "name": "A", "changes": {"v": {"from": 1, "to": 3}}}}])
+        );
+        assert_eq!(ctx.runtime.list_versions(&target).await.unwrap().len(), before, "nothing committed");
+
+        let mut resolved_args = args;
+        resolved_args["resolutions"] = json!({"a": "branch_b"});
+        let merged = call(&ctx, "merge_branch", resolved_args).await;
+        assert_eq!(merged["merged"], true);
+        assert_eq!(merged["conflicts_resolved"], json!(["a"]));
+        assert!(merged.get("dropped_relations").is_none(), "b and r were deleted by the source, not dropped");
+        assert_eq!(ids(&ctx, &target).await, ["a"]);
+        let v = ctx.runtime.read(&target, |s, _| s.get("a").unwrap().structure["v"].clone()).await.unwrap();
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test]
+    async fn dangling_relations_are_dropped_and_reported() {
+        let ctx = context();
+        let (target, _) =
+            session(&ctx, json!([node("a", "Claim", "A", json!({})), node("b", "Claim", "B", json!({}))])).await;
+        let source = branch(&ctx, &target).await;
+        // The target deletes b while the source relates a to b.
+        evolve(&ctx, &target, json!([{"type": "remove_object", "object_id": "b"}])).await;
+        evolve(
+            &ctx,
+            &source,
+            json!([{"type": "add_relation", "identity": {"id": "r", "type": "Relation", "name": "r"},
+                    "participants": ["a", "b"], "relation_type": "supports"}]),
+        )
+        .await;
+        let result =
+            call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
+        assert_eq!(result["merged"], true);
+        assert_eq!(result["dropped_relations"], json!(["r"]));
+        assert_eq!(ids(&ctx, &target).await, ["a"]);
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let ctx = context();
+        let (target, first) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let (unrelated, _) = session(&ctx, json!([node("x", "Claim", "X", json!({}))])).await;
+        let source = branch(&ctx, &target).await;
+
+        let missing = call(&ctx, "merge_branch", json!({"target_session_id": target})).await;
+        assert_eq!(
+            missing,
+            json!({"error": "missing_parameter", "message": "Missing required parameter: 'source_session_id'."})
+        );
+        let no_source =
+            call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": "nope"})).await;
+        assert_eq!(no_source["error"], "session_not_found");
+        assert_eq!(no_source["session_id"], "nope");
+        let no_target =
+            call(&ctx, "merge_branch", json!({"target_session_id": "nope", "source_session_id": source})).await;
+        assert_eq!(no_target["error"], "session_not_found");
+
+        let no_base =
+            call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": unrelated})).await;
+        assert_eq!(no_base["error"], "merge_failed");
+        let unknown_base = call(
+            &ctx,
+            "merge_branch",
+            json!({"target_session_id": target, "source_session_id": unrelated, "base_version_id": "v9"}),
+        )
+        .await;
+        assert_eq!(unknown_base["error"], "version_not_found");
+        let with_base = call(
+            &ctx,
+            "merge_branch",
+            json!({"target_session_id": target, "source_session_id": unrelated, "base_version_id": first}),
+        )
+        .await;
+        assert_eq!(with_base["merged"], true, "an explicit base merges unrelated sessions: {with_base}");
+        assert_eq!(ids(&ctx, &target).await, ["x"]);
+
+        let bad = call(
+            &ctx,
+            "merge_branch",
+            json!({"target_session_id": target, "source_session_id": source, "resolutions": {"a": "both"}}),
+        )
+        .await;
+        assert_eq!(bad["error"], "invalid_parameter");
+        assert_eq!(bad["parameter"], "resolutions");
+        assert!(bad["message"].as_str().unwrap().starts_with("Invalid 'resolutions' entry: "));
+        let not_needed = call(
+            &ctx,
+            "merge_branch",
+            json!({"target_session_id": target, "source_session_id": source, "resolutions": {"zzz": "branch_a"}}),
+        )
+        .await;
+        assert_eq!(not_needed["error"], "merge_failed");
+
+        ctx.runtime.close(&source).await.unwrap();
+        let closed_source =
+            call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
+        assert_eq!(closed_source["merged"], true, "a closed source can still be merged: {closed_source}");
+        ctx.runtime.close(&target).await.unwrap();
+        let closed_target =
+            call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
+        assert_eq!(closed_target["error"], "session_closed");
+    }
+}

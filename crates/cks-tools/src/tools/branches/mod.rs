@@ -1,0 +1,62 @@
+//! Branches and merges: create, merge (sessions or raw JSON), close, sandbox forks.
+
+mod close_session;
+mod create_branch;
+mod fork_sandbox;
+mod merge_branch;
+mod merge_knowledge;
+
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+use cks_core::merge::{Conflict, MergeError, Resolutions, parse_resolutions};
+use cks_runtime::RuntimeError;
+
+use crate::error::ToolError;
+use crate::tool::DynTool;
+use crate::tools::versions::field_level_diff;
+
+pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+    vec![
+        Arc::new(create_branch::CreateBranch),
+        Arc::new(merge_branch::MergeBranch),
+        Arc::new(merge_knowledge::MergeKnowledge),
+        Arc::new(close_session::CloseSession),
+        Arc::new(fork_sandbox::ForkSandbox),
+    ]
+}
+
+/// Parses the `resolutions` argument (absent: none).
+pub(crate) fn resolutions(value: Option<&Value>) -> Result<Resolutions, ToolError> {
+    match value {
+        None => Ok(Resolutions::new()),
+        Some(value) => parse_resolutions(value).map_err(|e| {
+            ToolError::invalid_parameter(format!("Invalid 'resolutions' entry: {e}")).with("parameter", "resolutions")
+        }),
+    }
+}
+
+/// Conflicts as `{object_id, target_diff, source_diff}`: branch A is the target, B the source.
+pub(crate) fn conflicts(conflicts: &[Conflict]) -> Value {
+    conflicts
+        .iter()
+        .map(|c| {
+            json!({
+                "object_id": c.object_id,
+                "target_diff": field_level_diff(c.base.as_deref(), c.branch_a.as_deref()),
+                "source_diff": field_level_diff(c.base.as_deref(), c.branch_b.as_deref()),
+            })
+        })
+        .collect()
+}
+
+/// A merge that could not run (not a conflict): `merge_failed`, or `invalid_parameter` for a
+/// resolution the merge rejected.
+pub(crate) fn merge_error(e: MergeError) -> ToolError {
+    match e {
+        MergeError::InvalidResolution { .. } | MergeError::ResolutionsNotAnObject => {
+            ToolError::invalid_parameter(format!("Invalid 'resolutions' entry: {e}")).with("parameter", "resolutions")
+        }
+        other => ToolError::from(RuntimeError::Merge(other)),
+    }
+}

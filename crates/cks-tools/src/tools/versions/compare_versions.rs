@@ -1,0 +1,150 @@
+//! `compare_versions`: the structural diff from a historical version to the session's current
+//! state, as evolution operations plus counts by kind.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::diff_report;
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// The session whose current state is compared.
+    pub(crate) session_id: String,
+    /// The historical version to compare from: the base of the diff (from list_versions).
+    pub(crate) target_version_id: String,
+}
+
+pub(crate) struct CompareVersions;
+
+#[async_trait::async_trait]
+impl Tool for CompareVersions {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "compare_versions",
+        description: "Diff a historical version of a session (the base, 'target_version_id') against the session's \
+            current state. 'operations' are the evolution operations that turn the base into the current state \
+            (removals first, then additions; a changed object appears as a removal plus an addition, and relations \
+            naming it are re-added too). 'summary' counts what actually changed: added/removed/modified objects \
+            and relations, and renamed objects (counted correctly, unlike the reference server, which always \
+            reported 0). Returns {session_id, base_version_id, current_version_id, direction: 'base_to_current', \
+            summary, operations}.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::exists("session_id")],
+        llm_exposed: true,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        let base = ctx.runtime.version_state(&input.session_id, &input.target_version_id).await?;
+        let (summary, operations, current_version_id) = ctx
+            .runtime
+            .read(&input.session_id, |current, info| {
+                let (summary, operations) = diff_report(&base, current);
+                (summary, operations, info.latest_version_id.clone())
+            })
+            .await?;
+        Ok(json!({
+            "session_id": input.session_id,
+            "base_version_id": input.target_version_id,
+            "current_version_id": current_version_id,
+            "direction": "base_to_current",
+            "summary": summary,
+            "operations": operations,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::tools::versions::testing::{call, context, evolve, keys, node, relation, session};
+
+    #[tokio::test]
+    async fn diffs_a_version_against_the_current_state() {
+        let ctx = context();
+        let (sid, first) = session(
+            &ctx,
+            json!([
+                node("a", "Claim", "A", json!({"v": 1})),
+                node("b", "Claim", "B", json!({})),
+                node("gone", "Claim", "Gone", json!({})),
+                relation("r", &["a", "b"], "supports"),
+            ]),
+        )
+        .await;
+        let current = evolve(
+            &ctx,
+            &sid,
+            json!([
+                {"type": "rename_object", "object_id": "a", "new_name": "A2"},
+                {"type": "remove_object", "object_id": "gone"},
+                {"type": "add_object", "identity": {"id": "c", "type": "Claim", "name": "C"}, "structure": {"k": 1}},
+                {"type": "add_relation", "identity": {"id": "r2", "type": "Relation", "name": "r2"},
+                 "participants": ["b", "c"], "relation_type": "supports"},
+            ]),
+        )
+        .await;
+
+        let result = call(&ctx, "compare_versions", json!({"session_id": sid, "target_version_id": first})).await;
+        assert_eq!(
+            keys(&result),
+            ["base_version_id", "current_version_id", "direction", "operations", "session_id", "summary"]
+        );
+        assert_eq!(result["session_id"], sid);
+        assert_eq!(result["base_version_id"], first);
+        assert_eq!(result["current_version_id"], current);
+        assert_eq!(result["direction"], "base_to_current");
+        assert_eq!(
+            result["summary"],
+            json!({"added_objects": 1, "removed_objects": 1, "modified_objects": 1, "added_relations": 1,
+                   "removed_relations": 0, "modified_relations": 0, "renamed_objects": 1})
+        );
+        assert_eq!(
+            result["operations"],
+            json!([
+                {"type": "remove_relation", "relation_id": "r"},
+                {"type": "remove_object", "object_id": "a"},
+                {"type": "remove_object", "object_id": "gone"},
+                {"type": "add_object", "identity": {"id": "a", "type": "Claim", "name": "A2"}, "structure": {"v": 1}},
+                {"type": "add_object", "identity": {"id": "c", "type": "Claim", "name": "C"}, "structure": {"k": 1}},
+                {"type": "add_relation", "identity": {"id": "r", "type": "Relation", "name": "r"},
+                 "participants": ["a", "b"], "relation_type": "supports", "structure": {}},
+                {"type": "add_relation", "identity": {"id": "r2", "type": "Relation", "name": "r2"},
+                 "participants": ["b", "c"], "relation_type": "supports", "structure": {}},
+            ])
+        );
+
+        let same = call(&ctx, "compare_versions", json!({"session_id": sid, "target_version_id": current})).await;
+        assert_eq!(same["operations"], json!([]));
+        assert!(same["summary"].as_object().unwrap().values().all(|n| n == 0));
+    }
+
+    #[tokio::test]
+    async fn errors_and_closed_sessions() {
+        let ctx = context();
+        let (sid, first) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let missing = call(&ctx, "compare_versions", json!({"session_id": sid})).await;
+        assert_eq!(missing["error"], "missing_parameter");
+        assert_eq!(missing["message"], "Missing required parameter: 'target_version_id'.");
+        let unknown = call(&ctx, "compare_versions", json!({"session_id": sid, "target_version_id": "v9"})).await;
+        assert_eq!(
+            unknown,
+            json!({"error": "version_not_found", "message": format!("Version 'v9' not found in session '{sid}'.")})
+        );
+        let no_session =
+            call(&ctx, "compare_versions", json!({"session_id": "nope", "target_version_id": first})).await;
+        assert_eq!(no_session["error"], "session_not_found");
+        ctx.runtime.close(&sid).await.unwrap();
+        let closed = call(&ctx, "compare_versions", json!({"session_id": sid, "target_version_id": first})).await;
+        assert_eq!(closed["operations"], json!([]), "closed sessions stay readable");
+    }
+}

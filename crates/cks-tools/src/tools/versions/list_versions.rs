@@ -1,0 +1,114 @@
+//! `list_versions`: a session's version history, oldest first.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// The session whose history to list.
+    pub(crate) session_id: String,
+}
+
+pub(crate) struct ListVersions;
+
+#[async_trait::async_trait]
+impl Tool for ListVersions {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "list_versions",
+        description: "List every version in a session's history, oldest first. Each entry has version_id, \
+            created_at, transaction_id, metadata (which tool committed it, and why), seq (1-based position), \
+            state_hash and object_count. Use a version_id with compare_versions, explain_diff, revert_version or \
+            create_branch. Closed sessions can still be listed. Returns {session_id, versions}.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::exists("session_id")],
+        llm_exposed: true,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        let versions: Vec<Value> = ctx
+            .runtime
+            .list_versions(&input.session_id)
+            .await?
+            .into_iter()
+            .map(|v| {
+                json!({
+                    "version_id": v.version_id,
+                    "created_at": v.created_at,
+                    "transaction_id": v.transaction_id,
+                    "metadata": v.metadata,
+                    "seq": v.seq,
+                    "state_hash": v.state_hash,
+                    "object_count": v.object_count,
+                })
+            })
+            .collect();
+        Ok(json!({"session_id": input.session_id, "versions": versions}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::tools::versions::testing::{call, context, evolve, keys, node, session};
+
+    #[tokio::test]
+    async fn lists_versions_oldest_first_with_their_metadata() {
+        let ctx = context();
+        let (sid, first) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let second =
+            evolve(&ctx, &sid, json!([{"type": "add_object", "identity": {"id": "b", "type": "Claim", "name": "B"}}]))
+                .await;
+
+        let result = call(&ctx, "list_versions", json!({"session_id": sid})).await;
+        assert_eq!(keys(&result), ["session_id", "versions"]);
+        assert_eq!(result["session_id"], sid);
+        let versions = result["versions"].as_array().unwrap();
+        assert_eq!(versions.len(), 2);
+        assert_eq!(versions[0]["version_id"], first);
+        assert_eq!(versions[1]["version_id"], second);
+        assert_eq!(versions[0]["seq"], 1);
+        assert_eq!(versions[1]["seq"], 2);
+        assert_eq!(versions[0]["object_count"], 1);
+        assert_eq!(versions[1]["object_count"], 2);
+        assert_eq!(versions[1]["metadata"], json!({"tool": "evolve_knowledge", "operation": "evolve"}));
+        assert_eq!(
+            keys(&versions[1]),
+            ["created_at", "metadata", "object_count", "seq", "state_hash", "transaction_id", "version_id"]
+        );
+        assert!(versions[1]["created_at"].as_str().unwrap().starts_with("20"));
+    }
+
+    #[tokio::test]
+    async fn closed_sessions_can_be_listed_and_errors_are_reported() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([])).await;
+        ctx.runtime.close(&sid).await.unwrap();
+        assert_eq!(
+            call(&ctx, "list_versions", json!({"session_id": sid})).await["versions"].as_array().unwrap().len(),
+            1
+        );
+
+        let missing = call(&ctx, "list_versions", json!({})).await;
+        assert_eq!(
+            missing,
+            json!({"error": "missing_parameter", "message": "Missing required parameter: 'session_id'."})
+        );
+        let unknown = call(&ctx, "list_versions", json!({"session_id": "nope"})).await;
+        assert_eq!(
+            unknown,
+            json!({"error": "session_not_found", "message": "Session 'nope' not found.", "session_id": "nope"})
+        );
+    }
+}
