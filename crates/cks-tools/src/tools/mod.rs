@@ -1,7 +1,10 @@
 //! Every tool, grouped by area; each group lists its tools in listing order.
 
 pub mod explore;
+pub mod export;
 pub mod knowledge;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 use std::sync::Arc;
 
@@ -12,5 +15,6 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     let mut tools = Vec::new();
     tools.extend(knowledge::tools());
     tools.extend(explore::tools());
+    tools.extend(export::tools());
     tools
 }
