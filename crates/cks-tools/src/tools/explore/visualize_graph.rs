@@ -24,12 +24,14 @@ const MODES: [&str; 2] = ["structure", "inference"];
 pub(crate) struct Input {
     /// The session to draw.
     pub(crate) session_id: String,
-    /// 'structure' (default): objects joined by their relations. 'inference': the InferenceStep
-    /// chains behind beliefs, back to base facts.
-    #[schemars(extend("enum" = ["structure", "inference"]))]
+    #[schemars(
+        description = "'structure' (default): objects joined by their relations. 'inference': the InferenceStep \
+            chains behind beliefs, back to base facts.",
+        extend("enum" = ["structure", "inference"])
+    )]
     pub(crate) mode: Option<String>,
-    /// Structure mode: objects to start from (default: every object, no expansion). Inference
-    /// mode: objects to explain (default: every conclusion of an active InferenceStep).
+    #[schemars(description = "Structure mode: objects to start from (default: every object, no expansion). \
+        Inference mode: objects to explain (default: every conclusion of an active InferenceStep).")]
     pub(crate) seed_ids: Option<Vec<String>>,
     /// Structure mode: hops to expand from the seeds (default 1).
     #[schemars(range(min = 0))]

@@ -136,6 +136,9 @@ fn object_ref(id: &str) -> String {
 
 /// A vocabulary term for Turtle: `cks:local` when that is a plain prefixed name, else `<IRI>`.
 fn term(name: &str) -> String {
+    if is_absolute_iri(name) {
+        return format!("<{name}>");
+    }
     let local = encode(name);
     let plain = !local.is_empty()
         && !local.starts_with(['-', '.'])
@@ -146,8 +149,16 @@ fn term(name: &str) -> String {
 
 /// A JSON-LD key for a data-derived term (expanded through `@vocab`, unless it would collide).
 fn ld_key(name: &str) -> String {
+    if is_absolute_iri(name) {
+        return name.to_owned();
+    }
     let local = encode(name);
     if CONTEXT_TERMS.contains(&local.as_str()) { format!("{VOCAB}{local}") } else { local }
+}
+
+/// A type as a JSON-LD `@type` (relative types resolve against `@vocab`).
+fn ld_type(name: &str) -> String {
+    if is_absolute_iri(name) { name.to_owned() } else { encode(name) }
 }
 
 fn relation_fields(object: &KnowledgeObject) -> bool {
@@ -198,7 +209,7 @@ fn json_ld(structure: &KnowledgeStructure) -> Value {
     for object in structure.objects() {
         let mut node = Map::new();
         node.insert("@id".into(), json!(object_ref(object.id())));
-        node.insert("@type".into(), json!(encode(&object.identity.r#type)));
+        node.insert("@type".into(), json!(ld_type(&object.identity.r#type)));
         node.insert("name".into(), json!(object.identity.name));
         if let Some(relation) = object.relation() {
             let refs: Vec<String> = relation.participants.iter().map(|p| object_ref(p)).collect();
@@ -627,6 +638,10 @@ mod tests {
         assert_eq!(super::object_iri("ü"), "http://cks.org/%C3%BC");
         assert_eq!(super::term("part of"), "<http://cks.org/vocab#part%20of>");
         assert_eq!(super::term("born_in"), "cks:born_in");
+        assert_eq!(super::term("http://schema.org/Person"), "<http://schema.org/Person>");
+        assert_eq!(super::ld_key("name"), "http://cks.org/vocab#name");
+        assert_eq!(super::ld_key("dc:title"), "dc:title");
+        assert_eq!(super::ld_type("Solar System"), "Solar%20System");
         assert_eq!(super::escape_literal("a\u{1}b"), "a\\u0001b");
     }
 }

@@ -25,8 +25,8 @@ pub(crate) struct Input {
     pub(crate) json_data: Option<Value>,
     /// Explain this session's current structure (then `json_data` is ignored).
     pub(crate) session_id: Option<String>,
-    /// Explain why this object is believed: the active InferenceStep chains that conclude it,
-    /// followed through their premises down to base facts, plus the steps it superseded.
+    #[schemars(description = "Explain why this object is believed: the active InferenceStep chains that conclude \
+        it, followed through their premises down to base facts, plus the steps it superseded.")]
     pub(crate) object_id: Option<String>,
 }
 
