@@ -6,6 +6,7 @@
 pub mod context;
 pub mod convert;
 pub mod error;
+pub(crate) mod inference;
 pub mod registry;
 pub mod schema;
 pub mod tool;

@@ -2,7 +2,10 @@
 
 pub mod branches;
 pub mod explore;
+pub mod export;
 pub mod knowledge;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod versions;
 
 use std::sync::Arc;
@@ -16,5 +19,6 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(versions::tools());
     tools.extend(branches::tools());
     tools.extend(explore::tools());
+    tools.extend(export::tools());
     tools
 }

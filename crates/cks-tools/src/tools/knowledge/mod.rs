@@ -1,6 +1,9 @@
-//! Knowledge lifecycle: validate, evolve.
+//! Knowledge lifecycle: validate, serialize, explain, evolve, suggest.
 
 mod evolve_knowledge;
+mod explain_knowledge;
+mod serialize_knowledge;
+mod suggest_evolution;
 mod validate_knowledge;
 
 use std::sync::Arc;
@@ -8,5 +11,11 @@ use std::sync::Arc;
 use crate::tool::DynTool;
 
 pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
-    vec![Arc::new(validate_knowledge::ValidateKnowledge), Arc::new(evolve_knowledge::EvolveKnowledge)]
+    vec![
+        Arc::new(validate_knowledge::ValidateKnowledge),
+        Arc::new(serialize_knowledge::SerializeKnowledge),
+        Arc::new(explain_knowledge::ExplainKnowledge),
+        Arc::new(evolve_knowledge::EvolveKnowledge),
+        Arc::new(suggest_evolution::SuggestEvolution),
+    ]
 }

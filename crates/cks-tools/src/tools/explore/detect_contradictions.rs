@@ -1,0 +1,149 @@
+//! `detect_contradictions`: the contradiction checks of the core (mutually exclusive relation
+//! types, single-valued relation types, active inference steps disagreeing on confidence) run on
+//! a session or on `json_data`. Read-only: nothing is stored either way.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use cks_core::KnowledgeStructure;
+use cks_core::validate::{Extension, ValidationOptions, validate};
+
+use crate::context::ToolContext;
+use crate::convert::{diagnostics_full, parse_json_data};
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+const CHECKS: [Extension; 3] =
+    [Extension::MutualExclusion, Extension::FunctionalRelation, Extension::InferenceConfidenceConflict];
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// Check this session's current structure (then `json_data` is ignored).
+    pub(crate) session_id: Option<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::json_data")]
+    pub(crate) json_data: Option<Value>,
+}
+
+pub(crate) struct DetectContradictions;
+
+#[async_trait::async_trait]
+impl Tool for DetectContradictions {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "detect_contradictions",
+        description: "Find contradictions in a knowledge structure (a session's with 'session_id', else \
+            'json_data'; nothing is stored): two relations between the same objects whose types a \
+            MutualExclusionRule declares exclusive (error), a source with several targets for a relation type a \
+            FunctionalRelationRule declares single-valued (error), and active InferenceSteps giving one conclusion \
+            different confidences (warning). Returns {contradiction_count, contradictions: [{code, severity, \
+            source, message, metadata: {location}}], session_id (when given)}.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::exists("session_id").if_given()],
+        llm_exposed: true,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
+            let mut result = ctx.runtime.read(&session_id, |s, _| contradictions(s)).await?;
+            result["session_id"] = json!(session_id);
+            return Ok(result);
+        }
+        let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
+        Ok(contradictions(&parse_json_data(&json_data)?))
+    }
+}
+
+fn contradictions(structure: &KnowledgeStructure) -> Value {
+    let report = validate(structure, &ValidationOptions::with_extensions(CHECKS));
+    let found: Vec<_> = report.diagnostics.into_iter().filter(|d| CHECKS.iter().any(|c| c.code() == d.code)).collect();
+    json!({"contradiction_count": found.len(), "contradictions": diagnostics_full(&found)})
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    fn data() -> Value {
+        structure(vec![
+            obj("a", "Claim", "A", json!({})),
+            obj("b", "Claim", "B", json!({})),
+            obj("c", "Claim", "C", json!({})),
+            obj(
+                "mx",
+                "MutualExclusionRule",
+                "mx",
+                json!({"relation_type_a": "supports", "relation_type_b": "refutes"}),
+            ),
+            obj("fr", "FunctionalRelationRule", "fr", json!({"relation_type": "born_in"})),
+            rel("r1", &["a", "b"], "supports"),
+            rel("r2", &["a", "b"], "refutes"),
+            rel("r3", &["a", "b"], "born_in"),
+            rel("r4", &["a", "c"], "born_in"),
+            obj("s1", "InferenceStep", "s1", json!({"premises": ["a"], "conclusion": "c", "confidence": 0.9})),
+            obj("s2", "InferenceStep", "s2", json!({"premises": ["b"], "conclusion": "c", "confidence": 0.2})),
+        ])
+    }
+
+    #[tokio::test]
+    async fn reports_the_three_kinds() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(&ctx, "detect_contradictions", json!({"session_id": id})).await;
+        assert_eq!(result["session_id"], json!(id));
+        assert_eq!(result["contradiction_count"], 3);
+        let entries = result["contradictions"].as_array().unwrap();
+        let brief: Vec<(&str, &str, &str)> = entries
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap(),
+                    d["severity"].as_str().unwrap(),
+                    d["metadata"]["location"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            brief,
+            vec![
+                ("CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT", "warning", "s1"),
+                ("CKS-EXT-FUNCTIONAL-RELATION", "error", "r3"),
+                ("CKS-EXT-MUTUAL-EXCLUSION", "error", "r2"),
+            ]
+        );
+        assert_eq!(entries[2]["source"], "core");
+        assert_eq!(
+            entries[2]["message"],
+            "Relation 'r2' (type 'refutes') and relation 'r1' (type 'supports') both connect 'a' to 'b', but a MutualExclusionRule declares these relation_types mutually exclusive."
+        );
+
+        let versions = ctx.runtime.list_versions(&id).await.unwrap().len();
+        let sessions = ctx.runtime.list_sessions().await.unwrap().len();
+        let from_json = call(&ctx, "detect_contradictions", json!({"json_data": data().to_string()})).await;
+        assert_eq!(from_json["contradiction_count"], 3);
+        assert!(from_json.get("session_id").is_none());
+        assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), versions);
+        assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), sessions);
+    }
+
+    #[tokio::test]
+    async fn clean_structures_and_errors() {
+        let ctx = context();
+        let clean = structure(vec![obj("a", "Claim", "A", json!({}))]).to_string();
+        assert_eq!(
+            call(&ctx, "detect_contradictions", json!({"json_data": clean})).await,
+            json!({"contradiction_count": 0, "contradictions": []})
+        );
+        assert_eq!(call(&ctx, "detect_contradictions", json!({})).await["error"], "missing_parameter");
+        assert_eq!(call(&ctx, "detect_contradictions", json!({"json_data": "[1"})).await["error"], "invalid_json");
+        assert_eq!(call(&ctx, "detect_contradictions", json!({"session_id": "x"})).await["error"], "session_not_found");
+    }
+}

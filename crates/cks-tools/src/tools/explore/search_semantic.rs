@@ -1,0 +1,312 @@
+//! `search_semantic`: find the objects that best match a text query and return their
+//! neighbourhood.
+//!
+//! The reference ranks by embedding similarity and fails (`not_found`) when no embedding model or
+//! stored embeddings are available. This server ranks with a built-in lexical model, so search
+//! always works: Okapi BM25 over each non-relation object's name (counted twice), type and the
+//! text of its structure (string, number and boolean values, nested values included), tokenised
+//! into lowercase alphanumeric runs with a small English stop-word list.
+//!
+//! The index is built per call from the session's current structure: correct and simple, and
+//! linear in the graph's text. An index kept up to date incrementally from each commit's changes
+//! is future work.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+use cks_core::json::to_canonical_string;
+use cks_core::subgraph::{SubgraphQuery, query_subgraph};
+use cks_core::{KnowledgeObject, KnowledgeStructure};
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+/// BM25 term-frequency saturation.
+const K1: f64 = 1.2;
+/// BM25 length normalisation.
+const B: f64 = 0.75;
+
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it", "its", "of", "on", "or",
+    "that", "the", "this", "to", "was", "were", "what", "which", "who", "with",
+];
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// The session to search.
+    pub(crate) session_id: String,
+    /// What to look for, in words. May be empty only when `seed_ids` are given.
+    pub(crate) query: String,
+    /// Start from these objects instead of searching.
+    pub(crate) seed_ids: Option<Vec<String>>,
+    /// How many best matches to expand (default 3).
+    #[schemars(range(min = 1))]
+    pub(crate) top_k: Option<u32>,
+    /// Hops to expand around each match (default 1).
+    #[schemars(range(min = 0))]
+    pub(crate) depth: Option<u32>,
+    /// Drop matches whose BM25 score is below this (default 0: keep every match).
+    pub(crate) min_score: Option<f64>,
+}
+
+pub(crate) struct SearchSemantic;
+
+#[async_trait::async_trait]
+impl Tool for SearchSemantic {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "search_semantic",
+        description: "Find the objects of a session that best match a text query and return their neighbourhood. \
+            Ranking is built in and needs no embedding model: BM25 over each object's name, type and structure \
+            text (lowercase word match, so use the graph's own words), scores unbounded rather than cosine. The \
+            top_k matches (default 3; 'min_score' drops weaker ones) are expanded 'depth' hops (default 1) with at \
+            most top_k+5 objects. Give 'seed_ids' to skip the search. Returns {status, matched_seeds, subgraph \
+            (canonical JSON), meta: {total_found_nodes, returned_nodes, is_truncated, suggested_next_seed}, \
+            min_score, scores: {id: score}}; 'not_found' when nothing matches.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::exists("session_id")],
+        llm_exposed: true,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        let seeds = input.seed_ids.clone().filter(|s| !s.is_empty());
+        if seeds.is_none() && input.query.trim().is_empty() {
+            return Err(ToolError::new("empty_query", "Query must not be empty."));
+        }
+        let session_id = input.session_id.clone();
+        ctx.runtime.read(&session_id, move |structure, _| answer(structure, input, seeds)).await?
+    }
+}
+
+fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String>>) -> Result<Value, ToolError> {
+    let top_k = input.top_k.unwrap_or(3).max(1) as usize;
+    let min_score = input.min_score.unwrap_or(0.0);
+    let (seeds, scores) = match seeds {
+        Some(seeds) => (seeds, None),
+        None => {
+            let ranked: Vec<(&str, f64)> =
+                rank(structure, &input.query).into_iter().filter(|(_, s)| *s >= min_score).take(top_k).collect();
+            if ranked.is_empty() {
+                return Err(ToolError::new(
+                    "not_found",
+                    "No object matches the query. Try other words (matching is lexical), a lower 'min_score', or \
+                     explicit 'seed_ids'.",
+                ));
+            }
+            let scores: Map<String, Value> =
+                ranked.iter().map(|(id, s)| ((*id).to_owned(), json!((s * 10_000.0).round() / 10_000.0))).collect();
+            (ranked.into_iter().map(|(id, _)| id.to_owned()).collect(), Some(scores))
+        }
+    };
+    let query = SubgraphQuery {
+        seed_ids: seeds.clone(),
+        depth: input.depth.unwrap_or(1) as usize,
+        max_objects: Some(top_k + 5),
+        ..Default::default()
+    };
+    let sub = query_subgraph(structure, &query);
+    let mut result = json!({
+        "status": "success",
+        "matched_seeds": seeds,
+        "subgraph": to_canonical_string(&sub.structure),
+        "meta": {
+            "total_found_nodes": sub.total_found_nodes,
+            "returned_nodes": sub.returned_nodes,
+            "is_truncated": sub.is_truncated,
+            "suggested_next_seed": sub.suggested_next_seed,
+        },
+        "min_score": min_score,
+    });
+    if let Some(scores) = scores {
+        result["scores"] = Value::Object(scores);
+        result["ranking"] = json!("bm25");
+    }
+    Ok(result)
+}
+
+/// Lowercase alphanumeric runs, stop words dropped.
+fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .filter(|t| !STOP_WORDS.contains(&t.as_str()))
+}
+
+/// The searchable text of an object: name twice (names matter most), type, structure values.
+fn document(object: &KnowledgeObject) -> Vec<String> {
+    let mut text = String::new();
+    for part in [&object.identity.name, &object.identity.name, &object.identity.r#type] {
+        text.push_str(part);
+        text.push(' ');
+    }
+    for value in object.structure.values() {
+        flatten(value, &mut text);
+    }
+    tokens(&text).collect()
+}
+
+fn flatten(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => {}
+        Value::Bool(b) => out.push_str(if *b { "true " } else { "false " }),
+        Value::Number(n) => {
+            out.push_str(&n.to_string());
+            out.push(' ');
+        }
+        Value::String(s) => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Array(items) => items.iter().for_each(|v| flatten(v, out)),
+        Value::Object(map) => map.values().for_each(|v| flatten(v, out)),
+    }
+}
+
+/// Non-relation objects with a positive BM25 score for `query`, best first (ties: structure order).
+fn rank<'a>(structure: &'a KnowledgeStructure, query: &str) -> Vec<(&'a str, f64)> {
+    let mut terms: Vec<String> = tokens(query).collect();
+    terms.sort_unstable();
+    terms.dedup();
+    if terms.is_empty() {
+        return Vec::new();
+    }
+    let docs: Vec<(&str, Vec<String>)> =
+        structure.objects().filter(|o| !o.is_relation()).map(|o| (o.id(), document(o))).collect();
+    if docs.is_empty() {
+        return Vec::new();
+    }
+    let n = docs.len() as f64;
+    let average = docs.iter().map(|(_, d)| d.len()).sum::<usize>() as f64 / n;
+    let mut frequencies: Vec<HashMap<&str, usize>> = Vec::with_capacity(docs.len());
+    let mut df: HashMap<&str, usize> = HashMap::new();
+    for (_, doc) in &docs {
+        let mut tf: HashMap<&str, usize> = HashMap::new();
+        for token in doc.iter().filter(|t| terms.binary_search(t).is_ok()) {
+            *tf.entry(token.as_str()).or_default() += 1;
+        }
+        for term in tf.keys() {
+            *df.entry(term).or_default() += 1;
+        }
+        frequencies.push(tf);
+    }
+    let mut scored: Vec<(usize, f64)> = frequencies
+        .iter()
+        .enumerate()
+        .filter(|(_, tf)| !tf.is_empty())
+        .map(|(i, tf)| {
+            let length = docs[i].1.len() as f64;
+            let score = tf
+                .iter()
+                .map(|(term, &f)| {
+                    let df = df[term] as f64;
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    let f = f as f64;
+                    idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * length / average.max(1.0)))
+                })
+                .sum::<f64>();
+            (i, score)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.into_iter().map(|(i, s)| (docs[i].0, s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    fn data() -> Value {
+        structure(vec![
+            obj("photo", "Process", "Photosynthesis", json!({"content": "Plants turn light into chemical energy"})),
+            obj("chloro", "Molecule", "Chlorophyll", json!({"content": "Green pigment that absorbs light"})),
+            obj(
+                "mito",
+                "Organelle",
+                "Mitochondrion",
+                json!({"content": "Releases energy from food", "tags": ["cell"]}),
+            ),
+            obj("sun", "Star", "Sun", json!({"facts": {"emits": "light and heat"}})),
+            rel("r1", &["chloro", "photo"], "enables"),
+            rel("r2", &["sun", "photo"], "powers"),
+        ])
+    }
+
+    #[tokio::test]
+    async fn ranks_with_bm25_and_expands_matches() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(
+            &ctx,
+            "search_semantic",
+            json!({"session_id": id, "query": "the photosynthesis of plants", "top_k": 1}),
+        )
+        .await;
+        assert_eq!(result["status"], "success");
+        assert_eq!(result["matched_seeds"], json!(["photo"]));
+        assert_eq!(result["ranking"], "bm25");
+        assert_eq!(result["scores"].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["photo"]);
+        assert!(result["scores"]["photo"].as_f64().unwrap() > 0.0);
+        assert_eq!(result["min_score"], 0.0);
+        assert_eq!(
+            result["meta"],
+            json!({"total_found_nodes": 3, "returned_nodes": 3, "is_truncated": false, "suggested_next_seed": null})
+        );
+        let sub = cks_core::json::parse_str(result["subgraph"].as_str().unwrap()).unwrap();
+        assert_eq!(sub.ids().collect::<Vec<_>>(), vec!["photo", "chloro", "sun", "r1", "r2"]);
+
+        // "light" is in three objects, "green" only in one: the rarer term decides.
+        let result =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "green light", "top_k": 3, "depth": 0}))
+                .await;
+        assert_eq!(result["matched_seeds"][0], "chloro");
+        assert_eq!(result["matched_seeds"].as_array().unwrap().len(), 3);
+        // Nested structure values and case are searched.
+        let result = call(&ctx, "search_semantic", json!({"session_id": id, "query": "HEAT", "depth": 0})).await;
+        assert_eq!(result["matched_seeds"], json!(["sun"]));
+        let high = call(&ctx, "search_semantic", json!({"session_id": id, "query": "light", "min_score": 100.0})).await;
+        assert_eq!(high["error"], "not_found");
+    }
+
+    #[tokio::test]
+    async fn seeds_bypass_the_search() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(&ctx, "search_semantic", json!({"session_id": id, "query": "", "seed_ids": ["mito"]})).await;
+        assert_eq!(result["matched_seeds"], json!(["mito"]));
+        assert!(result.get("scores").is_none());
+        assert_eq!(result["meta"]["returned_nodes"], 1);
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        assert_eq!(
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "  "})).await,
+            json!({"error": "empty_query", "message": "Query must not be empty."})
+        );
+        assert_eq!(
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "zebra"})).await["error"],
+            "not_found"
+        );
+        assert_eq!(
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "the of"})).await["error"],
+            "not_found"
+        );
+        assert_eq!(call(&ctx, "search_semantic", json!({"session_id": id})).await["error"], "missing_parameter");
+        assert_eq!(
+            call(&ctx, "search_semantic", json!({"session_id": "x", "query": "a"})).await["error"],
+            "session_not_found"
+        );
+    }
+}

@@ -1,0 +1,647 @@
+//! `export_knowledge`: a session's current structure as linked data — JSON-LD or Turtle.
+//!
+//! Both formats describe the same RDF graph. Object ids become IRIs under [`ID_BASE`]
+//! (percent-encoded; ids that already are absolute IRIs are kept), and types, relation types and
+//! structure keys become terms of the `cks:` vocabulary ([`VOCAB`]). Each object is a subject
+//! with `rdf:type cks:<Type>`, `rdfs:label <name>` and one property per structure field (strings,
+//! numbers and booleans as literals, arrays of them as repeated values, anything nested as an
+//! `rdf:JSON` literal). Each relation is a resource with `cks:relationType`, a `cks:participant`
+//! link per participant and the ordered `cks:participants` list; a binary relation also adds the
+//! direct edge `<source> cks:<relation_type> <target>`.
+//!
+//! Differences from the reference: its JSON-LD has no `@context` (so its terms are not IRIs) and
+//! drops relations beyond two participants; its Turtle and RDF/XML are empty, because its
+//! converter is never run. RDF/XML is refused (`invalid_parameter`) rather than returned empty.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
+
+use cks_core::{KnowledgeObject, KnowledgeStructure};
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+/// Namespace of object IRIs.
+pub(crate) const ID_BASE: &str = "http://cks.org/";
+/// Namespace of the CKS vocabulary (`cks:`).
+pub(crate) const VOCAB: &str = "http://cks.org/vocab#";
+const RDF: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#";
+const RDFS: &str = "http://www.w3.org/2000/01/rdf-schema#";
+const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
+
+const SUPPORTED: [&str; 2] = ["json-ld", "turtle"];
+/// JSON-LD terms the context defines; structure keys with these names are written as full IRIs.
+const CONTEXT_TERMS: [&str; 7] = ["cks", "rdfs", "xsd", "name", "relationType", "participant", "participants"];
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// The session to export.
+    pub(crate) session_id: String,
+    /// 'json-ld' (default) or 'turtle'.
+    pub(crate) format: Option<String>,
+}
+
+pub(crate) struct ExportKnowledge;
+
+#[async_trait::async_trait]
+impl Tool for ExportKnowledge {
+    type Input = Input;
+    const META: ToolMeta = ToolMeta {
+        name: "export_knowledge",
+        description: "Export a session's current structure as linked data. format 'json-ld' (default): {format, \
+            data: {@context, @graph}} with a context mapping the CKS vocabulary to IRIs under \
+            http://cks.org/vocab# (cks:) and object ids under http://cks.org/; 'turtle': {format, data: Turtle \
+            text} of the same graph — rdf:type and rdfs:label per object, structure fields as literals, relations \
+            as resources with cks:participant links plus direct edges for binary ones. Unlike the reference \
+            server, JSON-LD carries an @context and keeps n-ary relations, and Turtle is not empty; 'rdf-xml' is \
+            refused instead of returned empty.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::exists("session_id")],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+        let requested = input.format.unwrap_or_else(|| "json-ld".into());
+        let format = match requested.trim().to_lowercase().as_str() {
+            "json-ld" | "jsonld" | "json_ld" => "json-ld",
+            "turtle" | "ttl" => "turtle",
+            "rdf-xml" | "rdf_xml" | "rdfxml" | "xml" => {
+                return Err(ToolError::invalid_parameter(format!(
+                    "Format '{requested}' is not supported by this server. Supported formats: {}.",
+                    SUPPORTED.join(", ")
+                ))
+                .with("parameter", "format")
+                .with("supported", json!(SUPPORTED)));
+            }
+            _ => {
+                return Err(ToolError::new(
+                    "unsupported_format",
+                    format!("Format '{requested}' is not supported. Use 'json-ld' or 'turtle'."),
+                )
+                .with("supported", json!(SUPPORTED)));
+            }
+        };
+        let session_id = input.session_id;
+        let data = ctx
+            .runtime
+            .read(&session_id, |s, _| if format == "turtle" { Value::String(turtle(s)) } else { json_ld(s) })
+            .await?;
+        Ok(json!({"format": format, "session_id": session_id, "data": data}))
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters (and the dot segments `.`/`..`).
+fn encode(text: &str) -> String {
+    if text == "." || text == ".." {
+        return text.replace('.', "%2E");
+    }
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// An id that already is an absolute IRI safe to write as is (`scheme:rest`, no forbidden chars).
+fn is_absolute_iri(id: &str) -> bool {
+    let Some((scheme, rest)) = id.split_once(':') else { return false };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && !rest.is_empty()
+        && !id.chars().any(|c| c <= ' ' || matches!(c, '<' | '>' | '"' | '{' | '}' | '|' | '^' | '`' | '\\'))
+}
+
+/// The IRI of an object id.
+pub(crate) fn object_iri(id: &str) -> String {
+    if is_absolute_iri(id) { id.to_owned() } else { format!("{ID_BASE}{}", encode(id)) }
+}
+
+/// An id as a JSON-LD `@id` (relative ids resolve against `@base`).
+fn object_ref(id: &str) -> String {
+    if is_absolute_iri(id) { id.to_owned() } else { encode(id) }
+}
+
+/// A vocabulary term for Turtle: `cks:local` when that is a plain prefixed name, else `<IRI>`.
+fn term(name: &str) -> String {
+    if is_absolute_iri(name) {
+        return format!("<{name}>");
+    }
+    let local = encode(name);
+    let plain = !local.is_empty()
+        && !local.starts_with(['-', '.'])
+        && !local.ends_with('.')
+        && local.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if plain { format!("cks:{local}") } else { format!("<{VOCAB}{local}>") }
+}
+
+/// A JSON-LD key for a data-derived term (expanded through `@vocab`, unless it would collide).
+fn ld_key(name: &str) -> String {
+    if is_absolute_iri(name) {
+        return name.to_owned();
+    }
+    let local = encode(name);
+    if CONTEXT_TERMS.contains(&local.as_str()) { format!("{VOCAB}{local}") } else { local }
+}
+
+/// A type as a JSON-LD `@type` (relative types resolve against `@vocab`).
+fn ld_type(name: &str) -> String {
+    if is_absolute_iri(name) { name.to_owned() } else { encode(name) }
+}
+
+fn relation_fields(object: &KnowledgeObject) -> bool {
+    object.relation().is_some()
+}
+
+/// The structure fields written as data properties (a relation's defining fields excluded).
+fn data_fields(object: &KnowledgeObject) -> impl Iterator<Item = (&String, &Value)> {
+    let relation = relation_fields(object);
+    object.structure.iter().filter(move |(k, v)| {
+        !v.is_null()
+            && !(relation
+                && (k.as_str() == cks_core::object::PARTICIPANTS || k.as_str() == cks_core::object::RELATION_TYPE))
+    })
+}
+
+fn is_scalar(value: &Value) -> bool {
+    matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
+}
+
+/// The values of one field: scalars one by one, anything nested as one JSON value.
+fn field_values(value: &Value) -> Vec<Value> {
+    match value {
+        v if is_scalar(v) => vec![v.clone()],
+        Value::Array(items) if items.iter().all(is_scalar) => items.clone(),
+        other => vec![Value::Null, other.clone()],
+    }
+}
+
+// ----- JSON-LD -----
+
+fn context() -> Value {
+    json!({
+        "@vocab": VOCAB,
+        "@base": ID_BASE,
+        "cks": VOCAB,
+        "rdfs": RDFS,
+        "xsd": XSD,
+        "name": "rdfs:label",
+        "relationType": "cks:relationType",
+        "participant": {"@id": "cks:participant", "@type": "@id"},
+        "participants": {"@id": "cks:participants", "@type": "@id", "@container": "@list"},
+    })
+}
+
+fn json_ld(structure: &KnowledgeStructure) -> Value {
+    let mut nodes: Vec<Map<String, Value>> = Vec::with_capacity(structure.len());
+    for object in structure.objects() {
+        let mut node = Map::new();
+        node.insert("@id".into(), json!(object_ref(object.id())));
+        node.insert("@type".into(), json!(ld_type(&object.identity.r#type)));
+        node.insert("name".into(), json!(object.identity.name));
+        if let Some(relation) = object.relation() {
+            let refs: Vec<String> = relation.participants.iter().map(|p| object_ref(p)).collect();
+            node.insert("relationType".into(), json!(relation.relation_type));
+            node.insert("participant".into(), json!(refs));
+            node.insert("participants".into(), json!(refs));
+        }
+        for (key, value) in data_fields(object) {
+            let values = field_values(value);
+            let ld = match values.as_slice() {
+                [Value::Null, nested] => json!({"@type": "@json", "@value": nested}),
+                [single] => single.clone(),
+                many => Value::Array(many.to_vec()),
+            };
+            node.insert(ld_key(key), ld);
+        }
+        nodes.push(node);
+    }
+    // Direct edges of binary relations, on their source's node.
+    for object in structure.objects() {
+        let Some(relation) = object.relation() else { continue };
+        let Some((source, target)) = relation.source_target() else { continue };
+        let Some(index) = structure.index_of(source) else { continue };
+        let key = ld_key(relation.relation_type);
+        let edge = json!({"@id": object_ref(target)});
+        match nodes[index].get_mut(&key) {
+            Some(Value::Array(items)) => items.push(edge),
+            Some(existing) => *existing = json!([existing.clone(), edge]),
+            None => {
+                nodes[index].insert(key, json!([edge]));
+            }
+        }
+    }
+    json!({"@context": context(), "@graph": nodes})
+}
+
+// ----- Turtle -----
+
+/// A Turtle string literal body (without quotes).
+pub(crate) fn escape_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn literal(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("\"{}\"", escape_literal(s)),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        Value::Number(n) => format!("\"{n}\"^^xsd:double"),
+        other => format!("\"{}\"^^rdf:JSON", escape_literal(&other.to_string())),
+    }
+}
+
+fn turtle(structure: &KnowledgeStructure) -> String {
+    let mut out = String::with_capacity(structure.len() * 160 + 256);
+    for (prefix, iri) in [("cks", VOCAB), ("rdf", RDF), ("rdfs", RDFS), ("xsd", XSD)] {
+        let _ = writeln!(out, "@prefix {prefix}: <{iri}> .");
+    }
+    for object in structure.objects() {
+        let mut predicates = vec![
+            format!("a {}", term(&object.identity.r#type)),
+            format!("rdfs:label \"{}\"", escape_literal(&object.identity.name)),
+        ];
+        if let Some(relation) = object.relation() {
+            let iris: Vec<String> = relation.participants.iter().map(|p| format!("<{}>", object_iri(p))).collect();
+            predicates.push(format!("cks:relationType \"{}\"", escape_literal(relation.relation_type)));
+            predicates.push(format!("cks:participant {}", iris.join(", ")));
+            predicates.push(format!("cks:participants ( {} )", iris.join(" ")));
+        }
+        for (key, value) in data_fields(object) {
+            let values = field_values(value);
+            let objects: Vec<String> = match values.as_slice() {
+                [Value::Null, nested] => vec![literal(nested)],
+                scalars => scalars.iter().map(literal).collect(),
+            };
+            if !objects.is_empty() {
+                predicates.push(format!("{} {}", term(key), objects.join(", ")));
+            }
+        }
+        let _ = write!(out, "\n<{}> {} .\n", object_iri(object.id()), predicates.join(" ;\n    "));
+    }
+    let edges: Vec<String> = structure
+        .relations()
+        .filter_map(|o| o.relation())
+        .filter_map(|r| {
+            let (source, target) = r.source_target()?;
+            Some(format!("<{}> {} <{}> .", object_iri(source), term(r.relation_type), object_iri(target)))
+        })
+        .collect();
+    if !edges.is_empty() {
+        out.push_str("\n# Binary relations as direct edges.\n");
+        for edge in edges {
+            out.push_str(&edge);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use std::collections::{BTreeSet, HashMap};
+
+    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    fn data() -> Value {
+        structure(vec![
+            obj(
+                "earth",
+                "Planet",
+                "Earth \"blue\" \\ marble\nthird",
+                json!({"mass": 5.97, "moons": 1, "inhabited": true, "tags": ["rocky", "wet"], "orbit": {"days": 365}, "note": null}),
+            ),
+            obj("sun", "Star", "Sun", json!({})),
+            obj("solar system", "Solar System", "Solar system", json!({})),
+            rel("r1", &["earth", "sun"], "orbits"),
+            rel("r3", &["earth", "sun", "solar system"], "part of"),
+        ])
+    }
+
+    /// A small Turtle reader for what the exporter writes: prefixes, IRIs, prefixed names, `a`,
+    /// string literals with escapes and datatypes, numbers, booleans, `;` `,` `.` and collections.
+    fn parse_turtle(text: &str) -> BTreeSet<(String, String, String)> {
+        #[derive(Debug, Clone, PartialEq)]
+        enum Tok {
+            Iri(String),
+            Name(String),
+            Lit(String, String),
+            Punct(char),
+            Prefix,
+        }
+        let chars: Vec<char> = text.chars().collect();
+        let mut toks = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            match c {
+                c if c.is_whitespace() => i += 1,
+                '#' => {
+                    while i < chars.len() && chars[i] != '\n' {
+                        i += 1;
+                    }
+                }
+                '<' => {
+                    let end = i + chars[i..].iter().position(|&c| c == '>').expect("closed IRI");
+                    let iri: String = chars[i + 1..end].iter().collect();
+                    assert!(!iri.contains([' ', '"', '<', '{', '}', '|', '\\', '^', '`']), "bad IRI {iri}");
+                    toks.push(Tok::Iri(iri));
+                    i = end + 1;
+                }
+                '"' => {
+                    let mut s = String::new();
+                    i += 1;
+                    loop {
+                        match chars[i] {
+                            '"' => break,
+                            '\n' | '\r' => panic!("raw line break in a short literal"),
+                            '\\' => {
+                                i += 1;
+                                match chars[i] {
+                                    'n' => s.push('\n'),
+                                    'r' => s.push('\r'),
+                                    't' => s.push('\t'),
+                                    '"' => s.push('"'),
+                                    '\\' => s.push('\\'),
+                                    'u' => {
+                                        let hex: String = chars[i + 1..i + 5].iter().collect();
+                                        s.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap());
+                                        i += 4;
+                                    }
+                                    other => panic!("bad escape \\{other}"),
+                                }
+                            }
+                            c => s.push(c),
+                        }
+                        i += 1;
+                    }
+                    i += 1;
+                    let mut datatype = "xsd:string".to_owned();
+                    if chars.get(i) == Some(&'^') {
+                        i += 2;
+                        let start = i;
+                        while i < chars.len() && !chars[i].is_whitespace() && !";,.".contains(chars[i]) {
+                            i += 1;
+                        }
+                        datatype = chars[start..i].iter().collect();
+                    }
+                    toks.push(Tok::Lit(s, datatype));
+                }
+                ';' | ',' | '(' | ')' => {
+                    toks.push(Tok::Punct(c));
+                    i += 1;
+                }
+                '.' => {
+                    toks.push(Tok::Punct('.'));
+                    i += 1;
+                }
+                '@' => {
+                    assert_eq!(chars[i..i + 7].iter().collect::<String>(), "@prefix");
+                    toks.push(Tok::Prefix);
+                    i += 7;
+                }
+                _ => {
+                    let start = i;
+                    while i < chars.len() && !chars[i].is_whitespace() && !";,()".contains(chars[i]) {
+                        // A final '.' ends the statement.
+                        if chars[i] == '.' && chars.get(i + 1).is_none_or(|c| c.is_whitespace()) {
+                            break;
+                        }
+                        i += 1;
+                    }
+                    let word: String = chars[start..i].iter().collect();
+                    if word.parse::<f64>().is_ok() {
+                        toks.push(Tok::Lit(
+                            word.clone(),
+                            if word.contains('.') { "xsd:decimal" } else { "xsd:integer" }.into(),
+                        ));
+                    } else if word == "true" || word == "false" {
+                        toks.push(Tok::Lit(word, "xsd:boolean".into()));
+                    } else {
+                        toks.push(Tok::Name(word));
+                    }
+                }
+            }
+        }
+        let mut prefixes: HashMap<String, String> = HashMap::new();
+        let expand = |prefixes: &HashMap<String, String>, t: &Tok| -> String {
+            match t {
+                Tok::Iri(iri) => iri.clone(),
+                Tok::Name(n) if n == "a" => format!("{}type", super::RDF),
+                Tok::Name(n) => {
+                    let (p, local) = n.split_once(':').unwrap_or_else(|| panic!("not a prefixed name: {n}"));
+                    format!("{}{local}", prefixes.get(p).unwrap_or_else(|| panic!("unknown prefix {p}")))
+                }
+                Tok::Lit(s, dt) => format!("\"{s}\"^^{dt}"),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        let mut triples = BTreeSet::new();
+        let mut blank = 0;
+        let mut k = 0;
+        while k < toks.len() {
+            if toks[k] == Tok::Prefix {
+                let Tok::Name(p) = &toks[k + 1] else { panic!("prefix name") };
+                let Tok::Iri(iri) = &toks[k + 2] else { panic!("prefix IRI") };
+                assert_eq!(toks[k + 3], Tok::Punct('.'));
+                prefixes.insert(p.trim_end_matches(':').to_owned(), iri.clone());
+                k += 4;
+                continue;
+            }
+            let subject = expand(&prefixes, &toks[k]);
+            k += 1;
+            loop {
+                let predicate = expand(&prefixes, &toks[k]);
+                k += 1;
+                loop {
+                    let object = if toks[k] == Tok::Punct('(') {
+                        k += 1;
+                        let mut items = Vec::new();
+                        while toks[k] != Tok::Punct(')') {
+                            items.push(expand(&prefixes, &toks[k]));
+                            k += 1;
+                        }
+                        let mut head = format!("{}nil", super::RDF);
+                        for item in items.into_iter().rev() {
+                            blank += 1;
+                            let node = format!("_:b{blank}");
+                            triples.insert((node.clone(), format!("{}first", super::RDF), item));
+                            triples.insert((node.clone(), format!("{}rest", super::RDF), head));
+                            head = node;
+                        }
+                        head
+                    } else {
+                        expand(&prefixes, &toks[k])
+                    };
+                    k += 1;
+                    triples.insert((subject.clone(), predicate.clone(), object));
+                    if toks[k] == Tok::Punct(',') {
+                        k += 1;
+                    } else {
+                        break;
+                    }
+                }
+                match toks[k] {
+                    Tok::Punct(';') => k += 1,
+                    Tok::Punct('.') => {
+                        k += 1;
+                        break;
+                    }
+                    ref other => panic!("expected ; or . got {other:?}"),
+                }
+            }
+        }
+        triples
+    }
+
+    fn t(s: &str, p: &str, o: &str) -> (String, String, String) {
+        (s.to_owned(), p.to_owned(), o.to_owned())
+    }
+
+    #[tokio::test]
+    async fn exports_parseable_turtle() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(&ctx, "export_knowledge", json!({"session_id": id, "format": "Turtle"})).await;
+        assert_eq!(result["format"], "turtle");
+        let text = result["data"].as_str().unwrap();
+        assert!(text.starts_with("@prefix cks: <http://cks.org/vocab#> .\n"));
+        let triples = parse_turtle(text);
+        let (e, s, ss) = ("http://cks.org/earth", "http://cks.org/sun", "http://cks.org/solar%20system");
+        let (cks, rdf, rdfs) = ("http://cks.org/vocab#", super::RDF, super::RDFS);
+        let expected = [
+            t(e, &format!("{rdf}type"), &format!("{cks}Planet")),
+            t(e, &format!("{rdfs}label"), "\"Earth \"blue\" \\ marble\nthird\"^^xsd:string"),
+            t(e, &format!("{cks}mass"), "\"5.97\"^^xsd:double"),
+            t(e, &format!("{cks}moons"), "\"1\"^^xsd:integer"),
+            t(e, &format!("{cks}inhabited"), "\"true\"^^xsd:boolean"),
+            t(e, &format!("{cks}tags"), "\"rocky\"^^xsd:string"),
+            t(e, &format!("{cks}tags"), "\"wet\"^^xsd:string"),
+            t(e, &format!("{cks}orbit"), "\"{\"days\":365}\"^^rdf:JSON"),
+            t(ss, &format!("{rdf}type"), &format!("{cks}Solar%20System")),
+            t("http://cks.org/r1", &format!("{rdf}type"), &format!("{cks}Relation")),
+            t("http://cks.org/r1", &format!("{cks}relationType"), "\"orbits\"^^xsd:string"),
+            t("http://cks.org/r1", &format!("{cks}participant"), e),
+            t("http://cks.org/r1", &format!("{cks}participant"), s),
+            t("http://cks.org/r3", &format!("{cks}participant"), ss),
+            t(e, &format!("{cks}orbits"), s),
+        ];
+        for triple in &expected {
+            assert!(triples.contains(triple), "missing {triple:?}\n{text}");
+        }
+        assert!(!triples.iter().any(|(_, p, _)| p.ends_with("#note")), "null fields are left out");
+        assert!(!triples.iter().any(|(_, p, _)| p.ends_with("part%20of")), "n-ary relations add no direct edge");
+        // The ordered participant list of r3.
+        let first =
+            |node: &str| triples.iter().find(|(s, p, _)| s == node && p.ends_with("#first")).map(|x| x.2.clone());
+        let rest = |node: &str| triples.iter().find(|(s, p, _)| s == node && p.ends_with("#rest")).map(|x| x.2.clone());
+        let mut node = triples
+            .iter()
+            .find(|(s, p, _)| s == "http://cks.org/r3" && p.ends_with("#participants"))
+            .unwrap()
+            .2
+            .clone();
+        let mut list = Vec::new();
+        while let Some(item) = first(&node) {
+            list.push(item);
+            node = rest(&node).unwrap();
+        }
+        assert_eq!(list, vec![e, s, ss]);
+        assert!(
+            text.contains(
+                "\n<http://cks.org/earth> a cks:Planet ;\n    rdfs:label \"Earth \\\"blue\\\" \\\\ marble\\nthird\" ;\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("\n<http://cks.org/earth> cks:orbits <http://cks.org/sun> .\n"));
+        assert!(text.contains(
+            "<http://cks.org/r3> a cks:Relation ;\n    rdfs:label \"r3\" ;\n    cks:relationType \"part of\" ;"
+        ));
+    }
+
+    #[tokio::test]
+    async fn exports_json_ld_with_a_context() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(&ctx, "export_knowledge", json!({"session_id": id})).await;
+        assert_eq!(result["format"], "json-ld");
+        let data = &result["data"];
+        assert_eq!(data["@context"]["@vocab"], "http://cks.org/vocab#");
+        assert_eq!(data["@context"]["@base"], "http://cks.org/");
+        assert_eq!(data["@context"]["name"], "rdfs:label");
+        let graph = data["@graph"].as_array().unwrap();
+        assert_eq!(graph.len(), 5);
+        assert_eq!(
+            graph[0],
+            json!({"@id": "earth", "@type": "Planet", "name": "Earth \"blue\" \\ marble\nthird", "mass": 5.97, "moons": 1,
+                   "inhabited": true, "tags": ["rocky", "wet"], "orbit": {"@type": "@json", "@value": {"days": 365}},
+                   "orbits": [{"@id": "sun"}]})
+        );
+        assert_eq!(graph[2]["@id"], "solar%20system");
+        assert_eq!(graph[2]["@type"], "Solar%20System");
+        assert_eq!(
+            graph[4],
+            json!({"@id": "r3", "@type": "Relation", "name": "r3", "relationType": "part of",
+                   "participant": ["earth", "sun", "solar%20system"], "participants": ["earth", "sun", "solar%20system"]})
+        );
+    }
+
+    #[tokio::test]
+    async fn formats_and_errors() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let xml = call(&ctx, "export_knowledge", json!({"session_id": id, "format": "rdf-xml"})).await;
+        assert_eq!(xml["error"], "invalid_parameter");
+        assert_eq!(xml["supported"], json!(["json-ld", "turtle"]));
+        assert_eq!(
+            xml["message"],
+            "Format 'rdf-xml' is not supported by this server. Supported formats: json-ld, turtle."
+        );
+        let other = call(&ctx, "export_knowledge", json!({"session_id": id, "format": "csv"})).await;
+        assert_eq!(other["error"], "unsupported_format");
+        assert_eq!(call(&ctx, "export_knowledge", json!({})).await["error"], "missing_parameter");
+        assert_eq!(call(&ctx, "export_knowledge", json!({"session_id": "x"})).await["error"], "session_not_found");
+    }
+
+    #[test]
+    fn iris_and_terms() {
+        assert_eq!(super::object_iri("urn:isbn:123"), "urn:isbn:123");
+        assert_eq!(super::object_iri("a b/c"), "http://cks.org/a%20b%2Fc");
+        assert_eq!(super::object_iri(".."), "http://cks.org/%2E%2E");
+        assert_eq!(super::object_iri("ü"), "http://cks.org/%C3%BC");
+        assert_eq!(super::term("part of"), "<http://cks.org/vocab#part%20of>");
+        assert_eq!(super::term("born_in"), "cks:born_in");
+        assert_eq!(super::term("http://schema.org/Person"), "<http://schema.org/Person>");
+        assert_eq!(super::ld_key("name"), "http://cks.org/vocab#name");
+        assert_eq!(super::ld_key("dc:title"), "dc:title");
+        assert_eq!(super::ld_type("Solar System"), "Solar%20System");
+        assert_eq!(super::escape_literal("a\u{1}b"), "a\\u0001b");
+    }
+}
