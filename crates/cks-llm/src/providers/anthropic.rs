@@ -158,6 +158,9 @@ fn wire_block(b: &ContentBlock) -> Option<WireBlock<'_>> {
 
 #[derive(Deserialize)]
 struct Response {
+    /// Set (with `type: "error"`) when a proxy or the API reports an error inside a 200.
+    #[serde(default)]
+    error: Option<ErrorBody>,
     #[serde(default)]
     content: Vec<RespBlock>,
     #[serde(default)]
@@ -233,6 +236,13 @@ fn stop_reason(s: Option<&str>) -> StopReason {
 /// Parse a 2xx answer.
 pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, Fault> {
     let r: Response = serde_json::from_slice(body).map_err(|e| Fault::bad_json("Anthropic answer", &e))?;
+    if let Some(e) = r.error {
+        let info = error_info(e);
+        return Err(Fault {
+            retryable: info.retryable,
+            ..Fault::new(info.kind.unwrap_or(ErrorKind::Server), format!("error inside a 200 answer: {}", info.message))
+        });
+    }
     let content = r.content.into_iter().filter_map(|b| block_from_wire(b, ctx)).collect();
     Ok(ChatResponse {
         message: Message { role: Role::Assistant, content },
