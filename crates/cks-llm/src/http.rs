@@ -174,8 +174,10 @@ impl Transport {
             };
             let by_class = transient(failure.kind);
             let retryable = failure.retryable.unwrap_or(by_class);
-            // A class not normally retried but flagged worth a retry (Groq `tool_use_failed`) gets one.
-            let allowed = retryable && (by_class || retries == 0);
+            // A stream failure flagged transient gets the full budget; a class not normally retried but
+            // flagged worth a retry (Groq `tool_use_failed`, a 400) gets one.
+            let full_budget = by_class || failure.kind == ErrorKind::StreamError;
+            let allowed = retryable && (full_budget || retries == 0);
             let wait = if allowed {
                 retry::plan(policy, retries, failure.retry_after, start.elapsed(), &mut rand::rng())
             } else {
@@ -256,7 +258,11 @@ impl Transport {
             ErrorKind::MalformedResponse => "The server at the base URL may not speak this provider's API.".to_owned(),
             _ => String::new(),
         };
-        let message = if hint.is_empty() { f.message } else { format!("{} {hint}", f.message.trim_end()) };
+        let message = match f.message.trim_end() {
+            m if hint.is_empty() => m.to_owned(),
+            m if m.ends_with(['.', '!', '?', ')']) => format!("{m} {hint}"),
+            m => format!("{m}. {hint}"),
+        };
         let ctx = ErrorContext {
             provider: Some(provider),
             model: Some(self.redactor.redact(model)),

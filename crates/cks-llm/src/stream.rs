@@ -53,13 +53,14 @@ impl Framer {
     }
 
     /// End of stream: flush what is pending.
+    ///
+    /// A final line without its newline is a cut-off line (the connection dropped mid-write): it is dropped,
+    /// so the provider's decoder sees no end marker and reports a truncated stream, which is retried, rather
+    /// than a JSON error, which would not be. Complete `data:` lines of an event that lacks only its closing
+    /// blank line are still delivered (some servers end that way).
     pub(crate) fn finish(&mut self) -> Result<Vec<Frame>, String> {
         let mut out = Vec::new();
-        if !self.buf.is_empty() {
-            let rest = std::mem::take(&mut self.buf);
-            let line = String::from_utf8(rest).map_err(|_| "stream line is not valid UTF-8".to_owned())?;
-            self.line(line.trim_end_matches('\r').to_owned(), &mut out);
-        }
+        self.buf.clear();
         if self.framing == Framing::Sse {
             self.dispatch(&mut out);
         }
@@ -109,7 +110,7 @@ mod tests {
 
     #[test]
     fn sse_split_anywhere_with_crlf_comments_and_no_final_blank_line() {
-        let text = ": keep-alive\r\nevent: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\ndata: é\n\ndata: last";
+        let text = ": keep-alive\r\nevent: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\ndata: é\n\ndata: last\ndata: {\"cut";
         let bytes = text.as_bytes();
         for split in 0..bytes.len() {
             let mut f = Framer::new(Framing::Sse);
@@ -131,7 +132,7 @@ mod tests {
     fn ndjson_lines() {
         let mut f = Framer::new(Framing::Ndjson);
         let mut frames = f.push(b"{\"a\":1}\n\n{\"b\"").unwrap();
-        frames.extend(f.push(b":2}").unwrap());
+        frames.extend(f.push(b":2}\n{\"cut").unwrap());
         frames.extend(f.finish().unwrap());
         assert_eq!(frames, vec![Frame::Line("{\"a\":1}".into()), Frame::Line("{\"b\":2}".into())]);
     }
