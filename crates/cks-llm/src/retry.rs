@@ -41,7 +41,7 @@ pub(crate) fn parse_proto_duration(s: &str) -> Option<Duration> {
 
 fn seconds_to_duration(secs: f64) -> Option<Duration> {
     // Reject negative, NaN and absurd values rather than panicking in `from_secs_f64`.
-    (secs.is_finite() && secs >= 0.0 && secs < 1.0e9).then(|| Duration::from_secs_f64(secs))
+    (secs.is_finite() && (0.0..1.0e9).contains(&secs)).then(|| Duration::from_secs_f64(secs))
 }
 
 /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only HTTP date format servers send today.

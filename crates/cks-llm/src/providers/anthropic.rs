@@ -329,7 +329,7 @@ enum Event {
     },
     ContentBlockDelta {
         index: usize,
-        delta: Delta,
+        delta: BlockDelta,
     },
     /// Tool input is parsed in `finish`, so the stop carries nothing we need.
     ContentBlockStop {},
@@ -364,7 +364,7 @@ struct MessageDeltaBody {
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum Delta {
+enum BlockDelta {
     TextDelta {
         text: String,
     },
@@ -429,14 +429,14 @@ impl StreamDecoder for Stream {
                 self.blocks.insert(index, partial);
             }
             Event::ContentBlockDelta { index, delta } => match (self.blocks.get_mut(&index), delta) {
-                (Some(Partial::Text(t)), Delta::TextDelta { text }) => t.push_str(&text),
-                (Some(Partial::ToolUse { json, .. }), Delta::InputJsonDelta { partial_json }) => {
+                (Some(Partial::Text(t)), BlockDelta::TextDelta { text }) => t.push_str(&text),
+                (Some(Partial::ToolUse { json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
                     json.push_str(&partial_json)
                 }
-                (Some(Partial::Thinking { thinking, .. }), Delta::ThinkingDelta { thinking: t }) => {
+                (Some(Partial::Thinking { thinking, .. }), BlockDelta::ThinkingDelta { thinking: t }) => {
                     thinking.push_str(&t)
                 }
-                (Some(Partial::Thinking { signature, .. }), Delta::SignatureDelta { signature: s }) => {
+                (Some(Partial::Thinking { signature, .. }), BlockDelta::SignatureDelta { signature: s }) => {
                     signature.get_or_insert_with(String::new).push_str(&s)
                 }
                 (None, _) => return Err(Fault::malformed(format!("delta for unknown content block {index}"))),
