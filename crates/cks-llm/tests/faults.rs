@@ -174,6 +174,7 @@ async fn run_row(kind: ProviderKind, r: &Row) -> (Expect, Duration, Option<LlmEr
     let result = client.chat_with(request(vec![Message::user("Hi")]), ChatOptions { stream: r.stream }).await;
     let elapsed = started.elapsed();
     let attempts = chat_requests(&server).len();
+    assert_requests_valid(&server);
     match result {
         Ok(resp) => {
             assert_no_secret("response", &serde_json::to_string(&resp).unwrap());
