@@ -1,1 +1,42 @@
-//! LLM client (in progress).
+//! `cks-llm`: the LLM client used by `ai_chat` and `construct_knowledge`.
+//!
+//! - [`conversation`]: the provider-neutral, Anthropic-shaped conversation ([`Message`], [`ContentBlock`],
+//!   [`ChatRequest`], [`ChatResponse`]); provider-private data rides inside blocks as [`ProviderState`].
+//! - `providers`: four adapters (Anthropic, OpenAI-compatible, Gemini, Ollama) that only translate.
+//! - `http`: the one HTTP layer — timeouts, bounded jittered retries, SSE/NDJSON streams, redaction.
+//! - [`config`]: provider selection and settings from an injected environment (DESIGN.md §5.6, §7).
+//! - [`LlmClient`]: `chat`, `status`, `list_models`, `telemetry`.
+//!
+//! Invariant: only `providers/*` know a provider's JSON; only `http` talks to the network; the client and
+//! its callers never branch on a provider's name.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), cks_llm::LlmError> {
+//! use cks_llm::{ChatRequest, LlmClient};
+//! let client = LlmClient::from_env(|name| std::env::var(name).ok())?;
+//! let answer = client.chat(ChatRequest::from_prompt("Say hello")).await?;
+//! println!("{} ({} via {})", answer.text(), answer.model, answer.provider);
+//! # Ok(()) }
+//! ```
+
+mod client;
+pub mod config;
+pub mod conversation;
+mod error;
+mod http;
+mod providers;
+mod redact;
+mod retry;
+mod stream;
+mod telemetry;
+
+pub use client::{ChatOptions, LlmClient, LlmStatus};
+pub use config::{HttpConfig, LlmConfig, ProviderChoice, ProviderConfig, RetryPolicy};
+pub use conversation::{
+    ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, ToolCall,
+    ToolResult, ToolSpec, Usage,
+};
+pub use error::{ErrorContext, ErrorKind, LlmError};
+pub use providers::ModelInfo;
+pub use redact::{REDACTED, Redactor, SECRET_ENV_VARS, Secret};
+pub use telemetry::{CallOutcome, CallRecord, Operation, TelemetrySnapshot, Totals};

@@ -1,0 +1,313 @@
+//! [`LlmClient`]: the entry point. It picks the provider per the configuration, resolves the model,
+//! lets the provider's adapter build the request, sends it through the one HTTP layer and records
+//! telemetry. It contains no provider-specific behaviour: that is the adapters' business.
+
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::config::{LlmConfig, PROVIDER_HELP, ProviderChoice};
+use crate::conversation::{ChatRequest, ChatResponse, ProviderKind, Usage};
+use crate::error::{ErrorContext, LlmError};
+use crate::http::{Decoder, Outcome, Payload, Transport};
+use crate::providers::{self, CallSettings, ModelInfo};
+use crate::telemetry::{CallInfo, CallOutcome, Operation, Telemetry, TelemetrySnapshot};
+
+/// How to make one chat call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChatOptions {
+    /// Ask the provider to stream and assemble the answer from the stream. The result is the same
+    /// [`ChatResponse`]; streaming only changes the wire (and lets long answers start sooner upstream).
+    pub stream: bool,
+}
+
+/// Which provider would answer and whether it can.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LlmStatus {
+    /// `CKS_LLM_PROVIDER` as configured (`auto` or a provider name).
+    pub selection: String,
+    /// The provider that would answer (absent when none is usable).
+    pub provider: Option<ProviderKind>,
+    /// The model a call without override would use.
+    pub model: Option<String>,
+    /// The provider's base URL.
+    pub base_url: Option<String>,
+    /// Whether the provider has what it needs (key set where one is required).
+    pub configured: bool,
+    /// Whether the provider answered a model-list request with 2xx just now.
+    pub reachable: bool,
+    /// What is wrong, when something is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug)]
+struct CachedModels {
+    at: Instant,
+    provider: ProviderKind,
+    base_url: String,
+    models: Vec<ModelInfo>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: LlmConfig,
+    transport: Transport,
+    telemetry: Telemetry,
+    models: Mutex<Option<CachedModels>>,
+    auto: Mutex<Option<(Instant, ProviderKind)>>,
+}
+
+/// The LLM client. Cheap to clone; clones share the HTTP connection pool, caches and telemetry.
+#[derive(Debug, Clone)]
+pub struct LlmClient {
+    inner: Arc<Inner>,
+}
+
+impl LlmClient {
+    /// A client for this configuration.
+    pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
+        let transport = Transport::new(config.http.clone(), config.redactor.clone())?;
+        let telemetry = Telemetry::new(config.telemetry_capacity);
+        Ok(LlmClient {
+            inner: Arc::new(Inner { config, transport, telemetry, models: Mutex::new(None), auto: Mutex::new(None) }),
+        })
+    }
+
+    /// A client configured from an injected environment (see [`LlmConfig::from_env`]).
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
+        LlmClient::new(LlmConfig::from_env(env)?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlmConfig {
+        &self.inner.config
+    }
+
+    /// A copy of the telemetry.
+    pub fn telemetry(&self) -> TelemetrySnapshot {
+        self.inner.telemetry.snapshot()
+    }
+
+    /// One chat call, not streamed.
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.chat_with(request, ChatOptions::default()).await
+    }
+
+    /// One chat call with options.
+    pub async fn chat_with(&self, request: ChatRequest, options: ChatOptions) -> Result<ChatResponse, LlmError> {
+        let started = SystemTime::now();
+        let clock = Instant::now();
+        let kind = match self.provider().await {
+            Ok(k) => k,
+            Err(e) => {
+                self.record(
+                    started,
+                    clock,
+                    None,
+                    request.model.as_deref().unwrap_or(""),
+                    options.stream,
+                    Operation::Chat,
+                    Usage::default(),
+                    0,
+                    &Err::<(), _>(e.clone()),
+                );
+                return Err(e);
+            }
+        };
+        let config = &self.inner.config;
+        let settings = CallSettings {
+            model: config.resolve_model(kind, request.model.as_deref()),
+            max_tokens: request.max_tokens.unwrap_or(config.default_max_tokens).max(1),
+            stream: options.stream,
+        };
+        let result = match providers::encode_chat(kind, &request, config.provider_config(kind), &settings) {
+            Ok((call, ctx)) => {
+                let Outcome { result, retries } = self
+                    .inner
+                    .transport
+                    .execute(kind, &settings.model, &call, Decoder::Chat { ctx: &ctx, stream: options.stream })
+                    .await;
+                let result = result.and_then(|p| match p {
+                    Payload::Chat(r) => Ok(r),
+                    Payload::Models(_) => Err(internal(kind, &settings.model)),
+                });
+                (result, retries)
+            }
+            Err(e) => (Err(self.inner.transport.redactor().redact_error(e)), 0),
+        };
+        let (result, retries) = result;
+        let usage = result.as_ref().map(|r| r.usage).unwrap_or_default();
+        self.record(
+            started,
+            clock,
+            Some(kind),
+            &settings.model,
+            options.stream,
+            Operation::Chat,
+            usage,
+            retries,
+            &result,
+        );
+        result
+    }
+
+    /// The provider that answers calls now: the configured one, or the `auto` choice (Ollama if it answers
+    /// `GET /api/tags` within the probe timeout, else Anthropic if `ANTHROPIC_API_KEY` is set).
+    pub async fn provider(&self) -> Result<ProviderKind, LlmError> {
+        let config = &self.inner.config;
+        match config.provider {
+            ProviderChoice::Fixed(kind) => {
+                config
+                    .provider_config(kind)
+                    .check_ready()
+                    .map_err(|e| self.inner.transport.redactor().redact_error(e))?;
+                Ok(kind)
+            }
+            ProviderChoice::Auto => {
+                if let Some((at, kind)) = *self.lock_auto()
+                    && at.elapsed() < config.auto_ttl
+                {
+                    return Ok(kind);
+                }
+                let ollama = providers::encode_list_models(ProviderKind::Ollama, &config.ollama);
+                let probe = self.inner.transport.probe(&ollama).await;
+                let kind = match probe {
+                    Ok(()) => ProviderKind::Ollama,
+                    Err(_) if config.anthropic.api_key.is_some() => ProviderKind::Anthropic,
+                    Err(why) => {
+                        return Err(LlmError::not_configured(
+                            None,
+                            format!(
+                                "no LLM provider is available: Ollama is not reachable at {} ({why}) and \
+                                 ANTHROPIC_API_KEY is not set. {PROVIDER_HELP}",
+                                config.ollama.base_url
+                            ),
+                        ));
+                    }
+                };
+                *self.lock_auto() = Some((Instant::now(), kind));
+                Ok(kind)
+            }
+        }
+    }
+
+    fn lock_auto(&self) -> std::sync::MutexGuard<'_, Option<(Instant, ProviderKind)>> {
+        self.inner.auto.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Which provider would answer, whether it is configured and whether it answers now.
+    pub async fn status(&self) -> LlmStatus {
+        let config = &self.inner.config;
+        let selection = config.provider.to_string();
+        let kind = match self.provider().await {
+            Ok(k) => k,
+            Err(e) => {
+                let provider = match config.provider {
+                    ProviderChoice::Fixed(k) => Some(k),
+                    ProviderChoice::Auto => None,
+                };
+                return LlmStatus {
+                    selection,
+                    provider,
+                    model: provider.map(|k| config.provider_config(k).model.clone()),
+                    base_url: provider.map(|k| config.provider_config(k).base_url.clone()),
+                    configured: false,
+                    reachable: false,
+                    message: Some(e.context().message.clone()),
+                };
+            }
+        };
+        let pc = config.provider_config(kind);
+        let probe = self.inner.transport.probe(&providers::encode_list_models(kind, pc)).await;
+        LlmStatus {
+            selection,
+            provider: Some(kind),
+            model: Some(pc.model.clone()),
+            base_url: Some(pc.base_url.clone()),
+            configured: true,
+            reachable: probe.is_ok(),
+            message: probe.err().map(|why| format!("{kind} did not answer at {}: {why}", pc.base_url)),
+        }
+    }
+
+    /// The models the current provider offers, cached for `models_ttl` per provider and base URL.
+    pub async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let started = SystemTime::now();
+        let clock = Instant::now();
+        let config = &self.inner.config;
+        let kind = self.provider().await?;
+        let pc = config.provider_config(kind);
+        if !config.models_ttl.is_zero()
+            && let Some(c) = self.inner.models.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
+            && c.provider == kind
+            && c.base_url == pc.base_url
+            && c.at.elapsed() < config.models_ttl
+        {
+            return Ok(c.models.clone());
+        }
+        let call = providers::encode_list_models(kind, pc);
+        let Outcome { result, retries } = self.inner.transport.execute(kind, &pc.model, &call, Decoder::Models).await;
+        let result = result.and_then(|p| match p {
+            Payload::Models(m) => Ok(m),
+            Payload::Chat(_) => Err(internal(kind, &pc.model)),
+        });
+        self.record(
+            started,
+            clock,
+            Some(kind),
+            &pc.model,
+            false,
+            Operation::ListModels,
+            Usage::default(),
+            retries,
+            &result,
+        );
+        let models = result?;
+        if !config.models_ttl.is_zero() {
+            *self.inner.models.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(CachedModels {
+                at: Instant::now(),
+                provider: kind,
+                base_url: pc.base_url.clone(),
+                models: models.clone(),
+            });
+        }
+        Ok(models)
+    }
+
+    #[allow(clippy::too_many_arguments)] // a private recording helper; a struct would only rename the list
+    fn record<T>(
+        &self,
+        started: SystemTime,
+        clock: Instant,
+        provider: Option<ProviderKind>,
+        model: &str,
+        streamed: bool,
+        operation: Operation,
+        usage: Usage,
+        retries: u32,
+        result: &Result<T, LlmError>,
+    ) {
+        self.inner.telemetry.record(CallInfo {
+            started,
+            provider,
+            model: &self.inner.transport.redactor().redact(model),
+            operation,
+            streamed,
+            latency: clock.elapsed(),
+            usage,
+            retries,
+            outcome: match result {
+                Ok(_) => CallOutcome::Ok,
+                Err(e) => CallOutcome::Error(e.kind()),
+            },
+        });
+    }
+}
+
+/// A payload of the wrong kind cannot happen (the decoder decides the payload); report it rather than panic.
+fn internal(kind: ProviderKind, model: &str) -> LlmError {
+    LlmError::MalformedResponse(ErrorContext::new(kind, model, "internal error: unexpected payload kind"))
+}

@@ -1,0 +1,402 @@
+//! Provider selection and configuration, read from an injected environment (DESIGN.md §5.6 and §7).
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `CKS_LLM_PROVIDER` | `auto`, `ollama`, `anthropic`, `google`, `openai_compatible` | `auto` |
+//! | `CKS_OLLAMA_HOST`, `CKS_OLLAMA_MODEL` | Ollama server and model | `http://localhost:11434`, `llama3.2` |
+//! | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `CKS_ANTHROPIC_MODEL` | Anthropic | —, `https://api.anthropic.com`, [`DEFAULT_ANTHROPIC_MODEL`] |
+//! | `CKS_GOOGLE_API_KEY` (else `GOOGLE_API_KEY`), `CKS_GOOGLE_BASE_URL`, `CKS_GOOGLE_MODEL` | Gemini | —, `https://generativelanguage.googleapis.com/v1beta`, `gemini-2.5-flash` |
+//! | `CKS_OPENAI_API_KEY`, `CKS_OPENAI_BASE_URL`, `CKS_OPENAI_MODEL` | OpenAI-compatible | —, `https://api.openai.com/v1`, `gpt-4o` |
+//! | `CKS_LLM_MAX_TOKENS` | default output limit per call | 4096 |
+//! | `CKS_LLM_MODELS_TTL_SECONDS` | model-list cache lifetime (0 disables) | 300 |
+//! | `CKS_LLM_TIMEOUT_SECONDS` | request timeout per attempt | 120 |
+//! | `CKS_LLM_MAX_RETRIES` | retries after the first attempt | 3 |
+//!
+//! `auto` probes Ollama (`GET /api/tags`, ~1 s timeout), then uses Anthropic if its key is set, and
+//! otherwise fails fast with a message naming every option. It never picks `google` or
+//! `openai_compatible`: their key, model and base URL cannot be guessed safely. A per-call model
+//! overrides the provider's model variable, which overrides the default; it never changes the provider.
+//!
+//! The environment is passed in (`LlmConfig::from_env(|name| std::env::var(name).ok())`) so that tests
+//! never mutate the process environment.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::conversation::ProviderKind;
+use crate::error::LlmError;
+use crate::redact::{Redactor, Secret};
+
+/// Default Anthropic model (tool calling).
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+/// Default Ollama model.
+pub const DEFAULT_OLLAMA_MODEL: &str = "llama3.2";
+/// Default Gemini model.
+pub const DEFAULT_GOOGLE_MODEL: &str = "gemini-2.5-flash";
+/// Default OpenAI model.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
+
+/// The text every "no provider" error carries, naming every option and variable.
+pub const PROVIDER_HELP: &str = "Set CKS_LLM_PROVIDER to one of: auto (default: uses Ollama if reachable at \
+CKS_OLLAMA_HOST [http://localhost:11434], else Anthropic if ANTHROPIC_API_KEY is set), ollama (CKS_OLLAMA_HOST, \
+CKS_OLLAMA_MODEL), anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL), google \
+(CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, CKS_GOOGLE_BASE_URL), openai_compatible \
+(CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL).";
+
+/// What `CKS_LLM_PROVIDER` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// Ollama if reachable, else Anthropic if keyed, else not configured.
+    Auto,
+    /// Always this provider.
+    Fixed(ProviderKind),
+}
+
+impl FromStr for ProviderChoice {
+    type Err = LlmError;
+
+    fn from_str(s: &str) -> Result<Self, LlmError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(ProviderChoice::Auto),
+            "ollama" => Ok(ProviderChoice::Fixed(ProviderKind::Ollama)),
+            "anthropic" => Ok(ProviderChoice::Fixed(ProviderKind::Anthropic)),
+            "google" => Ok(ProviderChoice::Fixed(ProviderKind::Google)),
+            "openai_compatible" => Ok(ProviderChoice::Fixed(ProviderKind::OpenaiCompatible)),
+            other => {
+                Err(LlmError::not_configured(None, format!("unknown CKS_LLM_PROVIDER={other:?}. {PROVIDER_HELP}")))
+            }
+        }
+    }
+}
+
+impl fmt::Display for ProviderChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderChoice::Auto => f.write_str("auto"),
+            ProviderChoice::Fixed(k) => write!(f, "{k}"),
+        }
+    }
+}
+
+/// One provider's endpoint, key and model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// Which provider.
+    pub kind: ProviderKind,
+    /// Base URL without a trailing slash (Anthropic: without `/v1`; Gemini and OpenAI: with their version).
+    pub base_url: String,
+    /// API key, when the provider needs one.
+    pub api_key: Option<Secret>,
+    /// The model used when a call names none (provider variable, else default).
+    pub model: String,
+}
+
+impl ProviderConfig {
+    /// A configuration with the given base URL and model, no key.
+    pub fn new(kind: ProviderKind, base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        ProviderConfig { kind, base_url: trim_base(&base_url.into()), api_key: None, model: model.into() }
+    }
+
+    /// With this key.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(Secret::new(key));
+        self
+    }
+
+    /// The variable(s) that hold this provider's key, for messages.
+    pub fn key_variable(&self) -> &'static str {
+        match self.kind {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Google => "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
+            ProviderKind::OpenaiCompatible => "CKS_OPENAI_API_KEY",
+            ProviderKind::Ollama => "(none: a local Ollama needs no key)",
+        }
+    }
+
+    /// The variable that sets this provider's model, for messages.
+    pub fn model_variable(&self) -> &'static str {
+        match self.kind {
+            ProviderKind::Anthropic => "CKS_ANTHROPIC_MODEL",
+            ProviderKind::Google => "CKS_GOOGLE_MODEL",
+            ProviderKind::OpenaiCompatible => "CKS_OPENAI_MODEL",
+            ProviderKind::Ollama => "CKS_OLLAMA_MODEL",
+        }
+    }
+
+    /// Fails with `NotConfigured` when the provider cannot be called as configured: Anthropic and Gemini need
+    /// a key; OpenAI proper needs one too, while local OpenAI-compatible servers usually accept none.
+    pub fn check_ready(&self) -> Result<(), LlmError> {
+        let needs_key = match self.kind {
+            ProviderKind::Anthropic | ProviderKind::Google => true,
+            ProviderKind::OpenaiCompatible => self.base_url.contains("api.openai.com"),
+            ProviderKind::Ollama => false,
+        };
+        if needs_key && self.api_key.is_none() {
+            return Err(LlmError::not_configured(
+                Some(self.kind),
+                format!("{} is selected but {} is not set. {PROVIDER_HELP}", self.kind, self.key_variable()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn trim_base(s: &str) -> String {
+    s.trim().trim_end_matches('/').to_owned()
+}
+
+/// Timeouts and retry bounds of the HTTP layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Time to establish a connection.
+    pub connect_timeout: Duration,
+    /// Time for one whole attempt (request and complete answer, streams included).
+    pub request_timeout: Duration,
+    /// Timeout of the Ollama reachability probe used by `auto` and `status`.
+    pub probe_timeout: Duration,
+    /// Retry bounds.
+    pub retry: RetryPolicy,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(120),
+            probe_timeout: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Which failures are retried, how often and how long we wait. Only 408, 429, 529, other 5xx, connection
+/// failures, timeouts and transient errors inside a stream are retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff ceiling; doubles per retry (full jitter: the wait is uniform in `0..=ceiling`).
+    pub base_delay: Duration,
+    /// Largest backoff ceiling.
+    pub max_delay: Duration,
+    /// A wait the provider asks for beyond this is not waited out: the error is returned at once with the
+    /// wait in [`crate::ErrorContext::retry_after`] (e.g. a daily quota).
+    pub max_retry_after: Duration,
+    /// No retry starts if it would end after this much time since the first attempt.
+    pub max_elapsed: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+            max_elapsed: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Everything the client needs.
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    /// `CKS_LLM_PROVIDER`.
+    pub provider: ProviderChoice,
+    /// Ollama.
+    pub ollama: ProviderConfig,
+    /// Anthropic.
+    pub anthropic: ProviderConfig,
+    /// Gemini.
+    pub google: ProviderConfig,
+    /// OpenAI-compatible.
+    pub openai: ProviderConfig,
+    /// HTTP layer settings.
+    pub http: HttpConfig,
+    /// Output limit for calls that set none.
+    pub default_max_tokens: u32,
+    /// Model-list cache lifetime (zero disables the cache).
+    pub models_ttl: Duration,
+    /// How long an `auto` decision is reused before Ollama is probed again (zero: probe every call).
+    pub auto_ttl: Duration,
+    /// Bounded telemetry size (calls kept).
+    pub telemetry_capacity: usize,
+    /// Secrets to keep out of errors, logs and results.
+    pub redactor: Redactor,
+}
+
+impl LlmConfig {
+    /// Read the configuration from an injected environment lookup. Empty values count as unset.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
+        let get = |name: &str| env(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let provider = match get("CKS_LLM_PROVIDER") {
+            Some(v) => v.parse()?,
+            None => ProviderChoice::Auto,
+        };
+        let key = |names: &[&str]| names.iter().find_map(|n| get(n)).map(Secret::new);
+        let ollama = ProviderConfig {
+            kind: ProviderKind::Ollama,
+            base_url: trim_base(&get("CKS_OLLAMA_HOST").unwrap_or_else(|| "http://localhost:11434".into())),
+            api_key: None,
+            model: get("CKS_OLLAMA_MODEL").unwrap_or_else(|| DEFAULT_OLLAMA_MODEL.into()),
+        };
+        let anthropic = ProviderConfig {
+            kind: ProviderKind::Anthropic,
+            base_url: trim_base(&get("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into())),
+            api_key: key(&["ANTHROPIC_API_KEY"]),
+            model: get("CKS_ANTHROPIC_MODEL").unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
+        };
+        let google = ProviderConfig {
+            kind: ProviderKind::Google,
+            base_url: trim_base(
+                &get("CKS_GOOGLE_BASE_URL")
+                    .unwrap_or_else(|| "https://generativelanguage.googleapis.com/v1beta".into()),
+            ),
+            api_key: key(&["CKS_GOOGLE_API_KEY", "GOOGLE_API_KEY"]),
+            model: get("CKS_GOOGLE_MODEL").unwrap_or_else(|| DEFAULT_GOOGLE_MODEL.into()),
+        };
+        let openai = ProviderConfig {
+            kind: ProviderKind::OpenaiCompatible,
+            base_url: trim_base(&get("CKS_OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into())),
+            api_key: key(&["CKS_OPENAI_API_KEY"]),
+            model: get("CKS_OPENAI_MODEL").unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
+        };
+        let mut http = HttpConfig::default();
+        if let Some(s) = number(&get, "CKS_LLM_TIMEOUT_SECONDS")? {
+            http.request_timeout = Duration::from_secs(s.max(1));
+        }
+        if let Some(n) = number(&get, "CKS_LLM_MAX_RETRIES")? {
+            http.retry.max_retries = u32::try_from(n).unwrap_or(u32::MAX).min(10);
+        }
+        let default_max_tokens =
+            number(&get, "CKS_LLM_MAX_TOKENS")?.map_or(4096, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
+        let models_ttl = Duration::from_secs(number(&get, "CKS_LLM_MODELS_TTL_SECONDS")?.unwrap_or(300));
+        Ok(LlmConfig {
+            provider,
+            ollama,
+            anthropic,
+            google,
+            openai,
+            http,
+            default_max_tokens,
+            models_ttl,
+            auto_ttl: Duration::from_secs(30),
+            telemetry_capacity: 1000,
+            redactor: Redactor::from_env(&env),
+        })
+    }
+
+    /// The configuration of one provider.
+    pub fn provider_config(&self, kind: ProviderKind) -> &ProviderConfig {
+        match kind {
+            ProviderKind::Ollama => &self.ollama,
+            ProviderKind::Anthropic => &self.anthropic,
+            ProviderKind::Google => &self.google,
+            ProviderKind::OpenaiCompatible => &self.openai,
+        }
+    }
+
+    /// Mutable access to one provider's configuration.
+    pub fn provider_config_mut(&mut self, kind: ProviderKind) -> &mut ProviderConfig {
+        match kind {
+            ProviderKind::Ollama => &mut self.ollama,
+            ProviderKind::Anthropic => &mut self.anthropic,
+            ProviderKind::Google => &mut self.google,
+            ProviderKind::OpenaiCompatible => &mut self.openai,
+        }
+    }
+
+    /// The model a call uses: the per-call model, else the provider's configured model.
+    pub fn resolve_model(&self, kind: ProviderKind, per_call: Option<&str>) -> String {
+        per_call
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map_or_else(|| self.provider_config(kind).model.clone(), str::to_owned)
+    }
+
+    /// The secrets of this configuration's keys are added to the redactor (for configurations built in code).
+    pub fn with_redacted_keys(mut self) -> Self {
+        let mut secrets: Vec<String> = ProviderKind::ALL
+            .iter()
+            .filter_map(|k| self.provider_config(*k).api_key.as_ref().map(|s| s.expose().to_owned()))
+            .collect();
+        secrets.extend(self.redactor.secrets().iter().cloned());
+        self.redactor = Redactor::new(secrets);
+        self
+    }
+}
+
+fn number(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, LlmError> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            LlmError::not_configured(None, format!("{name}={v:?} is not a whole number of the expected unit"))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = LlmConfig::from_env(env(&[])).unwrap();
+        assert_eq!(c.provider, ProviderChoice::Auto);
+        assert_eq!(c.ollama.base_url, "http://localhost:11434");
+        assert_eq!(c.ollama.model, "llama3.2");
+        assert_eq!(c.anthropic.model, DEFAULT_ANTHROPIC_MODEL);
+        assert_eq!(c.google.model, "gemini-2.5-flash");
+        assert_eq!(c.google.base_url, "https://generativelanguage.googleapis.com/v1beta");
+        assert_eq!(c.openai.model, "gpt-4o");
+        assert_eq!(c.openai.base_url, "https://api.openai.com/v1");
+        assert_eq!(c.http.request_timeout, Duration::from_secs(120));
+        assert_eq!(c.default_max_tokens, 4096);
+        assert_eq!(c.models_ttl, Duration::from_secs(300));
+        assert!(c.anthropic.check_ready().is_err());
+        assert!(c.ollama.check_ready().is_ok());
+    }
+
+    #[test]
+    fn variables_and_precedence() {
+        let c = LlmConfig::from_env(env(&[
+            ("CKS_LLM_PROVIDER", " Google "),
+            ("GOOGLE_API_KEY", "g-fallback"),
+            ("CKS_GOOGLE_MODEL", "gemini-x"),
+            ("CKS_GOOGLE_BASE_URL", "http://127.0.0.1:9/v1beta/"),
+            ("ANTHROPIC_BASE_URL", "http://proxy/"),
+            ("CKS_OPENAI_API_KEY", ""),
+        ]))
+        .unwrap();
+        assert_eq!(c.provider, ProviderChoice::Fixed(ProviderKind::Google));
+        assert_eq!(c.google.api_key.as_ref().map(Secret::expose), Some("g-fallback"));
+        assert_eq!(c.google.base_url, "http://127.0.0.1:9/v1beta");
+        assert_eq!(c.anthropic.base_url, "http://proxy");
+        assert!(c.openai.api_key.is_none());
+        assert_eq!(c.resolve_model(ProviderKind::Google, None), "gemini-x");
+        assert_eq!(c.resolve_model(ProviderKind::Google, Some("per-call")), "per-call");
+        assert_eq!(c.resolve_model(ProviderKind::Google, Some(" ")), "gemini-x");
+        assert!(c.redactor.leaks("g-fallback"));
+        let c = LlmConfig::from_env(env(&[("CKS_GOOGLE_API_KEY", "primary"), ("GOOGLE_API_KEY", "fallback")])).unwrap();
+        assert_eq!(c.google.api_key.as_ref().map(Secret::expose), Some("primary"));
+    }
+
+    #[test]
+    fn unknown_provider_names_every_option() {
+        let e = LlmConfig::from_env(env(&[("CKS_LLM_PROVIDER", "gpt")])).unwrap_err();
+        let msg = e.to_string();
+        for word in
+            ["auto", "ollama", "anthropic", "google", "openai_compatible", "ANTHROPIC_API_KEY", "CKS_OLLAMA_HOST"]
+        {
+            assert!(msg.contains(word), "{msg}");
+        }
+        assert!(LlmConfig::from_env(env(&[("CKS_LLM_MAX_TOKENS", "many")])).is_err());
+    }
+}

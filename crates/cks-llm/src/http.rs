@@ -1,0 +1,437 @@
+//! The one HTTP layer: sends what an adapter built, classifies failures, retries what is retryable,
+//! parses streams, and redacts. No other module talks to the network.
+//!
+//! Retried: 408, 429, 529, other 5xx, connection failures, timeouts, and transient errors inside a 200
+//! stream (we buffer the whole answer, so nothing was handed to the caller yet). Not retried: other 4xx,
+//! malformed answers, and anything the provider marks as not worth it (`x-should-retry: false`, OpenAI
+//! `insufficient_quota`, Gemini daily quota). Waits honour `retry-after-ms`, `retry-after` and Gemini's
+//! `RetryInfo`, otherwise full-jitter exponential backoff; attempts and total time are bounded
+//! ([`RetryPolicy`]). Every message that leaves — error, log field, decoded answer — is redacted here.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use tokio::time::Instant;
+
+use crate::config::HttpConfig;
+use crate::conversation::{ChatResponse, ProviderKind};
+use crate::error::{ErrorContext, ErrorKind, LlmError};
+use crate::providers::{self, DecodeCtx, Fault, HttpCall, Method, ModelInfo};
+use crate::redact::Redactor;
+use crate::retry;
+use crate::stream::Framer;
+
+/// Error bodies are read up to this size; the message shows an excerpt.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// What the caller wants from a successful answer.
+#[derive(Debug)]
+pub(crate) enum Decoder<'a> {
+    /// A chat answer, whole or streamed.
+    Chat { ctx: &'a DecodeCtx, stream: bool },
+    /// A model list.
+    Models,
+}
+
+/// A decoded answer.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    Chat(ChatResponse),
+    Models(Vec<ModelInfo>),
+}
+
+/// The result of a call and how many retries it took.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) result: Result<Payload, LlmError>,
+    pub(crate) retries: u32,
+}
+
+/// One failed attempt, before it becomes an [`LlmError`].
+#[derive(Debug)]
+struct Failure {
+    kind: ErrorKind,
+    status: Option<u16>,
+    message: String,
+    retry_after: Option<Duration>,
+    retryable: Option<bool>,
+}
+
+impl Failure {
+    fn new(kind: ErrorKind, message: String) -> Self {
+        Failure { kind, status: None, message, retry_after: None, retryable: None }
+    }
+
+    fn from_fault(f: Fault, status: u16) -> Self {
+        Failure {
+            kind: f.kind,
+            status: Some(status),
+            message: f.message,
+            retry_after: f.retry_after,
+            retryable: f.retryable,
+        }
+    }
+}
+
+/// Classes retried by default.
+fn transient(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::RateLimited
+            | ErrorKind::Overloaded
+            | ErrorKind::Server
+            | ErrorKind::Timeout
+            | ErrorKind::Unavailable
+    )
+}
+
+/// The class an HTTP status means when the body says nothing more specific.
+fn class_of_status(status: u16) -> ErrorKind {
+    match status {
+        401 | 403 => ErrorKind::Auth,
+        408 | 504 => ErrorKind::Timeout,
+        429 => ErrorKind::RateLimited,
+        503 | 529 => ErrorKind::Overloaded,
+        500..=599 => ErrorKind::Server,
+        _ => ErrorKind::BadRequest,
+    }
+}
+
+/// The reqwest client plus retry policy and redactor.
+#[derive(Debug, Clone)]
+pub(crate) struct Transport {
+    client: reqwest::Client,
+    config: HttpConfig,
+    redactor: Redactor,
+}
+
+impl Transport {
+    pub(crate) fn new(config: HttpConfig, redactor: Redactor) -> Result<Self, LlmError> {
+        // reqwest is built without a default crypto provider; install ring once per process. A second
+        // install fails harmlessly (another component, or another client, got there first).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("cks-llm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                LlmError::not_configured(None, redactor.redact(&format!("cannot build the HTTP client: {e}")))
+            })?;
+        Ok(Transport { client, config, redactor })
+    }
+
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// Whether `url` answers a GET with 2xx within the probe timeout. No retries: this is a quick check.
+    pub(crate) async fn probe(&self, call: &HttpCall) -> Result<(), String> {
+        let mut rb = self.client.get(&call.url).timeout(self.config.probe_timeout);
+        for (k, v) in &call.headers {
+            rb = rb.header(*k, v);
+        }
+        match rb.send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
+            Err(e) => Err(self.redactor.redact(&error_chain(&e))),
+        }
+    }
+
+    /// Send `call`, retrying within the policy, and decode the answer.
+    pub(crate) async fn execute(
+        &self,
+        provider: ProviderKind,
+        model: &str,
+        call: &HttpCall,
+        decoder: Decoder<'_>,
+    ) -> Outcome {
+        let body = match &call.body {
+            Some(v) => match serde_json::to_vec(v) {
+                Ok(b) => Some(Bytes::from(b)),
+                Err(e) => {
+                    let ctx = ErrorContext::new(provider, model, format!("cannot encode the request: {e}"));
+                    return Outcome { result: Err(LlmError::BadRequest(ctx)), retries: 0 };
+                }
+            },
+            None => None,
+        };
+        let policy = &self.config.retry;
+        let start = Instant::now();
+        let mut retries = 0u32;
+        loop {
+            // Never let one attempt run past the total budget.
+            let remaining = policy.max_elapsed.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
+            let timeout = self.config.request_timeout.min(remaining);
+            let failure = match self.attempt(provider, call, body.as_ref(), &decoder, timeout).await {
+                Ok(mut payload) => {
+                    self.redact_payload(&mut payload);
+                    tracing::debug!(provider = %provider, model = %self.redactor.redact(model), retries, "LLM call succeeded");
+                    return Outcome { result: Ok(payload), retries };
+                }
+                Err(f) => f,
+            };
+            let by_class = transient(failure.kind);
+            let retryable = failure.retryable.unwrap_or(by_class);
+            // A stream failure flagged transient gets the full budget; a class not normally retried but
+            // flagged worth a retry (Groq `tool_use_failed`, a 400) gets one.
+            let full_budget = by_class || failure.kind == ErrorKind::StreamError;
+            let allowed = retryable && (full_budget || retries == 0);
+            let wait = if allowed {
+                retry::plan(policy, retries, failure.retry_after, start.elapsed(), &mut rand::rng())
+            } else {
+                None
+            };
+            let message = self.redactor.redact(&failure.message);
+            match wait {
+                Some(wait) => {
+                    tracing::warn!(
+                        provider = %provider,
+                        model = %self.redactor.redact(model),
+                        status = failure.status,
+                        class = ?failure.kind,
+                        attempt = retries + 1,
+                        retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        error = %message,
+                        "LLM call failed; retrying"
+                    );
+                    tokio::time::sleep(wait).await;
+                    retries += 1;
+                }
+                None => {
+                    let err = self.to_error(provider, model, failure, retries + 1, retryable);
+                    tracing::warn!(
+                        provider = %provider,
+                        model = %self.redactor.redact(model),
+                        class = ?err.kind(),
+                        attempts = retries + 1,
+                        error = %err,
+                        "LLM call failed"
+                    );
+                    return Outcome { result: Err(err), retries };
+                }
+            }
+        }
+    }
+
+    fn redact_payload(&self, payload: &mut Payload) {
+        match payload {
+            Payload::Chat(r) => {
+                self.redactor.redact_message(&mut r.message);
+                r.model = self.redactor.redact(&r.model);
+            }
+            Payload::Models(list) => {
+                for m in list {
+                    m.id = self.redactor.redact(&m.id);
+                }
+            }
+        }
+    }
+
+    fn to_error(&self, provider: ProviderKind, model: &str, f: Failure, attempts: u32, retryable: bool) -> LlmError {
+        let key_var = match provider {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Google => "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
+            ProviderKind::OpenaiCompatible => "CKS_OPENAI_API_KEY",
+            ProviderKind::Ollama => "the Ollama server's credentials",
+        };
+        let hint = match f.kind {
+            ErrorKind::Auth => format!("Check {key_var}."),
+            ErrorKind::RateLimited | ErrorKind::Overloaded => match f.retry_after {
+                Some(w) if !retryable || attempts == 1 => {
+                    format!("The provider asks to wait {}s; try again then.", w.as_secs_f64().ceil())
+                }
+                _ if retryable => "Still failing after retries; try again later.".to_owned(),
+                _ => "Waiting will not help; check the account's quota and billing.".to_owned(),
+            },
+            ErrorKind::BadRequest if f.status == Some(404) => {
+                format!("Check the model name {model:?} and the provider's base URL.")
+            }
+            ErrorKind::Server | ErrorKind::Timeout | ErrorKind::StreamError if retryable => {
+                "Still failing after retries; try again later.".to_owned()
+            }
+            ErrorKind::Unavailable => match provider {
+                ProviderKind::Ollama => "Is Ollama running (`ollama serve`) at CKS_OLLAMA_HOST?".to_owned(),
+                _ => "Check the network and the provider's base URL.".to_owned(),
+            },
+            ErrorKind::MalformedResponse => "The server at the base URL may not speak this provider's API.".to_owned(),
+            _ => String::new(),
+        };
+        let message = match f.message.trim_end() {
+            m if hint.is_empty() => m.to_owned(),
+            m if m.ends_with(['.', '!', '?', ')']) => format!("{m} {hint}"),
+            m => format!("{m}. {hint}"),
+        };
+        let ctx = ErrorContext {
+            provider: Some(provider),
+            model: Some(self.redactor.redact(model)),
+            status: f.status,
+            message: self.redactor.redact(&message),
+            retry_after: f.retry_after,
+            attempts,
+        };
+        LlmError::from_kind(f.kind, ctx)
+    }
+
+    async fn attempt(
+        &self,
+        provider: ProviderKind,
+        call: &HttpCall,
+        body: Option<&Bytes>,
+        decoder: &Decoder<'_>,
+        timeout: Duration,
+    ) -> Result<Payload, Failure> {
+        let mut rb = match call.method {
+            Method::Get => self.client.get(&call.url),
+            Method::Post => self.client.post(&call.url),
+        };
+        for (k, v) in &call.headers {
+            rb = rb.header(*k, v);
+        }
+        if let Some(b) = body {
+            rb = rb.header(CONTENT_TYPE, "application/json").body(b.clone());
+        }
+        let resp = rb.timeout(timeout).send().await.map_err(|e| transport_failure(&e, timeout))?;
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            return Err(self.status_failure(provider, status, resp).await);
+        }
+        match decoder {
+            Decoder::Models => {
+                let bytes = resp.bytes().await.map_err(|e| body_failure(&e, timeout))?;
+                providers::decode_list_models(provider, &bytes)
+                    .map(Payload::Models)
+                    .map_err(|f| Failure::from_fault(f, status))
+            }
+            Decoder::Chat { ctx, stream: false } => {
+                let bytes = resp.bytes().await.map_err(|e| body_failure(&e, timeout))?;
+                let mut ctx = (*ctx).clone();
+                providers::decode_chat(provider, &bytes, &mut ctx)
+                    .map(Payload::Chat)
+                    .map_err(|f| Failure::from_fault(f, status))
+            }
+            Decoder::Chat { ctx, stream: true } => {
+                let (framing, mut dec) = providers::stream_decoder(provider, (*ctx).clone());
+                let mut framer = Framer::new(framing);
+                let mut chunks = resp.bytes_stream();
+                let fault = |f: Fault| Failure::from_fault(f, status);
+                'read: while let Some(chunk) = chunks.next().await {
+                    let chunk = chunk.map_err(|e| stream_failure(&e, timeout))?;
+                    let frames = framer.push(&chunk).map_err(|m| fault(Fault::malformed(m)))?;
+                    for frame in frames {
+                        if dec.on_frame(frame).map_err(fault)? {
+                            // The provider's end marker: whatever follows is not part of the answer.
+                            break 'read;
+                        }
+                    }
+                }
+                for frame in framer.finish().map_err(|m| fault(Fault::malformed(m)))? {
+                    dec.on_frame(frame).map_err(fault)?;
+                }
+                let mut response = dec.finish().map_err(fault)?;
+                providers::normalise(&mut response);
+                Ok(Payload::Chat(response))
+            }
+        }
+    }
+
+    async fn status_failure(&self, provider: ProviderKind, status: u16, resp: reqwest::Response) -> Failure {
+        let headers: HeaderMap = resp.headers().clone();
+        let body = read_limited(resp).await;
+        let info = providers::parse_error(provider, status, &body);
+        let mut retryable = info.retryable;
+        if let Some(h) = retry::should_retry_header(&headers) {
+            retryable = Some(h);
+        }
+        Failure {
+            kind: info.kind.unwrap_or_else(|| class_of_status(status)),
+            status: Some(status),
+            message: providers::excerpt(&info.message),
+            retry_after: retry::retry_after_from_headers(&headers, SystemTime::now()).or(info.retry_after),
+            retryable,
+        }
+    }
+}
+
+/// Read at most [`MAX_ERROR_BODY`] bytes of an error body; a broken body reads as what arrived.
+async fn read_limited(resp: reqwest::Response) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        let room = MAX_ERROR_BODY.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= MAX_ERROR_BODY {
+            break;
+        }
+    }
+    out
+}
+
+/// The error and its causes on one line (reqwest's top-level message alone rarely says what failed).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+fn transport_failure(e: &reqwest::Error, timeout: Duration) -> Failure {
+    if e.is_timeout() {
+        Failure::new(ErrorKind::Timeout, format!("no answer within {}s.", timeout.as_secs_f64()))
+    } else if e.is_connect() {
+        Failure::new(ErrorKind::Unavailable, format!("cannot connect: {}.", error_chain(e)))
+    } else {
+        Failure::new(ErrorKind::Unavailable, format!("the request failed: {}.", error_chain(e)))
+    }
+}
+
+/// The connection failed while a whole (non-streamed) answer was being read: as transient as a refused one.
+fn body_failure(e: &reqwest::Error, timeout: Duration) -> Failure {
+    if e.is_timeout() {
+        Failure::new(ErrorKind::Timeout, format!("the answer did not complete within {}s.", timeout.as_secs_f64()))
+    } else {
+        Failure::new(
+            ErrorKind::Unavailable,
+            format!("the connection broke while reading the answer: {}.", error_chain(e)),
+        )
+    }
+}
+
+fn stream_failure(e: &reqwest::Error, timeout: Duration) -> Failure {
+    if e.is_timeout() {
+        Failure::new(ErrorKind::Timeout, format!("the stream did not complete within {}s.", timeout.as_secs_f64()))
+    } else {
+        Failure {
+            retryable: Some(true),
+            ..Failure::new(ErrorKind::StreamError, format!("the stream was interrupted: {}.", error_chain(e)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_classes() {
+        assert_eq!(class_of_status(401), ErrorKind::Auth);
+        assert_eq!(class_of_status(403), ErrorKind::Auth);
+        assert_eq!(class_of_status(400), ErrorKind::BadRequest);
+        assert_eq!(class_of_status(404), ErrorKind::BadRequest);
+        assert_eq!(class_of_status(409), ErrorKind::BadRequest);
+        assert_eq!(class_of_status(408), ErrorKind::Timeout);
+        assert_eq!(class_of_status(429), ErrorKind::RateLimited);
+        assert_eq!(class_of_status(529), ErrorKind::Overloaded);
+        assert_eq!(class_of_status(503), ErrorKind::Overloaded);
+        assert_eq!(class_of_status(500), ErrorKind::Server);
+        assert_eq!(class_of_status(502), ErrorKind::Server);
+        assert!(!transient(ErrorKind::BadRequest) && transient(ErrorKind::Server));
+    }
+}

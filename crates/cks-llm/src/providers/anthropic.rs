@@ -1,0 +1,626 @@
+//! Anthropic Messages API (`POST {base}/v1/messages`). The conversation model is already Anthropic-shaped,
+//! so this adapter mostly filters: it drops other providers' state and reasoning, empty text blocks (the
+//! API rejects them), and merges consecutive same-role messages with tool results first (every `tool_use`
+//! must be answered at the start of the very next user message).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object};
+use crate::config::ProviderConfig;
+use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, Role, StopReason, Usage};
+use crate::error::{ErrorContext, ErrorKind, LlmError};
+use crate::stream::Frame;
+
+const KIND: ProviderKind = ProviderKind::Anthropic;
+const VERSION: &str = "2023-06-01";
+
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a str>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct ToolChoice {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<WireBlock<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text { text: &'a str },
+    ToolUse { id: &'a str, name: &'a str, input: Value },
+    ToolResult { tool_use_id: &'a str, content: &'a str, is_error: bool },
+    Thinking { thinking: &'a str, signature: &'a str },
+    RedactedThinking { data: &'a str },
+}
+
+impl WireBlock<'_> {
+    fn is_tool_result(&self) -> bool {
+        matches!(self, WireBlock::ToolResult { .. })
+    }
+}
+
+/// Build the request.
+pub(crate) fn encode(
+    request: &ChatRequest,
+    config: &ProviderConfig,
+    settings: &CallSettings,
+) -> Result<HttpCall, LlmError> {
+    let mut messages: Vec<WireMessage<'_>> = Vec::new();
+    for m in &request.messages {
+        let blocks: Vec<WireBlock<'_>> = m.content.iter().filter_map(wire_block).collect();
+        if blocks.is_empty() {
+            continue; // An all-empty message (e.g. an empty answer) would be rejected; it carries nothing.
+        }
+        let role = role_name(m);
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(WireMessage { role, content: blocks }),
+        }
+    }
+    for m in &mut messages {
+        // Stable: tool results first, in call order, then anything else.
+        m.content.sort_by_key(|b| !b.is_tool_result());
+    }
+    if messages.is_empty() {
+        return Err(LlmError::BadRequest(ErrorContext::new(
+            KIND,
+            &settings.model,
+            "the conversation has no non-empty message to send",
+        )));
+    }
+    let body = Request {
+        model: &settings.model,
+        max_tokens: settings.max_tokens,
+        system: request.system.as_deref().filter(|s| !s.is_empty()),
+        messages,
+        tools: request
+            .tools
+            .iter()
+            .map(|t| WireTool { name: &t.name, description: &t.description, input_schema: &t.input_schema })
+            .collect(),
+        tool_choice: (!request.tools.is_empty()).then_some(ToolChoice { kind: "auto" }),
+        temperature: request.temperature.map(super::schema::round_f32),
+        stream: settings.stream,
+    };
+    let body = serde_json::to_value(&body).map_err(|e| {
+        LlmError::BadRequest(ErrorContext::new(KIND, &settings.model, format!("cannot encode request: {e}")))
+    })?;
+    Ok(HttpCall {
+        method: Method::Post,
+        url: format!("{}/v1/messages", config.base_url),
+        headers: headers(config),
+        body: Some(body),
+    })
+}
+
+fn headers(config: &ProviderConfig) -> Vec<(&'static str, String)> {
+    let mut h = vec![("anthropic-version", VERSION.to_owned())];
+    if let Some(k) = &config.api_key {
+        h.push(("x-api-key", k.expose().to_owned()));
+    }
+    h
+}
+
+fn role_name(m: &Message) -> &'static str {
+    match m.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+fn wire_block(b: &ContentBlock) -> Option<WireBlock<'_>> {
+    match b {
+        ContentBlock::Text { text, .. } => (!text.is_empty()).then_some(WireBlock::Text { text }),
+        ContentBlock::ToolUse { id, name, input, .. } => Some(WireBlock::ToolUse { id, name, input: as_object(input) }),
+        ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+            Some(WireBlock::ToolResult { tool_use_id, content, is_error: *is_error })
+        }
+        // Thinking is sent back only when it is Anthropic's own (signed, no foreign state).
+        ContentBlock::Thinking { thinking, signature: Some(signature), provider_state }
+            if provider_state.as_ref().is_none_or(|s| s.provider == KIND) =>
+        {
+            Some(WireBlock::Thinking { thinking, signature })
+        }
+        ContentBlock::Thinking { .. } => None,
+        ContentBlock::RedactedThinking { data } => Some(WireBlock::RedactedThinking { data }),
+    }
+}
+
+#[derive(Deserialize)]
+struct Response {
+    /// Set (with `type: "error"`) when a proxy or the API reports an error inside a 200.
+    #[serde(default)]
+    error: Option<ErrorBody>,
+    #[serde(default)]
+    content: Vec<RespBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RespBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        #[serde(default)]
+        id: Option<String>,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    /// Server tools, citations and anything newer: not part of our conversation model.
+    #[serde(other)]
+    Other,
+}
+
+fn block_from_wire(b: RespBlock, ctx: &mut DecodeCtx) -> Option<ContentBlock> {
+    Some(match b {
+        RespBlock::Text { text } => ContentBlock::text(text),
+        RespBlock::ToolUse { id, name, input } => ContentBlock::ToolUse {
+            id: ctx.ids.accept(id.as_deref()),
+            name,
+            input: as_object(&input),
+            provider_state: None,
+        },
+        RespBlock::Thinking { thinking, signature } => {
+            ContentBlock::Thinking { thinking, signature, provider_state: None }
+        }
+        RespBlock::RedactedThinking { data } => ContentBlock::RedactedThinking { data },
+        RespBlock::Other => return None,
+    })
+}
+
+fn stop_reason(s: Option<&str>) -> StopReason {
+    match s {
+        Some("end_turn") | None => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("stop_sequence") => StopReason::StopSequence,
+        Some("refusal") => StopReason::Refusal,
+        Some(other) => StopReason::Other(other.to_owned()),
+    }
+}
+
+/// Parse a 2xx answer.
+pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, Fault> {
+    let r: Response = serde_json::from_slice(body).map_err(|e| Fault::bad_json("Anthropic answer", &e))?;
+    if let Some(e) = r.error {
+        let info = error_info(e);
+        return Err(Fault {
+            retryable: info.retryable,
+            ..Fault::new(info.kind.unwrap_or(ErrorKind::Server), format!("error inside a 200 answer: {}", info.message))
+        });
+    }
+    let content = r.content.into_iter().filter_map(|b| block_from_wire(b, ctx)).collect();
+    Ok(ChatResponse {
+        message: Message { role: Role::Assistant, content },
+        stop_reason: stop_reason(r.stop_reason.as_deref()),
+        usage: Usage {
+            input_tokens: r.usage.input_tokens.unwrap_or(0),
+            output_tokens: r.usage.output_tokens.unwrap_or(0),
+        },
+        model: r.model.unwrap_or_else(|| ctx.model.clone()),
+        provider: KIND,
+    })
+}
+
+#[derive(Deserialize)]
+struct ErrorEnvelope {
+    error: ErrorBody,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+fn error_info(e: ErrorBody) -> ErrorInfo {
+    let kind = match e.kind.as_str() {
+        "overloaded_error" => Some(ErrorKind::Overloaded),
+        "rate_limit_error" => Some(ErrorKind::RateLimited),
+        "authentication_error" | "permission_error" => Some(ErrorKind::Auth),
+        "invalid_request_error" | "not_found_error" | "request_too_large" => Some(ErrorKind::BadRequest),
+        "api_error" => Some(ErrorKind::Server),
+        "timeout_error" => Some(ErrorKind::Timeout),
+        _ => None,
+    };
+    ErrorInfo { message: format!("{}: {}", e.kind, e.message), kind, ..ErrorInfo::default() }
+}
+
+/// Parse an error body (`{"type":"error","error":{"type","message"}}`).
+pub(crate) fn parse_error(body: &[u8]) -> ErrorInfo {
+    serde_json::from_slice::<ErrorEnvelope>(body).map(|e| error_info(e.error)).unwrap_or_default()
+}
+
+/// `GET {base}/v1/models`.
+pub(crate) fn encode_list_models(config: &ProviderConfig) -> HttpCall {
+    HttpCall {
+        method: Method::Get,
+        url: format!("{}/v1/models?limit=1000", config.base_url),
+        headers: headers(config),
+        body: None,
+    }
+}
+
+#[derive(Deserialize)]
+struct ModelList {
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Deserialize)]
+struct ModelEntry {
+    id: String,
+    #[serde(default)]
+    display_name: Option<String>,
+}
+
+/// Parse the model list.
+pub(crate) fn decode_list_models(body: &[u8]) -> Result<Vec<ModelInfo>, Fault> {
+    let list: ModelList = serde_json::from_slice(body).map_err(|e| Fault::bad_json("Anthropic model list", &e))?;
+    Ok(list.data.into_iter().map(|m| ModelInfo { id: m.id, display_name: m.display_name, provider: KIND }).collect())
+}
+
+// ---- streaming -------------------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart {
+        message: StartMessage,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: RespBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: BlockDelta,
+    },
+    /// Tool input is parsed in `finish`, so the stop carries nothing we need.
+    ContentBlockStop {},
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: WireUsage,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: ErrorBody,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+#[derive(Deserialize, Default)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+enum Partial {
+    Text(String),
+    ToolUse { id: Option<String>, name: String, json: String, placeholder: Value },
+    Thinking { thinking: String, signature: Option<String> },
+    Redacted(String),
+    Other,
+}
+
+/// Accumulates named SSE events (`message_start`, `content_block_*`, `message_delta`, `message_stop`).
+pub(crate) struct Stream {
+    ctx: DecodeCtx,
+    blocks: BTreeMap<usize, Partial>,
+    model: Option<String>,
+    stop: Option<String>,
+    usage: Usage,
+    done: bool,
+}
+
+impl Stream {
+    pub(crate) fn new(ctx: DecodeCtx) -> Self {
+        Stream { ctx, blocks: BTreeMap::new(), model: None, stop: None, usage: Usage::default(), done: false }
+    }
+}
+
+impl StreamDecoder for Stream {
+    fn on_frame(&mut self, frame: Frame) -> Result<bool, Fault> {
+        let Frame::Event { data, .. } = frame else { return Ok(false) };
+        // The `event:` name repeats the JSON `type`; the JSON is authoritative.
+        let event: Event = serde_json::from_str(&data).map_err(|e| Fault::bad_json("Anthropic stream event", &e))?;
+        match event {
+            Event::MessageStart { message } => {
+                self.model = message.model;
+                self.usage.input_tokens = message.usage.input_tokens.unwrap_or(0);
+                self.usage.output_tokens = message.usage.output_tokens.unwrap_or(0);
+            }
+            Event::ContentBlockStart { index, content_block } => {
+                let partial = match content_block {
+                    RespBlock::Text { text } => Partial::Text(text),
+                    RespBlock::ToolUse { id, name, input } => {
+                        Partial::ToolUse { id, name, json: String::new(), placeholder: input }
+                    }
+                    RespBlock::Thinking { thinking, signature } => Partial::Thinking { thinking, signature },
+                    RespBlock::RedactedThinking { data } => Partial::Redacted(data),
+                    RespBlock::Other => Partial::Other,
+                };
+                self.blocks.insert(index, partial);
+            }
+            Event::ContentBlockDelta { index, delta } => match (self.blocks.get_mut(&index), delta) {
+                (Some(Partial::Text(t)), BlockDelta::TextDelta { text }) => t.push_str(&text),
+                (Some(Partial::ToolUse { json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
+                    json.push_str(&partial_json)
+                }
+                (Some(Partial::Thinking { thinking, .. }), BlockDelta::ThinkingDelta { thinking: t }) => {
+                    thinking.push_str(&t)
+                }
+                (Some(Partial::Thinking { signature, .. }), BlockDelta::SignatureDelta { signature: s }) => {
+                    signature.get_or_insert_with(String::new).push_str(&s)
+                }
+                (None, _) => return Err(Fault::malformed(format!("delta for unknown content block {index}"))),
+                _ => {} // citations and future delta types
+            },
+            Event::ContentBlockStop {} | Event::Ping | Event::Other => {}
+            Event::MessageDelta { delta, usage } => {
+                if delta.stop_reason.is_some() {
+                    self.stop = delta.stop_reason;
+                }
+                // Cumulative, so it replaces rather than adds.
+                if let Some(o) = usage.output_tokens {
+                    self.usage.output_tokens = o;
+                }
+                if let Some(i) = usage.input_tokens {
+                    self.usage.input_tokens = i;
+                }
+            }
+            Event::MessageStop => {
+                self.done = true;
+                return Ok(true);
+            }
+            Event::Error { error } => {
+                let info = error_info(error);
+                let transient = info.kind.is_some_and(|k| {
+                    matches!(k, ErrorKind::Overloaded | ErrorKind::RateLimited | ErrorKind::Server | ErrorKind::Timeout)
+                });
+                return Err(Fault {
+                    retryable: Some(transient),
+                    ..Fault::new(ErrorKind::StreamError, format!("error event inside the stream: {}", info.message))
+                });
+            }
+        }
+        Ok(false)
+    }
+
+    fn finish(self: Box<Self>) -> Result<ChatResponse, Fault> {
+        let mut this = *self;
+        if !this.done {
+            return Err(Fault::truncated_stream());
+        }
+        let mut content = Vec::new();
+        for (_, p) in std::mem::take(&mut this.blocks) {
+            match p {
+                Partial::Text(text) => content.push(ContentBlock::text(text)),
+                Partial::ToolUse { id, name, json, placeholder } => {
+                    // Fragments are parsed once, at the end; none (or only empty ones) means `{}`.
+                    let input = if json.trim().is_empty() {
+                        as_object(&placeholder)
+                    } else {
+                        serde_json::from_str::<Value>(&json)
+                            .map_err(|e| Fault::malformed(format!("tool input fragments are not JSON ({e})")))?
+                    };
+                    content.push(ContentBlock::ToolUse {
+                        id: this.ctx.ids.accept(id.as_deref()),
+                        name,
+                        input: as_object(&input),
+                        provider_state: None,
+                    });
+                }
+                Partial::Thinking { thinking, signature } => {
+                    content.push(ContentBlock::Thinking { thinking, signature, provider_state: None })
+                }
+                Partial::Redacted(data) => content.push(ContentBlock::RedactedThinking { data }),
+                Partial::Other => {}
+            }
+        }
+        Ok(ChatResponse {
+            message: Message { role: Role::Assistant, content },
+            stop_reason: stop_reason(this.stop.as_deref()),
+            usage: this.usage,
+            model: this.model.unwrap_or(this.ctx.model),
+            provider: KIND,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::test_support::*;
+    use serde_json::json;
+
+    #[test]
+    fn encodes_the_fixture_requests() {
+        let cfg = config(KIND);
+        let req = weather_turn1();
+        let call = encode(&req, &cfg, &settings("claude-sonnet-4-5", 1024)).unwrap();
+        assert_eq!(call.url, "http://provider.test/v1/messages");
+        assert!(call.headers.contains(&("anthropic-version", "2023-06-01".into())));
+        assert!(call.headers.contains(&("x-api-key", "test-key-anthropic".into())));
+        let body = call.body.unwrap();
+        assert_valid(KIND, &body);
+        let mut expected = fixture_json("anthropic_request_turn1.json");
+        // We always send blocks (equivalent to the fixture's string shorthand).
+        expected["messages"][0]["content"] = json!([{"type": "text", "text": "What's the weather in Oslo?"}]);
+        assert_eq!(body, expected);
+
+        let req = weather_turn2(&tool_use_from_fixture(KIND));
+        let body = encode(&req, &cfg, &settings("claude-sonnet-4-5", 1024)).unwrap().body.unwrap();
+        assert_valid(KIND, &body);
+        let expected = fixture_json("anthropic_request_turn2.json");
+        assert_eq!(body["messages"][1], expected["messages"][1]);
+        assert_eq!(body["messages"][2], expected["messages"][2]);
+    }
+
+    #[test]
+    fn decodes_tool_use_and_final_text() {
+        let mut ctx = ctx_for(&weather_turn1(), "claude-sonnet-4-5");
+        let r = crate::providers::decode_chat(KIND, fixture("anthropic_tool_use.json").as_bytes(), &mut ctx).unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(r.usage, Usage { input_tokens: 412, output_tokens: 58 });
+        assert_eq!(r.text(), "Let me check that for you.");
+        let calls = r.message.tool_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            (calls[0].id, calls[0].name, calls[0].input),
+            ("toolu_01XyZaBcDeFgHiJkLmNoPqRs", "get_weather", &json!({"city": "Oslo"}))
+        );
+
+        let r = crate::providers::decode_chat(KIND, fixture("anthropic_final_text.json").as_bytes(), &mut ctx).unwrap();
+        assert_eq!(r.stop_reason, StopReason::EndTurn);
+        assert_eq!(r.text(), "It is 4 C with light snow in Oslo.");
+    }
+
+    #[test]
+    fn strips_foreign_state_and_reasoning_and_empty_text() {
+        let history = vec![
+            Message::user("hi"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    foreign_thinking(ProviderKind::Google),
+                    ContentBlock::Text { text: String::new(), provider_state: Some(google_state("sig-a")) },
+                    ContentBlock::ToolUse {
+                        id: "call_a".into(),
+                        name: "get_weather".into(),
+                        input: json!({"city": "Oslo"}),
+                        provider_state: Some(google_state("sig-b")),
+                    },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::text("and also"),
+                    ContentBlock::ToolResult { tool_use_id: "call_a".into(), content: "4 C".into(), is_error: true },
+                ],
+            },
+        ];
+        let req = ChatRequest { messages: history, tools: vec![weather_tool()], ..ChatRequest::default() };
+        let body = encode(&req, &config(KIND), &settings("m", 10)).unwrap().body.unwrap();
+        assert_valid(KIND, &body);
+        let text = body.to_string();
+        assert!(!text.contains("provider_state") && !text.contains("sig-") && !text.contains("thinking"), "{text}");
+        assert_eq!(body["messages"][1]["content"].as_array().unwrap().len(), 1);
+        // Tool results first in the user message.
+        assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(body["messages"][2]["content"][0]["is_error"], true);
+    }
+
+    #[test]
+    fn stream_with_input_json_delta_and_ping() {
+        let r = decode_stream(KIND, &weather_turn1(), &fixture("anthropic_stream_tool_use.sse")).unwrap();
+        assert_eq!(r.text(), "Let me check that for you.");
+        assert_eq!(r.message.tool_calls()[0].input, &json!({"city": "Oslo"}));
+        assert_eq!(r.usage, Usage { input_tokens: 412, output_tokens: 58 });
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn stream_error_event_is_a_transient_stream_error() {
+        let f = decode_stream(KIND, &weather_turn1(), &fixture("anthropic_stream_error_midstream.sse")).unwrap_err();
+        assert_eq!(f.kind, ErrorKind::StreamError);
+        assert_eq!(f.retryable, Some(true));
+        assert!(f.message.contains("overloaded_error"));
+    }
+
+    #[test]
+    fn error_bodies() {
+        let info = parse_error(fixture_body("anthropic_error_overloaded.json").as_bytes());
+        assert_eq!(info.kind, Some(ErrorKind::Overloaded));
+        let info = parse_error(fixture_body("anthropic_error_rate_limit.json").as_bytes());
+        assert_eq!(info.kind, Some(ErrorKind::RateLimited));
+        assert!(info.message.contains("per-minute"));
+    }
+}
