@@ -20,7 +20,7 @@ use cks_runtime::store::Store;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::{Runtime, RuntimeConfig};
-use cks_tools::Registry;
+use cks_tools::{LlmAccess, Registry};
 
 use crate::config::{Cli, Config, Storage};
 use crate::server::CksServer;
@@ -69,7 +69,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
     let registry = Arc::new(Registry::standard());
-    let server = CksServer::new(runtime, registry);
+    let llm = match cks_llm::LlmClient::from_env(|name| config.env.get(name).cloned()) {
+        Ok(client) => LlmAccess::Ready(client),
+        Err(e) => LlmAccess::Misconfigured(e.to_string()),
+    };
+    let server = CksServer::new(runtime, registry, llm);
 
     let http = match config.http {
         Some(addr) => {

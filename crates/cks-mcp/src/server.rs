@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use tokio_util::sync::CancellationToken;
 
 use cks_runtime::Runtime;
-use cks_tools::{ProgressSink, Registry, ToolContext, ToolMeta};
+use cks_tools::{LlmAccess, ProgressSink, Registry, ToolContext, ToolMeta};
 
 use crate::{prompts, resources};
 
@@ -21,6 +21,7 @@ pub const PROTOCOL_VERSION: &str = "2025-11-25";
 pub struct CksServer {
     pub runtime: Arc<Runtime>,
     pub registry: Arc<Registry>,
+    pub llm: LlmAccess,
     tools: Arc<Vec<Value>>,
 }
 
@@ -38,9 +39,9 @@ impl std::fmt::Debug for CallOptions {
 }
 
 impl CksServer {
-    pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>) -> Self {
+    pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
         let tools = registry.iter().map(|t| tool_entry(t.meta(), &t.schema)).collect();
-        CksServer { runtime, registry, tools: Arc::new(tools) }
+        CksServer { runtime, registry, llm, tools: Arc::new(tools) }
     }
 
     /// `serverInfo`.
@@ -71,6 +72,8 @@ impl CksServer {
         options: CallOptions,
     ) -> Result<CallToolResult, ErrorData> {
         let mut ctx = ToolContext::new(self.runtime.clone());
+        ctx.llm = self.llm.clone();
+        ctx.registry = Some(self.registry.clone());
         ctx.progress = options.progress;
         ctx.cancel = options.cancel;
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);

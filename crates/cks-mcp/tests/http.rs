@@ -1,11 +1,11 @@
 //! HTTP transport: security (Origin, Host, token, body limit), the bare JSON-RPC form, and the
 //! events stream, against the real router on 127.0.0.1:0.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cks_mcp::http::{router, HttpConfig};
+use cks_mcp::http::{HttpConfig, router};
 use cks_mcp::server::CksServer;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::{Runtime, RuntimeConfig};
@@ -19,7 +19,7 @@ struct TestServer {
 async fn start(token: Option<&str>, max_body_bytes: usize) -> TestServer {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
-    let server = CksServer::new(runtime, Arc::new(Registry::standard()));
+    let server = CksServer::new(runtime, Arc::new(Registry::standard()), cks_tools::LlmAccess::Absent);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let config = HttpConfig {
@@ -50,7 +50,14 @@ fn text_result(reply: &Value) -> Value {
 async fn bare_tools_call_without_initialize() {
     let s = start(None, 1 << 20).await;
     let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
-    let reply: Value = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap().json().await.unwrap();
+    let reply: Value = s
+        .post(&tool_call("validate_knowledge", json!({"json_data": graph})))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let result = text_result(&reply);
     assert_eq!(result["valid"], true);
     assert_eq!(reply["result"]["structuredContent"], result);
@@ -118,21 +125,32 @@ async fn oversized_bodies_are_refused() {
 async fn events_stream_filtered_runtime_events() {
     let s = start(None, 1 << 20).await;
     let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
-    let reply: Value = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap().json().await.unwrap();
-    let session = text_result(&reply)["session_id"].as_str().unwrap().to_owned();
-    let mut stream = s
-        .client
-        .get(format!("{}/events/{session}?event_types=VersionCreated", s.base))
+    let reply: Value = s
+        .post(&tool_call("validate_knowledge", json!({"json_data": graph})))
         .send()
         .await
+        .unwrap()
+        .json()
+        .await
         .unwrap();
+    let session = text_result(&reply)["session_id"].as_str().unwrap().to_owned();
+    let mut stream =
+        s.client.get(format!("{}/events/{session}?event_types=VersionCreated", s.base)).send().await.unwrap();
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
     let ops = json!([{"type": "add_object", "identity": {"id": "b", "type": "T", "name": "B"}}]);
-    let reply: Value = s.post(&tool_call("evolve_knowledge", json!({"session_id": session, "operations": ops}))).send().await.unwrap().json().await.unwrap();
+    let reply: Value = s
+        .post(&tool_call("evolve_knowledge", json!({"session_id": session, "operations": ops})))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let version = text_result(&reply)["version_id"].as_str().unwrap().to_owned();
     let mut received = String::new();
     while !received.contains("\n\n") {
-        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await.expect("an event").unwrap().unwrap();
+        let chunk =
+            tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await.expect("an event").unwrap().unwrap();
         received.push_str(&String::from_utf8_lossy(&chunk));
         if received.starts_with(':') && received.contains("\n\n") {
             received.clear(); // a keep-alive comment
@@ -164,8 +182,16 @@ fn help_lists_every_environment_variable() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_cks-mcp")).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&output.stdout);
     for var in [
-        "CKS_MCP_DATA_DIR", "CKS_MCP_DB_PATH", "CKS_MCP_HTTP_PORT", "CKS_MCP_HTTP_TOKEN", "CKS_LLM_PROVIDER",
-        "CKS_OLLAMA_HOST", "ANTHROPIC_API_KEY", "CKS_GOOGLE_API_KEY", "CKS_OPENAI_BASE_URL", "CKS_AI_CHAT_MAX_ITERATIONS",
+        "CKS_MCP_DATA_DIR",
+        "CKS_MCP_DB_PATH",
+        "CKS_MCP_HTTP_PORT",
+        "CKS_MCP_HTTP_TOKEN",
+        "CKS_LLM_PROVIDER",
+        "CKS_OLLAMA_HOST",
+        "ANTHROPIC_API_KEY",
+        "CKS_GOOGLE_API_KEY",
+        "CKS_OPENAI_BASE_URL",
+        "CKS_AI_CHAT_MAX_ITERATIONS",
     ] {
         assert!(help.contains(var), "--help does not mention {var}");
     }

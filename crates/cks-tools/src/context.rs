@@ -5,8 +5,33 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
 
+use cks_llm::LlmClient;
 use cks_runtime::Runtime;
 use tokio_util::sync::CancellationToken;
+
+use crate::error::ToolError;
+use crate::registry::Registry;
+
+/// How tools reach an LLM.
+#[derive(Debug, Clone)]
+pub enum LlmAccess {
+    Ready(LlmClient),
+    /// The LLM configuration is invalid; the message says why (never contains a secret).
+    Misconfigured(String),
+    /// No LLM client in this context (e.g. unit tests of graph tools).
+    Absent,
+}
+
+impl LlmAccess {
+    /// The client, or the `llm_provider_unavailable` error to return.
+    pub fn client(&self) -> Result<&LlmClient, ToolError> {
+        match self {
+            LlmAccess::Ready(client) => Ok(client),
+            LlmAccess::Misconfigured(message) => Err(ToolError::new("llm_provider_unavailable", message.clone())),
+            LlmAccess::Absent => Err(ToolError::new("llm_provider_unavailable", "No LLM client is configured.")),
+        }
+    }
+}
 
 /// Receives progress reports of a long-running call (e.g. each LLM round trip of `ai_chat`).
 pub trait ProgressSink: Send + Sync {
@@ -17,6 +42,10 @@ pub trait ProgressSink: Send + Sync {
 #[derive(Clone)]
 pub struct ToolContext {
     pub runtime: Arc<Runtime>,
+    /// The LLM client for tools that call a model.
+    pub llm: LlmAccess,
+    /// The registry itself, for tools that call other tools (`ai_chat`).
+    pub registry: Option<Arc<Registry>>,
     /// Reports progress to the caller, when the caller asked for it.
     pub progress: Option<Arc<dyn ProgressSink>>,
     /// Cancelled when the caller gives up (e.g. MCP `notifications/cancelled`).
@@ -33,7 +62,14 @@ impl fmt::Debug for ToolContext {
 
 impl ToolContext {
     pub fn new(runtime: Arc<Runtime>) -> Self {
-        ToolContext { runtime, progress: None, cancel: CancellationToken::new(), audit: Map::new() }
+        ToolContext {
+            runtime,
+            llm: LlmAccess::Absent,
+            registry: None,
+            progress: None,
+            cancel: CancellationToken::new(),
+            audit: Map::new(),
+        }
     }
 
     /// Metadata for a version committed by `tool`: the tool name, the call's audit entries, then

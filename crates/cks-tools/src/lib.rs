@@ -12,7 +12,7 @@ pub mod schema;
 pub mod tool;
 pub mod tools;
 
-pub use context::{ProgressSink, ToolContext};
+pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::ToolError;
 pub use registry::{RegisteredTool, Registry, UnknownTool};
 pub use tool::{DynTool, SessionCheck, Tool, ToolMeta};
