@@ -16,6 +16,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 
+use cks_agent::{AiChat, AiChatConfig};
 use cks_runtime::store::Store;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
@@ -68,7 +69,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Storage::Memory => eprintln!("cks-mcp {}: in-memory store, nothing is kept", env!("CARGO_PKG_VERSION")),
     }
     let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
-    let registry = Arc::new(Registry::standard());
+    let mut registry = Registry::standard();
+    registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env))));
+    let registry = Arc::new(registry);
     let llm = match cks_llm::LlmClient::from_env(|name| config.env.get(name).cloned()) {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),

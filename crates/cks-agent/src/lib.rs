@@ -1,0 +1,21 @@
+//! `ai_chat`: one chat turn in which an LLM calls this server's own tools against one session.
+//!
+//! - [`turn`]: the loop. It sees a [`turn::ChatModel`] and a [`turn::ToolExecutor`] and nothing
+//!   else: no provider names, no MCP, no registry.
+//! - [`executor`]: the executor over the tool registry — the exposure rules and session pinning.
+//! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry.
+//!
+//! Invariant: a chat turn can only run tools that are declared `llm_exposed` and not on the
+//! server-management denylist, and every session-naming argument of every call is the chat's own
+//! session.
+
+pub mod executor;
+pub mod tool;
+pub mod turn;
+
+pub use executor::{DENIED_TOOLS, RegistryExecutor};
+pub use tool::{AiChat, AiChatConfig};
+pub use turn::{
+    ChatModel, Execution, Stop, ToolCallRecord, ToolExecutor, TurnConfig, TurnFailure, TurnObserver, TurnOutput,
+    run_turn,
+};
