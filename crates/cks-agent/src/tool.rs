@@ -15,7 +15,7 @@ use cks_llm::{ErrorKind, Message};
 use cks_tools::{ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 use crate::executor::RegistryExecutor;
-use crate::turn::{Stop, ToolCallRecord, TurnConfig, TurnObserver, run_turn};
+use crate::turn::{ChatModel, Stop, ToolCallRecord, TurnConfig, TurnObserver, run_turn};
 
 /// Settings of `ai_chat`, from the environment.
 #[derive(Debug, Clone)]
@@ -82,14 +82,27 @@ fn messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 /// The `ai_chat` tool.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct AiChat {
     config: AiChatConfig,
+    /// Answers instead of the context's LLM client when set (scripted models in tests).
+    model: Option<Arc<dyn ChatModel>>,
+}
+
+impl std::fmt::Debug for AiChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AiChat").field("config", &self.config).field("scripted_model", &self.model.is_some()).finish()
+    }
 }
 
 impl AiChat {
     pub fn new(config: AiChatConfig) -> Self {
-        AiChat { config }
+        AiChat { config, model: None }
+    }
+
+    /// A tool that asks `model` instead of the configured LLM client.
+    pub fn with_model(config: AiChatConfig, model: Arc<dyn ChatModel>) -> Self {
+        AiChat { config, model: Some(model) }
     }
 }
 
@@ -178,10 +191,13 @@ impl Tool for AiChat {
                 })
             })
             .collect::<Result<_, _>>()?;
-        let client = ctx
-            .llm
-            .client()
-            .map_err(|e| e.with("tool_calls", json!([])).with("messages", Value::Array(raw.clone())))?;
+        let chat_model: &dyn ChatModel = match &self.model {
+            Some(model) => model.as_ref(),
+            None => ctx
+                .llm
+                .client()
+                .map_err(|e| e.with("tool_calls", json!([])).with("messages", Value::Array(raw.clone())))?,
+        };
         let registry = ctx
             .registry
             .clone()
@@ -196,7 +212,7 @@ impl Tool for AiChat {
             Some(p) => p,
             None => &Quiet,
         };
-        match run_turn(client, &executor, &history, &config, observer, &ctx.cancel).await {
+        match run_turn(chat_model, &executor, &history, &config, observer, &ctx.cancel).await {
             Ok(output) => {
                 let mut result = Map::new();
                 result.insert("reply".into(), json!(output.reply));

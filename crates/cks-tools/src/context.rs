@@ -73,7 +73,8 @@ impl ToolContext {
     }
 
     /// Metadata for a version committed by `tool`: the tool name, the call's audit entries, then
-    /// the given extras.
+    /// the given extras. When the audit names an outer tool (e.g. `ai_chat` calling
+    /// `evolve_knowledge`), `tool` is the outer one and `via_tool` the one that committed.
     pub fn version_metadata(
         &self,
         tool: &str,
@@ -82,6 +83,9 @@ impl ToolContext {
         let mut metadata = Map::new();
         metadata.insert("tool".into(), Value::String(tool.to_owned()));
         for (key, value) in &self.audit {
+            if key == "tool" {
+                metadata.insert("via_tool".into(), Value::String(tool.to_owned()));
+            }
             metadata.insert(key.clone(), value.clone());
         }
         for (key, value) in extra {
