@@ -549,6 +549,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_answer_cut_at_the_token_limit_says_so() {
+        let server = ProviderServer::start().await;
+        let ctx = llm_context(&llm_env("anthropic", &server.base_url()));
+        let cut = r#"{"objects": [{"identity": {"id": "sun", "type": "Star", "na"#;
+        let body = json!({
+            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": [{"type": "text", "text": cut}],
+            "stop_reason": "max_tokens", "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 16},
+        });
+        server.push(Reply::Status {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string(),
+        });
+        let result = call(&ctx, "construct_knowledge", json!({"text": "The Sun.", "max_tokens": 16})).await;
+        assert_eq!(result["error"], "construct_knowledge_failed", "{result}");
+        assert_eq!(
+            result["message"],
+            "The model's answer is truncated: it ends inside an unfinished JSON value (the model stopped at its \
+             output token limit). Retry with a larger 'max_tokens' or a shorter 'text'."
+        );
+        assert_eq!(result["raw_output"], cut);
+        assert_eq!(sessions(&ctx).await, 0);
+    }
+
+    #[tokio::test]
     async fn answers_without_usable_json_store_nothing() {
         let server = ProviderServer::start().await;
         let ctx = llm_context(&llm_env("anthropic", &server.base_url()));
