@@ -9,6 +9,7 @@ pub mod error;
 pub(crate) mod inference;
 pub mod registry;
 pub mod schema;
+pub mod telemetry;
 pub mod tool;
 pub mod tools;
 

@@ -19,6 +19,7 @@ use cks_runtime::RuntimeError;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
+use crate::telemetry::ToolTelemetry;
 use crate::tool::{DynTool, SessionCheck, ToolMeta};
 
 /// One registered tool with its published schema and compiled validator.
@@ -49,6 +50,7 @@ pub struct UnknownTool(pub String);
 #[derive(Debug, Default)]
 pub struct Registry {
     tools: IndexMap<&'static str, RegisteredTool>,
+    telemetry: ToolTelemetry,
 }
 
 impl Registry {
@@ -91,6 +93,11 @@ impl Registry {
         self.tools.is_empty()
     }
 
+    /// Call counts, errors and latencies of the calls made through this registry (for `get_metrics`).
+    pub fn telemetry(&self) -> &ToolTelemetry {
+        &self.telemetry
+    }
+
     /// Calls a tool. Business failures come back as `{"error", "message", ...}` values; only an
     /// unknown name is an `Err`.
     pub async fn call(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<Value, UnknownTool> {
@@ -104,6 +111,7 @@ impl Registry {
             Err(error) => error.to_value(),
         };
         let error = value.get("error").and_then(Value::as_str);
+        self.telemetry.record(entry.meta().name, duration_ms, error);
         tracing::info!(
             target: "cks_tool_call",
             tool = name,

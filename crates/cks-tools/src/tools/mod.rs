@@ -4,6 +4,7 @@ pub mod branches;
 pub mod explore;
 pub mod export;
 pub mod knowledge;
+pub mod llm;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod versions;
@@ -20,5 +21,6 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(branches::tools());
     tools.extend(explore::tools());
     tools.extend(export::tools());
+    tools.extend(llm::tools());
     tools
 }

@@ -39,3 +39,44 @@ pub(crate) fn rel(id: &str, participants: &[&str], relation_type: &str) -> Value
 pub(crate) fn structure(objects: Vec<Value>) -> Value {
     serde_json::json!({"version": "1.0", "objects": objects})
 }
+
+/// The API key configured in LLM test contexts; it must never appear in a result.
+pub(crate) const TEST_KEY: &str = "sk-test-SECRET-7f3a9c";
+
+/// Installs the rustls crypto provider reqwest needs (once per test binary).
+pub(crate) fn install_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// The environment of an LLM client for `provider` whose every base URL points at `base` (a testkit
+/// server), with keys for every provider, one quick retry and no model-list cache.
+pub(crate) fn llm_env(provider: &str, base: &str) -> Vec<(String, String)> {
+    [
+        ("CKS_LLM_PROVIDER", provider.to_owned()),
+        ("ANTHROPIC_API_KEY", TEST_KEY.to_owned()),
+        ("ANTHROPIC_BASE_URL", base.to_owned()),
+        ("CKS_OPENAI_API_KEY", TEST_KEY.to_owned()),
+        ("CKS_OPENAI_BASE_URL", format!("{base}/v1")),
+        ("CKS_GOOGLE_API_KEY", TEST_KEY.to_owned()),
+        ("CKS_GOOGLE_BASE_URL", format!("{base}/v1beta")),
+        ("CKS_OLLAMA_HOST", base.to_owned()),
+        ("CKS_LLM_MAX_RETRIES", "1".to_owned()),
+        ("CKS_LLM_MODELS_TTL_SECONDS", "0".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// A context whose LLM client is configured from `env` (see [`llm_env`]).
+pub(crate) fn llm_context(env: &[(String, String)]) -> ToolContext {
+    install_crypto();
+    let client = cks_llm::LlmClient::from_env(|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        .expect("the test LLM configuration is valid");
+    let mut ctx = context();
+    ctx.llm = crate::LlmAccess::Ready(client);
+    ctx
+}

@@ -1,0 +1,44 @@
+//! Tools backed by the LLM client: building a structure from text, provider status, model lists,
+//! and the metrics dashboard (which includes LLM call telemetry).
+//!
+//! None is offered to the LLM inside `ai_chat`: a chat model has no business spawning sessions,
+//! listing models or reading server metrics.
+
+mod construct_knowledge;
+mod get_llm_status;
+mod get_metrics;
+mod list_llm_models;
+
+use std::sync::Arc;
+
+use cks_llm::LlmError;
+
+use crate::error::ToolError;
+use crate::tool::DynTool;
+
+pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+    vec![
+        Arc::new(construct_knowledge::ConstructKnowledge),
+        Arc::new(get_llm_status::GetLlmStatus),
+        Arc::new(list_llm_models::ListLlmModels),
+        Arc::new(get_metrics::GetMetrics),
+    ]
+}
+
+/// An LLM failure as a tool error: `llm_provider_unavailable` when no provider is usable, else
+/// `llm_call_failed`. The client has already redacted every configured secret from the message.
+pub(crate) fn llm_error(error: &LlmError) -> ToolError {
+    let code = match error.kind() {
+        cks_llm::ErrorKind::NotConfigured => "llm_provider_unavailable",
+        _ => "llm_call_failed",
+    };
+    let mut tool_error = ToolError::new(code, error.to_string()).with("error_kind", json_kind(error));
+    if let Some(provider) = error.context().provider {
+        tool_error = tool_error.with("provider", provider.as_str());
+    }
+    tool_error
+}
+
+fn json_kind(error: &LlmError) -> serde_json::Value {
+    serde_json::to_value(error.kind()).unwrap_or(serde_json::Value::Null)
+}
