@@ -29,6 +29,9 @@ pub struct Scripted {
     pub requests: Mutex<Vec<ChatRequest>>,
     fallback: Box<dyn Fn() -> Answer + Send + Sync>,
     ids: AtomicUsize,
+    calls: AtomicUsize,
+    /// Keep every request (off for long property runs, where histories would pile up).
+    record: bool,
 }
 
 impl Scripted {
@@ -42,11 +45,25 @@ impl Scripted {
             requests: Mutex::new(Vec::new()),
             fallback: Box::new(fallback),
             ids: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+            record: true,
+        })
+    }
+
+    /// Like [`Scripted::with_fallback`], counting requests without keeping them.
+    pub fn unrecorded(fallback: impl Fn() -> Answer + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(Scripted {
+            queue: Mutex::new(VecDeque::new()),
+            requests: Mutex::new(Vec::new()),
+            fallback: Box::new(fallback),
+            ids: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+            record: false,
         })
     }
 
     pub fn calls(&self) -> usize {
-        self.requests.lock().unwrap().len()
+        self.calls.load(Ordering::SeqCst)
     }
 
     pub fn request(&self, i: usize) -> ChatRequest {
@@ -57,7 +74,10 @@ impl Scripted {
 #[async_trait]
 impl ChatModel for Scripted {
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.requests.lock().unwrap().push(request);
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.record {
+            self.requests.lock().unwrap().push(request);
+        }
         let answer = self.queue.lock().unwrap().pop_front().unwrap_or_else(|| (self.fallback)());
         let content = match answer {
             Answer::Text(text) => vec![ContentBlock::text(text)],
