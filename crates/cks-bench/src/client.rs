@@ -16,7 +16,7 @@ const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Why a call produced no result.
 #[derive(Debug)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// No answer within the per-call timeout; the connection is no longer usable.
     Timeout,
     /// A JSON-RPC error, a business error (`{"error": ...}` result), a closed pipe, ...
@@ -40,23 +40,23 @@ impl From<anyhow::Error> for CallError {
 
 /// How to start a server.
 #[derive(Debug, Clone)]
-pub struct ServerCommand {
-    pub program: String,
-    pub args: Vec<String>,
+pub(crate) struct ServerCommand {
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
     /// Extra environment, on top of the inherited one and the data directory variables.
-    pub env: HashMap<String, String>,
+    pub(crate) env: HashMap<String, String>,
 }
 
 impl ServerCommand {
     /// Splits a command line on whitespace, honouring single and double quotes and backslashes
     /// (no other shell syntax: the server is started directly, so its pid is the server's).
-    pub fn parse(line: &str) -> anyhow::Result<ServerCommand> {
+    pub(crate) fn parse(line: &str) -> anyhow::Result<ServerCommand> {
         let words = split_words(line)?;
         let (program, args) = words.split_first().ok_or_else(|| anyhow!("empty server command"))?;
         Ok(ServerCommand { program: program.clone(), args: args.to_vec(), env: HashMap::new() })
     }
 
-    pub fn with_env(mut self, vars: &[(&str, &str)]) -> ServerCommand {
+    pub(crate) fn with_env(mut self, vars: &[(&str, &str)]) -> ServerCommand {
         for (k, v) in vars {
             self.env.insert((*k).to_owned(), (*v).to_owned());
         }
@@ -108,7 +108,7 @@ fn split_words(line: &str) -> anyhow::Result<Vec<String>> {
 
 /// A running server and the client side of its stdio.
 #[derive(Debug)]
-pub struct McpClient {
+pub(crate) struct McpClient {
     child: Child,
     pid: u32,
     stdin: Option<ChildStdin>,
@@ -119,13 +119,13 @@ pub struct McpClient {
     broken: bool,
     line: String,
     /// The highest VmHWM seen so far (KiB).
-    pub peak_rss_kib: Option<u64>,
+    pub(crate) peak_rss_kib: Option<u64>,
 }
 
 impl McpClient {
     /// Starts `command` with `CKS_MCP_DATA_DIR=data_dir` and `CKS_MCP_DB_PATH=data_dir/cks_mcp.db`;
     /// the server's stderr goes to `stderr_log` (appended).
-    pub fn spawn(
+    pub(crate) fn spawn(
         command: &ServerCommand,
         data_dir: &Path,
         stderr_log: &Path,
@@ -162,12 +162,8 @@ impl McpClient {
         })
     }
 
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
     /// `initialize` then `notifications/initialized`.
-    pub async fn initialize(&mut self) -> Result<Value, CallError> {
+    pub(crate) async fn initialize(&mut self) -> Result<Value, CallError> {
         let result = self
             .request(
                 "initialize",
@@ -183,7 +179,7 @@ impl McpClient {
     }
 
     /// The tool names of `tools/list`.
-    pub async fn list_tools(&mut self) -> Result<Vec<String>, CallError> {
+    pub(crate) async fn list_tools(&mut self) -> Result<Vec<String>, CallError> {
         let result = self.request("tools/list", json!({})).await?;
         let tools = result["tools"].as_array().ok_or_else(|| CallError::Failed("tools/list: no tools".into()))?;
         Ok(tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
@@ -191,7 +187,7 @@ impl McpClient {
 
     /// Calls a tool and returns its result object (the JSON text of `content[0]`). A result with
     /// an `error` member, or `isError`, is a failure.
-    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, CallError> {
+    pub(crate) async fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, CallError> {
         let result = self.request("tools/call", json!({"name": name, "arguments": arguments})).await?;
         let text = result["content"][0]["text"].as_str().unwrap_or_default();
         let value: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
@@ -226,7 +222,7 @@ impl McpClient {
 
     /// Sends one request and waits (at most the per-call timeout) for its response; server
     /// notifications are skipped, server requests are refused.
-    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
@@ -272,7 +268,7 @@ impl McpClient {
     }
 
     /// Samples VmHWM now (and keeps the maximum).
-    pub fn sample_rss(&mut self) -> Option<u64> {
+    pub(crate) fn sample_rss(&mut self) -> Option<u64> {
         if let Some(kib) = vm_hwm_kib(self.pid) {
             self.peak_rss_kib = Some(self.peak_rss_kib.map_or(kib, |p| p.max(kib)));
         }
@@ -281,7 +277,7 @@ impl McpClient {
 
     /// Closes stdin and waits for the server to exit (killing it after `grace`), sampling VmHWM
     /// until the process is gone. Returns the peak seen (KiB).
-    pub async fn shutdown(mut self, grace: Duration) -> Option<u64> {
+    pub(crate) async fn shutdown(mut self, grace: Duration) -> Option<u64> {
         self.sample_rss();
         drop(self.stdin.take());
         let deadline = Instant::now() + grace;
@@ -302,7 +298,7 @@ impl McpClient {
     }
 
     /// Kills the server at once (after a timeout).
-    pub async fn kill(mut self) -> Option<u64> {
+    pub(crate) async fn kill(mut self) -> Option<u64> {
         self.sample_rss();
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
@@ -311,14 +307,14 @@ impl McpClient {
 }
 
 /// `VmHWM` of `/proc/<pid>/status`, in KiB (Linux only; `None` elsewhere or once the process is gone).
-pub fn vm_hwm_kib(pid: u32) -> Option<u64> {
+pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Total size of the regular files under `dir`, in bytes.
-pub fn dir_size(dir: &Path) -> u64 {
+pub(crate) fn dir_size(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {
@@ -335,7 +331,7 @@ pub fn dir_size(dir: &Path) -> u64 {
     total
 }
 
-pub fn truncate(text: &str, max: usize) -> String {
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

@@ -11,22 +11,22 @@ use serde::{Deserialize, Serialize};
 /// One measurement: a number (`value`) or why there is none (`status`: "timeout",
 /// "not available", "error: ...", "skipped: ...").
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Record {
-    pub server: String,
-    pub measurement: String,
+pub(crate) struct Record {
+    pub(crate) server: String,
+    pub(crate) measurement: String,
     /// Graph size in objects, where the measurement depends on it.
-    pub size: Option<u64>,
-    pub unit: String,
+    pub(crate) size: Option<u64>,
+    pub(crate) unit: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub value: Option<f64>,
+    pub(crate) value: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub status: Option<String>,
+    pub(crate) status: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl Record {
-    pub fn display_value(&self) -> String {
+    pub(crate) fn display_value(&self) -> String {
         match (self.value, &self.status) {
             (Some(v), _) => format!("{} {}", fmt_number(v), self.unit),
             (None, Some(s)) => s.clone(),
@@ -36,12 +36,12 @@ impl Record {
 }
 
 /// Collects records and streams them as JSON lines.
-pub struct Recorder {
-    pub server: String,
-    pub records: Vec<Record>,
+pub(crate) struct Recorder {
+    pub(crate) server: String,
+    pub(crate) records: Vec<Record>,
     out: Box<dyn Write + Send>,
     /// Echo a human-readable line per record on stderr.
-    pub verbose: bool,
+    pub(crate) verbose: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -51,7 +51,7 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    pub fn new(server: String, out: Box<dyn Write + Send>) -> Recorder {
+    pub(crate) fn new(server: String, out: Box<dyn Write + Send>) -> Recorder {
         Recorder { server, records: Vec::new(), out, verbose: true }
     }
 
@@ -68,7 +68,7 @@ impl Recorder {
         self.records.push(record);
     }
 
-    pub fn value(&mut self, measurement: &str, size: Option<u64>, unit: &str, value: f64, note: Option<String>) {
+    pub(crate) fn value(&mut self, measurement: &str, size: Option<u64>, unit: &str, value: f64, note: Option<String>) {
         self.push(Record {
             server: self.server.clone(),
             measurement: measurement.into(),
@@ -80,7 +80,7 @@ impl Recorder {
         });
     }
 
-    pub fn status(&mut self, measurement: &str, size: Option<u64>, unit: &str, status: impl Into<String>) {
+    pub(crate) fn status(&mut self, measurement: &str, size: Option<u64>, unit: &str, status: impl Into<String>) {
         self.push(Record {
             server: self.server.clone(),
             measurement: measurement.into(),
@@ -94,7 +94,7 @@ impl Recorder {
 }
 
 /// The `q`-quantile (0..=1) of samples, nearest-rank.
-pub fn quantile(samples: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(samples: &[f64], q: f64) -> f64 {
     if samples.is_empty() {
         return f64::NAN;
     }
@@ -104,7 +104,7 @@ pub fn quantile(samples: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-pub fn fmt_number(v: f64) -> String {
+pub(crate) fn fmt_number(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
@@ -121,7 +121,7 @@ pub fn fmt_number(v: f64) -> String {
     }
 }
 
-pub fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Record>> {
+pub(crate) fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Record>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -174,7 +174,7 @@ fn size_label(size: Option<u64>) -> String {
 }
 
 /// A one-server table.
-pub fn markdown_table(records: &[Record]) -> String {
+pub(crate) fn markdown_table(records: &[Record]) -> String {
     let mut sorted: Vec<&Record> = records.iter().collect();
     sorted.sort_by_key(|r| key(r));
     let mut out = String::from("| measurement | size | value | note |\n|---|---|---|---|\n");
@@ -218,7 +218,7 @@ fn factor(ours: &Record, reference: &Record) -> Option<f64> {
 
 /// The side-by-side table: ours, the reference, "times better", and the goal where there is one;
 /// then our own flatness checks (1k → 50k).
-pub fn compare_table(ours: &[Record], reference: &[Record]) -> String {
+pub(crate) fn compare_table(ours: &[Record], reference: &[Record]) -> String {
     let index = |records: &[Record]| -> BTreeMap<(u64, usize, String), Record> {
         records.iter().map(|r| (key(r), r.clone())).collect()
     };
@@ -298,11 +298,11 @@ fn flatness(records: &[Record]) -> String {
     out
 }
 
-pub const RESULTS_START: &str = "<!-- cks-bench:results:start -->";
-pub const RESULTS_END: &str = "<!-- cks-bench:results:end -->";
+pub(crate) const RESULTS_START: &str = "<!-- cks-bench:results:start -->";
+pub(crate) const RESULTS_END: &str = "<!-- cks-bench:results:end -->";
 
 /// Replaces the text between the result markers of a Markdown file.
-pub fn replace_between_markers(document: &str, body: &str) -> anyhow::Result<String> {
+pub(crate) fn replace_between_markers(document: &str, body: &str) -> anyhow::Result<String> {
     let start = document.find(RESULTS_START).with_context(|| format!("no {RESULTS_START} marker"))?;
     let end = document.find(RESULTS_END).with_context(|| format!("no {RESULTS_END} marker"))?;
     anyhow::ensure!(start < end, "the result markers are out of order");

@@ -16,35 +16,35 @@ use crate::report::{Recorder, quantile};
 
 /// What to measure, and how much.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Cold starts timed (after one untimed warm-up start).
-    pub starts: usize,
+    pub(crate) starts: usize,
     /// Sequential `query_subgraph` calls on the small session.
-    pub queries: usize,
+    pub(crate) queries: usize,
     /// Objects in the small session (half nodes, half relations).
-    pub small_objects: u64,
+    pub(crate) small_objects: u64,
     /// Timed `ai_chat` turns (after one untimed warm-up turn).
-    pub ai_turns: usize,
+    pub(crate) ai_turns: usize,
     /// Graph sizes in objects.
-    pub sizes: Vec<u64>,
+    pub(crate) sizes: Vec<u64>,
     /// One-object commits per size (their latencies give the evolve percentiles; list_versions and
     /// compare_versions run after them).
-    pub commits: usize,
+    pub(crate) commits: usize,
     /// `query_subgraph` depth-2 calls per size.
-    pub scale_queries: usize,
+    pub(crate) scale_queries: usize,
     /// Repeats of serialize / list_versions / compare_versions per size (the median is kept).
-    pub repeats: usize,
-    pub call_timeout: Duration,
+    pub(crate) repeats: usize,
+    pub(crate) call_timeout: Duration,
     /// Which groups run: cold, query, ai_chat, scale.
-    pub groups: Vec<String>,
+    pub(crate) groups: Vec<String>,
     /// `CKS_LLM_PROVIDER` for the ai_chat server: `anthropic` (the documented contract) or
     /// `openai_compatible` (for a server that cannot point Anthropic at a local URL, like the
     /// reference, whose Anthropic endpoint is hard-coded).
-    pub ai_provider: String,
+    pub(crate) ai_provider: String,
 }
 
 impl Plan {
-    pub fn full() -> Plan {
+    pub(crate) fn full() -> Plan {
         Plan {
             starts: 10,
             queries: 2_000,
@@ -61,7 +61,7 @@ impl Plan {
     }
 
     /// Tiny sizes that finish in seconds, for the test suite.
-    pub fn smoke() -> Plan {
+    pub(crate) fn smoke() -> Plan {
         Plan {
             starts: 3,
             queries: 20,
@@ -82,11 +82,11 @@ impl Plan {
 }
 
 /// Everything a scenario needs: the server command, a scratch directory and the recorder.
-pub struct Bench<'a> {
-    pub command: ServerCommand,
-    pub plan: Plan,
-    pub work: PathBuf,
-    pub rec: &'a mut Recorder,
+pub(crate) struct Bench<'a> {
+    pub(crate) command: ServerCommand,
+    pub(crate) plan: Plan,
+    pub(crate) work: PathBuf,
+    pub(crate) rec: &'a mut Recorder,
     counter: usize,
 }
 
@@ -132,13 +132,13 @@ impl<T> OrStop<T> for Result<T, CallError> {
 }
 
 /// The canonical JSON text of the deterministic sample graph of `objects` objects.
-pub fn sample_json(objects: u64) -> String {
+pub(crate) fn sample_json(objects: u64) -> String {
     let half = (objects / 2) as usize;
     to_canonical_string(&random_graph(half, objects as usize - half, 42))
 }
 
 impl<'a> Bench<'a> {
-    pub fn new(command: ServerCommand, plan: Plan, work: PathBuf, rec: &'a mut Recorder) -> Bench<'a> {
+    pub(crate) fn new(command: ServerCommand, plan: Plan, work: PathBuf, rec: &'a mut Recorder) -> Bench<'a> {
         Bench { command, plan, work, rec, counter: 0 }
     }
 
@@ -154,7 +154,7 @@ impl<'a> Bench<'a> {
         McpClient::spawn(command, data, &log, self.plan.call_timeout).map_err(CallError::from)
     }
 
-    pub async fn run_all(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn run_all(&mut self) -> anyhow::Result<()> {
         let mut tools = None;
         if self.plan.runs("cold") {
             tools = self.cold_start().await?;
