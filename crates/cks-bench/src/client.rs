@@ -1,0 +1,364 @@
+//! A minimal MCP client over a child process's stdio: newline-delimited JSON-RPC, one request
+//! at a time, as a real client would speak to `cks-mcp` (ours or the Python reference).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// The protocol version we offer in `initialize`; both servers accept it.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// Why a call produced no result.
+#[derive(Debug)]
+pub(crate) enum CallError {
+    /// No answer within the per-call timeout; the connection is no longer usable.
+    Timeout,
+    /// A JSON-RPC error, a business error (`{"error": ...}` result), a closed pipe, ...
+    Failed(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Timeout => f.write_str("timeout"),
+            CallError::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<anyhow::Error> for CallError {
+    fn from(error: anyhow::Error) -> Self {
+        CallError::Failed(format!("{error:#}"))
+    }
+}
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerCommand {
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
+    /// Extra environment, on top of the inherited one and the data directory variables.
+    pub(crate) env: HashMap<String, String>,
+}
+
+impl ServerCommand {
+    /// Splits a command line on whitespace, honouring single and double quotes and backslashes
+    /// (no other shell syntax: the server is started directly, so its pid is the server's).
+    pub(crate) fn parse(line: &str) -> anyhow::Result<ServerCommand> {
+        let words = split_words(line)?;
+        let (program, args) = words.split_first().ok_or_else(|| anyhow!("empty server command"))?;
+        Ok(ServerCommand { program: program.clone(), args: args.to_vec(), env: HashMap::new() })
+    }
+
+    pub(crate) fn with_env(mut self, vars: &[(&str, &str)]) -> ServerCommand {
+        for (k, v) in vars {
+            self.env.insert((*k).to_owned(), (*v).to_owned());
+        }
+        self
+    }
+}
+
+fn split_words(line: &str) -> anyhow::Result<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if let Some(w) = word.take() {
+                    words.push(w);
+                }
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => bail!("unterminated ' in server command"),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => w.push(chars.next().ok_or_else(|| anyhow!("trailing \\ in server command"))?),
+                        Some(c) => w.push(c),
+                        None => bail!("unterminated \" in server command"),
+                    }
+                }
+            }
+            '\\' => word
+                .get_or_insert_with(String::new)
+                .push(chars.next().ok_or_else(|| anyhow!("trailing \\ in server command"))?),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    Ok(words)
+}
+
+/// A running server and the client side of its stdio.
+#[derive(Debug)]
+pub(crate) struct McpClient {
+    child: Child,
+    pid: u32,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+    timeout: Duration,
+    /// Set after a timeout or a broken pipe: later calls fail at once.
+    broken: bool,
+    line: String,
+    /// The highest VmHWM seen so far (KiB).
+    pub(crate) peak_rss_kib: Option<u64>,
+}
+
+impl McpClient {
+    /// Starts `command` with `CKS_MCP_DATA_DIR=data_dir` and `CKS_MCP_DB_PATH=data_dir/cks_mcp.db`;
+    /// the server's stderr goes to `stderr_log` (appended).
+    pub(crate) fn spawn(
+        command: &ServerCommand,
+        data_dir: &Path,
+        stderr_log: &Path,
+        timeout: Duration,
+    ) -> anyhow::Result<McpClient> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(stderr_log)
+            .with_context(|| format!("opening {}", stderr_log.display()))?;
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args)
+            .env("CKS_MCP_DATA_DIR", data_dir)
+            .env("CKS_MCP_DB_PATH", data_dir.join("cks_mcp.db"))
+            .envs(&command.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", command.program))?;
+        let pid = child.id().ok_or_else(|| anyhow!("the server exited at once"))?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?);
+        Ok(McpClient {
+            child,
+            pid,
+            stdin,
+            stdout,
+            next_id: 1,
+            timeout,
+            broken: false,
+            line: String::new(),
+            peak_rss_kib: None,
+        })
+    }
+
+    /// `initialize` then `notifications/initialized`.
+    pub(crate) async fn initialize(&mut self) -> Result<Value, CallError> {
+        let result = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "cks-bench", "version": env!("CARGO_PKG_VERSION")},
+                }),
+            )
+            .await?;
+        self.notify("notifications/initialized", json!({})).await?;
+        Ok(result)
+    }
+
+    /// The tool names of `tools/list`.
+    pub(crate) async fn list_tools(&mut self) -> Result<Vec<String>, CallError> {
+        let result = self.request("tools/list", json!({})).await?;
+        let tools = result["tools"].as_array().ok_or_else(|| CallError::Failed("tools/list: no tools".into()))?;
+        Ok(tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
+    }
+
+    /// Calls a tool and returns its result object (the JSON text of `content[0]`). A result with
+    /// an `error` member, or `isError`, is a failure.
+    pub(crate) async fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, CallError> {
+        let result = self.request("tools/call", json!({"name": name, "arguments": arguments})).await?;
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let value: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
+        if result["isError"].as_bool() == Some(true) {
+            return Err(CallError::Failed(format!("{name}: isError: {}", truncate(text, 300))));
+        }
+        if let Some(error) = value.get("error") {
+            let message = value.get("message").and_then(Value::as_str).unwrap_or_default();
+            return Err(CallError::Failed(format!("{name}: {error}: {}", truncate(message, 300))));
+        }
+        Ok(value)
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) -> Result<(), CallError> {
+        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send(&message).await
+    }
+
+    async fn send(&mut self, message: &Value) -> Result<(), CallError> {
+        if self.broken {
+            return Err(CallError::Failed("connection unusable after an earlier failure".into()));
+        }
+        let stdin = self.stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
+        let mut bytes = serde_json::to_vec(message).map_err(|e| CallError::Failed(e.to_string()))?;
+        bytes.push(b'\n');
+        if let Err(e) = stdin.write_all(&bytes).await {
+            self.broken = true;
+            return Err(CallError::Failed(format!("writing to the server: {e}")));
+        }
+        stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))
+    }
+
+    /// Sends one request and waits (at most the per-call timeout) for its response; server
+    /// notifications are skipped, server requests are refused.
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        let timeout = self.timeout;
+        match tokio::time::timeout(timeout, self.read_response(id)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                self.broken = true;
+                Err(CallError::Timeout)
+            }
+        }
+    }
+
+    async fn read_response(&mut self, id: u64) -> Result<Value, CallError> {
+        loop {
+            self.line.clear();
+            let n = self.stdout.read_line(&mut self.line).await.map_err(|e| {
+                self.broken = true;
+                CallError::Failed(format!("reading from the server: {e}"))
+            })?;
+            if n == 0 {
+                self.broken = true;
+                return Err(CallError::Failed("the server closed its stdout".into()));
+            }
+            let Ok(message) = serde_json::from_str::<Value>(&self.line) else { continue };
+            if message.get("method").is_some() {
+                if let Some(request_id) = message.get("id").cloned() {
+                    let refusal = json!({"jsonrpc": "2.0", "id": request_id,
+                        "error": {"code": -32601, "message": "cks-bench answers no requests"}});
+                    self.send(&refusal).await?;
+                }
+                continue;
+            }
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                return Err(CallError::Failed(format!("JSON-RPC error: {error}")));
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    /// Samples VmHWM now (and keeps the maximum).
+    pub(crate) fn sample_rss(&mut self) -> Option<u64> {
+        if let Some(kib) = vm_hwm_kib(self.pid) {
+            self.peak_rss_kib = Some(self.peak_rss_kib.map_or(kib, |p| p.max(kib)));
+        }
+        self.peak_rss_kib
+    }
+
+    /// Closes stdin and waits for the server to exit (killing it after `grace`), sampling VmHWM
+    /// until the process is gone. Returns the peak seen (KiB).
+    pub(crate) async fn shutdown(mut self, grace: Duration) -> Option<u64> {
+        self.sample_rss();
+        drop(self.stdin.take());
+        let deadline = Instant::now() + grace;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) => {}
+            }
+            self.sample_rss();
+            if Instant::now() >= deadline {
+                let _ = self.child.start_kill();
+                let _ = self.child.wait().await;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        self.peak_rss_kib
+    }
+
+    /// Kills the server at once (after a timeout).
+    pub(crate) async fn kill(mut self) -> Option<u64> {
+        self.sample_rss();
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        self.peak_rss_kib
+    }
+}
+
+/// `VmHWM` of `/proc/<pid>/status`, in KiB (Linux only; `None` elsewhere or once the process is gone).
+pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Total size of the regular files under `dir`, in bytes.
+pub(crate) fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_like_a_shell() {
+        let c = ServerCommand::parse("  /a/b/cks-mcp --x 'y z' \"q\\\"r\" s\\ t ").unwrap();
+        assert_eq!(c.program, "/a/b/cks-mcp");
+        assert_eq!(c.args, vec!["--x", "y z", "q\"r", "s t"]);
+        assert!(ServerCommand::parse("   ").is_err());
+        assert!(ServerCommand::parse("a 'b").is_err());
+    }
+
+    #[test]
+    fn own_peak_rss_is_readable() {
+        if cfg!(target_os = "linux") {
+            assert!(vm_hwm_kib(std::process::id()).unwrap() > 0);
+        }
+    }
+}

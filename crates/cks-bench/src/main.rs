@@ -1,0 +1,184 @@
+//! `cks-bench`: the end-to-end benchmark client of cks-mcp.
+//!
+//! Starts an MCP server command over stdio, as a real client would, each time on a fresh
+//! temporary data directory (`CKS_MCP_DATA_DIR` and `CKS_MCP_DB_PATH` point into it), and measures
+//! the list of issue 6: cold start, `query_subgraph` latency and throughput, an `ai_chat` turn
+//! against a scripted local provider, and graph-scale operations at 1k / 10k / 50k objects. Writes
+//! one JSON line per measurement and a Markdown table; `--compare` prints ours against the
+//! reference with ratios and the goals.
+
+mod client;
+mod report;
+mod scenarios;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::client::ServerCommand;
+use crate::report::{Recorder, compare_table, markdown_table, read_jsonl, replace_between_markers};
+use crate::scenarios::{Bench, Plan};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cks-bench",
+    version,
+    about = "End-to-end benchmark of an MCP server command (cks-mcp or the Python reference)."
+)]
+struct Cli {
+    /// The server command line (split like a shell would, without any other shell syntax).
+    /// Default: the `cks-mcp` next to this executable.
+    #[arg(long)]
+    server: Option<String>,
+    /// The server's name in the records [ours, or the command's file name].
+    #[arg(long)]
+    name: Option<String>,
+    /// Write the JSON lines here instead of stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write the Markdown table here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Tiny sizes that finish in seconds (3 starts, 20 queries, 50 objects, 5 commits).
+    #[arg(long)]
+    smoke: bool,
+    /// Graph sizes in objects, comma-separated [1000,10000,50000].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<u64>>,
+    /// Timed cold starts [10].
+    #[arg(long)]
+    starts: Option<usize>,
+    /// Sequential query_subgraph calls on the small session [2000].
+    #[arg(long)]
+    queries: Option<usize>,
+    /// Timed ai_chat turns [100].
+    #[arg(long)]
+    ai_turns: Option<usize>,
+    /// One-object commits per size, before list_versions and compare_versions [30].
+    #[arg(long)]
+    commits: Option<usize>,
+    /// query_subgraph depth-2 calls per size [50].
+    #[arg(long)]
+    scale_queries: Option<usize>,
+    /// Groups to run, comma-separated: cold, query, ai_chat, scale [all].
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// CKS_LLM_PROVIDER for the ai_chat measurement: anthropic (ANTHROPIC_BASE_URL) or
+    /// openai_compatible (CKS_OPENAI_BASE_URL), both pointed at the local scripted server.
+    #[arg(long, default_value = "anthropic", value_parser = ["anthropic", "openai_compatible"])]
+    ai_provider: String,
+    /// Per-call timeout; a call that takes longer is recorded as "timeout".
+    #[arg(long, default_value_t = 120)]
+    call_timeout_secs: u64,
+    /// Keep the scratch directory (data directories, server stderr) and print its path.
+    #[arg(long)]
+    keep_work: bool,
+    /// Compare two JSON-lines files (ours, then the reference's) instead of running a benchmark.
+    #[arg(long, num_args = 2, value_names = ["OURS", "REFERENCE"])]
+    compare: Option<Vec<PathBuf>>,
+    /// With --compare: replace the results section of this Markdown file (between the
+    /// `cks-bench:results` markers) with the comparison.
+    #[arg(long, requires = "compare")]
+    update_markdown: Option<PathBuf>,
+    /// With --update-markdown: text put above the table (e.g. the run's date and versions).
+    #[arg(long, requires = "update_markdown")]
+    preamble: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(files) = &cli.compare {
+        return compare(&cli, &files[0], &files[1]);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(run(cli))
+}
+
+fn compare(cli: &Cli, ours: &PathBuf, reference: &PathBuf) -> anyhow::Result<()> {
+    let ours = read_jsonl(ours)?;
+    let reference = if reference.exists() { read_jsonl(reference)? } else { Vec::new() };
+    let table = compare_table(&ours, &reference);
+    println!("{table}");
+    if let Some(path) = &cli.update_markdown {
+        let document = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let body = match &cli.preamble {
+            Some(preamble) => format!("{}\n\n{table}", preamble.trim_end()),
+            None => table,
+        };
+        std::fs::write(path, replace_between_markers(&document, &body)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("updated {}", path.display());
+    }
+    Ok(())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut plan = if cli.smoke { Plan::smoke() } else { Plan::full() };
+    if let Some(v) = cli.sizes.clone() {
+        plan.sizes = v;
+    }
+    if let Some(v) = cli.starts {
+        plan.starts = v;
+    }
+    if let Some(v) = cli.queries {
+        plan.queries = v;
+    }
+    if let Some(v) = cli.ai_turns {
+        plan.ai_turns = v;
+    }
+    if let Some(v) = cli.commits {
+        plan.commits = v;
+    }
+    if let Some(v) = cli.scale_queries {
+        plan.scale_queries = v;
+    }
+    if let Some(v) = cli.only.clone() {
+        plan.groups = v;
+    }
+    plan.ai_provider = cli.ai_provider.clone();
+    plan.call_timeout = Duration::from_secs(cli.call_timeout_secs.max(1));
+
+    let command = match &cli.server {
+        Some(line) => ServerCommand::parse(line)?,
+        None => {
+            let exe = std::env::current_exe()?;
+            let sibling = exe.with_file_name(format!("cks-mcp{}", std::env::consts::EXE_SUFFIX));
+            anyhow::ensure!(sibling.exists(), "no --server given and no cks-mcp beside {}", exe.display());
+            ServerCommand { program: sibling.display().to_string(), args: Vec::new(), env: Default::default() }
+        }
+    };
+    let name = cli.name.clone().unwrap_or_else(|| {
+        if cli.server.is_none() {
+            "ours".into()
+        } else {
+            PathBuf::from(&command.program).file_name().map_or("server".into(), |n| n.to_string_lossy().into_owned())
+        }
+    });
+    let out: Box<dyn Write + Send> = match &cli.out {
+        Some(path) => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)?;
+            }
+            Box::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)
+        }
+        None => Box::new(std::io::stdout()),
+    };
+    let work = tempfile::Builder::new().prefix("cks-bench-").tempdir()?;
+    let mut recorder = Recorder::new(name, out);
+    eprintln!("cks-bench: {} on {} ({:?})", recorder.server, command.program, plan);
+    let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);
+    bench.run_all().await?;
+    let table = markdown_table(&recorder.records);
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, &table).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("\n{table}");
+    if cli.keep_work {
+        let kept = work.keep();
+        eprintln!("scratch directory kept: {}", kept.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,694 @@
+//! The measurements of issue 6, item 1, each on its own server process and fresh data directory.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use cks_core::json::to_canonical_string;
+use cks_core::sample::random_graph;
+use cks_testkit::{ProviderServer, Reply, ToolCall};
+
+use crate::client::{CallError, McpClient, ServerCommand, dir_size};
+use crate::report::{Recorder, quantile};
+
+/// What to measure, and how much.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Cold starts timed (after one untimed warm-up start).
+    pub(crate) starts: usize,
+    /// Sequential `query_subgraph` calls on the small session.
+    pub(crate) queries: usize,
+    /// Objects in the small session (half nodes, half relations).
+    pub(crate) small_objects: u64,
+    /// Timed `ai_chat` turns (after one untimed warm-up turn).
+    pub(crate) ai_turns: usize,
+    /// Graph sizes in objects.
+    pub(crate) sizes: Vec<u64>,
+    /// One-object commits per size (their latencies give the evolve percentiles; list_versions and
+    /// compare_versions run after them).
+    pub(crate) commits: usize,
+    /// `query_subgraph` depth-2 calls per size.
+    pub(crate) scale_queries: usize,
+    /// Repeats of serialize / list_versions / compare_versions per size (the median is kept).
+    pub(crate) repeats: usize,
+    pub(crate) call_timeout: Duration,
+    /// Which groups run: cold, query, ai_chat, scale.
+    pub(crate) groups: Vec<String>,
+    /// `CKS_LLM_PROVIDER` for the ai_chat server: `anthropic` (the documented contract) or
+    /// `openai_compatible` (for a server that cannot point Anthropic at a local URL, like the
+    /// reference, whose Anthropic endpoint is hard-coded).
+    pub(crate) ai_provider: String,
+}
+
+impl Plan {
+    pub(crate) fn full() -> Plan {
+        Plan {
+            starts: 10,
+            queries: 2_000,
+            small_objects: 100,
+            ai_turns: 100,
+            sizes: vec![1_000, 10_000, 50_000],
+            commits: 30,
+            scale_queries: 50,
+            repeats: 3,
+            call_timeout: Duration::from_secs(120),
+            groups: vec!["cold".into(), "query".into(), "ai_chat".into(), "scale".into()],
+            ai_provider: "anthropic".into(),
+        }
+    }
+
+    /// Tiny sizes that finish in seconds, for the test suite.
+    pub(crate) fn smoke() -> Plan {
+        Plan {
+            starts: 3,
+            queries: 20,
+            small_objects: 20,
+            ai_turns: 3,
+            sizes: vec![50],
+            commits: 5,
+            scale_queries: 5,
+            repeats: 1,
+            call_timeout: Duration::from_secs(60),
+            ..Plan::full()
+        }
+    }
+
+    fn runs(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+}
+
+/// Everything a scenario needs: the server command, a scratch directory and the recorder.
+pub(crate) struct Bench<'a> {
+    pub(crate) command: ServerCommand,
+    pub(crate) plan: Plan,
+    pub(crate) work: PathBuf,
+    pub(crate) rec: &'a mut Recorder,
+    counter: usize,
+}
+
+impl std::fmt::Debug for Bench<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bench").field("command", &self.command).field("work", &self.work).finish()
+    }
+}
+
+const GRACE: Duration = Duration::from_secs(10);
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Why a scenario stopped early: recorded for the failing measurement, and as "skipped" for the
+/// ones after it.
+struct Stop {
+    measurement: &'static str,
+    unit: &'static str,
+    status: String,
+}
+
+impl Stop {
+    fn new(measurement: &'static str, unit: &'static str, error: CallError) -> Stop {
+        let status = match error {
+            CallError::Timeout => "timeout".to_owned(),
+            CallError::Failed(message) => format!("error: {message}"),
+        };
+        Stop { measurement, unit, status }
+    }
+}
+
+trait OrStop<T> {
+    fn or_stop(self, measurement: &'static str, unit: &'static str) -> Result<T, Stop>;
+}
+
+impl<T> OrStop<T> for Result<T, CallError> {
+    fn or_stop(self, measurement: &'static str, unit: &'static str) -> Result<T, Stop> {
+        self.map_err(|e| Stop::new(measurement, unit, e))
+    }
+}
+
+/// The canonical JSON text of the deterministic sample graph of `objects` objects.
+pub(crate) fn sample_json(objects: u64) -> String {
+    let half = (objects / 2) as usize;
+    to_canonical_string(&random_graph(half, objects as usize - half, 42))
+}
+
+impl<'a> Bench<'a> {
+    pub(crate) fn new(command: ServerCommand, plan: Plan, work: PathBuf, rec: &'a mut Recorder) -> Bench<'a> {
+        Bench { command, plan, work, rec, counter: 0 }
+    }
+
+    fn fresh_dir(&mut self, label: &str) -> anyhow::Result<PathBuf> {
+        self.counter += 1;
+        let dir = self.work.join(format!("{:03}-{label}", self.counter));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(dir)
+    }
+
+    fn spawn(&self, command: &ServerCommand, data: &Path) -> Result<McpClient, CallError> {
+        let log = self.work.join("server-stderr.log");
+        McpClient::spawn(command, data, &log, self.plan.call_timeout).map_err(CallError::from)
+    }
+
+    pub(crate) async fn run_all(&mut self) -> anyhow::Result<()> {
+        let mut tools = None;
+        if self.plan.runs("cold") {
+            tools = self.cold_start().await?;
+        }
+        if self.plan.runs("query") {
+            self.query_small().await?;
+        }
+        if self.plan.runs("ai_chat") {
+            self.ai_chat(tools).await?;
+        }
+        if self.plan.runs("scale") {
+            for size in self.plan.sizes.clone() {
+                self.scale(size).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Spawn → initialize → tools/list, on a fresh data directory each time. Returns the tool names.
+    async fn cold_start(&mut self) -> anyhow::Result<Option<Vec<String>>> {
+        let mut samples = Vec::new();
+        let mut tools = None;
+        for i in 0..=self.plan.starts {
+            let dir = self.fresh_dir("cold")?;
+            let started = Instant::now();
+            let outcome = async {
+                let mut client = self.spawn(&self.command, &dir)?;
+                let listed = async {
+                    client.initialize().await?;
+                    client.list_tools().await
+                }
+                .await;
+                let elapsed = started.elapsed();
+                match listed {
+                    Ok(names) => {
+                        client.shutdown(GRACE).await;
+                        Ok((elapsed, names))
+                    }
+                    Err(e) => {
+                        client.kill().await;
+                        Err(e)
+                    }
+                }
+            }
+            .await;
+            match outcome {
+                Ok((elapsed, names)) => {
+                    if i > 0 {
+                        samples.push(ms(elapsed));
+                    }
+                    tools = Some(names);
+                }
+                Err(e) => {
+                    let stop = Stop::new("cold_start_p50", "ms", e);
+                    self.rec.status("cold_start_p50", None, "ms", stop.status.clone());
+                    self.rec.status("cold_start_max", None, "ms", stop.status);
+                    return Ok(None);
+                }
+            }
+        }
+        let note = Some(format!("{} starts after one warm-up, each on a fresh data directory", samples.len()));
+        self.rec.value("cold_start_p50", None, "ms", quantile(&samples, 0.5), note);
+        self.rec.value("cold_start_max", None, "ms", quantile(&samples, 1.0), None);
+        Ok(tools)
+    }
+
+    /// Starts a server on a fresh directory, initializes it and creates a session from the
+    /// sample graph of `objects` objects with one `validate_knowledge` call. Returns (client, data
+    /// directory, session id, first version id, creation time). When that call kills the server
+    /// (the reference's stdio reader dies on any request line over 64 KiB) the creation time is
+    /// `Err(status)`, and the session is built instead on a new server from requests under 48 KiB:
+    /// `validate_knowledge` of the first chunk, then `evolve_knowledge` batches of `add_object` and
+    /// `add_relation`, so that the other measurements can still be made.
+    #[allow(clippy::type_complexity)]
+    async fn session_server(
+        &mut self,
+        command: &ServerCommand,
+        label: &str,
+        objects: u64,
+        measurement: &'static str,
+    ) -> Result<(McpClient, PathBuf, String, String, Result<Duration, String>), Stop> {
+        let dir = self.fresh_dir(label).map_err(|e| Stop::new(measurement, "ms", e.into()))?;
+        let mut client = self.spawn(command, &dir).or_stop(measurement, "ms")?;
+        if let Err(e) = client.initialize().await {
+            client.kill().await;
+            return Err(Stop::new(measurement, "ms", e));
+        }
+        let json_data = sample_json(objects);
+        let started = Instant::now();
+        let created = client.call_tool("validate_knowledge", json!({"json_data": json_data})).await;
+        let elapsed = started.elapsed();
+        let result = match created {
+            Ok(result) => result,
+            Err(CallError::Failed(message))
+                if message.contains("closed its stdout") || message.contains("Broken pipe") =>
+            {
+                client.kill().await;
+                let status =
+                    format!("error: the server died on the {} KiB request ({message})", json_data.len() / 1024);
+                let (client, dir, session, version) =
+                    self.chunked_session(command, label, &json_data, measurement).await?;
+                return Ok((client, dir, session, version, Err(status)));
+            }
+            Err(e) => {
+                client.kill().await;
+                return Err(Stop::new(measurement, "ms", e));
+            }
+        };
+        match created_session(&result) {
+            Ok((session, version)) => Ok((client, dir, session, version, Ok(elapsed))),
+            Err(e) => {
+                client.kill().await;
+                Err(Stop::new(measurement, "ms", e))
+            }
+        }
+    }
+
+    /// Builds the session of `json_data` from requests under 48 KiB (see [`Bench::session_server`]).
+    async fn chunked_session(
+        &mut self,
+        command: &ServerCommand,
+        label: &str,
+        json_data: &str,
+        measurement: &'static str,
+    ) -> Result<(McpClient, PathBuf, String, String), Stop> {
+        const LIMIT: usize = 48 * 1024;
+        let dir = self.fresh_dir(&format!("{label}-chunked")).map_err(|e| Stop::new(measurement, "ms", e.into()))?;
+        let mut client = self.spawn(command, &dir).or_stop(measurement, "ms")?;
+        let outcome: Result<(String, String), CallError> = async {
+            client.initialize().await?;
+            let document: Value = serde_json::from_str(json_data).map_err(|e| CallError::Failed(e.to_string()))?;
+            let all = document["objects"].as_array().cloned().unwrap_or_default();
+            let (relations, nodes): (Vec<Value>, Vec<Value>) =
+                all.into_iter().partition(|o| o["structure"].get("participants").is_some());
+            let mut nodes = nodes.into_iter().peekable();
+            // The first chunk creates the session.
+            let mut first = Vec::new();
+            let mut bytes = 0;
+            while let Some(node) = nodes.next_if(|n| bytes + n.to_string().len() < LIMIT) {
+                bytes += node.to_string().len() + 2;
+                first.push(node);
+            }
+            let first = json!({"version": "1.0", "objects": first}).to_string();
+            let result = client.call_tool("validate_knowledge", json!({"json_data": first})).await?;
+            let (session, version) = created_session(&result)?;
+            // The rest as evolution operations.
+            let ops = nodes
+                .map(|n| json!({"type": "add_object", "identity": n["identity"], "structure": n["structure"]}))
+                .chain(relations.into_iter().map(|r| {
+                    let mut structure = r["structure"].as_object().cloned().unwrap_or_default();
+                    let participants = structure.remove("participants");
+                    let relation_type = structure.remove("relation_type");
+                    json!({"type": "add_relation", "identity": r["identity"], "participants": participants,
+                        "relation_type": relation_type, "structure": structure})
+                }));
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            for op in ops {
+                let len = op.to_string().len() + 2;
+                if bytes + len > LIMIT && !batch.is_empty() {
+                    let operations = Value::Array(std::mem::take(&mut batch));
+                    client
+                        .call_tool("evolve_knowledge", json!({"session_id": session, "operations": operations}))
+                        .await?;
+                    bytes = 0;
+                }
+                bytes += len;
+                batch.push(op);
+            }
+            if !batch.is_empty() {
+                client.call_tool("evolve_knowledge", json!({"session_id": session, "operations": batch})).await?;
+            }
+            Ok((session, version))
+        }
+        .await;
+        match outcome {
+            Ok((session, version)) => Ok((client, dir, session, version)),
+            Err(e) => {
+                client.kill().await;
+                Err(Stop::new(measurement, "ms", e))
+            }
+        }
+    }
+
+    /// `query_subgraph` on a small session: per-call latency and sequential throughput.
+    async fn query_small(&mut self) -> anyhow::Result<()> {
+        let size = Some(self.plan.small_objects);
+        let names = [
+            ("query_small_p50", "ms"),
+            ("query_small_p99", "ms"),
+            ("query_small_throughput", "calls/s"),
+            ("peak_rss_small", "MiB"),
+        ];
+        let command = self.command.clone();
+        let mut done = HashSet::new();
+        let result: Result<(), Stop> = async {
+            let (mut client, _dir, session, _, _) =
+                self.session_server(&command, "query", self.plan.small_objects, "query_small_p50").await?;
+            let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
+            let warmup = (self.plan.queries / 20).clamp(1, 100);
+            let mut samples = Vec::with_capacity(self.plan.queries);
+            let mut failure = None;
+            for _ in 0..warmup {
+                if let Err(e) = client.call_tool("query_subgraph", args.clone()).await {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            let all = Instant::now();
+            if failure.is_none() {
+                for _ in 0..self.plan.queries {
+                    let started = Instant::now();
+                    match client.call_tool("query_subgraph", args.clone()).await {
+                        Ok(_) => samples.push(ms(started.elapsed())),
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            let total = all.elapsed();
+            if let Some(e) = failure {
+                client.kill().await;
+                return Err(Stop::new("query_small_p50", "ms", e));
+            }
+            let note = Some(format!("{} sequential calls, depth 2, max_objects 50", samples.len()));
+            self.rec.value("query_small_p50", size, "ms", quantile(&samples, 0.5), note);
+            self.rec.value("query_small_p99", size, "ms", quantile(&samples, 0.99), None);
+            self.rec.value("query_small_throughput", size, "calls/s", samples.len() as f64 / total.as_secs_f64(), None);
+            done.extend(["query_small_p50", "query_small_p99", "query_small_throughput"]);
+            let peak = client.shutdown(GRACE).await;
+            if let Some(kib) = peak {
+                self.rec.value("peak_rss_small", size, "MiB", kib as f64 * 1024.0 / MIB, None);
+                done.insert("peak_rss_small");
+            }
+            Ok(())
+        }
+        .await;
+        self.finish(result, &names, &mut done, size);
+        Ok(())
+    }
+
+    /// Records the stop (if any) and "skipped" for every measurement of the scenario not recorded.
+    fn finish(
+        &mut self,
+        result: Result<(), Stop>,
+        names: &[(&'static str, &'static str)],
+        done: &mut HashSet<&'static str>,
+        size: Option<u64>,
+    ) {
+        let mut reason = "skipped: not measured".to_owned();
+        if let Err(stop) = result {
+            if !done.contains(stop.measurement) {
+                self.rec.status(stop.measurement, size, stop.unit, stop.status.clone());
+                done.insert(stop.measurement);
+            }
+            reason = format!("skipped: {} failed earlier ({})", stop.measurement, short(&stop.status));
+        }
+        for (name, unit) in names {
+            if !done.contains(name) {
+                self.rec.status(name, size, unit, reason.clone());
+            }
+        }
+    }
+
+    /// An `ai_chat` turn of three iterations (tool call, tool call, text) against a local
+    /// provider server that answers at once.
+    async fn ai_chat(&mut self, tools: Option<Vec<String>>) -> anyhow::Result<()> {
+        let size = Some(self.plan.small_objects);
+        let names = [("ai_chat_turn_p50", "ms"), ("ai_chat_turn_p99", "ms")];
+        let mut done = HashSet::new();
+        let provider = ProviderServer::start().await;
+        let base_url = provider.base_url();
+        let openai_url = format!("{base_url}/v1");
+        let provider_name = self.plan.ai_provider.clone();
+        let command = self.command.clone().with_env(&[
+            ("CKS_LLM_PROVIDER", &provider_name),
+            ("ANTHROPIC_API_KEY", "bench"),
+            ("ANTHROPIC_BASE_URL", &base_url),
+            ("CKS_OPENAI_API_KEY", "bench"),
+            ("CKS_OPENAI_BASE_URL", &openai_url),
+        ]);
+        if let Some(tools) = &tools
+            && !tools.iter().any(|t| t == "ai_chat")
+        {
+            for (name, unit) in names {
+                self.rec.status(name, size, unit, "not available");
+            }
+            return Ok(());
+        }
+        let result: Result<(), Stop> = async {
+            let (mut client, _dir, session, _, _) =
+                self.session_server(&command, "ai_chat", self.plan.small_objects, "ai_chat_turn_p50").await?;
+            let listed = client.list_tools().await.or_stop("ai_chat_turn_p50", "ms")?;
+            if !listed.iter().any(|t| t == "ai_chat") {
+                client.shutdown(GRACE).await;
+                for (name, unit) in names {
+                    self.rec.status(name, size, unit, "not available");
+                    done.insert(name);
+                }
+                return Ok(());
+            }
+            let mut samples = Vec::new();
+            for turn in 0..=self.plan.ai_turns {
+                provider.clear_requests();
+                provider.push_all([
+                    Reply::ToolCalls(vec![ToolCall::new(
+                        "query_subgraph",
+                        json!({"session_id": session, "seed_ids": ["n0"], "depth": 1}),
+                    )]),
+                    Reply::ToolCalls(vec![ToolCall::new("list_versions", json!({"session_id": session}))]),
+                    Reply::text("The graph holds sample concepts linked by five relation types."),
+                ]);
+                let started = Instant::now();
+                let answer = client
+                    .call_tool("ai_chat", json!({"session_id": session, "prompt": "Summarise the graph around n0."}))
+                    .await;
+                let elapsed = started.elapsed();
+                let answer = match answer {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        client.kill().await;
+                        return Err(Stop::new("ai_chat_turn_p50", "ms", e));
+                    }
+                };
+                let tool_calls = answer["tool_calls"].as_array().map_or(0, Vec::len);
+                if answer["reply"].as_str().is_none() || provider.pending() != 0 || tool_calls != 2 {
+                    client.kill().await;
+                    let message = format!(
+                        "ai_chat turn did not take 3 iterations ({} replies unused, {tool_calls} tool calls): {}",
+                        provider.pending(),
+                        crate::client::truncate(&answer.to_string(), 300)
+                    );
+                    return Err(Stop::new("ai_chat_turn_p50", "ms", CallError::Failed(message)));
+                }
+                if turn > 0 {
+                    samples.push(ms(elapsed));
+                }
+            }
+            let note = Some(format!(
+                "{} turns after one warm-up; provider: cks-testkit {provider_name}, answering at once",
+                samples.len()
+            ));
+            self.rec.value("ai_chat_turn_p50", size, "ms", quantile(&samples, 0.5), note);
+            self.rec.value("ai_chat_turn_p99", size, "ms", quantile(&samples, 0.99), None);
+            done.extend(["ai_chat_turn_p50", "ai_chat_turn_p99"]);
+            client.shutdown(GRACE).await;
+            Ok(())
+        }
+        .await;
+        self.finish(result, &names, &mut done, size);
+        Ok(())
+    }
+
+    /// The graph-scale measurements at one size.
+    async fn scale(&mut self, size: u64) -> anyhow::Result<()> {
+        let names = [
+            ("create_validate", "ms"),
+            ("evolve_one_p50", "ms"),
+            ("evolve_one_p95", "ms"),
+            ("query_depth2_p50", "ms"),
+            ("serialize", "ms"),
+            ("list_versions", "ms"),
+            ("compare_versions", "ms"),
+            ("peak_rss", "MiB"),
+            ("disk_size", "MiB"),
+            ("restart_first_query", "ms"),
+            ("peak_rss_restart", "MiB"),
+        ];
+        let mut done = HashSet::new();
+        let command = self.command.clone();
+        let plan = self.plan.clone();
+        let nodes = (size / 2).max(1);
+        let result: Result<(), Stop> = async {
+            let (mut client, dir, session, first_version, created) =
+                self.session_server(&command, &format!("scale-{size}"), size, "create_validate").await?;
+            match created {
+                Ok(created) => self.rec.value("create_validate", Some(size), "ms", ms(created), None),
+                Err(status) => {
+                    let note = "session built instead from requests under 48 KiB (validate + evolve chunks)";
+                    self.rec.status_note("create_validate", Some(size), "ms", status, Some(note.into()));
+                }
+            }
+            done.insert("create_validate");
+
+            // One-object commits.
+            let mut samples = Vec::new();
+            let mut with_structure = 0;
+            for i in 0..plan.commits {
+                let op = json!([{
+                    "type": "update_object",
+                    "object_id": format!("n{}", (i as u64 * 7_919) % nodes),
+                    "structure_patch": {"bench_counter": i},
+                    "mode": "merge",
+                }]);
+                let started = Instant::now();
+                let result =
+                    client.call_tool("evolve_knowledge", json!({"session_id": session, "operations": op})).await;
+                let elapsed = started.elapsed();
+                match result {
+                    Ok(result) => {
+                        samples.push(ms(elapsed));
+                        if result.get("serialized").is_some() {
+                            with_structure += 1;
+                        }
+                    }
+                    Err(e) => {
+                        client.kill().await;
+                        return Err(Stop::new("evolve_one_p50", "ms", e));
+                    }
+                }
+            }
+            let note = Some(format!(
+                "{} commits; {} of them returned the serialized structure{}",
+                samples.len(),
+                with_structure,
+                if with_structure == 0 { " (cks-mcp includes it only up to 2,000 objects)" } else { "" }
+            ));
+            self.rec.value("evolve_one_p50", Some(size), "ms", quantile(&samples, 0.5), note);
+            self.rec.value("evolve_one_p95", Some(size), "ms", quantile(&samples, 0.95), None);
+            done.extend(["evolve_one_p50", "evolve_one_p95"]);
+
+            // Bounded subgraph queries from varying seeds.
+            let mut samples = Vec::new();
+            for i in 0..plan.scale_queries {
+                let args = json!({"session_id": session, "seed_ids": [format!("n{}", (i as u64 * 104_729) % nodes)],
+                    "depth": 2, "max_objects": 50});
+                let started = Instant::now();
+                if let Err(e) = client.call_tool("query_subgraph", args).await {
+                    client.kill().await;
+                    return Err(Stop::new("query_depth2_p50", "ms", e));
+                }
+                samples.push(ms(started.elapsed()));
+            }
+            self.rec.value("query_depth2_p50", Some(size), "ms", quantile(&samples, 0.5), None);
+            done.insert("query_depth2_p50");
+
+            let repeated: [(&'static str, &str, Value); 3] = [
+                ("serialize", "serialize_knowledge", json!({"session_id": session})),
+                ("list_versions", "list_versions", json!({"session_id": session})),
+                (
+                    "compare_versions",
+                    "compare_versions",
+                    json!({"session_id": session, "target_version_id": first_version}),
+                ),
+            ];
+            for (measurement, tool, args) in repeated {
+                let mut samples = Vec::new();
+                let mut note = None;
+                for _ in 0..plan.repeats.max(1) {
+                    let started = Instant::now();
+                    match client.call_tool(tool, args.clone()).await {
+                        Ok(result) => {
+                            samples.push(ms(started.elapsed()));
+                            if measurement == "list_versions" {
+                                let n = result["versions"].as_array().map_or(0, Vec::len);
+                                note = Some(format!("{n} versions listed"));
+                            }
+                        }
+                        Err(e) => {
+                            client.kill().await;
+                            return Err(Stop::new(measurement, "ms", e));
+                        }
+                    }
+                }
+                if plan.repeats > 1 {
+                    let runs = format!("median of {}", samples.len());
+                    note = Some(note.map_or(runs.clone(), |n| format!("{n}; {runs}")));
+                }
+                self.rec.value(measurement, Some(size), "ms", quantile(&samples, 0.5), note);
+                done.insert(measurement);
+            }
+
+            let peak = client.shutdown(GRACE).await;
+            if let Some(kib) = peak {
+                self.rec.value("peak_rss", Some(size), "MiB", kib as f64 / 1024.0, None);
+                done.insert("peak_rss");
+            }
+            self.rec.value("disk_size", Some(size), "MiB", dir_size(&dir) as f64 / MIB, None);
+            done.insert("disk_size");
+
+            // Restart on the same data: time to the first successful query.
+            let started = Instant::now();
+            let mut client = self.spawn(&command, &dir).or_stop("restart_first_query", "ms")?;
+            let queried = async {
+                client.initialize().await?;
+                client
+                    .call_tool(
+                        "query_subgraph",
+                        json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50}),
+                    )
+                    .await
+            }
+            .await;
+            let elapsed = started.elapsed();
+            if let Err(e) = queried {
+                client.kill().await;
+                return Err(Stop::new("restart_first_query", "ms", e));
+            }
+            self.rec.value(
+                "restart_first_query",
+                Some(size),
+                "ms",
+                ms(elapsed),
+                Some("spawn → initialize → query_subgraph".into()),
+            );
+            done.insert("restart_first_query");
+            if let Some(kib) = client.shutdown(GRACE).await {
+                self.rec.value("peak_rss_restart", Some(size), "MiB", kib as f64 / 1024.0, None);
+                done.insert("peak_rss_restart");
+            }
+            Ok(())
+        }
+        .await;
+        self.finish(result, &names, &mut done, Some(size));
+        Ok(())
+    }
+}
+
+/// The session and version ids of a successful `validate_knowledge` of `json_data`.
+fn created_session(result: &Value) -> Result<(String, String), CallError> {
+    let session = result["session_id"].as_str().unwrap_or_default().to_owned();
+    let version = result["version_id"].as_str().unwrap_or_default().to_owned();
+    if session.is_empty() || result["valid"] != json!(true) {
+        let message = format!(
+            "validate_knowledge did not create a session: {}",
+            crate::client::truncate(&result.to_string(), 300)
+        );
+        return Err(CallError::Failed(message));
+    }
+    Ok((session, version))
+}
+
+fn short(status: &str) -> String {
+    crate::client::truncate(status, 80)
+}
