@@ -9,14 +9,14 @@ use async_trait::async_trait;
 use proptest::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cks_agent::{AiChatConfig, DENIED_TOOLS};
 use cks_tools::{Tool, ToolContext, ToolError, ToolMeta};
 
-use support::{graph, Answer, Harness, Scripted};
+use support::{Answer, Harness, Scripted, graph};
 
 static DENIED_RUNS: AtomicUsize = AtomicUsize::new(0);
 
@@ -134,7 +134,9 @@ fn render(junk: &Junk, other: &str, chat: &str) -> Value {
         Junk::Bool(b) => json!(b),
         Junk::Null => Value::Null,
         Junk::List(items) => items.iter().map(|j| render(j, other, chat)).collect(),
-        Junk::Object(fields) => Value::Object(fields.iter().map(|(k, v)| (k.clone(), render(v, other, chat))).collect()),
+        Junk::Object(fields) => {
+            Value::Object(fields.iter().map(|(k, v)| (k.clone(), render(v, other, chat))).collect())
+        }
         Junk::AddObject(id) => json!([{"type": "add_object", "identity": {"id": id, "type": "T", "name": other}}]),
     }
 }
@@ -240,7 +242,7 @@ proptest! {
             let calls_before = world.model.calls();
             let other_before = h.state(&other).await;
             let third_before = h.state(&third).await;
-            let sessions_before = h.ctx.runtime.list_sessions().await.unwrap().len();
+            let mut events = h.ctx.runtime.subscribe();
 
             let out = h.chat(json!({"session_id": chat, "prompt": "do anything"})).await;
 
@@ -248,7 +250,11 @@ proptest! {
             assert!(world.model.calls() - calls_before <= 8, "the loop ended within the cap");
             assert_eq!(h.state(&other).await, other_before);
             assert_eq!(h.state(&third).await, third_before);
-            assert_eq!(h.ctx.runtime.list_sessions().await.unwrap().len(), sessions_before, "no session created");
+            while let Ok(event) = events.try_recv() {
+                let kind = &event.kind;
+                assert_ne!(kind.event_type(), "SessionCreated", "no session was created");
+                assert_eq!(kind.session_id(), chat, "only the chat session saw events: {kind:?}");
+            }
             assert_eq!(DENIED_RUNS.load(Ordering::SeqCst), 0, "a denied tool ran");
             for call in out["tool_calls"].as_array().unwrap() {
                 if let Some(session) = call["arguments"].get("session_id") {

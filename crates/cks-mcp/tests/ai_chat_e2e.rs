@@ -1,0 +1,287 @@
+//! `ai_chat` end to end: the real binary over MCP stdio, the real LLM client, and a scripted
+//! provider server speaking each provider's wire format (Anthropic, OpenAI-compatible, Gemini,
+//! Ollama). Also progress notifications and cancellation over the real MCP connection.
+
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use cks_testkit::{ProviderServer, Reply, ToolCall};
+
+const PROVIDERS: [&str; 4] = ["anthropic", "openai_compatible", "google", "ollama"];
+
+fn provider_env(provider: &str, base: &str) -> Vec<(&'static str, String)> {
+    let mut env = vec![("CKS_LLM_PROVIDER", provider.to_owned()), ("CKS_LLM_MAX_RETRIES", "0".into())];
+    match provider {
+        "anthropic" => {
+            env.push(("ANTHROPIC_API_KEY", "sk-ant-e2e-secret".into()));
+            env.push(("ANTHROPIC_BASE_URL", base.to_owned()));
+        }
+        "openai_compatible" => {
+            env.push(("CKS_OPENAI_API_KEY", "sk-openai-e2e-secret".into()));
+            env.push(("CKS_OPENAI_BASE_URL", format!("{base}/v1")));
+        }
+        "google" => {
+            env.push(("CKS_GOOGLE_API_KEY", "google-e2e-secret".into()));
+            env.push(("CKS_GOOGLE_BASE_URL", format!("{base}/v1beta")));
+        }
+        _ => env.push(("CKS_OLLAMA_HOST", base.to_owned())),
+    }
+    env
+}
+
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    notifications: Vec<Value>,
+}
+
+impl Mcp {
+    async fn start(data_dir: &std::path::Path, env: &[(&'static str, String)]) -> Mcp {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cks-mcp"));
+        command.env("CKS_MCP_DATA_DIR", data_dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.kill_on_drop(true).spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut mcp = Mcp { child, stdin, lines, next_id: 0, notifications: Vec::new() };
+        let init = mcp
+            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}))
+            .await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "cks-mcp");
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        mcp
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    async fn read(&mut self, timeout: Duration) -> Option<Value> {
+        match tokio::time::timeout(timeout, self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => Some(serde_json::from_str(&line).unwrap()),
+            _ => None,
+        }
+    }
+
+    async fn response(&mut self, id: u64) -> Value {
+        loop {
+            let message = self.read(Duration::from_secs(60)).await.expect("a response");
+            if message.get("id") == Some(&json!(id)) {
+                return message;
+            }
+            self.notifications.push(message);
+        }
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        self.response(id).await
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let reply = self.request("tools/call", json!({"name": tool, "arguments": arguments})).await;
+        serde_json::from_str(reply["result"]["content"][0]["text"].as_str().expect("a tool result")).unwrap()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn graph(prefix: &str) -> String {
+    json!({"objects": [
+        {"identity": {"id": format!("{prefix}-a"), "type": "Claim", "name": format!("{prefix} alpha")}},
+        {"identity": {"id": format!("{prefix}-b"), "type": "Claim", "name": format!("{prefix} beta")}}
+    ]})
+    .to_string()
+}
+
+async fn session(mcp: &mut Mcp, prefix: &str) -> String {
+    let out = mcp.call("validate_knowledge", json!({"json_data": graph(prefix)})).await;
+    out["session_id"].as_str().unwrap().to_owned()
+}
+
+fn add(id: &str) -> Value {
+    json!({"operations": [{"type": "add_object", "identity": {"id": id, "type": "Note", "name": id}}]})
+}
+
+async fn setup(provider: &str) -> (ProviderServer, tempfile::TempDir, Mcp) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = ProviderServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mcp = Mcp::start(dir.path(), &provider_env(provider, &server.base_url())).await;
+    (server, dir, mcp)
+}
+
+#[tokio::test]
+async fn contract_over_each_provider() {
+    for provider in PROVIDERS {
+        let (server, _dir, mut mcp) = setup(provider).await;
+        let chat = session(&mut mcp, "c").await;
+        let other = session(&mut mcp, "o").await;
+
+        // 1. A plain answer.
+        server.push(Reply::Text("Hello from the model".into()));
+        let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "hi"})).await;
+        assert_eq!(out["reply"], "Hello from the model", "{provider}: {out}");
+        assert_eq!(out["tool_calls"], json!([]), "{provider}");
+        assert_eq!(out["messages"][0], json!({"role": "user", "content": "hi"}), "{provider}");
+        assert_eq!(out["messages"][1]["role"], "assistant", "{provider}");
+
+        // 4 and 5. A call aimed at another session is pinned; a denied tool is refused; the loop goes on.
+        server.push(Reply::ToolCalls(vec![
+            ToolCall::new("evolve_knowledge", json!({"session_id": other, "operations": add("pinned")["operations"]})),
+            ToolCall::new("export_storage", json!({})),
+        ]));
+        server.push(Reply::Text("Done.".into()));
+        let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "edit the other session"})).await;
+        assert_eq!(out["reply"], "Done.", "{provider}: {out}");
+        assert_eq!(out["tool_calls"][0]["arguments"]["session_id"], json!(chat), "{provider}");
+        assert_eq!(out["tool_calls"][0]["is_error"], false, "{provider}: {}", out["tool_calls"][0]);
+        assert_eq!(out["tool_calls"][1]["result"]["error"], "unknown_or_disallowed_tool", "{provider}");
+        let other_versions = mcp.call("list_versions", json!({"session_id": other})).await;
+        assert_eq!(
+            other_versions["versions"].as_array().unwrap().len(),
+            1,
+            "{provider}: the other session is untouched"
+        );
+        let chat_versions = mcp.call("list_versions", json!({"session_id": chat})).await;
+        let last = chat_versions["versions"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["metadata"]["tool"], "ai_chat", "{provider}: audited");
+        assert_eq!(last["metadata"]["provider"], provider, "{provider}");
+
+        // 12. The returned history, plus a new user turn, is accepted again.
+        let mut messages = out["messages"].as_array().unwrap().clone();
+        messages.push(json!({"role": "user", "content": "and now?"}));
+        server.push(Reply::Text("Still here.".into()));
+        let again = mcp.call("ai_chat", json!({"session_id": chat, "messages": messages})).await;
+        assert_eq!(again["reply"], "Still here.", "{provider}: {again}");
+
+        // 9. A model that always calls tools is called exactly 8 times.
+        let before = server.requests().len();
+        server.set_default(Some(Reply::ToolCalls(vec![ToolCall::new("list_versions", json!({}))])));
+        let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "loop forever"})).await;
+        server.set_default(None);
+        assert_eq!(server.requests().len() - before, 8, "{provider}");
+        assert_eq!(out["truncated"], true, "{provider}");
+        assert_eq!(out["reply"], "Reached the tool-call iteration limit without a final answer.");
+
+        // 10. Provider failure: an error result with the history, never a failed MCP call.
+        server.push(Reply::ServerError);
+        let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "fail"})).await;
+        assert_eq!(out["error"], "llm_call_failed", "{provider}: {out}");
+        assert_eq!(out["messages"], json!([{"role": "user", "content": "fail"}]));
+        assert!(!out.to_string().contains("e2e-secret"), "{provider}: no key in the result");
+    }
+}
+
+#[tokio::test]
+async fn no_provider_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let env = vec![
+        ("CKS_LLM_PROVIDER", "auto".to_owned()),
+        ("CKS_OLLAMA_HOST", format!("http://{closed}")),
+        ("ANTHROPIC_API_KEY", String::new()),
+    ];
+    let mut mcp = Mcp::start(dir.path(), &env).await;
+    let chat = session(&mut mcp, "c").await;
+    let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "hi"})).await;
+    assert_eq!(out["error"], "llm_provider_unavailable", "{out}");
+    let message = out["message"].as_str().unwrap();
+    for option in ["ollama", "anthropic", "google", "openai_compatible"] {
+        assert!(message.contains(option), "the message names {option}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn history_survives_switching_providers() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = ProviderServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Mcp::start(dir.path(), &provider_env("google", &server.base_url())).await;
+    let chat = session(&mut first, "c").await;
+    let mut messages = vec![json!({"role": "user", "content": "start"})];
+    // Each provider adds a tool call and an answer to the same history, handing it to the next.
+    let order = ["google", "anthropic", "openai_compatible", "ollama", "google"];
+    drop(first);
+    for (turn, provider) in order.iter().enumerate() {
+        let mut mcp = Mcp::start(dir.path(), &provider_env(provider, &server.base_url())).await;
+        server.push(Reply::ToolCalls(vec![ToolCall::new("evolve_knowledge", add(&format!("turn{turn}")))]));
+        server.push(Reply::Text(format!("turn {turn} by {provider}")));
+        let out = mcp.call("ai_chat", json!({"session_id": chat, "messages": messages})).await;
+        assert_eq!(out["reply"], json!(format!("turn {turn} by {provider}")), "turn {turn} ({provider}): {out}");
+        messages = out["messages"].as_array().unwrap().clone();
+        messages.push(json!({"role": "user", "content": format!("next after {provider}")}));
+    }
+}
+
+#[tokio::test]
+async fn progress_notifications_and_cancellation() {
+    let (server, _dir, mut mcp) = setup("anthropic").await;
+    let chat = session(&mut mcp, "c").await;
+
+    server.push(Reply::ToolCalls(vec![ToolCall::new("list_versions", json!({}))]));
+    server.push(Reply::Text("ok".into()));
+    mcp.notifications.clear();
+    let id = mcp
+        .send_request("tools/call", json!({"name": "ai_chat", "arguments": {"session_id": chat, "prompt": "go"}, "_meta": {"progressToken": "chat-1"}}))
+        .await;
+    let reply = mcp.response(id).await;
+    assert!(reply["result"].is_object(), "{reply}");
+    // Progress notifications may trail the response on the wire; give them a moment.
+    while let Some(message) = mcp.read(Duration::from_millis(300)).await {
+        mcp.notifications.push(message);
+    }
+    let progress: Vec<String> = mcp
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress" && n["params"]["progressToken"] == "chat-1")
+        .map(|n| n["params"]["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(progress.contains(&"LLM round trip 1".to_owned()), "{progress:?}");
+    assert!(progress.contains(&"tool list_versions".to_owned()), "{progress:?}");
+    assert!(progress.contains(&"LLM round trip 2".to_owned()), "{progress:?}");
+
+    // Cancel while the model is thinking: nothing more is asked of it and no tool runs.
+    let before = server.requests().len();
+    server.push(Reply::Delay(
+        Duration::from_millis(1500),
+        Box::new(Reply::ToolCalls(vec![ToolCall::new("evolve_knowledge", add("too-late"))])),
+    ));
+    let id = mcp
+        .send_request("tools/call", json!({"name": "ai_chat", "arguments": {"session_id": chat, "prompt": "slow"}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(server.requests().len() - before, 1, "the loop stopped after the cancelled call");
+    let versions = mcp.call("list_versions", json!({"session_id": chat})).await;
+    assert_eq!(versions["versions"].as_array().unwrap().len(), 1, "the cancelled turn ran no tool");
+    // The server keeps serving (and, per MCP, sends no response to the cancelled request).
+    let ping = mcp.request("ping", json!({})).await;
+    assert!(ping["result"].is_object());
+    assert!(!mcp.notifications.iter().any(|m| m.get("id") == Some(&json!(id)) && m.get("result").is_some()));
+}
