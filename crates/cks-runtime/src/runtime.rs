@@ -136,7 +136,12 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) state: RwLock<SessionState>,
     last_used: AtomicU64,
+    /// The store's change token when this session was last known to match the store.
+    fresh_as_of: AtomicU64,
 }
+
+/// No change token recorded yet.
+const NOT_CHECKED: u64 = u64::MAX;
 
 #[derive(Debug, Default)]
 struct Cache {
@@ -246,6 +251,7 @@ impl Runtime {
             id: id.clone(),
             state: RwLock::new(SessionState { row, structure: state, last_snapshot_seq: 0, changes_since_snapshot: 0 }),
             last_used: AtomicU64::new(0),
+            fresh_as_of: AtomicU64::new(NOT_CHECKED),
         });
         self.cache_insert(session);
         self.emit(EventKind::SessionCreated { session_id: id.clone() });
@@ -313,7 +319,12 @@ impl Runtime {
         let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
         let chain = self.store.load_chain(id, row.head.seq).await.map_err(|e| corrupt(id, e))?;
         let state = SessionState::rebuild(row, chain).map_err(|e| corrupt(id, e))?;
-        Ok(Arc::new(Session { id: id.to_owned(), state: RwLock::new(state), last_used: AtomicU64::new(0) }))
+        Ok(Arc::new(Session {
+            id: id.to_owned(),
+            state: RwLock::new(state),
+            last_used: AtomicU64::new(0),
+            fresh_as_of: AtomicU64::new(NOT_CHECKED),
+        }))
     }
 
     /// Brings a loaded session up to the store's head (other processes may have committed).
@@ -346,6 +357,25 @@ impl Runtime {
         Ok(())
     }
 
+    /// Whether the session may be behind the store; cheap when the store has a change token.
+    async fn may_be_stale(&self, session: &Session) -> Result<bool, RuntimeError> {
+        if !self.config.refresh_on_access {
+            return Ok(false);
+        }
+        // Read the token before probing the head: a commit landing in between moves the token,
+        // so the next access probes again.
+        let token = self.store.change_token();
+        if token.is_some_and(|t| session.fresh_as_of.load(Ordering::Acquire) == t) {
+            return Ok(false);
+        }
+        let stored = self.store.head_seq(&session.id).await?;
+        let stale = stored != Some(session.state.read().await.row.head.seq);
+        if !stale {
+            session.fresh_as_of.store(token.unwrap_or(NOT_CHECKED), Ordering::Release);
+        }
+        Ok(stale)
+    }
+
     /// Runs `f` on the current structure of a session (shared access).
     pub async fn read<R>(
         &self,
@@ -353,9 +383,7 @@ impl Runtime {
         f: impl FnOnce(&KnowledgeStructure, &SessionInfo) -> R,
     ) -> Result<R, RuntimeError> {
         let session = self.session(id).await?;
-        if self.config.refresh_on_access
-            && self.store.head_seq(id).await? != Some(session.state.read().await.row.head.seq)
-        {
+        if self.may_be_stale(&session).await? {
             let mut state = session.state.write().await;
             self.refresh(&session, &mut state).await?;
         }
@@ -401,8 +429,9 @@ impl Runtime {
                 let wait = rand::rng().random_range(0..=cap_ms);
                 tokio::time::sleep(Duration::from_millis(wait)).await;
             }
+            let stale = attempt > 0 || self.may_be_stale(&session).await?;
             let mut state = session.state.write().await;
-            if attempt > 0 || self.config.refresh_on_access {
+            if stale {
                 self.refresh(&session, &mut state).await?;
             }
             match self.try_commit(&session.id, &mut state, &request).await? {

@@ -18,6 +18,8 @@ struct SessionData {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// Bumped on every write; every runtime sharing this store sees it move.
+    writes: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -47,6 +49,12 @@ impl MemoryStore {
         Self::default()
     }
 
+    fn write<R>(&self, f: impl FnOnce(&mut Inner) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        let result = self.with(f);
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        result
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> Result<R, StoreError>) -> Result<R, StoreError> {
         // A poisoned lock only means another thread panicked mid-call; the data is still consistent
         // because every method validates before it mutates.
@@ -65,8 +73,12 @@ impl Store for MemoryStore {
         "memory"
     }
 
+    fn change_token(&self) -> Option<u64> {
+        Some(self.writes.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
-        self.with(|inner| {
+        self.write(|inner| {
             if inner.sessions.contains_key(&row.session_id) {
                 return Err(StoreError::SessionExists(row.session_id.clone()));
             }
@@ -94,7 +106,7 @@ impl Store for MemoryStore {
     }
 
     async fn append_version(&self, new: &NewVersion) -> Result<(), StoreError> {
-        self.with(|inner| {
+        self.write(|inner| {
             if inner.version_index.contains_key(&new.row.version_id) {
                 return Err(StoreError::Corrupt(format!("version id '{}' already exists", new.row.version_id)));
             }
@@ -167,7 +179,7 @@ impl Store for MemoryStore {
     }
 
     async fn set_closed(&self, id: &str, closed: bool) -> Result<(), StoreError> {
-        self.with(|inner| {
+        self.write(|inner| {
             let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
             data.row.closed = closed;
             Ok(())

@@ -118,6 +118,13 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// The current head sequence number; a cheap freshness probe.
     async fn head_seq(&self, session_id: &str) -> Result<Option<u64>, StoreError>;
 
+    /// A token that changes whenever another writer may have committed since it was last read;
+    /// `None` when the store cannot tell (then every access probes [`Store::head_seq`]). Must be
+    /// cheap and must not block on IO: it is called on every read.
+    fn change_token(&self) -> Option<u64> {
+        None
+    }
+
     /// Appends one version atomically, with compare-and-swap on the head (see module docs).
     async fn append_version(&self, version: &NewVersion) -> Result<(), StoreError>;
 

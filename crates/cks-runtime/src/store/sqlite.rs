@@ -200,6 +200,13 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    /// SQLite's `data_version` moves when another connection (this process or another) commits;
+    /// our own commits through this connection leave it alone, and the runtime knows those.
+    fn change_token(&self) -> Option<u64> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.pragma_query_value(None, "data_version", |r| r.get::<_, i64>(0)).ok().map(|v| v as u64)
+    }
+
     async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
         let (row, state) = (row.clone(), initial_state.to_owned());
         self.run(move |conn| {
