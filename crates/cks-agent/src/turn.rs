@@ -148,6 +148,37 @@ pub struct TurnFailure {
     pub tool_calls: Vec<ToolCallRecord>,
 }
 
+/// The reply when the turn is cancelled.
+pub const CANCELLED_REPLY: &str = "The turn was cancelled.";
+
+/// What a turn has produced so far.
+struct Transcript {
+    messages: Vec<Message>,
+    first_new: usize,
+    tool_calls: Vec<ToolCallRecord>,
+    usage: Usage,
+    llm_calls: usize,
+    answered_by: Option<(String, String)>,
+}
+
+impl Transcript {
+    fn finish(self, reply: String, stop: Stop) -> TurnOutput {
+        TurnOutput {
+            reply,
+            new_messages: self.messages[self.first_new..].to_vec(),
+            tool_calls: self.tool_calls,
+            stop,
+            usage: self.usage,
+            llm_calls: self.llm_calls,
+            answered_by: self.answered_by,
+        }
+    }
+
+    fn fail(self, error: LlmError) -> TurnFailure {
+        TurnFailure { error, new_messages: self.messages[self.first_new..].to_vec(), tool_calls: self.tool_calls }
+    }
+}
+
 /// Runs one turn over `history` (which must not be empty).
 pub async fn run_turn(
     model: &dyn ChatModel,
@@ -159,93 +190,64 @@ pub async fn run_turn(
 ) -> Result<TurnOutput, TurnFailure> {
     let started = Instant::now();
     let specs = tools.specs();
-    let mut messages: Vec<Message> = history.to_vec();
-    let first_new = messages.len();
-    let mut tool_calls = Vec::new();
-    let mut usage = Usage::default();
-    let mut answered_by = None;
-    let mut llm_calls = 0;
-
-    let finish = |messages: Vec<Message>, reply: String, stop, tool_calls, usage, llm_calls, answered_by| TurnOutput {
-        reply,
-        new_messages: messages[first_new..].to_vec(),
-        tool_calls,
-        stop,
-        usage,
-        llm_calls,
-        answered_by,
+    let mut t = Transcript {
+        messages: history.to_vec(),
+        first_new: history.len(),
+        tool_calls: Vec::new(),
+        usage: Usage::default(),
+        llm_calls: 0,
+        answered_by: None,
     };
 
     for iteration in 0..config.max_iterations {
         if cancel.is_cancelled() {
-            return Ok(finish(
-                messages,
-                "The turn was cancelled.".into(),
-                Stop::Cancelled,
-                tool_calls,
-                usage,
-                llm_calls,
-                answered_by,
-            ));
+            return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
         }
         let Some(remaining) = config.deadline.checked_sub(started.elapsed()) else {
-            return Ok(finish(
-                messages,
-                deadline_reply(config),
-                Stop::Deadline,
-                tool_calls,
-                usage,
-                llm_calls,
-                answered_by,
-            ));
+            return Ok(t.finish(deadline_reply(config), Stop::Deadline));
         };
-        if config.token_budget.is_some_and(|budget| usage.input_tokens + usage.output_tokens >= budget) {
-            let reply = "Stopped: the token budget of this turn is spent.".to_owned();
-            return Ok(finish(messages, reply, Stop::TokenBudget, tool_calls, usage, llm_calls, answered_by));
+        if config.token_budget.is_some_and(|budget| t.usage.input_tokens + t.usage.output_tokens >= budget) {
+            return Ok(t.finish("Stopped: the token budget of this turn is spent.".into(), Stop::TokenBudget));
         }
         observer.llm_call(iteration);
         let request = ChatRequest {
             model: config.model.clone(),
             system: config.system.clone(),
-            messages: messages.clone(),
+            messages: t.messages.clone(),
             tools: specs.clone(),
             max_tokens: config.max_tokens,
             temperature: None,
         };
-        llm_calls += 1;
+        t.llm_calls += 1;
         let response = tokio::select! {
             response = model.chat(request) => response,
-            () = cancel.cancelled() => {
-                return Ok(finish(messages, "The turn was cancelled.".into(), Stop::Cancelled, tool_calls, usage, llm_calls, answered_by));
-            }
-            () = tokio::time::sleep(remaining) => {
-                return Ok(finish(messages, deadline_reply(config), Stop::Deadline, tool_calls, usage, llm_calls, answered_by));
-            }
+            () = cancel.cancelled() => return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled)),
+            () = tokio::time::sleep(remaining) => return Ok(t.finish(deadline_reply(config), Stop::Deadline)),
         };
         let response = match response {
             Ok(response) => response,
-            Err(error) => {
-                return Err(TurnFailure { error, new_messages: messages[first_new..].to_vec(), tool_calls });
-            }
+            Err(error) => return Err(t.fail(error)),
         };
-        usage.input_tokens += response.usage.input_tokens;
-        usage.output_tokens += response.usage.output_tokens;
-        answered_by = Some((response.provider.as_str().to_owned(), response.model.clone()));
+        t.usage.input_tokens += response.usage.input_tokens;
+        t.usage.output_tokens += response.usage.output_tokens;
+        let (provider, model_name) = (response.provider.as_str().to_owned(), response.model.clone());
+        t.answered_by = Some((provider.clone(), model_name.clone()));
         let mut answer = response.message;
         answer.role = Role::Assistant;
         let calls: Vec<(String, String, Value)> =
             answer.tool_calls().iter().map(|c| (c.id.to_owned(), c.name.to_owned(), c.input.clone())).collect();
-        messages.push(answer);
+        t.messages.push(answer);
         if calls.is_empty() {
-            let reply = messages.last().map(Message::text).unwrap_or_default();
-            return Ok(finish(messages, reply, Stop::Answered, tool_calls, usage, llm_calls, answered_by));
+            let reply = t.messages.last().map(Message::text).unwrap_or_default();
+            return Ok(t.finish(reply, Stop::Answered));
         }
-        let (provider, model_name) = answered_by.clone().unwrap_or_default();
         let mut results = Vec::with_capacity(calls.len());
         let mut cancelled = false;
         for (id, name, input) in calls {
-            if cancelled || cancel.is_cancelled() {
-                cancelled = true;
+            // Once cancelled, the remaining calls do not run, but each still gets a result so
+            // the history stays valid for every provider.
+            cancelled = cancelled || cancel.is_cancelled();
+            if cancelled {
                 let note = serde_json::json!({"error": "cancelled", "message": "The turn was cancelled before this call ran."});
                 results.push(ToolResult { tool_use_id: id, content: note.to_string(), is_error: true });
                 continue;
@@ -258,27 +260,19 @@ pub async fn run_turn(
                 content: cap(text, config.tool_result_cap),
                 is_error: execution.is_error,
             });
-            tool_calls.push(ToolCallRecord {
+            t.tool_calls.push(ToolCallRecord {
                 name,
                 arguments: execution.arguments,
                 result: execution.result,
                 is_error: execution.is_error,
             });
         }
-        messages.push(Message::tool_results(results));
+        t.messages.push(Message::tool_results(results));
         if cancelled {
-            return Ok(finish(
-                messages,
-                "The turn was cancelled.".into(),
-                Stop::Cancelled,
-                tool_calls,
-                usage,
-                llm_calls,
-                answered_by,
-            ));
+            return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
         }
     }
-    Ok(finish(messages, ITERATION_LIMIT_REPLY.into(), Stop::IterationLimit, tool_calls, usage, llm_calls, answered_by))
+    Ok(t.finish(ITERATION_LIMIT_REPLY.into(), Stop::IterationLimit))
 }
 
 fn deadline_reply(config: &TurnConfig) -> String {
