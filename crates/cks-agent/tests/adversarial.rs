@@ -159,7 +159,10 @@ fn arguments() -> impl Strategy<Value = Vec<(String, Junk)>> {
     proptest::collection::vec((key, junk()), 0..6)
 }
 
-fn transcript() -> impl Strategy<Value = Vec<Vec<(usize, Vec<(String, Junk)>)>>> {
+/// Answers of the model: per answer, the calls (tool index, arguments).
+type Script = Vec<Vec<(usize, Vec<(String, Junk)>)>>;
+
+fn transcript() -> impl Strategy<Value = Script> {
     // Up to 10 answers of 1-3 calls each; more than the cap of 8 on purpose.
     proptest::collection::vec(proptest::collection::vec((0..NAMES.len() + 5, arguments()), 1..4), 1..11)
 }
@@ -174,7 +177,7 @@ fn tool_name(index: usize) -> &'static str {
 /// What the scripted model plays in the current case.
 #[derive(Default)]
 struct Case {
-    script: Vec<Vec<(usize, Vec<(String, Junk)>)>>,
+    script: Script,
     final_text: bool,
     answered: usize,
     other: String,

@@ -119,12 +119,13 @@ impl Config {
         if cli.no_stdio && http.is_none() {
             anyhow::bail!("--no-stdio needs --http ADDR or CKS_MCP_HTTP_PORT: there would be nothing to serve");
         }
-        if let Some(addr) = http {
-            if !addr.ip().is_loopback() && http_token.is_none() {
-                anyhow::bail!(
-                    "refusing to serve HTTP on {addr} without a token: set CKS_MCP_HTTP_TOKEN to bind a non-loopback address"
-                );
-            }
+        if let Some(addr) = http
+            && !addr.ip().is_loopback()
+            && http_token.is_none()
+        {
+            anyhow::bail!(
+                "refusing to serve HTTP on {addr} without a token: set CKS_MCP_HTTP_TOKEN to bind a non-loopback address"
+            );
         }
         let allowed_origins = env
             .get("CKS_MCP_ALLOWED_ORIGINS")

@@ -136,8 +136,7 @@ fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: Option<&str>) -> bo
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
-    let from_query =
-        query.and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(|t| percent_decode(t)));
+    let from_query = query.and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(percent_decode));
     let given = bearer.map(str::to_owned).or(from_query);
     given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())))
 }
@@ -189,14 +188,10 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         );
     }
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    if let Some(origin) = &origin {
-        if !origin_allowed(config, origin) {
-            return error_response(
-                StatusCode::FORBIDDEN,
-                "forbidden_origin",
-                "Requests from this Origin are not allowed.",
-            );
-        }
+    if let Some(origin) = &origin
+        && !origin_allowed(config, origin)
+    {
+        return error_response(StatusCode::FORBIDDEN, "forbidden_origin", "Requests from this Origin are not allowed.");
     }
     let mut response = if request.method() == Method::OPTIONS {
         StatusCode::NO_CONTENT.into_response()

@@ -3,12 +3,15 @@
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Map, Value, json};
 
+/// Renders a prompt's text from an argument lookup.
+type Render = fn(&dyn Fn(&str) -> String) -> String;
+
 struct PromptDef {
     name: &'static str,
     description: &'static str,
     /// (name, description, required)
     arguments: &'static [(&'static str, &'static str, bool)],
-    render: fn(&dyn Fn(&str) -> String) -> String,
+    render: Render,
 }
 
 const PROMPTS: &[PromptDef] = &[

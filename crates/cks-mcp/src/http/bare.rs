@@ -53,7 +53,7 @@ async fn dispatch(server: &CksServer, message: Value) -> Option<Value> {
         // A response from the client, or garbage: neither needs an answer here.
         return request.contains_key("id").then(|| error(request["id"].clone(), -32600, "Invalid Request: no method"));
     };
-    let Some(id) = request.remove("id") else { return None }; // a notification
+    let id = request.remove("id")?; // none: a notification, which gets no answer
     let params = match request.remove("params") {
         Some(Value::Object(params)) => params,
         None | Some(Value::Null) => Map::new(),
