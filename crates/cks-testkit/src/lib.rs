@@ -24,7 +24,7 @@
 //! # }
 //! ```
 //!
-//! The wire shapes follow `shared/specs/PROVIDERS.md` and the hand-written fixtures in `shared/specs/fixtures/`.
+//! The wire shapes follow the providers' published API references and their documented real-world quirks.
 //! The strict checks of each endpoint are listed in its module's source docs (`src/provider/*.rs`); the ones that
 //! matter most: Anthropic wants `x-api-key` (401 without), `anthropic-version`, `model`, `max_tokens`, no unknown
 //! fields at the top level or in content blocks, and `tool_result`s that answer exactly the `tool_use`s of the

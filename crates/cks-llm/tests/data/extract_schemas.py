@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Extract standalone JSON Schemas for the four chat request bodies from the provider specs.
 
-Run from the workspace root:  python3 crates/cks-llm/tests/data/extract_schemas.py /path/to/shared/specs
+Run from the workspace root:  python3 crates/cks-llm/tests/data/extract_schemas.py /path/to/provider-specs
 The tests only read the generated files in `schemas/`; this script documents how they were made.
 
 For each root schema, every `#/components/schemas/X` reachable from it is copied into `$defs` and the

@@ -7,7 +7,7 @@
 //! (`application/x-ndjson`): text chunks with `done: false`, one line with all the tool calls, then a
 //! `done: true` line with `done_reason` and the counts.
 //!
-//! `GET /api/tags` serves `src/data/ollama_tags.json`, a copy of `shared/specs/fixtures/ollama_tags.json`.
+//! `GET /api/tags` serves `src/data/ollama_tags.json`, a sample `/api/tags` answer.
 //!
 //! Errors: `{"error": "<message>"}`. Faults: 429 (+ `retry-after`), 503 "server busy", 500; mid-stream: a text
 //! line then an `{"error": ...}` line, with status 200.

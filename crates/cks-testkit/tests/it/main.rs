@@ -11,7 +11,7 @@ mod server;
 use cks_testkit::ProviderServer;
 use serde_json::Value;
 
-/// Fixtures copied from `shared/specs/fixtures/` (see `tests/data/README.md`).
+/// Provider fixtures (see `tests/data/README.md`).
 pub(crate) fn fixture(name: &str) -> Value {
     let text = match name {
         "anthropic_request_turn1" => include_str!("../data/anthropic_request_turn1.json"),
