@@ -1,15 +1,20 @@
 //! A minimal MCP client over a child process's stdio: newline-delimited JSON-RPC, one request
-//! at a time, as a real client would speak to `cks-mcp` (ours or the Python reference).
+//! at a time, as a real client would speak to `cks-mcp` (ours or the Python reference), and
+//! [`ConcurrentClient`], which keeps many requests in flight on the same connection (a reader task
+//! routes the responses by JSON-RPC id).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// The protocol version we offer in `initialize`; both servers accept it.
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -112,7 +117,8 @@ pub(crate) struct McpClient {
     child: Child,
     pid: u32,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// `None` once handed to a [`ConcurrentClient`]'s reader task.
+    stdout: Option<BufReader<ChildStdout>>,
     next_id: u64,
     timeout: Duration,
     /// Set after a timeout or a broken pipe: later calls fail at once.
@@ -148,7 +154,7 @@ impl McpClient {
         let mut child = cmd.spawn().with_context(|| format!("starting {}", command.program))?;
         let pid = child.id().ok_or_else(|| anyhow!("the server exited at once"))?;
         let stdin = child.stdin.take();
-        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?);
+        let stdout = Some(BufReader::with_capacity(1 << 20, child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?));
         Ok(McpClient {
             child,
             pid,
@@ -189,16 +195,18 @@ impl McpClient {
     /// an `error` member, or `isError`, is a failure.
     pub(crate) async fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, CallError> {
         let result = self.request("tools/call", json!({"name": name, "arguments": arguments})).await?;
-        let text = result["content"][0]["text"].as_str().unwrap_or_default();
-        let value: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
-        if result["isError"].as_bool() == Some(true) {
-            return Err(CallError::Failed(format!("{name}: isError: {}", truncate(text, 300))));
-        }
-        if let Some(error) = value.get("error") {
-            let message = value.get("message").and_then(Value::as_str).unwrap_or_default();
-            return Err(CallError::Failed(format!("{name}: {error}: {}", truncate(message, 300))));
-        }
-        Ok(value)
+        tool_result(name, &result)
+    }
+
+    /// Hands the connection to a [`ConcurrentClient`] (after `initialize`).
+    pub(crate) fn into_concurrent(mut self) -> ConcurrentClient {
+        let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>> = Arc::default();
+        let stdin = Arc::new(tokio::sync::Mutex::new(self.stdin.take()));
+        let reader = match self.stdout.take() {
+            Some(stdout) => tokio::spawn(route_responses(stdout, Arc::clone(&pending), Arc::clone(&stdin))),
+            None => tokio::spawn(async {}),
+        };
+        ConcurrentClient { inner: Some(self), stdin, pending, reader, next_id: Arc::default() }
     }
 
     async fn notify(&mut self, method: &str, params: Value) -> Result<(), CallError> {
@@ -240,7 +248,8 @@ impl McpClient {
     async fn read_response(&mut self, id: u64) -> Result<Value, CallError> {
         loop {
             self.line.clear();
-            let n = self.stdout.read_line(&mut self.line).await.map_err(|e| {
+            let stdout = self.stdout.as_mut().ok_or_else(|| CallError::Failed("stdout handed over".into()))?;
+            let n = stdout.read_line(&mut self.line).await.map_err(|e| {
                 self.broken = true;
                 CallError::Failed(format!("reading from the server: {e}"))
             })?;
@@ -303,6 +312,136 @@ impl McpClient {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
         self.peak_rss_kib
+    }
+}
+
+/// The result object of a `tools/call` response (the JSON text of `content[0]`); a result with an
+/// `error` member, or `isError`, is a failure.
+fn tool_result(name: &str, result: &Value) -> Result<Value, CallError> {
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let value: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
+    if result["isError"].as_bool() == Some(true) {
+        return Err(CallError::Failed(format!("{name}: isError: {}", truncate(text, 300))));
+    }
+    if let Some(error) = value.get("error") {
+        let message = value.get("message").and_then(Value::as_str).unwrap_or_default();
+        return Err(CallError::Failed(format!("{name}: {error}: {}", truncate(message, 300))));
+    }
+    Ok(value)
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>>;
+
+/// Reads responses until end of file and hands each to the waiter of its id.
+async fn route_responses(
+    mut stdout: BufReader<ChildStdout>,
+    pending: Pending,
+    stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match stdout.read_line(&mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+        if message.get("method").is_some() {
+            if let Some(request_id) = message.get("id").cloned() {
+                let refusal = json!({"jsonrpc": "2.0", "id": request_id,
+                    "error": {"code": -32601, "message": "cks-bench answers no requests"}});
+                let mut bytes = refusal.to_string().into_bytes();
+                bytes.push(b'\n');
+                if let Some(stdin) = stdin.lock().await.as_mut() {
+                    let _ = stdin.write_all(&bytes).await;
+                    let _ = stdin.flush().await;
+                }
+            }
+            continue;
+        }
+        let Some(id) = message.get("id").and_then(Value::as_u64) else { continue };
+        let Some(waiter) = pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) else { continue };
+        let outcome = match message.get("error") {
+            Some(error) => Err(CallError::Failed(format!("JSON-RPC error: {error}"))),
+            None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+        };
+        let _ = waiter.send(outcome);
+    }
+    // The server closed its stdout: every waiter fails.
+    for (_, waiter) in pending.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+        let _ = waiter.send(Err(CallError::Failed("the server closed its stdout".into())));
+    }
+}
+
+/// Many requests in flight on one connection: [`ConcurrentClient::send_tool_call`] writes a request
+/// and returns a receiver for its response, which a reader task routes by id.
+#[derive(Debug)]
+pub(crate) struct ConcurrentClient {
+    inner: Option<McpClient>,
+    stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    pending: Pending,
+    reader: JoinHandle<()>,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A request in flight.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    name: String,
+    receiver: oneshot::Receiver<Result<Value, CallError>>,
+}
+
+impl InFlight {
+    /// Waits (at most `timeout`) for the response and returns the tool's result object.
+    pub(crate) async fn wait(self, timeout: Duration) -> Result<Value, CallError> {
+        match tokio::time::timeout(timeout, self.receiver).await {
+            Ok(Ok(Ok(result))) => tool_result(&self.name, &result),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(CallError::Failed("the response router stopped".into())),
+            Err(_) => Err(CallError::Timeout),
+        }
+    }
+}
+
+impl ConcurrentClient {
+    /// Writes one `tools/call` request; its response is awaited with [`InFlight::wait`].
+    pub(crate) async fn send_tool_call(&self, name: &str, arguments: Value) -> Result<InFlight, CallError> {
+        // Ids far above those the sequential client used.
+        let id = (1 << 32) + self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, sender);
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}});
+        let mut bytes = message.to_string().into_bytes();
+        bytes.push(b'\n');
+        let mut stdin = self.stdin.lock().await;
+        let stdin = stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
+        stdin.write_all(&bytes).await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
+        stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
+        Ok(InFlight { name: name.to_owned(), receiver })
+    }
+
+    /// One call, waited for.
+    pub(crate) async fn call_tool(&self, name: &str, arguments: Value, timeout: Duration) -> Result<Value, CallError> {
+        self.send_tool_call(name, arguments).await?.wait(timeout).await
+    }
+
+    /// Closes stdin, waits for the server to exit (see [`McpClient::shutdown`]) and returns its
+    /// peak RSS (KiB).
+    pub(crate) async fn shutdown(mut self, grace: Duration) -> Option<u64> {
+        drop(self.stdin.lock().await.take());
+        let inner = self.inner.take()?;
+        let peak = inner.shutdown(grace).await;
+        self.reader.abort();
+        peak
+    }
+
+    /// Kills the server at once.
+    pub(crate) async fn kill(mut self) -> Option<u64> {
+        let inner = self.inner.take()?;
+        let peak = inner.kill().await;
+        self.reader.abort();
+        peak
     }
 }
 

@@ -63,7 +63,8 @@ struct Cli {
     /// query_subgraph depth-2 calls per size [50].
     #[arg(long)]
     scale_queries: Option<usize>,
-    /// Groups to run, comma-separated: cold, query, ai_chat, scale [all].
+    /// Groups to run, comma-separated: cold, query, ai_chat, ai_chat_concurrent, scale [all; --smoke:
+    /// all but ai_chat_concurrent].
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
     /// CKS_LLM_PROVIDER for the ai_chat measurement: anthropic (ANTHROPIC_BASE_URL) or

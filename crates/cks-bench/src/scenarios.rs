@@ -11,7 +11,7 @@ use cks_core::json::to_canonical_string;
 use cks_core::sample::random_graph;
 use cks_testkit::{ProviderServer, Reply, ToolCall};
 
-use crate::client::{CallError, McpClient, ServerCommand, dir_size};
+use crate::client::{CallError, InFlight, McpClient, ServerCommand, dir_size};
 use crate::report::{Recorder, quantile};
 
 /// What to measure, and how much.
@@ -25,6 +25,10 @@ pub(crate) struct Plan {
     pub(crate) small_objects: u64,
     /// Timed `ai_chat` turns (after one untimed warm-up turn).
     pub(crate) ai_turns: usize,
+    /// `ai_chat` turns sent at once on one connection (group `ai_chat_concurrent`).
+    pub(crate) concurrent_chats: usize,
+    /// Sequential `query_subgraph` calls on another session while those turns run.
+    pub(crate) queries_during_chats: usize,
     /// Graph sizes in objects.
     pub(crate) sizes: Vec<u64>,
     /// One-object commits per size (their latencies give the evolve percentiles; list_versions and
@@ -35,7 +39,7 @@ pub(crate) struct Plan {
     /// Repeats of serialize / list_versions / compare_versions per size (the median is kept).
     pub(crate) repeats: usize,
     pub(crate) call_timeout: Duration,
-    /// Which groups run: cold, query, ai_chat, scale.
+    /// Which groups run: cold, query, ai_chat, ai_chat_concurrent, scale.
     pub(crate) groups: Vec<String>,
     /// `CKS_LLM_PROVIDER` for the ai_chat server: `anthropic` (the documented contract) or
     /// `openai_compatible` (for a server that cannot point Anthropic at a local URL, like the
@@ -50,12 +54,14 @@ impl Plan {
             queries: 2_000,
             small_objects: 100,
             ai_turns: 100,
+            concurrent_chats: 50,
+            queries_during_chats: 200,
             sizes: vec![1_000, 10_000, 50_000],
             commits: 30,
             scale_queries: 50,
             repeats: 3,
             call_timeout: Duration::from_secs(120),
-            groups: vec!["cold".into(), "query".into(), "ai_chat".into(), "scale".into()],
+            groups: ["cold", "query", "ai_chat", "ai_chat_concurrent", "scale"].map(String::from).to_vec(),
             ai_provider: "anthropic".into(),
         }
     }
@@ -72,6 +78,7 @@ impl Plan {
             scale_queries: 5,
             repeats: 1,
             call_timeout: Duration::from_secs(60),
+            groups: ["cold", "query", "ai_chat", "scale"].map(String::from).to_vec(),
             ..Plan::full()
         }
     }
@@ -163,7 +170,10 @@ impl<'a> Bench<'a> {
             self.query_small().await?;
         }
         if self.plan.runs("ai_chat") {
-            self.ai_chat(tools).await?;
+            self.ai_chat(tools.clone()).await?;
+        }
+        if self.plan.runs("ai_chat_concurrent") {
+            self.ai_chat_concurrent(tools).await?;
         }
         if self.plan.runs("scale") {
             for size in self.plan.sizes.clone() {
@@ -496,12 +506,193 @@ impl<'a> Bench<'a> {
                 }
             }
             let note = Some(format!(
-                "{} turns after one warm-up; provider: cks-testkit {provider_name}, answering at once",
+                "{} turns after one warm-up; provider: cks-testkit {provider_name}, answering at once; client-observed, so \
+                 it includes the three loopback HTTP round trips to the provider and its own handling",
                 samples.len()
             ));
             self.rec.value("ai_chat_turn_p50", size, "ms", quantile(&samples, 0.5), note);
             self.rec.value("ai_chat_turn_p99", size, "ms", quantile(&samples, 0.99), None);
             done.extend(["ai_chat_turn_p50", "ai_chat_turn_p99"]);
+            client.shutdown(GRACE).await;
+            Ok(())
+        }
+        .await;
+        self.finish(result, &names, &mut done, size);
+        Ok(())
+    }
+
+    /// `concurrent_chats` `ai_chat` turns sent at once over the one stdio connection, against a
+    /// provider whose every answer takes 200 ms and asks for one more `query_subgraph`, with the
+    /// iteration cap at 3: each turn makes exactly three 200 ms LLM calls, so the whole batch takes
+    /// about 600 ms when waiting on the provider never blocks the server. Meanwhile (once all are
+    /// sent) `queries_during_chats` sequential `query_subgraph` calls on another session.
+    async fn ai_chat_concurrent(&mut self, tools: Option<Vec<String>>) -> anyhow::Result<()> {
+        const LLM_DELAY: Duration = Duration::from_millis(200);
+        const ITERATIONS: usize = 3;
+        let size = Some(self.plan.small_objects);
+        let names =
+            [("ai_chat_50_concurrent_wall", "ms"), ("query_during_chats_p50", "ms"), ("query_during_chats_p99", "ms")];
+        let mut done = HashSet::new();
+        if let Some(tools) = &tools
+            && !tools.iter().any(|t| t == "ai_chat")
+        {
+            for (name, unit) in names {
+                self.rec.status(name, size, unit, "not available");
+            }
+            return Ok(());
+        }
+        let provider = ProviderServer::start().await;
+        provider.set_default(Some(Reply::Delay(
+            LLM_DELAY,
+            Box::new(Reply::ToolCalls(vec![ToolCall::new("query_subgraph", json!({"seed_ids": ["n0"], "depth": 1}))])),
+        )));
+        let base_url = provider.base_url();
+        let openai_url = format!("{base_url}/v1");
+        let provider_name = self.plan.ai_provider.clone();
+        let iterations = ITERATIONS.to_string();
+        let command = self.command.clone().with_env(&[
+            ("CKS_LLM_PROVIDER", &provider_name),
+            ("ANTHROPIC_API_KEY", "bench"),
+            ("ANTHROPIC_BASE_URL", &base_url),
+            ("CKS_OPENAI_API_KEY", "bench"),
+            ("CKS_OPENAI_BASE_URL", &openai_url),
+            ("CKS_AI_CHAT_MAX_ITERATIONS", &iterations),
+        ]);
+        let plan = self.plan.clone();
+        let first = "ai_chat_50_concurrent_wall";
+        let result: Result<(), Stop> = async {
+            let (mut client, _dir, chat_session, _, _) =
+                self.session_server(&command, "ai_chat_concurrent", plan.small_objects, first).await?;
+            let prepared = async {
+                let listed = client.list_tools().await?;
+                if !listed.iter().any(|t| t == "ai_chat") {
+                    return Ok(None);
+                }
+                // A second session for the queries.
+                let created = client.call_tool("validate_knowledge", json!({"json_data": sample_json(plan.small_objects)})).await?;
+                Ok(Some(created_session(&created)?.0))
+            }
+            .await;
+            let query_session = match prepared {
+                Ok(Some(session)) => session,
+                Ok(None) => {
+                    client.shutdown(GRACE).await;
+                    for (name, unit) in names {
+                        self.rec.status(name, size, unit, "not available");
+                        done.insert(name);
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    client.kill().await;
+                    return Err(Stop::new(first, "ms", e));
+                }
+            };
+            let client = client.into_concurrent();
+            let timeout = plan.call_timeout;
+            let chat_args =
+                json!({"session_id": chat_session, "prompt": "Walk the graph around n0 as far as you can."});
+            let query_args = json!({"session_id": query_session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
+            // Warm-up: one turn (the provider connection) and a few queries, untimed.
+            let warmed = async {
+                client.call_tool("ai_chat", chat_args.clone(), timeout).await?;
+                for _ in 0..10 {
+                    client.call_tool("query_subgraph", query_args.clone(), timeout).await?;
+                }
+                Ok::<(), CallError>(())
+            }
+            .await;
+            if let Err(e) = warmed {
+                client.kill().await;
+                return Err(Stop::new(first, "ms", e));
+            }
+            provider.clear_requests();
+
+            let started = Instant::now();
+            let mut in_flight: Vec<InFlight> = Vec::with_capacity(plan.concurrent_chats);
+            for _ in 0..plan.concurrent_chats {
+                match client.send_tool_call("ai_chat", chat_args.clone()).await {
+                    Ok(call) => in_flight.push(call),
+                    Err(e) => {
+                        client.kill().await;
+                        return Err(Stop::new(first, "ms", e));
+                    }
+                }
+            }
+            let sent = started.elapsed();
+            // The turns' completion, awaited on their own task so the queries below do not delay it.
+            let chats = tokio::spawn(async move {
+                let mut answers = Vec::with_capacity(in_flight.len());
+                for call in in_flight {
+                    answers.push(call.wait(timeout).await);
+                }
+                (started.elapsed(), answers)
+            });
+            let mut samples = Vec::with_capacity(plan.queries_during_chats);
+            let mut query_failure = None;
+            for _ in 0..plan.queries_during_chats {
+                let t = Instant::now();
+                match client.call_tool("query_subgraph", query_args.clone(), timeout).await {
+                    Ok(_) => samples.push(ms(t.elapsed())),
+                    Err(e) => {
+                        query_failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            let queries_done = started.elapsed();
+            let (wall, answers) = match chats.await {
+                Ok(joined) => joined,
+                Err(e) => {
+                    client.kill().await;
+                    return Err(Stop::new(first, "ms", CallError::Failed(format!("the waiting task failed: {e}"))));
+                }
+            };
+            let llm_calls = provider.requests().len();
+            let mut capped = 0;
+            for answer in answers {
+                match answer {
+                    Ok(answer) => {
+                        if answer["truncation_reason"] == "max_iterations" {
+                            capped += 1;
+                        }
+                    }
+                    Err(e) => {
+                        client.kill().await;
+                        return Err(Stop::new(first, "ms", e));
+                    }
+                }
+            }
+            let expected = plan.concurrent_chats * ITERATIONS;
+            if llm_calls != expected {
+                client.kill().await;
+                let message = format!("expected {expected} LLM calls for {} turns, the provider saw {llm_calls}", plan.concurrent_chats);
+                return Err(Stop::new(first, "ms", CallError::Failed(message)));
+            }
+            let note = Some(format!(
+                "{} turns sent at once on one connection (all written in {:.1} ms), each {ITERATIONS} LLM calls of {} ms \
+                 (cks-testkit {provider_name}, CKS_AI_CHAT_MAX_ITERATIONS={ITERATIONS}; {capped} turns ended at the cap); \
+                 ideal {} ms",
+                plan.concurrent_chats,
+                ms(sent),
+                LLM_DELAY.as_millis(),
+                ITERATIONS as u128 * LLM_DELAY.as_millis()
+            ));
+            self.rec.value("ai_chat_50_concurrent_wall", size, "ms", ms(wall), note);
+            done.insert("ai_chat_50_concurrent_wall");
+            if let Some(e) = query_failure {
+                client.kill().await;
+                return Err(Stop::new("query_during_chats_p50", "ms", e));
+            }
+            let note = Some(format!(
+                "{} sequential calls (depth 2, max_objects 50) on another session of the same connection, started once \
+                 the turns were sent; the last answered {:.0} ms after the first turn was sent",
+                samples.len(),
+                ms(queries_done)
+            ));
+            self.rec.value("query_during_chats_p50", size, "ms", quantile(&samples, 0.5), note);
+            self.rec.value("query_during_chats_p99", size, "ms", quantile(&samples, 0.99), None);
+            done.extend(["query_during_chats_p50", "query_during_chats_p99"]);
             client.shutdown(GRACE).await;
             Ok(())
         }
