@@ -98,7 +98,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
 async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let (stdin, stdout) = rmcp::transport::stdio();
+    // Pipes (how MCP clients start servers) are driven by the IO reactor instead of tokio's
+    // blocking pool, saving a thread hand-off per message; other streams fall back to blocking.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport =
         rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(max_message_bytes);
     let service = server.serve(transport).await.context("starting the stdio MCP session")?;
