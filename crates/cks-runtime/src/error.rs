@@ -10,7 +10,9 @@ use crate::store::StoreError;
 pub enum RuntimeError {
     #[error("Session '{0}' not found.")]
     SessionNotFound(String),
-    #[error("Session '{0}' is closed.")]
+    #[error(
+        "Session '{0}' is already closed and cannot be modified. Open a new session or branch from an existing one."
+    )]
     SessionClosed(String),
     #[error("Version '{version_id}' not found in session '{session_id}'.")]
     VersionNotFound { session_id: String, version_id: String },

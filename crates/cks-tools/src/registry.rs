@@ -187,7 +187,8 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
             other => other.into(),
         })?;
         if must_be_open && info.closed {
-            return Err(ToolError::new("session_closed", format!("Session '{id}' is closed.")).with("session_id", id));
+            let message = RuntimeError::SessionClosed(id.to_owned()).to_string();
+            return Err(ToolError::new("session_closed", message).with("session_id", id));
         }
     }
     Ok(())
