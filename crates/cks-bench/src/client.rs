@@ -2,6 +2,10 @@
 //! at a time, as a real client would speak to `cks-mcp` (ours or the Python reference), and
 //! [`ConcurrentClient`], which keeps many requests in flight on the same connection (a reader task
 //! routes the responses by JSON-RPC id).
+//!
+//! Requests over a configurable size can be sent with LSP-style `Content-Length:` framing instead
+//! of as one line (the reference reads lines with asyncio's 64 KiB limit and dies on a longer one,
+//! but reads a `Content-Length` body of any size); responses are read in either framing.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -50,6 +54,8 @@ pub(crate) struct ServerCommand {
     pub(crate) args: Vec<String>,
     /// Extra environment, on top of the inherited one and the data directory variables.
     pub(crate) env: HashMap<String, String>,
+    /// Requests longer than this many bytes are sent with `Content-Length:` framing.
+    pub(crate) content_length_over: Option<usize>,
 }
 
 impl ServerCommand {
@@ -58,7 +64,12 @@ impl ServerCommand {
     pub(crate) fn parse(line: &str) -> anyhow::Result<ServerCommand> {
         let words = split_words(line)?;
         let (program, args) = words.split_first().ok_or_else(|| anyhow!("empty server command"))?;
-        Ok(ServerCommand { program: program.clone(), args: args.to_vec(), env: HashMap::new() })
+        Ok(ServerCommand {
+            program: program.clone(),
+            args: args.to_vec(),
+            env: HashMap::new(),
+            content_length_over: None,
+        })
     }
 
     pub(crate) fn with_env(mut self, vars: &[(&str, &str)]) -> ServerCommand {
@@ -121,6 +132,7 @@ pub(crate) struct McpClient {
     stdout: Option<BufReader<ChildStdout>>,
     next_id: u64,
     timeout: Duration,
+    content_length_over: Option<usize>,
     /// Set after a timeout or a broken pipe: later calls fail at once.
     broken: bool,
     line: String,
@@ -162,6 +174,7 @@ impl McpClient {
             stdout,
             next_id: 1,
             timeout,
+            content_length_over: command.content_length_over,
             broken: false,
             line: String::new(),
             peak_rss_kib: None,
@@ -202,11 +215,12 @@ impl McpClient {
     pub(crate) fn into_concurrent(mut self) -> ConcurrentClient {
         let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>> = Arc::default();
         let stdin = Arc::new(tokio::sync::Mutex::new(self.stdin.take()));
+        let framing = self.content_length_over;
         let reader = match self.stdout.take() {
-            Some(stdout) => tokio::spawn(route_responses(stdout, Arc::clone(&pending), Arc::clone(&stdin))),
+            Some(stdout) => tokio::spawn(route_responses(stdout, Arc::clone(&pending), Arc::clone(&stdin), framing)),
             None => tokio::spawn(async {}),
         };
-        ConcurrentClient { inner: Some(self), stdin, pending, reader, next_id: Arc::default() }
+        ConcurrentClient { inner: Some(self), stdin, pending, reader, next_id: Arc::default(), framing }
     }
 
     async fn notify(&mut self, method: &str, params: Value) -> Result<(), CallError> {
@@ -219,8 +233,7 @@ impl McpClient {
             return Err(CallError::Failed("connection unusable after an earlier failure".into()));
         }
         let stdin = self.stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
-        let mut bytes = serde_json::to_vec(message).map_err(|e| CallError::Failed(e.to_string()))?;
-        bytes.push(b'\n');
+        let bytes = frame(message, self.content_length_over);
         if let Err(e) = stdin.write_all(&bytes).await {
             self.broken = true;
             return Err(CallError::Failed(format!("writing to the server: {e}")));
@@ -247,17 +260,16 @@ impl McpClient {
 
     async fn read_response(&mut self, id: u64) -> Result<Value, CallError> {
         loop {
-            self.line.clear();
             let stdout = self.stdout.as_mut().ok_or_else(|| CallError::Failed("stdout handed over".into()))?;
-            let n = stdout.read_line(&mut self.line).await.map_err(|e| {
+            let read = read_message(stdout, &mut self.line).await.map_err(|e| {
                 self.broken = true;
                 CallError::Failed(format!("reading from the server: {e}"))
             })?;
-            if n == 0 {
+            let Some(message) = read else {
                 self.broken = true;
                 return Err(CallError::Failed("the server closed its stdout".into()));
-            }
-            let Ok(message) = serde_json::from_str::<Value>(&self.line) else { continue };
+            };
+            let Ok(message) = serde_json::from_str::<Value>(&message) else { continue };
             if message.get("method").is_some() {
                 if let Some(request_id) = message.get("id").cloned() {
                     let refusal = json!({"jsonrpc": "2.0", "id": request_id,
@@ -330,6 +342,70 @@ fn tool_result(name: &str, result: &Value) -> Result<Value, CallError> {
     Ok(value)
 }
 
+/// `message` as one line, or with a `Content-Length:` header when it is longer than `content_length_over`.
+fn frame(message: &Value, content_length_over: Option<usize>) -> Vec<u8> {
+    let body = message.to_string();
+    match content_length_over {
+        Some(limit) if body.len() > limit => {
+            let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+            bytes.extend_from_slice(body.as_bytes());
+            bytes
+        }
+        _ => {
+            let mut bytes = body.into_bytes();
+            bytes.push(b'\n');
+            bytes
+        }
+    }
+}
+
+/// The next message from the server, newline-delimited or `Content-Length:`-framed (detected per
+/// message); `None` at end of file. `line` is a reusable buffer.
+async fn read_message<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut String,
+) -> std::io::Result<Option<String>> {
+    loop {
+        line.clear();
+        if reader.read_line(line).await? == 0 {
+            return Ok(None);
+        }
+        let Some(length) = content_length(line) else {
+            if line.trim().is_empty() {
+                continue;
+            }
+            return Ok(Some(std::mem::take(line)));
+        };
+        let mut length = length?;
+        // Further headers up to the blank line.
+        loop {
+            line.clear();
+            if reader.read_line(line).await? == 0 {
+                return Ok(None);
+            }
+            match content_length(line) {
+                Some(other) => length = other?,
+                None if line.trim().is_empty() => break,
+                None => {}
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).await?;
+        return String::from_utf8(body)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+    }
+}
+
+/// The length of a `Content-Length:` header line; `None` when `line` is not one.
+fn content_length(line: &str) -> Option<std::io::Result<usize>> {
+    let (name, value) = line.split_once(':')?;
+    if !name.trim().eq_ignore_ascii_case("content-length") {
+        return None;
+    }
+    Some(value.trim().parse().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>>;
 
 /// Reads responses until end of file and hands each to the waiter of its id.
@@ -337,21 +413,16 @@ async fn route_responses(
     mut stdout: BufReader<ChildStdout>,
     pending: Pending,
     stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    framing: Option<usize>,
 ) {
     let mut line = String::new();
-    loop {
-        line.clear();
-        match stdout.read_line(&mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+    while let Ok(Some(text)) = read_message(&mut stdout, &mut line).await {
+        let Ok(message) = serde_json::from_str::<Value>(&text) else { continue };
         if message.get("method").is_some() {
             if let Some(request_id) = message.get("id").cloned() {
                 let refusal = json!({"jsonrpc": "2.0", "id": request_id,
                     "error": {"code": -32601, "message": "cks-bench answers no requests"}});
-                let mut bytes = refusal.to_string().into_bytes();
-                bytes.push(b'\n');
+                let bytes = frame(&refusal, framing);
                 if let Some(stdin) = stdin.lock().await.as_mut() {
                     let _ = stdin.write_all(&bytes).await;
                     let _ = stdin.flush().await;
@@ -382,6 +453,7 @@ pub(crate) struct ConcurrentClient {
     pending: Pending,
     reader: JoinHandle<()>,
     next_id: Arc<std::sync::atomic::AtomicU64>,
+    framing: Option<usize>,
 }
 
 /// A request in flight.
@@ -412,8 +484,7 @@ impl ConcurrentClient {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, sender);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": name, "arguments": arguments}});
-        let mut bytes = message.to_string().into_bytes();
-        bytes.push(b'\n');
+        let bytes = frame(&message, self.framing);
         let mut stdin = self.stdin.lock().await;
         let stdin = stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
         stdin.write_all(&bytes).await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
@@ -492,6 +563,25 @@ mod tests {
         assert_eq!(c.args, vec!["--x", "y z", "q\"r", "s t"]);
         assert!(ServerCommand::parse("   ").is_err());
         assert!(ServerCommand::parse("a 'b").is_err());
+    }
+
+    #[tokio::test]
+    async fn messages_are_read_in_either_framing() {
+        let big = json!({"id": 1, "text": "x".repeat(100)});
+        let small = json!({"id": 2});
+        let mut wire = frame(&big, Some(50));
+        assert!(wire.starts_with(b"Content-Length: "));
+        wire.extend(frame(&small, Some(50)));
+        assert_eq!(*wire.last().unwrap(), b'\n');
+        wire.extend(b"\ncontent-length: 7\r\nContent-Type: application/json\r\n\r\n{\"id\":3}");
+        let mut reader = BufReader::new(&wire[..]);
+        let mut line = String::new();
+        let mut read = Vec::new();
+        while let Some(text) = read_message(&mut reader, &mut line).await.unwrap() {
+            read.push(serde_json::from_str::<Value>(&text).unwrap());
+        }
+        assert_eq!(read, vec![big, small, json!({"id": 3})]);
+        assert!(read_message(&mut BufReader::new(&b"Content-Length: 9\r\n\r\n{}"[..]), &mut line).await.is_err());
     }
 
     #[test]

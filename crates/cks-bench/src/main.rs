@@ -63,8 +63,8 @@ struct Cli {
     /// query_subgraph depth-2 calls per size [50].
     #[arg(long)]
     scale_queries: Option<usize>,
-    /// Groups to run, comma-separated: cold, query, ai_chat, ai_chat_concurrent, scale [all; --smoke:
-    /// all but ai_chat_concurrent].
+    /// Groups to run, comma-separated: cold, query, ai_chat, ai_chat_concurrent, scale, reload [all;
+    /// --smoke: all but ai_chat_concurrent].
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
     /// CKS_LLM_PROVIDER for the ai_chat measurement: anthropic (ANTHROPIC_BASE_URL) or
@@ -74,6 +74,19 @@ struct Cli {
     /// Per-call timeout; a call that takes longer is recorded as "timeout".
     #[arg(long, default_value_t = 120)]
     call_timeout_secs: u64,
+    /// Time budget of one repeated measurement (commits, depth-2 queries, the repeats of serialize
+    /// / list_versions / compare_versions, session creation for the reload group): once spent, the
+    /// loop stops after at least 3 samples, and the record's note says how many were taken.
+    #[arg(long, default_value_t = 120)]
+    measurement_budget_secs: u64,
+    /// Send requests longer than this many bytes with LSP-style `Content-Length:` framing instead
+    /// of as one line (the reference's stdio reader dies on a line over 64 KiB; our server reads
+    /// lines only).
+    #[arg(long, value_name = "BYTES")]
+    content_length_over: Option<usize>,
+    /// Stored-session counts for the reload group, comma-separated [1,100,1000].
+    #[arg(long, value_delimiter = ',')]
+    session_counts: Option<Vec<u64>>,
     /// Keep the scratch directory (data directories, server stderr) and print its path.
     #[arg(long)]
     keep_work: bool,
@@ -139,18 +152,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(v) = cli.only.clone() {
         plan.groups = v;
     }
+    if let Some(v) = cli.session_counts.clone() {
+        plan.session_counts = v;
+    }
+    plan.measurement_budget = Duration::from_secs(cli.measurement_budget_secs.max(1));
     plan.ai_provider = cli.ai_provider.clone();
     plan.call_timeout = Duration::from_secs(cli.call_timeout_secs.max(1));
 
-    let command = match &cli.server {
+    let mut command = match &cli.server {
         Some(line) => ServerCommand::parse(line)?,
         None => {
             let exe = std::env::current_exe()?;
             let sibling = exe.with_file_name(format!("cks-mcp{}", std::env::consts::EXE_SUFFIX));
             anyhow::ensure!(sibling.exists(), "no --server given and no cks-mcp beside {}", exe.display());
-            ServerCommand { program: sibling.display().to_string(), args: Vec::new(), env: Default::default() }
+            ServerCommand {
+                program: sibling.display().to_string(),
+                args: Vec::new(),
+                env: Default::default(),
+                content_length_over: None,
+            }
         }
     };
+    command.content_length_over = cli.content_length_over;
     let name = cli.name.clone().unwrap_or_else(|| {
         if cli.server.is_none() {
             "ours".into()

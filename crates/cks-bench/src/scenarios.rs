@@ -39,7 +39,11 @@ pub(crate) struct Plan {
     /// Repeats of serialize / list_versions / compare_versions per size (the median is kept).
     pub(crate) repeats: usize,
     pub(crate) call_timeout: Duration,
-    /// Which groups run: cold, query, ai_chat, ai_chat_concurrent, scale.
+    /// Once a repeated measurement has run this long it stops (after at least [`MIN_SAMPLES`]).
+    pub(crate) measurement_budget: Duration,
+    /// Numbers of stored sessions before the restarts of the reload group.
+    pub(crate) session_counts: Vec<u64>,
+    /// Which groups run: cold, query, ai_chat, ai_chat_concurrent, scale, reload.
     pub(crate) groups: Vec<String>,
     /// `CKS_LLM_PROVIDER` for the ai_chat server: `anthropic` (the documented contract) or
     /// `openai_compatible` (for a server that cannot point Anthropic at a local URL, like the
@@ -61,7 +65,9 @@ impl Plan {
             scale_queries: 50,
             repeats: 3,
             call_timeout: Duration::from_secs(120),
-            groups: ["cold", "query", "ai_chat", "ai_chat_concurrent", "scale"].map(String::from).to_vec(),
+            measurement_budget: Duration::from_secs(120),
+            session_counts: vec![1, 100, 1_000],
+            groups: ["cold", "query", "ai_chat", "ai_chat_concurrent", "scale", "reload"].map(String::from).to_vec(),
             ai_provider: "anthropic".into(),
         }
     }
@@ -78,13 +84,32 @@ impl Plan {
             scale_queries: 5,
             repeats: 1,
             call_timeout: Duration::from_secs(60),
-            groups: ["cold", "query", "ai_chat", "scale"].map(String::from).to_vec(),
+            session_counts: vec![1, 5],
+            groups: ["cold", "query", "ai_chat", "scale", "reload"].map(String::from).to_vec(),
             ..Plan::full()
         }
     }
 
     fn runs(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
+    }
+
+    /// Whether a repeated measurement that started at `started` and has `samples` of its `planned`
+    /// samples takes another: always up to [`MIN_SAMPLES`], then while the budget lasts.
+    fn another(&self, started: Instant, samples: usize, planned: usize) -> bool {
+        samples < planned && (samples < MIN_SAMPLES || started.elapsed() < self.measurement_budget)
+    }
+}
+
+/// Samples every repeated measurement takes, whatever its time budget.
+const MIN_SAMPLES: usize = 3;
+
+/// "n of m" for a note, when the budget cut a measurement short.
+fn sampled(samples: usize, planned: usize) -> String {
+    if samples < planned {
+        format!("{samples} of the planned {planned} (time budget spent)")
+    } else {
+        samples.to_string()
     }
 }
 
@@ -180,6 +205,9 @@ impl<'a> Bench<'a> {
                 self.scale(size).await?;
             }
         }
+        if self.plan.runs("reload") {
+            self.reload().await?;
+        }
         Ok(())
     }
 
@@ -233,115 +261,37 @@ impl<'a> Bench<'a> {
 
     /// Starts a server on a fresh directory, initializes it and creates a session from the
     /// sample graph of `objects` objects with one `validate_knowledge` call. Returns (client, data
-    /// directory, session id, first version id, creation time). When that call kills the server
-    /// (the reference's stdio reader dies on any request line over 64 KiB) the creation time is
-    /// `Err(status)`, and the session is built instead on a new server from requests under 48 KiB:
-    /// `validate_knowledge` of the first chunk, then `evolve_knowledge` batches of `add_object` and
-    /// `add_relation`, so that the other measurements can still be made.
-    #[allow(clippy::type_complexity)]
+    /// directory, session id, first version id, creation time).
     async fn session_server(
         &mut self,
         command: &ServerCommand,
         label: &str,
         objects: u64,
         measurement: &'static str,
-    ) -> Result<(McpClient, PathBuf, String, String, Result<Duration, String>), Stop> {
+    ) -> Result<(McpClient, PathBuf, String, String, Duration), Stop> {
         let dir = self.fresh_dir(label).map_err(|e| Stop::new(measurement, "ms", e.into()))?;
         let mut client = self.spawn(command, &dir).or_stop(measurement, "ms")?;
-        if let Err(e) = client.initialize().await {
-            client.kill().await;
-            return Err(Stop::new(measurement, "ms", e));
-        }
         let json_data = sample_json(objects);
         let started = Instant::now();
-        let created = client.call_tool("validate_knowledge", json!({"json_data": json_data})).await;
-        let elapsed = started.elapsed();
-        let result = match created {
-            Ok(result) => result,
-            Err(CallError::Failed(message))
-                if message.contains("closed its stdout") || message.contains("Broken pipe") =>
-            {
-                client.kill().await;
-                let status =
-                    format!("error: the server died on the {} KiB request ({message})", json_data.len() / 1024);
-                let (client, dir, session, version) =
-                    self.chunked_session(command, label, &json_data, measurement).await?;
-                return Ok((client, dir, session, version, Err(status)));
-            }
-            Err(e) => {
-                client.kill().await;
-                return Err(Stop::new(measurement, "ms", e));
-            }
-        };
-        match created_session(&result) {
-            Ok((session, version)) => Ok((client, dir, session, version, Ok(elapsed))),
-            Err(e) => {
-                client.kill().await;
-                Err(Stop::new(measurement, "ms", e))
-            }
-        }
-    }
-
-    /// Builds the session of `json_data` from requests under 48 KiB (see [`Bench::session_server`]).
-    async fn chunked_session(
-        &mut self,
-        command: &ServerCommand,
-        label: &str,
-        json_data: &str,
-        measurement: &'static str,
-    ) -> Result<(McpClient, PathBuf, String, String), Stop> {
-        const LIMIT: usize = 48 * 1024;
-        let dir = self.fresh_dir(&format!("{label}-chunked")).map_err(|e| Stop::new(measurement, "ms", e.into()))?;
-        let mut client = self.spawn(command, &dir).or_stop(measurement, "ms")?;
-        let outcome: Result<(String, String), CallError> = async {
+        let created = async {
             client.initialize().await?;
-            let document: Value = serde_json::from_str(json_data).map_err(|e| CallError::Failed(e.to_string()))?;
-            let all = document["objects"].as_array().cloned().unwrap_or_default();
-            let (relations, nodes): (Vec<Value>, Vec<Value>) =
-                all.into_iter().partition(|o| o["structure"].get("participants").is_some());
-            let mut nodes = nodes.into_iter().peekable();
-            // The first chunk creates the session.
-            let mut first = Vec::new();
-            let mut bytes = 0;
-            while let Some(node) = nodes.next_if(|n| bytes + n.to_string().len() < LIMIT) {
-                bytes += node.to_string().len() + 2;
-                first.push(node);
-            }
-            let first = json!({"version": "1.0", "objects": first}).to_string();
-            let result = client.call_tool("validate_knowledge", json!({"json_data": first})).await?;
-            let (session, version) = created_session(&result)?;
-            // The rest as evolution operations.
-            let ops = nodes
-                .map(|n| json!({"type": "add_object", "identity": n["identity"], "structure": n["structure"]}))
-                .chain(relations.into_iter().map(|r| {
-                    let mut structure = r["structure"].as_object().cloned().unwrap_or_default();
-                    let participants = structure.remove("participants");
-                    let relation_type = structure.remove("relation_type");
-                    json!({"type": "add_relation", "identity": r["identity"], "participants": participants,
-                        "relation_type": relation_type, "structure": structure})
-                }));
-            let mut batch = Vec::new();
-            let mut bytes = 0;
-            for op in ops {
-                let len = op.to_string().len() + 2;
-                if bytes + len > LIMIT && !batch.is_empty() {
-                    let operations = Value::Array(std::mem::take(&mut batch));
-                    client
-                        .call_tool("evolve_knowledge", json!({"session_id": session, "operations": operations}))
-                        .await?;
-                    bytes = 0;
-                }
-                bytes += len;
-                batch.push(op);
-            }
-            if !batch.is_empty() {
-                client.call_tool("evolve_knowledge", json!({"session_id": session, "operations": batch})).await?;
-            }
-            Ok((session, version))
+            let started = Instant::now();
+            let result = client.call_tool("validate_knowledge", json!({"json_data": json_data})).await?;
+            let elapsed = started.elapsed();
+            created_session(&result).map(|(session, version)| (session, version, elapsed))
         }
         .await;
-        match outcome {
-            Ok((session, version)) => Ok((client, dir, session, version)),
+        match created {
+            Ok((session, version, elapsed)) => Ok((client, dir, session, version, elapsed)),
+            Err(CallError::Failed(message)) if message.contains("closed its stdout") => {
+                client.kill().await;
+                let status = format!(
+                    "error: the server died on the {} KiB request after {:.0} ms ({message})",
+                    json_data.len() / 1024,
+                    ms(started.elapsed())
+                );
+                Err(Stop { measurement, unit: "ms", status })
+            }
             Err(e) => {
                 client.kill().await;
                 Err(Stop::new(measurement, "ms", e))
@@ -723,19 +673,17 @@ impl<'a> Bench<'a> {
         let result: Result<(), Stop> = async {
             let (mut client, dir, session, first_version, created) =
                 self.session_server(&command, &format!("scale-{size}"), size, "create_validate").await?;
-            match created {
-                Ok(created) => self.rec.value("create_validate", Some(size), "ms", ms(created), None),
-                Err(status) => {
-                    let note = "session built instead from requests under 48 KiB (validate + evolve chunks)";
-                    self.rec.status_note("create_validate", Some(size), "ms", status, Some(note.into()));
-                }
-            }
+            self.rec.value("create_validate", Some(size), "ms", ms(created), None);
             done.insert("create_validate");
 
             // One-object commits.
             let mut samples = Vec::new();
             let mut with_structure = 0;
+            let loop_started = Instant::now();
             for i in 0..plan.commits {
+                if !plan.another(loop_started, samples.len(), plan.commits) {
+                    break;
+                }
                 let op = json!([{
                     "type": "update_object",
                     "object_id": format!("n{}", (i as u64 * 7_919) % nodes),
@@ -761,7 +709,7 @@ impl<'a> Bench<'a> {
             }
             let note = Some(format!(
                 "{} commits; {} of them returned the serialized structure{}",
-                samples.len(),
+                sampled(samples.len(), plan.commits),
                 with_structure,
                 if with_structure == 0 { " (cks-mcp includes it only up to 2,000 objects)" } else { "" }
             ));
@@ -771,7 +719,11 @@ impl<'a> Bench<'a> {
 
             // Bounded subgraph queries from varying seeds.
             let mut samples = Vec::new();
+            let loop_started = Instant::now();
             for i in 0..plan.scale_queries {
+                if !plan.another(loop_started, samples.len(), plan.scale_queries) {
+                    break;
+                }
                 let args = json!({"session_id": session, "seed_ids": [format!("n{}", (i as u64 * 104_729) % nodes)],
                     "depth": 2, "max_objects": 50});
                 let started = Instant::now();
@@ -781,7 +733,8 @@ impl<'a> Bench<'a> {
                 }
                 samples.push(ms(started.elapsed()));
             }
-            self.rec.value("query_depth2_p50", Some(size), "ms", quantile(&samples, 0.5), None);
+            let note = Some(format!("{} calls from varying seeds", sampled(samples.len(), plan.scale_queries)));
+            self.rec.value("query_depth2_p50", Some(size), "ms", quantile(&samples, 0.5), note);
             done.insert("query_depth2_p50");
 
             let repeated: [(&'static str, &str, Value); 3] = [
@@ -796,7 +749,11 @@ impl<'a> Bench<'a> {
             for (measurement, tool, args) in repeated {
                 let mut samples = Vec::new();
                 let mut note = None;
+                let loop_started = Instant::now();
                 for _ in 0..plan.repeats.max(1) {
+                    if !samples.is_empty() && !plan.another(loop_started, samples.len(), plan.repeats) {
+                        break;
+                    }
                     let started = Instant::now();
                     match client.call_tool(tool, args.clone()).await {
                         Ok(result) => {
@@ -813,7 +770,7 @@ impl<'a> Bench<'a> {
                     }
                 }
                 if plan.repeats > 1 {
-                    let runs = format!("median of {}", samples.len());
+                    let runs = format!("median of {}", sampled(samples.len(), plan.repeats));
                     note = Some(note.map_or(runs.clone(), |n| format!("{n}; {runs}")));
                 }
                 self.rec.value(measurement, Some(size), "ms", quantile(&samples, 0.5), note);
@@ -862,6 +819,88 @@ impl<'a> Bench<'a> {
         }
         .await;
         self.finish(result, &names, &mut done, Some(size));
+        Ok(())
+    }
+}
+
+impl Bench<'_> {
+    /// Restart cost against the number of stored sessions: one data directory gains small
+    /// sessions up to each count of `session_counts`; after each count the server is restarted
+    /// three times, and spawn → `initialize` → first successful `query_subgraph` on the first
+    /// session is timed (the median is recorded, with the count as the size).
+    async fn reload(&mut self) -> anyhow::Result<()> {
+        const RESTARTS: usize = 3;
+        let plan = self.plan.clone();
+        let command = self.command.clone();
+        let graph = sample_json(plan.small_objects);
+        let mut counts = plan.session_counts.clone();
+        counts.sort_unstable();
+        counts.dedup();
+        let dir = self.fresh_dir("reload")?;
+        let mut stored = 0;
+        let mut first_session: Option<String> = None;
+        let mut reason: Option<String> = None;
+        for &count in &counts {
+            if let Some(reason) = &reason {
+                self.rec.status("reload_first_query", Some(count), "ms", reason.clone());
+                continue;
+            }
+            let outcome: Result<f64, Stop> = async {
+                // Add sessions up to `count` on a server of its own.
+                let mut client = self.spawn(&command, &dir).or_stop("reload_first_query", "ms")?;
+                let added = async {
+                    client.initialize().await?;
+                    while stored < count {
+                        let result = client.call_tool("validate_knowledge", json!({"json_data": graph})).await?;
+                        let (session, _) = created_session(&result)?;
+                        first_session.get_or_insert(session);
+                        stored += 1;
+                    }
+                    Ok(())
+                }
+                .await;
+                if let Err(e) = added {
+                    client.kill().await;
+                    return Err(Stop::new("reload_first_query", "ms", e));
+                }
+                client.shutdown(GRACE).await;
+                let session = first_session.clone().unwrap_or_default();
+                let mut samples = Vec::with_capacity(RESTARTS);
+                for _ in 0..RESTARTS {
+                    let started = Instant::now();
+                    let mut client = self.spawn(&command, &dir).or_stop("reload_first_query", "ms")?;
+                    let queried = async {
+                        client.initialize().await?;
+                        let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
+                        client.call_tool("query_subgraph", args).await
+                    }
+                    .await;
+                    let elapsed = started.elapsed();
+                    if let Err(e) = queried {
+                        client.kill().await;
+                        return Err(Stop::new("reload_first_query", "ms", e));
+                    }
+                    samples.push(ms(elapsed));
+                    client.shutdown(GRACE).await;
+                }
+                Ok(quantile(&samples, 0.5))
+            }
+            .await;
+            match outcome {
+                Ok(median) => {
+                    let note = format!(
+                        "{count} stored sessions of {} objects; spawn → initialize → query_subgraph on the first one, \
+                         median of {RESTARTS} restarts",
+                        plan.small_objects
+                    );
+                    self.rec.value("reload_first_query", Some(count), "ms", median, Some(note));
+                }
+                Err(stop) => {
+                    self.rec.status("reload_first_query", Some(count), "ms", stop.status.clone());
+                    reason = Some(format!("skipped: the count before failed ({})", short(&stop.status)));
+                }
+            }
+        }
         Ok(())
     }
 }

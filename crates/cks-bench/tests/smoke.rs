@@ -70,6 +70,10 @@ fn smoke_mode_measures_cks_mcp() {
     assert!(chat["value"].as_f64().is_some() || chat["status"] == "not available", "{chat}");
     // 5 commits after the creating version.
     assert_eq!(find("list_versions")["note"], "6 versions listed");
+    // The reload group: one record per stored-session count (1 and 5 in smoke mode).
+    let reloads: Vec<_> = lines.iter().filter(|r| r["measurement"] == "reload_first_query").collect();
+    assert_eq!(reloads.iter().map(|r| r["size"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 5]);
+    assert!(reloads.iter().all(|r| r["value"].as_f64().is_some_and(|v| v > 0.0)), "{reloads:?}");
     let table = std::fs::read_to_string(&markdown).unwrap();
     assert!(table.starts_with("| measurement | size | value | note |"), "{table}");
 }
