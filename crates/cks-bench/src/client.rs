@@ -573,7 +573,7 @@ mod tests {
         assert!(wire.starts_with(b"Content-Length: "));
         wire.extend(frame(&small, Some(50)));
         assert_eq!(*wire.last().unwrap(), b'\n');
-        wire.extend(b"\ncontent-length: 7\r\nContent-Type: application/json\r\n\r\n{\"id\":3}");
+        wire.extend(b"\ncontent-length: 8\r\nContent-Type: application/json\r\n\r\n{\"id\":3}");
         let mut reader = BufReader::new(&wire[..]);
         let mut line = String::new();
         let mut read = Vec::new();
