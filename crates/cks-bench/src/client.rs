@@ -391,9 +391,7 @@ async fn read_message<R: tokio::io::AsyncBufRead + Unpin>(
         }
         let mut body = vec![0; length];
         reader.read_exact(&mut body).await?;
-        return String::from_utf8(body)
-            .map(Some)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+        return String::from_utf8(body).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e));
     }
 }
 

@@ -151,6 +151,8 @@ const LABELS: &[(&str, &str)] = &[
     ("peak_rss_small", "peak RSS after the query run (small session)"),
     ("ai_chat_turn_p50", "`ai_chat` 3-iteration turn, p50"),
     ("ai_chat_turn_p99", "`ai_chat` 3-iteration turn, p99"),
+    ("ai_chat_turn_server_p50", "`ai_chat` 3-iteration turn without the provider's time, p50"),
+    ("ai_chat_turn_server_p99", "`ai_chat` 3-iteration turn without the provider's time, p99"),
     ("ai_chat_50_concurrent_wall", "50 concurrent `ai_chat` turns (3 × 200 ms LLM calls each), wall time"),
     ("query_during_chats_p50", "`query_subgraph` during those turns, p50"),
     ("query_during_chats_p99", "`query_subgraph` during those turns, p99"),
@@ -384,7 +386,10 @@ mod tests {
         assert!(table.contains("| 10.00× | ≥ 20×: **missed** |"), "{table}");
         assert!(table.contains("reference did not finish"), "{table}");
         assert!(table.contains("| 1.500× | within 2× (flat): met |"), "{table}");
-        assert!(table.contains("| 10.00 ms @1 sessions | 25.00 ms @1k sessions | 2.500× | within 2× (flat): **missed** |"), "{table}");
+        assert!(
+            table.contains("| 10.00 ms @1 sessions | 25.00 ms @1k sessions | 2.500× | within 2× (flat): **missed** |"),
+            "{table}"
+        );
     }
 
     #[test]

@@ -68,6 +68,11 @@ fn smoke_mode_measures_cks_mcp() {
     // ai_chat is measured, or recorded as not available when the server has no such tool.
     let chat = find("ai_chat_turn_p50");
     assert!(chat["value"].as_f64().is_some() || chat["status"] == "not available", "{chat}");
+    // Without the provider's own time a turn takes less, and still some time.
+    if let Some(turn) = chat["value"].as_f64() {
+        let server = find("ai_chat_turn_server_p50")["value"].as_f64().unwrap();
+        assert!(server > 0.0 && server < turn, "server part {server} ms of a {turn} ms turn");
+    }
     // 5 commits after the creating version.
     assert_eq!(find("list_versions")["note"], "6 versions listed");
     // The reload group: one record per stored-session count (1 and 5 in smoke mode).

@@ -26,6 +26,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, Response};
@@ -56,6 +57,15 @@ pub struct RecordedRequest {
     pub raw_body: String,
     /// The wire format of the endpoint that was hit; `None` for unknown routes.
     pub provider: Option<Provider>,
+    /// When the request's head reached the handler.
+    pub received_at: Instant,
+    /// When the answer was rendered (before its bytes are written); `None` while it is being
+    /// prepared, and for a dropped connection. `answered_at - received_at` is this server's own
+    /// time for the request (reading the body, checks, scripted delays, rendering), which a
+    /// benchmark subtracts from a client-observed time.
+    pub answered_at: Option<Instant>,
+    /// Unique within the server: finds the record again once the answer is rendered.
+    seq: u64,
 }
 
 impl RecordedRequest {
@@ -88,6 +98,8 @@ struct State {
 pub(crate) struct Shared {
     state: Mutex<State>,
     counter: AtomicU64,
+    /// Numbers the recorded requests (apart from `counter`, so made-up ids do not depend on it).
+    request_seq: AtomicU64,
 }
 
 impl Shared {
@@ -285,6 +297,8 @@ fn route(method: &Method, path: &str, headers: &HeaderMap) -> Route {
 }
 
 async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let received_at = Instant::now();
+    let seq = shared.request_seq.fetch_add(1, Ordering::Relaxed);
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(Body::new(body), usize::MAX).await.unwrap_or_default();
     let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
@@ -304,6 +318,9 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         body: json.clone(),
         raw_body: String::from_utf8_lossy(&bytes).into_owned(),
         provider: route.provider(),
+        received_at,
+        answered_at: None,
+        seq,
     });
 
     let rendered = match route {
@@ -352,6 +369,9 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             }
         }
     };
+    if let Some(record) = shared.lock().requests.iter_mut().rev().find(|r| r.seq == seq) {
+        record.answered_at = Some(Instant::now());
+    }
     Ok(rendered.into_response())
 }
 

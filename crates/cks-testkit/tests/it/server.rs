@@ -181,3 +181,29 @@ async fn concurrent_requests_each_get_one_reply() {
     got.sort();
     assert_eq!(got, (0..8).map(|i| format!("r{i}")).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn each_request_records_when_it_arrived_and_when_its_answer_was_ready() {
+    let server = ProviderServer::start().await;
+    let delay = std::time::Duration::from_millis(80);
+    server.push(Reply::Delay(delay, Box::new(Reply::text("slow"))));
+    server.push(Reply::text("fast"));
+    let body = crate::fixture("openai_request_turn1");
+    let before = std::time::Instant::now();
+    post(&server, "/v1/chat/completions", &[], &body).await;
+    post(&server, "/v1/chat/completions", &[], &body).await;
+    let after = std::time::Instant::now();
+    let requests = server.requests();
+    let handled: Vec<std::time::Duration> = requests
+        .iter()
+        .map(|r| {
+            assert!(before <= r.received_at, "received after the client started");
+            let answered = r.answered_at.expect("answered");
+            assert!(answered <= after, "answered before the client got it");
+            answered - r.received_at
+        })
+        .collect();
+    assert!(handled[0] >= delay, "the scripted delay is the server's own time: {handled:?}");
+    assert!(handled[1] < delay, "an immediate answer takes less: {handled:?}");
+    assert!(requests[0].answered_at.unwrap() <= requests[1].received_at, "sequential requests do not overlap");
+}
