@@ -58,9 +58,20 @@ pub enum ParseError {
 }
 
 /// Parses a canonical JSON document.
+///
+/// The text is read in one pass that decodes one object at a time into the structure, so the
+/// whole document never exists as a `serde_json::Value` tree (which takes several times the
+/// text's size): the result equals `parse_value` of the decoded text, errors included.
 pub fn parse_str(text: &str) -> Result<KnowledgeStructure, ParseError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| ParseError::InvalidJson(e.to_string()))?;
-    parse_value(value)
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let root = serde::Deserializer::deserialize_any(&mut deserializer, streaming::RootVisitor)
+        .and_then(|root| deserializer.end().map(|()| root))
+        .map_err(|e| ParseError::InvalidJson(e.to_string()))?;
+    let objects = root.ok_or(ParseError::NotAnObject)?;
+    let objects = objects.objects.ok_or(ParseError::MissingObjects)?;
+    // As in `parse_value`: the shape of `objects`, then the version, then the objects themselves.
+    let objects = objects.map_err(|not_array| not_array.unwrap_or(ParseError::ObjectsNotArray))?;
+    Ok(objects)
 }
 
 /// Parses an already decoded JSON document.
@@ -71,26 +82,170 @@ pub fn parse_value(value: Value) -> Result<KnowledgeStructure, ParseError> {
         Some(Value::Array(objects)) => objects,
         Some(_) => return Err(ParseError::ObjectsNotArray),
     };
-    match root.get("version") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(v)) if v == FORMAT_VERSION => {}
-        Some(Value::String(v)) => return Err(ParseError::UnsupportedVersion(format!("'{v}'"))),
-        Some(other) => return Err(ParseError::UnsupportedVersion(other.to_string())),
-    }
+    check_version(root.get("version"))?;
     // Other top-level keys (`_cks_format_version`, `_cks_metadata`, ...) are accepted and ignored,
     // as by the reference.
-    let mut structure = KnowledgeStructure::new();
-    let mut log = crate::structure::ChangeSet::default();
-    for (index, raw) in objects.into_iter().enumerate() {
+    let mut builder = Builder::default();
+    for raw in objects {
+        builder.add(raw)?;
+    }
+    Ok(builder.structure)
+}
+
+fn check_version(version: Option<&Value>) -> Result<(), ParseError> {
+    match version {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(v)) if v == FORMAT_VERSION => Ok(()),
+        Some(Value::String(v)) => Err(ParseError::UnsupportedVersion(format!("'{v}'"))),
+        Some(other) => Err(ParseError::UnsupportedVersion(other.to_string())),
+    }
+}
+
+/// Adds decoded object records to a structure, in document order.
+#[derive(Default)]
+struct Builder {
+    structure: KnowledgeStructure,
+    log: crate::structure::ChangeSet,
+    next_index: usize,
+}
+
+impl Builder {
+    fn add(&mut self, raw: Value) -> Result<(), ParseError> {
+        let index = self.next_index;
+        self.next_index += 1;
         let object = parse_object(index, raw)?;
-        if structure.contains(object.id()) {
+        if self.structure.contains(object.id()) {
             return Err(ParseError::DuplicateId(object.identity.id));
         }
         // Shape was checked by `parse_object`; `put` cannot fail here.
-        structure.put(object, &mut log).map_err(|_| ParseError::TooFewParticipants { index })?;
-        log.changes.clear();
+        self.structure.put(object, &mut self.log).map_err(|_| ParseError::TooFewParticipants { index })?;
+        self.log.changes.clear();
+        Ok(())
     }
-    Ok(structure)
+}
+
+/// The one-pass reader of [`parse_str`]: serde visitors over the document's root and its
+/// `objects` array. Every value is read to its end, even after an error is known, so that a
+/// syntax error anywhere still wins (as when the whole text is decoded first).
+mod streaming {
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+
+    use super::{Builder, KnowledgeStructure, ParseError, check_version};
+
+    /// The root object: `None` when the document is not a JSON object.
+    pub(super) type Root = Option<RootObject>;
+
+    pub(super) struct RootObject {
+        /// `None`: no `objects` key. `Err(None)`: `objects` is not an array. `Err(Some(e))`: the
+        /// version or an object is invalid.
+        pub(super) objects: Option<Result<KnowledgeStructure, Option<ParseError>>>,
+    }
+
+    pub(super) struct RootVisitor;
+
+    /// Implements the visits of every JSON value that is not the expected map or array: drain it,
+    /// and report "not the expected kind".
+    macro_rules! other_kinds {
+        ($value:expr) => {
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok($value)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok($value)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok($value)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok($value)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok($value)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok($value)
+            }
+        };
+    }
+
+    impl<'de> Visitor<'de> for RootVisitor {
+        type Value = Root;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON document")
+        }
+
+        other_kinds!(None);
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Root, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Root, A::Error> {
+            let mut objects = None;
+            let mut version = None;
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    // A repeated key: the last one counts, as when decoding into a map.
+                    "objects" => objects = Some(map.next_value_seed(ObjectsSeed)?),
+                    "version" => version = Some(map.next_value::<Value>()?),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            let objects = objects.map(|objects| match (objects, check_version(version.as_ref())) {
+                (Err(None), _) => Err(None),
+                (_, Err(version_error)) => Err(Some(version_error)),
+                (objects, Ok(())) => objects,
+            });
+            Ok(Some(RootObject { objects }))
+        }
+    }
+
+    /// The `objects` value: the structure, `Err(None)` when not an array, or the first object error.
+    struct ObjectsSeed;
+
+    impl<'de> DeserializeSeed<'de> for ObjectsSeed {
+        type Value = Result<KnowledgeStructure, Option<ParseError>>;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for ObjectsSeed {
+        type Value = Result<KnowledgeStructure, Option<ParseError>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the objects array")
+        }
+
+        other_kinds!(Err(None));
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Err(None))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut builder = Builder::default();
+            let mut failure = None;
+            while failure.is_none() {
+                let Some(raw) = seq.next_element::<Value>()? else { break };
+                failure = builder.add(raw).err();
+            }
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(match failure {
+                Some(error) => Err(Some(error)),
+                None => Ok(builder.structure),
+            })
+        }
+    }
 }
 
 /// Parses one `{identity, structure}` record. `index` is its 0-based position, used in messages.
@@ -400,6 +555,54 @@ mod tests {
                 prop_assert_eq!(&compact, &s);
                 prop_assert_eq!(compact.root_hash(), s.root_hash());
             }
+
+            /// The one-pass reader agrees with decoding the whole text first, on good and bad
+            /// documents alike (the first error of each kind wins in the same order).
+            #[test]
+            fn one_pass_equals_decode_then_parse(text in arb_document()) {
+                let decoded = serde_json::from_str::<Value>(&text)
+                    .map_err(|e| ParseError::InvalidJson(e.to_string()))
+                    .and_then(parse_value);
+                prop_assert_eq!(parse_str(&text), decoded, "{}", text);
+            }
+        }
+
+        /// Documents near the format: object records that are good or broken in every way the
+        /// parser reports, versions good and bad, extra and repeated keys, other JSON roots, and
+        /// truncated or trailing text.
+        fn arb_document() -> impl Strategy<Value = String> {
+            let id = prop_oneof![Just("a"), Just("b"), Just("c")];
+            let record = prop_oneof![
+                4 => (id.clone(), any::<bool>()).prop_map(|(id, relation)| if relation {
+                    format!(r#"{{"identity": {{"id": "{id}", "type": "R", "name": "r"}}, "structure": {{"participants": ["a", "b"], "relation_type": "x"}}}}"#)
+                } else {
+                    format!(r#"{{"identity": {{"id": "{id}", "type": "T", "name": "n"}}, "structure": {{"k": [1, 2.5, null]}}}}"#)
+                }),
+                1 => Just("1".to_owned()),
+                1 => Just(r#"{"identity": {"id": "z", "type": "T", "name": "n"}, "extra": 1}"#.to_owned()),
+                1 => Just(r#"{"identity": {"id": 1, "type": "T", "name": "n"}}"#.to_owned()),
+                1 => Just(r#"{"identity": {"id": "y", "type": "R", "name": "r"}, "structure": {"participants": ["a"], "relation_type": "x"}}"#.to_owned()),
+                1 => arb_json().prop_map(|v| v.to_string()),
+            ];
+            let objects = prop_oneof![
+                6 => proptest::collection::vec(record, 0..5).prop_map(|r| format!("[{}]", r.join(", "))),
+                1 => arb_json().prop_map(|v| v.to_string()),
+            ];
+            let version = prop_oneof![Just(r#""1.0""#), Just(r#""2.0""#), Just("null"), Just("1.0"), Just("{}")];
+            let entry = prop_oneof![
+                3 => objects.prop_map(|o| format!(r#""objects": {o}"#)),
+                1 => version.prop_map(|v| format!(r#""version": {v}"#)),
+                1 => arb_json().prop_map(|v| format!(r#""_cks_metadata": {v}"#)),
+            ];
+            let root = prop_oneof![
+                8 => proptest::collection::vec(entry, 0..4).prop_map(|e| format!("{{{}}}", e.join(", "))),
+                1 => arb_json().prop_map(|v| v.to_string()),
+            ];
+            (root, 0..4usize, 0..40usize).prop_map(|(text, damage, at)| match damage {
+                0 => text[..text.char_indices().map(|(i, _)| i).nth(at).unwrap_or(text.len())].to_owned(),
+                1 => format!("{text} x"),
+                _ => text,
+            })
         }
     }
 }

@@ -620,11 +620,15 @@ impl Runtime {
         to_version: Option<&str>,
     ) -> Result<Comparison, RuntimeError> {
         let from = self.version_state(id, from_version).await?;
-        let to = match to_version {
-            Some(v) => self.version_state(id, v).await?,
-            None => self.read(id, |s, _| s.clone()).await?,
+        let compare = |to: &KnowledgeStructure| Comparison {
+            summary: diff::summarize(&from, to),
+            operations: diff::diff(&from, to),
         };
-        Ok(Comparison { summary: diff::summarize(&from, &to), operations: diff::diff(&from, &to) })
+        match to_version {
+            Some(v) => Ok(compare(&self.version_state(id, v).await?)),
+            // Against the current state in place, under the read lock, rather than a copy of it.
+            None => self.read(id, |to, _| compare(to)).await,
+        }
     }
 
     // ----- branches -----
