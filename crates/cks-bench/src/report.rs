@@ -190,7 +190,11 @@ fn size_label(measurement: &str, size: Option<u64>) -> String {
         Some(s) if s >= 1000 && s % 1000 == 0 => format!("{}k", s / 1000),
         Some(s) => s.to_string(),
     };
-    if measurement.starts_with("reload_") { format!("{number} sessions") } else { number }
+    match size {
+        Some(1) if measurement.starts_with("reload_") => "1 session".into(),
+        _ if measurement.starts_with("reload_") => format!("{number} sessions"),
+        _ => number,
+    }
 }
 
 /// A one-server table.
@@ -387,7 +391,7 @@ mod tests {
         assert!(table.contains("reference did not finish"), "{table}");
         assert!(table.contains("| 1.500× | within 2× (flat): met |"), "{table}");
         assert!(
-            table.contains("| 10.00 ms @1 sessions | 25.00 ms @1k sessions | 2.500× | within 2× (flat): **missed** |"),
+            table.contains("| 10.00 ms @1 session | 25.00 ms @1k sessions | 2.500× | within 2× (flat): **missed** |"),
             "{table}"
         );
     }

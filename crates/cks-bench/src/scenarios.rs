@@ -633,11 +633,16 @@ impl<'a> Bench<'a> {
             }
             let expected = plan.concurrent_chats * ITERATIONS;
             if llm_calls != expected {
-                client.kill().await;
-                let message = format!("expected {expected} LLM calls for {} turns, the provider saw {llm_calls}", plan.concurrent_chats);
-                return Err(Stop::new(first, "ms", CallError::Failed(message)));
-            }
-            let note = Some(format!(
+                // A server that ignores the iteration cap makes more LLM calls per turn: its wall
+                // time measures other work, so it is kept as a status, not compared.
+                let status = format!(
+                    "not comparable: {:.0} ms for {llm_calls} LLM calls, not {expected} (the server does not cap turns \
+                     at CKS_AI_CHAT_MAX_ITERATIONS={ITERATIONS})",
+                    ms(wall)
+                );
+                self.rec.status(first, size, "ms", status);
+            } else {
+                let note = Some(format!(
                 "{} turns sent at once on one connection (all written in {:.1} ms), each {ITERATIONS} LLM calls of {} ms \
                  (cks-testkit {provider_name}, CKS_AI_CHAT_MAX_ITERATIONS={ITERATIONS}; {capped} turns ended at the cap); \
                  ideal {} ms",
@@ -646,7 +651,8 @@ impl<'a> Bench<'a> {
                 LLM_DELAY.as_millis(),
                 ITERATIONS as u128 * LLM_DELAY.as_millis()
             ));
-            self.rec.value("ai_chat_50_concurrent_wall", size, "ms", ms(wall), note);
+                self.rec.value("ai_chat_50_concurrent_wall", size, "ms", ms(wall), note);
+            }
             done.insert("ai_chat_50_concurrent_wall");
             if let Some(e) = query_failure {
                 client.kill().await;
@@ -907,8 +913,8 @@ impl Bench<'_> {
             match outcome {
                 Ok(median) => {
                     let note = format!(
-                        "{count} stored sessions of {} objects; spawn → initialize → query_subgraph on the first one, \
-                         median of {RESTARTS} restarts",
+                        "stored sessions: {count}, of {} objects each; spawn → initialize → query_subgraph on the \
+                         first one, median of {RESTARTS} restarts",
                         plan.small_objects
                     );
                     self.rec.value("reload_first_query", Some(count), "ms", median, Some(note));
