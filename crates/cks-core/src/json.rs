@@ -126,11 +126,13 @@ impl Builder {
 
 /// The one-pass reader of [`parse_str`]: serde visitors over the document's root and its
 /// `objects` array. Every value is read to its end, even after an error is known, so that a
-/// syntax error anywhere still wins (as when the whole text is decoded first).
+/// syntax error anywhere still wins (as when the whole text is decoded first). Values that are
+/// not kept are still decoded as `Value`s (one at a time) rather than skipped with `IgnoredAny`:
+/// serde_json words some syntax errors differently when skipping.
 mod streaming {
     use std::fmt;
 
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
 
     use super::{Builder, KnowledgeStructure, ParseError, check_version};
@@ -181,7 +183,7 @@ mod streaming {
         other_kinds!(None);
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Root, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            while seq.next_element::<Value>()?.is_some() {}
             Ok(None)
         }
 
@@ -194,7 +196,7 @@ mod streaming {
                     "objects" => objects = Some(map.next_value_seed(ObjectsSeed)?),
                     "version" => version = Some(map.next_value::<Value>()?),
                     _ => {
-                        map.next_value::<IgnoredAny>()?;
+                        map.next_value::<Value>()?;
                     }
                 }
             }
@@ -228,7 +230,7 @@ mod streaming {
         other_kinds!(Err(None));
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            while map.next_entry::<String, Value>()?.is_some() {}
             Ok(Err(None))
         }
 
@@ -239,7 +241,7 @@ mod streaming {
                 let Some(raw) = seq.next_element::<Value>()? else { break };
                 failure = builder.add(raw).err();
             }
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            while seq.next_element::<Value>()?.is_some() {}
             Ok(match failure {
                 Some(error) => Err(Some(error)),
                 None => Ok(builder.structure),
