@@ -67,11 +67,10 @@ pub fn parse_str(text: &str) -> Result<KnowledgeStructure, ParseError> {
     let root = serde::Deserializer::deserialize_any(&mut deserializer, streaming::RootVisitor)
         .and_then(|root| deserializer.end().map(|()| root))
         .map_err(|e| ParseError::InvalidJson(e.to_string()))?;
-    let objects = root.ok_or(ParseError::NotAnObject)?;
-    let objects = objects.objects.ok_or(ParseError::MissingObjects)?;
+    let root = root.ok_or(ParseError::NotAnObject)?;
+    let objects = root.objects.ok_or(ParseError::MissingObjects)?;
     // As in `parse_value`: the shape of `objects`, then the version, then the objects themselves.
-    let objects = objects.map_err(|not_array| not_array.unwrap_or(ParseError::ObjectsNotArray))?;
-    Ok(objects)
+    objects.map_err(|not_array| not_array.unwrap_or(ParseError::ObjectsNotArray))
 }
 
 /// Parses an already decoded JSON document.
