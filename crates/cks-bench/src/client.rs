@@ -213,7 +213,7 @@ impl McpClient {
 
     /// Hands the connection to a [`ConcurrentClient`] (after `initialize`).
     pub(crate) fn into_concurrent(mut self) -> ConcurrentClient {
-        let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>> = Arc::default();
+        let pending: Pending = Arc::default();
         let stdin = Arc::new(tokio::sync::Mutex::new(self.stdin.take()));
         let framing = self.content_length_over;
         let reader = match self.stdout.take() {

@@ -12,7 +12,7 @@ mod report;
 mod scenarios;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -111,7 +111,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(run(cli))
 }
 
-fn compare(cli: &Cli, ours: &PathBuf, reference: &PathBuf) -> anyhow::Result<()> {
+fn compare(cli: &Cli, ours: &Path, reference: &Path) -> anyhow::Result<()> {
     let ours = read_jsonl(ours)?;
     let reference = if reference.exists() { read_jsonl(reference)? } else { Vec::new() };
     let table = compare_table(&ours, &reference);
