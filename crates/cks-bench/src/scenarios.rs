@@ -810,23 +810,7 @@ impl<'a> Bench<'a> {
             done.insert("disk_size");
 
             // Restart on the same data: time to the first successful query.
-            let started = Instant::now();
-            let mut client = self.spawn(&command, &dir).or_stop("restart_first_query", "ms")?;
-            let queried = async {
-                client.initialize().await?;
-                client
-                    .call_tool(
-                        "query_subgraph",
-                        json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50}),
-                    )
-                    .await
-            }
-            .await;
-            let elapsed = started.elapsed();
-            if let Err(e) = queried {
-                client.kill().await;
-                return Err(Stop::new("restart_first_query", "ms", e));
-            }
+            let (client, elapsed) = self.restart_and_query(&command, &dir, &session, "restart_first_query").await?;
             self.rec.value(
                 "restart_first_query",
                 Some(size),
@@ -848,6 +832,34 @@ impl<'a> Bench<'a> {
 }
 
 impl Bench<'_> {
+    /// Starts a server on existing data and times spawn → `initialize` → first successful
+    /// `query_subgraph` (seed `n0`, depth 2, `max_objects` 50) on `session`. Returns the running
+    /// client and the time.
+    async fn restart_and_query(
+        &self,
+        command: &ServerCommand,
+        dir: &Path,
+        session: &str,
+        measurement: &'static str,
+    ) -> Result<(McpClient, Duration), Stop> {
+        let started = Instant::now();
+        let mut client = self.spawn(command, dir).or_stop(measurement, "ms")?;
+        let queried = async {
+            client.initialize().await?;
+            let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
+            client.call_tool("query_subgraph", args).await
+        }
+        .await;
+        let elapsed = started.elapsed();
+        match queried {
+            Ok(_) => Ok((client, elapsed)),
+            Err(e) => {
+                client.kill().await;
+                Err(Stop::new(measurement, "ms", e))
+            }
+        }
+    }
+
     /// Restart cost against the number of stored sessions: one data directory gains small
     /// sessions up to each count of `session_counts`; after each count the server is restarted
     /// three times, and spawn → `initialize` → first successful `query_subgraph` on the first
@@ -891,19 +903,8 @@ impl Bench<'_> {
                 let session = first_session.clone().unwrap_or_default();
                 let mut samples = Vec::with_capacity(RESTARTS);
                 for _ in 0..RESTARTS {
-                    let started = Instant::now();
-                    let mut client = self.spawn(&command, &dir).or_stop("reload_first_query", "ms")?;
-                    let queried = async {
-                        client.initialize().await?;
-                        let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
-                        client.call_tool("query_subgraph", args).await
-                    }
-                    .await;
-                    let elapsed = started.elapsed();
-                    if let Err(e) = queried {
-                        client.kill().await;
-                        return Err(Stop::new("reload_first_query", "ms", e));
-                    }
+                    let (client, elapsed) =
+                        self.restart_and_query(&command, &dir, &session, "reload_first_query").await?;
                     samples.push(ms(elapsed));
                     client.shutdown(GRACE).await;
                 }
