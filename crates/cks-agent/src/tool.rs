@@ -147,6 +147,7 @@ fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
 #[async_trait::async_trait]
 impl Tool for AiChat {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "ai_chat",
         description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \

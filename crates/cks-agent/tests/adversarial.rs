@@ -30,6 +30,7 @@ struct Trap(&'static str);
 #[async_trait]
 impl Tool for Trap {
     type Input = AnyInput;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "placeholder",
         description: "must never run in a chat",
@@ -54,6 +55,7 @@ macro_rules! trap {
         #[async_trait]
         impl Tool for $ty {
             type Input = AnyInput;
+            type Output = Value;
             const META: ToolMeta = ToolMeta { name: $name, ..Trap::META };
             async fn run(&self, ctx: &ToolContext, input: AnyInput) -> Result<Value, ToolError> {
                 Trap($name).run(ctx, input).await

@@ -185,6 +185,7 @@ struct Explode;
 #[async_trait]
 impl Tool for Explode {
     type Input = ExplodeInput;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "explode",
         description: "panics",

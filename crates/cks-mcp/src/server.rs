@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use tokio_util::sync::CancellationToken;
 
 use cks_runtime::Runtime;
-use cks_tools::{LlmAccess, ProgressSink, Registry, ToolContext, ToolMeta};
+use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
 
 use crate::{prompts, resources};
 
@@ -40,7 +40,7 @@ impl std::fmt::Debug for CallOptions {
 
 impl CksServer {
     pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
-        let tools = registry.iter().map(|t| tool_entry(t.meta(), &t.schema)).collect();
+        let tools = registry.iter().map(tool_entry).collect();
         CksServer { runtime, registry, llm, tools: Arc::new(tools) }
     }
 
@@ -106,11 +106,12 @@ impl CksServer {
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// One `tools/list` entry.
-fn tool_entry(meta: &ToolMeta, schema: &Value) -> Value {
-    json!({
+fn tool_entry(tool: &RegisteredTool) -> Value {
+    let meta = tool.meta();
+    let mut entry = json!({
         "name": meta.name,
         "description": meta.description,
-        "inputSchema": schema,
+        "inputSchema": tool.schema,
         "annotations": {
             "readOnlyHint": meta.read_only(),
             "destructiveHint": meta.destructive,
@@ -122,7 +123,11 @@ fn tool_entry(meta: &ToolMeta, schema: &Value) -> Value {
             "cks/createsSession": meta.creates_session,
             "cks/sessionFields": meta.session_fields,
         },
-    })
+    });
+    if let Some(output_schema) = &tool.output_schema {
+        entry["outputSchema"] = output_schema.clone();
+    }
+    entry
 }
 
 /// Wraps a tool's result object: its JSON text as `content[0]` (what the reference sends and

@@ -26,7 +26,34 @@ use crate::tool::{DynTool, SessionCheck, ToolMeta};
 pub struct RegisteredTool {
     pub tool: Arc<dyn DynTool>,
     pub schema: Value,
+    /// The published `outputSchema`, when the tool's result type is an object.
+    pub output_schema: Option<Value>,
     validator: jsonschema::Validator,
+    output_validator: Option<OutputValidators>,
+}
+
+/// The compiled `outputSchema`, and each of its two branches alone for precise messages.
+struct OutputValidators {
+    either: jsonschema::Validator,
+    success: jsonschema::Validator,
+    error: jsonschema::Validator,
+}
+
+impl OutputValidators {
+    fn compile(name: &str, schema: &Value) -> Self {
+        let compile = |schema: &Value| {
+            jsonschema::validator_for(schema)
+                .unwrap_or_else(|e| panic!("tool '{name}' has an invalid output schema: {e}"))
+        };
+        let branch = |i: usize| {
+            let mut branch = schema["anyOf"][i].clone();
+            if let (Some(defs), Value::Object(map)) = (schema.get("$defs"), &mut branch) {
+                map.insert("$defs".into(), defs.clone());
+            }
+            compile(&branch)
+        };
+        OutputValidators { either: compile(schema), success: branch(0), error: branch(1) }
+    }
 }
 
 impl std::fmt::Debug for RegisteredTool {
@@ -38,6 +65,22 @@ impl std::fmt::Debug for RegisteredTool {
 impl RegisteredTool {
     pub fn meta(&self) -> &'static ToolMeta {
         self.tool.meta()
+    }
+
+    /// Checks a result against the published `outputSchema` (always passes without one). The
+    /// message names the first mismatch against the success shape, or the error shape when the
+    /// result is an error object.
+    pub fn check_output(&self, result: &Value) -> Result<(), String> {
+        let Some(validators) = &self.output_validator else { return Ok(()) };
+        if validators.either.is_valid(result) {
+            return Ok(());
+        }
+        let branch = if result.get("error").is_some() { &validators.error } else { &validators.success };
+        let detail = branch
+            .iter_errors(result)
+            .next()
+            .map_or_else(|| "no branch of the schema matches".to_owned(), |e| format!("at '{}': {e}", e.instance_path()));
+        Err(format!("result of '{}' does not match its outputSchema {detail}", self.meta().name))
     }
 }
 
@@ -73,7 +116,10 @@ impl Registry {
         let schema = tool.input_schema();
         let validator = jsonschema::validator_for(&schema)
             .unwrap_or_else(|e| panic!("tool '{}' has an invalid input schema: {e}", meta.name));
-        let previous = self.tools.insert(meta.name, RegisteredTool { tool, schema, validator });
+        let output_schema = tool.output_schema();
+        let output_validator = output_schema.as_ref().map(|schema| OutputValidators::compile(meta.name, schema));
+        let previous =
+            self.tools.insert(meta.name, RegisteredTool { tool, schema, output_schema, validator, output_validator });
         assert!(previous.is_none(), "tool '{}' registered twice", meta.name);
     }
 
@@ -110,6 +156,12 @@ impl Registry {
             Ok(value) => value,
             Err(error) => error.to_value(),
         };
+        // Debug builds (every test run) hold each result to the schema the tool publishes, so a
+        // result shape cannot drift from its declared type unnoticed.
+        #[cfg(debug_assertions)]
+        if let Err(mismatch) = entry.check_output(&value) {
+            panic!("{mismatch}");
+        }
         let error = value.get("error").and_then(Value::as_str);
         self.telemetry.record(entry.meta().name, duration_ms, error);
         tracing::info!(

@@ -1,5 +1,7 @@
 //! Input schemas: derived with `schemars`, then normalised so every LLM provider accepts them
-//! (no `$ref`, no `$schema`, no `title`, optional fields not nullable).
+//! (no `$ref`, no `$schema`, no `title`, optional fields not nullable). Output schemas: derived
+//! from each tool's result type and widened to admit the business-error object every tool may
+//! return instead.
 //!
 //! Fields whose Rust type is a free-form `serde_json::Value` get their schema from the helpers
 //! here (`#[schemars(schema_with = "...")]`), so every property still declares a type.
@@ -25,6 +27,42 @@ pub fn input_schema<T: JsonSchema>() -> Value {
     }
     normalise(&mut schema);
     schema
+}
+
+/// The published `outputSchema` of a tool whose result is `T`: `T`'s object schema, or the
+/// `{"error", "message", ...}` object of a business error (those are results too, so
+/// `structuredContent` conforms either way). `None` when `T` is not an object (MCP output schemas
+/// describe objects only).
+pub fn output_schema<T: JsonSchema>() -> Option<Value> {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut success = generator.into_root_schema_for::<T>().to_value();
+    let map = success.as_object_mut()?;
+    if map.get("type").and_then(Value::as_str) != Some("object") {
+        return None;
+    }
+    map.remove("title");
+    let defs = map.remove("$defs");
+    let mut schema = json!({
+        "type": "object",
+        "anyOf": [success, {
+            "type": "object",
+            "description": "A business error: the tool did not do what was asked, and says why.",
+            "properties": {
+                "error": {"type": "string", "description": "The error code, e.g. 'session_not_found'."},
+                "message": {"type": "string"}
+            },
+            "required": ["error", "message"]
+        }]
+    });
+    if let (Some(defs), Value::Object(root)) = (defs, &mut schema) {
+        root.insert("$defs".into(), defs);
+    }
+    Some(schema)
 }
 
 /// Removes `null` from type unions (optional arguments are simply omitted) and `format`

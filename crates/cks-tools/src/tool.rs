@@ -1,11 +1,13 @@
 //! The tool abstraction: a typed input with a derived JSON Schema, a handler, and metadata.
 //!
-//! A tool is one file: a `#[derive(Deserialize, JsonSchema)]` input struct, a unit struct
-//! implementing [`Tool`], and its [`ToolMeta`]. The registry erases the input type through
-//! [`DynTool`] so that one list can hold every tool.
+//! A tool is one file: a `#[derive(Deserialize, JsonSchema)]` input struct, a
+//! `#[derive(Serialize, JsonSchema)]` result struct, a unit struct implementing [`Tool`], and its
+//! [`ToolMeta`]. The registry erases both types through [`DynTool`] so that one list can hold
+//! every tool; the derived schemas are published as the tool's `inputSchema` and `outputSchema`.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -74,9 +76,12 @@ impl ToolMeta {
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
     type Input: DeserializeOwned + JsonSchema + Send + 'static;
+    /// The result. When its schema describes an object, it is published as the tool's
+    /// `outputSchema` (a free-form `Value` publishes none).
+    type Output: Serialize + JsonSchema + Send + 'static;
     const META: ToolMeta;
 
-    async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Value, ToolError>;
+    async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Self::Output, ToolError>;
 }
 
 /// The type-erased form the registry stores.
@@ -84,6 +89,7 @@ pub trait Tool: Send + Sync + 'static {
 pub trait DynTool: Send + Sync + 'static {
     fn meta(&self) -> &'static ToolMeta;
     fn input_schema(&self) -> Value;
+    fn output_schema(&self) -> Option<Value>;
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
 }
 
@@ -97,9 +103,15 @@ impl<T: Tool> DynTool for T {
         crate::schema::input_schema::<T::Input>()
     }
 
+    fn output_schema(&self) -> Option<Value> {
+        crate::schema::output_schema::<T::Output>()
+    }
+
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {
         let input = serde_json::from_value::<T::Input>(args)
             .map_err(|e| ToolError::invalid_parameter(format!("Invalid arguments for '{}': {e}", T::META.name)))?;
-        self.run(ctx, input).await
+        let output = self.run(ctx, input).await?;
+        serde_json::to_value(output)
+            .map_err(|e| ToolError::internal(format!("tool '{}' produced an unencodable result: {e}", T::META.name)))
     }
 }

@@ -2,7 +2,7 @@
 //! declarations, and the call pipeline (argument checks, session checks, panic boundary).
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ fn schemas_match_the_committed_snapshot() {
                 "name": m.name,
                 "description": m.description,
                 "inputSchema": t.schema,
+                "outputSchema": t.output_schema,
                 "mutates_graph": m.mutates_graph,
                 "creates_session": m.creates_session,
                 "destructive": m.destructive,
@@ -128,11 +129,17 @@ struct ProbeInput {
     explode: bool,
 }
 
+#[derive(Serialize, JsonSchema)]
+struct ProbeOutput {
+    count: Option<u32>,
+}
+
 struct Probe;
 
 #[async_trait::async_trait]
 impl Tool for Probe {
     type Input = ProbeInput;
+    type Output = ProbeOutput;
     const META: ToolMeta = ToolMeta {
         name: "probe",
         description: "test tool",
@@ -146,12 +153,27 @@ impl Tool for Probe {
         llm_exposed: false,
     };
 
-    async fn run(&self, _ctx: &ToolContext, input: ProbeInput) -> Result<Value, ToolError> {
+    async fn run(&self, _ctx: &ToolContext, input: ProbeInput) -> Result<ProbeOutput, ToolError> {
         if input.explode {
             panic!("boom");
         }
-        Ok(json!({"count": input.count}))
+        Ok(ProbeOutput { count: input.count })
     }
+}
+
+#[test]
+fn typed_results_publish_an_output_schema_that_admits_errors_too() {
+    let mut registry = Registry::standard();
+    registry.register(Arc::new(Probe));
+    let probe = registry.get("probe").unwrap();
+    let schema = probe.output_schema.as_ref().expect("an object result publishes its schema");
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["anyOf"][0]["properties"]["count"]["type"], json!(["integer", "null"]));
+    assert!(probe.check_output(&json!({"count": 3})).is_ok());
+    assert!(probe.check_output(&json!({"count": null})).is_ok());
+    assert!(probe.check_output(&json!({"error": "session_not_found", "message": "gone"})).is_ok());
+    let mismatch = probe.check_output(&json!({"count": "three"})).unwrap_err();
+    assert!(mismatch.contains("probe") && mismatch.contains("/count"), "{mismatch}");
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ pub(crate) struct CloseSession;
 #[async_trait::async_trait]
 impl Tool for CloseSession {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "close_session",
         description: "Close a session, typically a branch that has been merged or abandoned. A closed session \

@@ -24,6 +24,7 @@ pub(crate) struct CreateBranch;
 #[async_trait::async_trait]
 impl Tool for CreateBranch {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "create_branch",
         description: "Create a branch: a new session that starts from the parent session's current state, or from \

@@ -39,6 +39,7 @@ pub(crate) struct ForkSandbox;
 #[async_trait::async_trait]
 impl Tool for ForkSandbox {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "fork_sandbox",
         description: "Fork a sandbox from a session (its current state, or version 'version_id'), optionally apply \

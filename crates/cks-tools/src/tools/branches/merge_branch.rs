@@ -45,6 +45,7 @@ const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions change
 #[async_trait::async_trait]
 impl Tool for MergeBranch {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
         description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \

@@ -37,6 +37,7 @@ pub(crate) struct MergeKnowledge;
 #[async_trait::async_trait]
 impl Tool for MergeKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "merge_knowledge",
         description: "Three-way merge of knowledge structures given as JSON: a common ancestor and two branches \

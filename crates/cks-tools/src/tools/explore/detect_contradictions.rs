@@ -31,6 +31,7 @@ pub(crate) struct DetectContradictions;
 #[async_trait::async_trait]
 impl Tool for DetectContradictions {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "detect_contradictions",
         description: "Find contradictions in a knowledge structure (a session's with 'session_id', else \

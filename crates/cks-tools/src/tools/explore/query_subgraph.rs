@@ -52,6 +52,7 @@ pub(crate) struct QuerySubgraph;
 #[async_trait::async_trait]
 impl Tool for QuerySubgraph {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "query_subgraph",
         description: "Return the neighbourhood of one or more seed objects in a session's graph (relations are \

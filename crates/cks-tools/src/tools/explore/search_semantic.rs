@@ -57,6 +57,7 @@ pub(crate) struct SearchSemantic;
 #[async_trait::async_trait]
 impl Tool for SearchSemantic {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
         description: "Find the objects of a session that best match a text query and return their neighbourhood. \

@@ -49,6 +49,7 @@ pub(crate) struct VisualizeGraph;
 #[async_trait::async_trait]
 impl Tool for VisualizeGraph {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "visualize_graph",
         description: "Draw a session's graph as a Mermaid flowchart ('graph TD'). mode 'structure' (default): \

@@ -49,6 +49,7 @@ pub(crate) struct ExportKnowledge;
 #[async_trait::async_trait]
 impl Tool for ExportKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "export_knowledge",
         description: "Export a session's current structure as linked data. format 'json-ld' (default): {format, \

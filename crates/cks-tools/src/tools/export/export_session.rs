@@ -40,6 +40,7 @@ pub(crate) struct ExportSession;
 #[async_trait::async_trait]
 impl Tool for ExportSession {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "export_session",
         description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \

@@ -44,6 +44,7 @@ pub(crate) struct EvolveKnowledge;
 #[async_trait::async_trait]
 impl Tool for EvolveKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
         description: "Apply evolution operations to a session's knowledge structure (or to 'json_data', which \

@@ -35,6 +35,7 @@ pub(crate) struct ExplainKnowledge;
 #[async_trait::async_trait]
 impl Tool for ExplainKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "explain_knowledge",
         description: "Explain a knowledge structure (a session's with 'session_id', else 'json_data'). Without \

@@ -30,6 +30,7 @@ pub(crate) struct SerializeKnowledge;
 #[async_trait::async_trait]
 impl Tool for SerializeKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "serialize_knowledge",
         description: "Return a knowledge structure in canonical CKS JSON (sorted keys, two-space indent): a \

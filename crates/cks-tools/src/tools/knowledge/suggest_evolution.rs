@@ -44,6 +44,7 @@ pub(crate) struct SuggestEvolution;
 #[async_trait::async_trait]
 impl Tool for SuggestEvolution {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "suggest_evolution",
         description: "Plan a change to an open session without committing it. Without 'operations': returns \

@@ -36,6 +36,7 @@ pub(crate) struct ValidateKnowledge;
 #[async_trait::async_trait]
 impl Tool for ValidateKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \

@@ -70,6 +70,7 @@ pub(crate) struct ConstructKnowledge;
 #[async_trait::async_trait]
 impl Tool for ConstructKnowledge {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "construct_knowledge",
         description: "Turn free-form text into a knowledge structure with one call to the configured LLM \

@@ -23,6 +23,7 @@ pub(crate) struct GetLlmStatus;
 #[async_trait::async_trait]
 impl Tool for GetLlmStatus {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "get_llm_status",
         description: "Report which LLM provider construct_knowledge and ai_chat would use now and whether it \

@@ -26,6 +26,7 @@ pub(crate) struct GetMetrics;
 #[async_trait::async_trait]
 impl Tool for GetMetrics {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "get_metrics",
         description: "Server metrics since start. 'runtime_metrics': session counts (stored, open, closed, \

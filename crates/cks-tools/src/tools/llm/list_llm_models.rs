@@ -26,6 +26,7 @@ pub(crate) struct ListLlmModels;
 #[async_trait::async_trait]
 impl Tool for ListLlmModels {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "list_llm_models",
         description: "List the models of the LLM provider that construct_knowledge and ai_chat would use now \

@@ -23,6 +23,7 @@ pub(crate) struct CompareVersions;
 #[async_trait::async_trait]
 impl Tool for CompareVersions {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "compare_versions",
         description: "Diff a historical version of a session (the base, 'target_version_id') against the session's \

@@ -31,6 +31,7 @@ pub(crate) struct ExplainDiff;
 #[async_trait::async_trait]
 impl Tool for ExplainDiff {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "explain_diff",
         description: "Explain in plain English what changed between a historical version of a session \

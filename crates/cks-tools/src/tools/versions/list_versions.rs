@@ -1,8 +1,8 @@
 //! `list_versions`: a session's version history, oldest first.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -14,11 +14,32 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    session_id: String,
+    /// Oldest first.
+    versions: Vec<VersionEntry>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct VersionEntry {
+    version_id: String,
+    created_at: String,
+    transaction_id: String,
+    /// Which tool committed the version, and why.
+    metadata: Map<String, Value>,
+    /// 1-based position in the history.
+    seq: u64,
+    state_hash: String,
+    object_count: u64,
+}
+
 pub(crate) struct ListVersions;
 
 #[async_trait::async_trait]
 impl Tool for ListVersions {
     type Input = Input;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "list_versions",
         description: "List every version in a session's history, oldest first. Each entry has version_id, \
@@ -35,25 +56,23 @@ impl Tool for ListVersions {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
-        let versions: Vec<Value> = ctx
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        let versions = ctx
             .runtime
             .list_versions(&input.session_id)
             .await?
             .into_iter()
-            .map(|v| {
-                json!({
-                    "version_id": v.version_id,
-                    "created_at": v.created_at,
-                    "transaction_id": v.transaction_id,
-                    "metadata": v.metadata,
-                    "seq": v.seq,
-                    "state_hash": v.state_hash,
-                    "object_count": v.object_count,
-                })
+            .map(|v| VersionEntry {
+                version_id: v.version_id,
+                created_at: v.created_at,
+                transaction_id: v.transaction_id,
+                metadata: v.metadata,
+                seq: v.seq,
+                state_hash: v.state_hash,
+                object_count: v.object_count,
             })
             .collect();
-        Ok(json!({"session_id": input.session_id, "versions": versions}))
+        Ok(Output { session_id: input.session_id, versions })
     }
 }
 

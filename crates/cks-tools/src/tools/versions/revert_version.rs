@@ -28,6 +28,7 @@ pub(crate) struct RevertVersion;
 #[async_trait::async_trait]
 impl Tool for RevertVersion {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "revert_version",
         description: "Make an earlier version's state the session's current state again. The old state is \
