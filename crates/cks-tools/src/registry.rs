@@ -76,10 +76,10 @@ impl RegisteredTool {
             return Ok(());
         }
         let branch = if result.get("error").is_some() { &validators.error } else { &validators.success };
-        let detail = branch
-            .iter_errors(result)
-            .next()
-            .map_or_else(|| "no branch of the schema matches".to_owned(), |e| format!("at '{}': {e}", e.instance_path()));
+        let detail = branch.iter_errors(result).next().map_or_else(
+            || "no branch of the schema matches".to_owned(),
+            |e| format!("at '{}': {e}", e.instance_path()),
+        );
         Err(format!("result of '{}' does not match its outputSchema {detail}", self.meta().name))
     }
 }
