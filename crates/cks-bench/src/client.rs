@@ -181,6 +181,11 @@ impl McpClient {
         })
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// `initialize` then `notifications/initialized`.
     pub(crate) async fn initialize(&mut self) -> Result<Value, CallError> {
         let result = self
@@ -457,6 +462,7 @@ pub(crate) struct ConcurrentClient {
 /// A request in flight.
 #[derive(Debug)]
 pub(crate) struct InFlight {
+    id: u64,
     name: String,
     receiver: oneshot::Receiver<Result<Value, CallError>>,
 }
@@ -487,7 +493,20 @@ impl ConcurrentClient {
         let stdin = stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
         stdin.write_all(&bytes).await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
         stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
-        Ok(InFlight { name: name.to_owned(), receiver })
+        Ok(InFlight { id, name: name.to_owned(), receiver })
+    }
+
+    /// Cancels a request in flight (`notifications/cancelled`); its response, if one still
+    /// comes, is dropped.
+    pub(crate) async fn cancel(&self, call: InFlight) -> Result<(), CallError> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&call.id);
+        let message = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": call.id, "reason": "the client gave up"}});
+        let bytes = frame(&message, self.framing);
+        let mut stdin = self.stdin.lock().await;
+        let stdin = stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
+        stdin.write_all(&bytes).await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
+        stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))
     }
 
     /// One call, waited for.

@@ -10,6 +10,7 @@
 mod client;
 mod report;
 mod scenarios;
+mod soak;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,12 @@ struct Cli {
     /// Keep the scratch directory (data directories, server stderr) and print its path.
     #[arg(long)]
     keep_work: bool,
+    /// Instead of the benchmark: the soak run, this many minutes of mixed load on one server
+    /// started with `--http` (our server only), sampling RSS and open descriptors; prints a
+    /// Markdown report and fails when the goals are missed (no unexpected error, both flat within
+    /// 10 % after the warm-up).
+    #[arg(long, value_name = "MINUTES")]
+    soak_minutes: Option<f64>,
     /// Compare two JSON-lines files (ours, then the reference's) instead of running a benchmark.
     #[arg(long, num_args = 2, value_names = ["OURS", "REFERENCE"])]
     compare: Option<Vec<PathBuf>>,
@@ -181,6 +188,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             PathBuf::from(&command.program).file_name().map_or("server".into(), |n| n.to_string_lossy().into_owned())
         }
     });
+    if let Some(minutes) = cli.soak_minutes {
+        let work = tempfile::Builder::new().prefix("cks-soak-").tempdir()?;
+        let report = soak::soak(&command, &soak::SoakPlan::minutes(minutes), work.path()).await?;
+        let markdown = report.markdown(minutes);
+        println!("{markdown}");
+        if let Some(path) = &cli.markdown {
+            std::fs::write(path, &markdown).with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = &cli.out {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        anyhow::ensure!(report.passed(), "the soak run missed its goals (see the report above)");
+        return Ok(());
+    }
     let out: Box<dyn Write + Send> = match &cli.out {
         Some(path) => {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

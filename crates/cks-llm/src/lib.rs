@@ -23,6 +23,9 @@ mod client;
 pub mod config;
 pub mod conversation;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod providers;
 mod redact;
