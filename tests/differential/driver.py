@@ -1,0 +1,263 @@
+"""Differential test: drives the reference server and ours through the same scripted calls over
+stdio and compares their results key by key (see compare.py for the rule and the normalisation).
+
+Each server runs on its own fresh data directory with no LLM configured (no API keys, provider
+"auto"), so the LLM tools' "no provider" answers are part of the comparison. Differences that the
+compatibility ledger (ledger.json, described for people in COMPATIBILITY.md) excuses are counted
+but do not fail the run; any other difference is printed with the tool, the step, the JSON path
+and both values, and makes the exit status 1.
+
+Usage: driver.py --reference CMD --ours CMD [--only TOOL]... [--report FILE] [--quiet]
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from compare import IdPairing, UUID_RE, compare, normalise  # noqa: E402
+from mcp_stdio import StdioServer  # noqa: E402
+from scenarios import SCENARIOS  # noqa: E402
+from steps import extract, resolve  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The reference's stdio reader stops at 64 KiB a line; larger requests go to it framed.
+REFERENCE_LINE_LIMIT = 60_000
+SHOW_CHARS = 400
+# Lists whose order the reference itself does not keep stable between runs (its serialized
+# structures after a revert or merge, its diff operations): compared as multisets everywhere.
+UNORDERED_EVERYWHERE = ("objects", "**.objects", "operations", "**.operations")
+
+
+def server_env(data_dir):
+    """A clean environment: no provider keys, no proxies, the server's data in `data_dir`."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "SYSTEMROOT", "TMPDIR")}
+    env.update({
+        "HOME": data_dir,
+        "CKS_MCP_DATA_DIR": data_dir,
+        "CKS_MCP_DB_PATH": os.path.join(data_dir, "cks_mcp.db"),
+        "CKS_LLM_PROVIDER": "auto",
+        # Nothing listens on the discard port: an "auto" provider looking for Ollama finds none.
+        "CKS_OLLAMA_HOST": "http://127.0.0.1:9",
+        "PYTHONIOENCODING": "utf-8",
+        "NO_COLOR": "1",
+    })
+    return env
+
+
+def result_value(method, response):
+    """What a step's answer is compared as: the tool result object (content[0].text parsed),
+    {"$rpc_error": code} for a JSON-RPC error, {"$exception": text} for a raised tool error."""
+    if "error" in response:
+        return {"$rpc_error": response["error"].get("code")}
+    result = response.get("result")
+    if method != "tools/call":
+        return result
+    content = result.get("content") or []
+    text = content[0].get("text", "") if content else ""
+    try:
+        return json.loads(text)
+    except ValueError:
+        if result.get("isError"):
+            return {"$exception": text}
+        return text
+
+
+def classify(reference, ours, diffs):
+    """Renames the differences that come from the reference raising, or from it putting a
+    sentence where an error code belongs, so the ledger can name them as kinds."""
+    if isinstance(reference, dict) and "$exception" in reference:
+        if isinstance(ours, dict) and isinstance(ours.get("error"), str):
+            return [("", "reference_exception", reference["$exception"], ours["error"])]
+        return [("", "reference_exception_vs_result", reference["$exception"], ours)]
+    renamed = []
+    for path, kind, ref_value, our_value in diffs:
+        if (path == "error" and kind == "value" and isinstance(ref_value, str) and " " in ref_value
+                and isinstance(our_value, str)):
+            kind = "error_sentence"
+        renamed.append((path, kind, ref_value, our_value))
+    return renamed
+
+
+def fact_differences(step, reference, ours):
+    """The step's facts: what each regex finds in the text at its path, compared between sides."""
+    diffs = []
+    for path, pattern in step.facts:
+        ref_text, our_text = extract(reference, path), extract(ours, path)
+        ref_found = re.findall(pattern, ref_text) if isinstance(ref_text, str) else None
+        our_found = re.findall(pattern, our_text) if isinstance(our_text, str) else None
+        if ref_found != our_found:
+            diffs.append((f"{path} =~ /{pattern}/", "fact", ref_found, our_found))
+    return diffs
+
+
+class Ledger:
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as f:
+            self.entries = json.load(f)["entries"]
+        for entry in self.entries:
+            entry["_paths"] = [re.compile(p) for p in entry.get("paths", [])]
+            entry["_steps"] = [re.compile(p) for p in entry.get("steps", [])]
+
+    def excuse(self, subject, step_name, path, kind):
+        for entry in self.entries:
+            if entry.get("normalised"):
+                continue
+            if entry.get("tools") and subject not in entry["tools"] and "*" not in entry["tools"]:
+                continue
+            if entry.get("kinds") and kind not in entry["kinds"]:
+                continue
+            if entry["_paths"] and not any(p.fullmatch(path) for p in entry["_paths"]):
+                continue
+            if entry["_steps"] and not any(p.search(step_name) for p in entry["_steps"]):
+                continue
+            return entry["id"]
+        return None
+
+
+def short(value):
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS] + f"... ({len(text)} chars)"
+
+
+def check_tool_lists(reference, ours):
+    """The shared tools, and (as differences) argument names the reference accepts and ours lacks."""
+    ref_tools = {t["name"]: t for t in reference.request("tools/list")["result"]["tools"]}
+    our_tools = {t["name"]: t for t in ours.request("tools/list")["result"]["tools"]}
+    diffs = []
+    for name in sorted(set(our_tools) - set(ref_tools)):
+        diffs.append((name, "tools/list", "", "ours_only_tool", None, name))
+    shared = sorted(set(ref_tools) & set(our_tools))
+    for name in shared:
+        ref_props = ref_tools[name]["inputSchema"].get("properties", {})
+        our_props = our_tools[name]["inputSchema"].get("properties", {})
+        for prop in sorted(set(ref_props) - set(our_props)):
+            diffs.append((name, "tools/list", f"inputSchema.properties.{prop}", "missing", ref_props[prop], None))
+    return shared, diffs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reference", required=True, help="command that starts the reference's stdio server")
+    parser.add_argument("--ours", required=True, help="command that starts our stdio server")
+    parser.add_argument("--only", action="append", default=[], help="compare only this tool (or MCP method); repeatable")
+    parser.add_argument("--report", help="write every difference as one JSON line to this file")
+    parser.add_argument("--ledger", default=os.path.join(HERE, "ledger.json"))
+    parser.add_argument("--ours-frame-over", type=int, default=None,
+                        help="send our server requests larger than this framed with Content-Length")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary and unexcused differences")
+    args = parser.parse_args()
+
+    ledger = Ledger(args.ledger)
+    only = set(args.only)
+    report = open(args.report, "w", encoding="utf-8") if args.report else None
+    started = time.monotonic()
+
+    with tempfile.TemporaryDirectory(prefix="cks-diff-ref-") as ref_dir, \
+            tempfile.TemporaryDirectory(prefix="cks-diff-ours-") as our_dir:
+        reference = StdioServer(shlex.split(args.reference), server_env(ref_dir), REFERENCE_LINE_LIMIT, "reference")
+        ours = StdioServer(shlex.split(args.ours), server_env(our_dir), args.ours_frame_over, "ours")
+        try:
+            reference.initialize()
+            ours.initialize()
+            shared, tool_list_diffs = check_tool_lists(reference, ours)
+            failures = run(reference, ours, ledger, only, report, shared, tool_list_diffs, args.quiet)
+        finally:
+            reference.close()
+            ours.close()
+    if report:
+        report.close()
+    print(f"differential: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def run(reference, ours, ledger, only, report, shared, tool_list_diffs, quiet):
+    pairing = IdPairing()
+    saved = {"reference": {}, "ours": {}}
+    calls = Counter()
+    differing_calls = Counter()
+    diff_counts = Counter()
+    excused_counts = Counter()
+    failures = 0
+    covered = set()
+
+    def record(subject, step_name, path, kind, ref_value, our_value):
+        nonlocal failures
+        excused_by = ledger.excuse(subject, step_name, path, kind)
+        line = {"tool": subject, "step": step_name, "path": path, "kind": kind,
+                "reference": ref_value, "ours": our_value, "ledger": excused_by}
+        if report:
+            report.write(json.dumps(line, ensure_ascii=False) + "\n")
+        if excused_by:
+            excused_counts[subject] += 1
+            return
+        diff_counts[subject] += 1
+        failures += 1
+        print(f"DIFF {subject} | step {step_name} | {path or '(result)'} | {kind}\n"
+              f"     reference: {short(ref_value)}\n     ours:      {short(our_value)}")
+
+    for subject, step_name, path, kind, ref_value, our_value in tool_list_diffs:
+        if not only or subject in only or "tools/list" in only:
+            record(subject, step_name, path, kind, ref_value, our_value)
+
+    for scenario_name, build in SCENARIOS:
+        steps = build()
+        if only and not any(s.subject in only for s in steps):
+            continue
+        for index, step in enumerate(steps):
+            step_name = f"{scenario_name}#{index}" + (f" {step.label}" if step.label else "")
+            answers = {}
+            for side, server in (("reference", reference), ("ours", ours)):
+                if step.tool is not None:
+                    params = {"name": step.tool, "arguments": resolve(step.args, saved[side])}
+                else:
+                    params = resolve(step.params, saved[side]) if step.params is not None else None
+                response = server.request(step.method, params)
+                answers[side] = result_value(step.method, response)
+            for name, path in step.save.items():
+                ref_saved = extract(answers["reference"], path)
+                our_saved = extract(answers["ours"], path)
+                saved["reference"][name] = ref_saved
+                saved["ours"][name] = our_saved
+                if isinstance(ref_saved, str) and isinstance(our_saved, str) \
+                        and UUID_RE.match(ref_saved) and UUID_RE.match(our_saved):
+                    pairing.same(ref_saved, our_saved)
+            if not step.compare or (only and step.subject not in only):
+                continue
+            calls[step.subject] += 1
+            if step.tool:
+                covered.add(step.tool)
+            ref_norm, our_norm = normalise(answers["reference"]), normalise(answers["ours"])
+            diffs = classify(ref_norm, our_norm, list(compare(ref_norm, our_norm, pairing, step.unordered + UNORDERED_EVERYWHERE)))
+            diffs += fact_differences(step, answers["reference"], answers["ours"])
+            if diffs:
+                differing_calls[step.subject] += 1
+            elif not quiet:
+                print(f"same {step.subject} | step {step_name}")
+            for path, kind, ref_value, our_value in diffs:
+                record(step.subject, step_name, path, kind, ref_value, our_value)
+
+    missing = sorted(set(shared) - covered) if not only else []
+    print("\nper tool: calls, calls that differ, unexcused differences, differences the ledger excuses")
+    for subject in sorted(set(calls) | set(diff_counts)):
+        print(f"  {subject:24} {calls[subject]:4} {differing_calls[subject]:4} {diff_counts[subject]:4} "
+              f"{excused_counts[subject]:4}")
+    total_calls = sum(calls.values())
+    print(f"total: {total_calls} compared calls, {len(shared)} shared tools, "
+          f"{sum(differing_calls.values())} calls differ, {failures} unexcused differences, "
+          f"{sum(excused_counts.values())} excused")
+    if missing:
+        print(f"FAIL shared tools no step covers: {', '.join(missing)}")
+        failures += 1
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
