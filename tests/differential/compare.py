@@ -153,6 +153,26 @@ def _matches(path, patterns):
     return any(path_pattern(p).fullmatch(path) for p in patterns)
 
 
+def compare_shape(reference, ours, path=""):
+    """Yields the differences of keys and JSON types only (list elements against the first of ours)."""
+    if isinstance(reference, dict) and isinstance(ours, dict):
+        for key, ref_value in reference.items():
+            sub = _path_join(path, key)
+            if UUID_RE.match(key):
+                continue
+            if key not in ours:
+                yield sub, "missing", ref_value, None
+            else:
+                yield from compare_shape(ref_value, ours[key], sub)
+        return
+    if isinstance(reference, list) and isinstance(ours, list):
+        if reference and ours:
+            yield from compare_shape(reference[0], ours[0], _path_join(path, 0))
+        return
+    if json_type(reference) != json_type(ours) and reference is not None:
+        yield path, "type", reference, ours
+
+
 def compare(reference, ours, pairing, unordered=(), path=""):
     """Yields (path, kind, reference value, our value) for every difference."""
     if isinstance(reference, dict) and isinstance(ours, dict):

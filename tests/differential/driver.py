@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compare import IdPairing, UUID_RE, compare, normalise  # noqa: E402
+from compare import IdPairing, UUID_RE, compare, compare_shape, normalise  # noqa: E402
 from mcp_stdio import StdioServer  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
 from steps import extract, resolve  # noqa: E402
@@ -33,6 +33,9 @@ REFERENCE_LINE_LIMIT = 60_000
 SHOW_CHARS = 400
 # Lists whose order the reference itself does not keep stable between runs (its serialized
 # structures after a revert or merge, its diff operations): compared as multisets everywhere.
+# The message the reference's last-resort handler gives an unhandled exception: the exception's
+# class name first (its deliberate internal_error answers start with other words).
+CRASH_MESSAGE = re.compile(r"^Internal error: [A-Z][A-Za-z]*(Error|Exception|Exit|Interrupt): ")
 UNORDERED_EVERYWHERE = ("objects", "**.objects", "operations", "**.operations")
 
 
@@ -71,19 +74,33 @@ def result_value(method, response):
 
 
 def classify(reference, ours, diffs):
-    """Renames the differences that come from the reference raising, or from it putting a
-    sentence where an error code belongs, so the ledger can name them as kinds."""
+    """Renames the differences that come from the reference raising (a JSON-RPC tool error, or
+    the `internal_error` its last-resort handler makes of an unhandled exception), or from it
+    putting a sentence where an error code belongs, so the ledger can name them as kinds."""
     if isinstance(reference, dict) and "$exception" in reference:
         if isinstance(ours, dict) and isinstance(ours.get("error"), str):
             return [("", "reference_exception", reference["$exception"], ours["error"])]
         return [("", "reference_exception_vs_result", reference["$exception"], ours)]
+    crashed = (isinstance(reference, dict) and reference.get("error") == "internal_error"
+               and isinstance(reference.get("message"), str) and CRASH_MESSAGE.match(reference["message"]))
     renamed = []
     for path, kind, ref_value, our_value in diffs:
-        if (path == "error" and kind == "value" and isinstance(ref_value, str) and " " in ref_value
-                and isinstance(our_value, str)):
-            kind = "error_sentence"
+        if path == "error" and kind == "value" and isinstance(our_value, str):
+            if crashed:
+                kind = "reference_crash"
+            elif isinstance(ref_value, str) and " " in ref_value:
+                kind = "error_sentence"
         renamed.append((path, kind, ref_value, our_value))
     return renamed
+
+
+def _findings(pattern, text):
+    """The distinct matches of `pattern` in a string (or a list of strings, one per line)."""
+    if isinstance(text, list) and all(isinstance(t, str) for t in text):
+        text = "\n".join(text)
+    if not isinstance(text, str):
+        return None
+    return sorted(set(re.findall(pattern, text)))
 
 
 def fact_differences(step, reference, ours):
@@ -91,8 +108,7 @@ def fact_differences(step, reference, ours):
     diffs = []
     for path, pattern in step.facts:
         ref_text, our_text = extract(reference, path), extract(ours, path)
-        ref_found = re.findall(pattern, ref_text) if isinstance(ref_text, str) else None
-        our_found = re.findall(pattern, our_text) if isinstance(our_text, str) else None
+        ref_found, our_found = _findings(pattern, ref_text), _findings(pattern, our_text)
         if ref_found != our_found:
             diffs.append((f"{path} =~ /{pattern}/", "fact", ref_found, our_found))
     return diffs
@@ -224,6 +240,9 @@ def run(reference, ours, ledger, only, report, shared, tool_list_diffs, quiet):
             for name, path in step.save.items():
                 ref_saved = extract(answers["reference"], path)
                 our_saved = extract(answers["ours"], path)
+                if ref_saved is None:
+                    print(f"WARNING step {step_name}: the reference's result has nothing at {path!r} to save as "
+                          f"{name!r} (a scenario mistake, or the reference failed)")
                 saved["reference"][name] = ref_saved
                 saved["ours"][name] = our_saved
                 if isinstance(ref_saved, str) and isinstance(our_saved, str) \
@@ -235,7 +254,11 @@ def run(reference, ours, ledger, only, report, shared, tool_list_diffs, quiet):
             if step.tool:
                 covered.add(step.tool)
             ref_norm, our_norm = normalise(answers["reference"]), normalise(answers["ours"])
-            diffs = classify(ref_norm, our_norm, list(compare(ref_norm, our_norm, pairing, step.unordered + UNORDERED_EVERYWHERE)))
+            if step.shape_only:
+                found = list(compare_shape(ref_norm, our_norm))
+            else:
+                found = list(compare(ref_norm, our_norm, pairing, step.unordered + UNORDERED_EVERYWHERE))
+            diffs = classify(ref_norm, our_norm, found)
             diffs += fact_differences(step, answers["reference"], answers["ours"])
             if diffs:
                 differing_calls[step.subject] += 1

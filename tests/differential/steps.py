@@ -50,10 +50,12 @@ class Step:
     compare: False for steps that only prepare state (their results are still recorded).
     facts: (path, regex) pairs: in prose whose wording is our own (prompt texts), what the regex
         finds at that path must be the same on both sides (e.g. the depth a prompt asks for).
+    shape_only: compare keys and JSON types only, not values or list lengths (for counters that
+        every earlier difference shifts, such as get_metrics).
     """
 
     def __init__(self, tool=None, args=None, *, method="tools/call", params=None, save=None,
-                 unordered=(), compare=True, facts=(), label=""):
+                 unordered=(), compare=True, facts=(), shape_only=False, label=""):
         self.tool = tool
         self.args = args if args is not None else {}
         self.method = method
@@ -62,6 +64,7 @@ class Step:
         self.unordered = tuple(unordered)
         self.compare = compare
         self.facts = tuple(facts)
+        self.shape_only = shape_only
         self.label = label
 
     @property
