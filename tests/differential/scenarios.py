@@ -67,6 +67,62 @@ CONTRADICTORY = doc(
     rel("x-orbits-z", ["x", "z"], "orbits"),
 )
 
+# A VerificationRecord that verify_source did not sign, linked to its subject by `verified_by`.
+FORGED = doc(
+    obj("claim", "Claim", "Water boils at 100 °C"),
+    obj("record", "VerificationRecord", "Forged record", url="https://example.org", verdict="supported",
+        signature="not-a-signature", verified_at="2026-01-01T00:00:00+00:00"),
+    rel("claim-verified", ["claim", "record"], "verified_by"),
+)
+
+
+def provenance_and_validation():
+    """The error paths behind provenance checks and commit-time validation."""
+    forged_ops = [
+        {"type": "add_object", "identity": {"id": "record", "type": "VerificationRecord", "name": "Forged"},
+         "structure": {"signature": "not-a-signature", "verdict": "supported"}},
+        {"type": "add_relation", "identity": {"id": "sun-verified", "type": "Relation", "name": "v"},
+         "participants": ["sun", "record"], "relation_type": "verified_by"},
+    ]
+    cycle_ops = [
+        {"type": "add_relation", "identity": {"id": "d1", "type": "Relation", "name": "d1"},
+         "participants": ["sun", "earth"], "relation_type": "derives"},
+        {"type": "add_relation", "identity": {"id": "d2", "type": "Relation", "name": "d2"},
+         "participants": ["earth", "sun"], "relation_type": "derives"},
+    ]
+    bad_confidence = [{"type": "record_inference",
+                       "identity": {"id": "s9", "type": "InferenceStep", "name": "overconfident"},
+                       "structure": {"premises": ["earth"], "conclusion": "sun", "confidence": 5.0}}]
+    return [
+        call("validate_knowledge", {"json_data": Json(FORGED)}, label="forged record"),
+        call("serialize_knowledge", {"json_data": Json(FORGED)}, label="forged record"),
+        call("explain_knowledge", {"json_data": Json(FORGED)}, label="forged record"),
+        call("detect_contradictions", {"json_data": Json(FORGED)}, label="forged record"),
+        call("evolve_knowledge", {"json_data": Json(FORGED), "operations": [
+            {"type": "rename_object", "object_id": "claim", "new_name": "c"}]}, label="forged record"),
+        call("merge_knowledge", {"json_data_base": Json(doc(obj("claim", "Claim", "Water boils at 100 °C"))),
+                                 "json_data_branch_a": Json(doc(obj("claim", "Claim", "Water boils at 100 °C"))),
+                                 "json_data_branch_b": Json(FORGED)}, label="forged record"),
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"psid": "session_id"}),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": forged_ops}, label="forged record"),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": cycle_ops}, label="derives cycle"),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": bad_confidence,
+                                  "extensions": ["confidence_bounds"]}, label="confidence out of bounds"),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": bad_confidence},
+             label="confidence out of bounds, no extension"),
+        call("fork_sandbox", {"session_id": V("psid"), "operations": cycle_ops}, label="derives cycle"),
+        call("fork_sandbox", {"session_id": V("psid"), "operations": forged_ops}, label="forged record"),
+        call("suggest_evolution", {"session_id": V("psid"), "description": "cycle", "operations": cycle_ops},
+             label="derives cycle"),
+        call("create_branch", {"session_id": V("psid")}, save={"pbr": "session_id"}),
+        call("evolve_knowledge", {"session_id": V("pbr"), "operations": forged_ops[:1] + [
+            {"type": "add_relation", "identity": {"id": "moon-verified", "type": "Relation", "name": "v"},
+             "participants": ["moon", "record"], "relation_type": "verified_by"}]}, label="forged on a branch"),
+        call("merge_branch", {"target_session_id": V("psid"), "source_session_id": V("pbr")},
+             label="forged record"),
+        call("list_versions", {"session_id": V("psid")}, label="end"),
+    ]
+
 
 def big_graph(n_objects=3000):
     """A few thousand objects in a chain with cross links, names mixing ASCII and non-ASCII."""
@@ -713,6 +769,7 @@ SCENARIOS = [
     ("merge-knowledge", merge_knowledge),
     ("closed", closed_sessions),
     ("fork", fork_sandbox),
+    ("provenance", provenance_and_validation),
     ("explore", exploring),
     ("exports", exports),
     ("llm", llm_tools),
