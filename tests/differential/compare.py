@@ -27,6 +27,7 @@ SHORT_ID_RE = re.compile(r"\b[0-9a-f]{8}(…|\.\.\.)")
 TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
 HASH_KEYS = re.compile(r"(hash|checksum|digest|fingerprint|signature|etag)", re.I)
 DURATION_KEYS = re.compile(r"(_ms$|_secs?$|_seconds$|duration|elapsed|latency|uptime)", re.I)
+LIBRARY_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 VERSION_KEYS = {"cks_core_version", "server_version", "cks_mcp_version"}
 
 
@@ -55,6 +56,10 @@ def normalise(value, key=None):
         if DURATION_KEYS.search(key) and isinstance(value, (int, float)) and not isinstance(value, bool):
             return "<duration>"
         if key in VERSION_KEYS and isinstance(value, str):
+            return "<version>"
+        if key == "version" and isinstance(value, str) and LIBRARY_VERSION_RE.match(value):
+            # A three-part version is the writing library's (explain's summary); the format's
+            # `version` ("1.0") has two parts and is compared.
             return "<version>"
     if isinstance(value, str):
         if TIMESTAMP_RE.match(value):
@@ -206,7 +211,9 @@ def compare(reference, ours, pairing, unordered=(), path=""):
         return
     if ref_type == "string" and UUID_RE.match(reference) and UUID_RE.match(ours):
         if not pairing.same(reference, ours):
-            yield path, "id", reference, ours
+            # Say what each id was paired with before, which is what makes them differ.
+            yield (path, "id", f"{reference} (earlier paired with ours {pairing.ours_of.get(reference)})",
+                   f"{ours} (earlier paired with the reference's {pairing.reference_of.get(ours)})")
         return
     if ref_type == "string" and UUID_ANYWHERE.search(reference) and UUID_ANYWHERE.search(ours):
         ref_ids, our_ids = UUID_ANYWHERE.findall(reference), UUID_ANYWHERE.findall(ours)
