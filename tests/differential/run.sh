@@ -25,5 +25,5 @@ else
   ours="$root/target/release/cks-mcp"
 fi
 
-exec "$venv/bin/python" "$root/tests/differential/driver.py" \
+PYTHONDONTWRITEBYTECODE=1 exec "$venv/bin/python" "$root/tests/differential/driver.py" \
   --reference "$venv/bin/cks-mcp" --ours "$ours" "$@"
