@@ -18,10 +18,11 @@ import shlex
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import fake_llm  # noqa: E402
 from compare import IdPairing, UUID_RE, compare, compare_shape, normalise  # noqa: E402
 from mcp_stdio import StdioServer  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
@@ -159,6 +160,37 @@ def check_tool_lists(reference, ours):
     return shared, diffs
 
 
+class ServerPair:
+    """Both servers, started on fresh data directories with the same extra environment."""
+
+    def __init__(self, args, extra_env):
+        self.dirs = [tempfile.TemporaryDirectory(prefix="cks-diff-ref-"),
+                     tempfile.TemporaryDirectory(prefix="cks-diff-ours-")]
+        self.reference = StdioServer(shlex.split(args.reference), {**server_env(self.dirs[0].name), **extra_env},
+                                     REFERENCE_LINE_LIMIT, "reference")
+        self.ours = StdioServer(shlex.split(args.ours), {**server_env(self.dirs[1].name), **extra_env},
+                                args.ours_frame_over, "ours")
+        self.reference.initialize()
+        self.ours.initialize()
+
+    def close(self):
+        self.reference.close()
+        self.ours.close()
+        for d in self.dirs:
+            d.cleanup()
+
+
+def setup_env(setup, fake_provider):
+    """The extra environment of a scenario's setup: none, or an LLM provider that is the scripted
+    one (`fake-llm`)."""
+    if setup is None:
+        return {}
+    if setup == "fake-llm":
+        return {"CKS_LLM_PROVIDER": "openai_compatible", "CKS_OPENAI_BASE_URL": fake_provider(),
+                "CKS_OPENAI_API_KEY": "differential-test-key", "CKS_OPENAI_MODEL": "fake-model"}
+    raise ValueError(f"unknown scenario setup {setup!r}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", required=True, help="command that starts the reference's stdio server")
@@ -171,72 +203,112 @@ def main():
     parser.add_argument("--quiet", action="store_true", help="print only the summary and unexcused differences")
     args = parser.parse_args()
 
-    ledger = Ledger(args.ledger)
-    only = set(args.only)
     report = open(args.report, "w", encoding="utf-8") if args.report else None
+    results = Results(Ledger(args.ledger), report, args.quiet)
+    only = set(args.only)
     started = time.monotonic()
+    provider = {}
 
-    with tempfile.TemporaryDirectory(prefix="cks-diff-ref-") as ref_dir, \
-            tempfile.TemporaryDirectory(prefix="cks-diff-ours-") as our_dir:
-        reference = StdioServer(shlex.split(args.reference), server_env(ref_dir), REFERENCE_LINE_LIMIT, "reference")
-        ours = StdioServer(shlex.split(args.ours), server_env(our_dir), args.ours_frame_over, "ours")
-        try:
-            reference.initialize()
-            ours.initialize()
-            shared, tool_list_diffs = check_tool_lists(reference, ours)
-            failures = run(reference, ours, ledger, only, report, shared, tool_list_diffs, args.quiet)
-        finally:
-            reference.close()
-            ours.close()
+    def fake_provider():
+        if "url" not in provider:
+            provider["url"], provider["server"] = fake_llm.start()
+        return provider["url"]
+
+    # Scenarios run in order on the pair of servers their setup asks for; each setup gets its own
+    # pair (the first one also compares the tool lists).
+    setups = []
+    for entry in SCENARIOS:
+        setup = entry[2] if len(entry) > 2 else None
+        if setup not in setups:
+            setups.append(setup)
+    shared = []
+    try:
+        for setup in setups:
+            scenarios = [(e[0], e[1]) for e in SCENARIOS if (e[2] if len(e) > 2 else None) == setup]
+            built = [(name, build()) for name, build in scenarios]
+            built = [(name, steps) for name, steps in built
+                     if not only or any(step.subject in only for step in steps)]
+            if not built and shared:
+                continue
+            pair = ServerPair(args, setup_env(setup, fake_provider))
+            try:
+                if not shared:
+                    shared, tool_list_diffs = check_tool_lists(pair.reference, pair.ours)
+                    for subject, step_name, path, kind, ref_value, our_value in tool_list_diffs:
+                        if not only or subject in only or "tools/list" in only:
+                            results.record(subject, step_name, path, kind, ref_value, our_value)
+                run_scenarios(pair, built, only, results)
+            finally:
+                pair.close()
+    finally:
+        if "server" in provider:
+            provider["server"].shutdown()
+    failures = results.summary(shared, only)
     if report:
         report.close()
     print(f"differential: {time.monotonic() - started:.1f} s", file=sys.stderr)
     return 1 if failures else 0
 
 
-def run(reference, ours, ledger, only, report, shared, tool_list_diffs, quiet):
-    pairing = IdPairing()
-    saved = {"reference": {}, "ours": {}}
-    calls = Counter()
-    differing_calls = Counter()
-    diff_counts = Counter()
-    excused_counts = Counter()
-    failures = 0
-    covered = set()
+class Results:
+    """Counts per tool, the printed differences and the JSON-lines report."""
 
-    def record(subject, step_name, path, kind, ref_value, our_value):
-        nonlocal failures
-        excused_by = ledger.excuse(subject, step_name, path, kind)
+    def __init__(self, ledger, report, quiet):
+        self.ledger = ledger
+        self.report = report
+        self.quiet = quiet
+        self.calls = Counter()
+        self.differing_calls = Counter()
+        self.diff_counts = Counter()
+        self.excused_counts = Counter()
+        self.failures = 0
+        self.covered = set()
+
+    def record(self, subject, step_name, path, kind, ref_value, our_value):
+        excused_by = self.ledger.excuse(subject, step_name, path, kind)
         line = {"tool": subject, "step": step_name, "path": path, "kind": kind,
                 "reference": ref_value, "ours": our_value, "ledger": excused_by}
-        if report:
-            report.write(json.dumps(line, ensure_ascii=False) + "\n")
+        if self.report:
+            self.report.write(json.dumps(line, ensure_ascii=False) + "\n")
         if excused_by:
-            excused_counts[subject] += 1
+            self.excused_counts[subject] += 1
             return
-        diff_counts[subject] += 1
-        failures += 1
+        self.diff_counts[subject] += 1
+        self.failures += 1
         print(f"DIFF {subject} | step {step_name} | {path or '(result)'} | {kind}\n"
               f"     reference: {short(ref_value)}\n     ours:      {short(our_value)}")
 
-    for subject, step_name, path, kind, ref_value, our_value in tool_list_diffs:
-        if not only or subject in only or "tools/list" in only:
-            record(subject, step_name, path, kind, ref_value, our_value)
+    def summary(self, shared, only):
+        print("\nper tool: calls, calls that differ, unexcused differences, differences the ledger excuses")
+        for subject in sorted(set(self.calls) | set(self.diff_counts)):
+            print(f"  {subject:24} {self.calls[subject]:4} {self.differing_calls[subject]:4} "
+                  f"{self.diff_counts[subject]:4} {self.excused_counts[subject]:4}")
+        print(f"total: {sum(self.calls.values())} compared calls, {len(shared)} shared tools, "
+              f"{sum(self.differing_calls.values())} calls differ, {self.failures} unexcused differences, "
+              f"{sum(self.excused_counts.values())} excused")
+        failures = self.failures
+        missing = sorted(set(shared) - self.covered) if not only else []
+        if missing:
+            print(f"FAIL shared tools no step covers: {', '.join(missing)}")
+            failures += 1
+        return failures
 
-    for scenario_name, build in SCENARIOS:
-        steps = build()
-        if only and not any(s.subject in only for s in steps):
-            continue
+
+def run_scenarios(pair, scenarios, only, results):
+    """Runs each step on both servers, saves what later steps need and compares the answers."""
+    pairing = IdPairing()
+    saved = {"reference": {}, "ours": {}}
+    servers = (("reference", pair.reference), ("ours", pair.ours))
+    for scenario_name, steps in scenarios:
         for index, step in enumerate(steps):
             step_name = f"{scenario_name}#{index}" + (f" {step.label}" if step.label else "")
             answers = {}
-            for side, server in (("reference", reference), ("ours", ours)):
+            for side, server in servers:
                 if step.tool is not None:
                     params = {"name": step.tool, "arguments": resolve(step.args, saved[side])}
                 else:
                     params = resolve(step.params, saved[side]) if step.params is not None else None
-                response = server.request(step.method, params)
-                answers[side] = result_value(step.method, response)
+                answers[side] = result_value(step.method, server.request(step.method, params))
             for name, path in step.save.items():
                 ref_saved = extract(answers["reference"], path)
                 our_saved = extract(answers["ours"], path)
@@ -250,9 +322,9 @@ def run(reference, ours, ledger, only, report, shared, tool_list_diffs, quiet):
                     pairing.same(ref_saved, our_saved)
             if not step.compare or (only and step.subject not in only):
                 continue
-            calls[step.subject] += 1
+            results.calls[step.subject] += 1
             if step.tool:
-                covered.add(step.tool)
+                results.covered.add(step.tool)
             ref_norm, our_norm = normalise(answers["reference"]), normalise(answers["ours"])
             if step.shape_only:
                 found = list(compare_shape(ref_norm, our_norm))
@@ -261,25 +333,11 @@ def run(reference, ours, ledger, only, report, shared, tool_list_diffs, quiet):
             diffs = classify(ref_norm, our_norm, found)
             diffs += fact_differences(step, answers["reference"], answers["ours"])
             if diffs:
-                differing_calls[step.subject] += 1
-            elif not quiet:
+                results.differing_calls[step.subject] += 1
+            elif not results.quiet:
                 print(f"same {step.subject} | step {step_name}")
             for path, kind, ref_value, our_value in diffs:
-                record(step.subject, step_name, path, kind, ref_value, our_value)
-
-    missing = sorted(set(shared) - covered) if not only else []
-    print("\nper tool: calls, calls that differ, unexcused differences, differences the ledger excuses")
-    for subject in sorted(set(calls) | set(diff_counts)):
-        print(f"  {subject:24} {calls[subject]:4} {differing_calls[subject]:4} {diff_counts[subject]:4} "
-              f"{excused_counts[subject]:4}")
-    total_calls = sum(calls.values())
-    print(f"total: {total_calls} compared calls, {len(shared)} shared tools, "
-          f"{sum(differing_calls.values())} calls differ, {failures} unexcused differences, "
-          f"{sum(excused_counts.values())} excused")
-    if missing:
-        print(f"FAIL shared tools no step covers: {', '.join(missing)}")
-        failures += 1
-    return failures
+                results.record(step.subject, step_name, path, kind, ref_value, our_value)
 
 
 if __name__ == "__main__":

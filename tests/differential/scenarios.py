@@ -3,7 +3,9 @@ itself (so `--only` can run the scenarios that touch one tool), except that ever
 the same two servers and sees the sessions earlier ones left behind (resources/list is checked at
 the start and at the end for that reason).
 
-A scenario is a function returning a list of steps; SCENARIOS lists them in running order.
+A scenario is a function returning a list of steps; SCENARIOS lists them in running order, as
+(name, function) or (name, function, setup), where a setup names the environment the pair of
+servers it runs on is started with (driver.setup_env; "fake-llm": the scripted provider).
 """
 
 from steps import Fmt, Json, Raw, V, call, rpc
@@ -698,6 +700,35 @@ def llm_tools():
     ]
 
 
+def llm_scripted():
+    """The LLM tools against the scripted provider (fake_llm.py): each prompt's keyword picks the
+    provider's answer, so both servers see the same model behaviour."""
+    chat = {"session_id": V("fsid")}
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"fsid": "session_id"}),
+        call("get_llm_status", {}, label="provider configured"),
+        call("list_llm_models", {}, label="provider configured"),
+        call("construct_knowledge", {"text": "FAKE-GOOD The Earth orbits the Sun."}, label="good answer"),
+        call("construct_knowledge", {"text": "FAKE-GOOD Die Erde umkreist die Sonne – 地球", "hint": "astronomy",
+                                     "max_tokens": 500}, label="good answer, non-ASCII"),
+        call("construct_knowledge", {"text": "FAKE-GARBAGE"}, label="no JSON in the answer"),
+        call("construct_knowledge", {"text": "FAKE-BADCKS"}, label="JSON that is not a structure"),
+        call("construct_knowledge", {"text": "FAKE-INVALID"}, label="structure with a dangling relation"),
+        call("construct_knowledge", {"text": "FAKE-HTTP-400"}, label="provider refuses"),
+        call("construct_knowledge", {"text": "FAKE-GOOD", "model": "another-model"}, label="model override"),
+        call("ai_chat", {**chat, "prompt": "Say hello."}, label="text answer"),
+        call("ai_chat", {**chat, "prompt": "FAKE-QUERY what orbits the sun?"}, label="read tool"),
+        call("ai_chat", {**chat, "prompt": "FAKE-EVOLVE add a comet"}, label="write tool"),
+        call("list_versions", {**chat}, label="after the chat's commit"),
+        call("serialize_knowledge", {**chat}, label="after the chat's commit"),
+        call("ai_chat", {**chat, "prompt": "FAKE-UNKNOWN-TOOL"}, label="unknown tool"),
+        call("ai_chat", {**chat, "prompt": "FAKE-HTTP-400"}, label="provider refuses"),
+        call("ai_chat", {**chat, "messages": [{"role": "user", "content": "FAKE-QUERY"}]}, label="messages"),
+        call("ai_chat", {**chat, "prompt": "Say hello.", "model": "another-model"}, label="model override"),
+        call("get_metrics", {}, shape_only=True, label="after LLM calls"),
+    ]
+
+
 def big_inputs():
     big = big_graph()
     return [
@@ -776,4 +807,5 @@ SCENARIOS = [
     ("bad-session-ids", session_tool_bad_ids),
     ("big", big_inputs),
     ("mcp-end", mcp_surface_end),
+    ("llm-scripted", llm_scripted, "fake-llm"),
 ]
