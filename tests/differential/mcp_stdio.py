@@ -7,13 +7,17 @@ skipped. Standard library only.
 """
 
 import json
-import os
+import queue
 import subprocess
 import threading
 
+# How long one request may take before the server is declared stuck (the reference validates a
+# few thousand objects in seconds; nothing in the scenarios should come near this).
+REQUEST_TIMEOUT_SECS = 300
+
 
 class ServerDied(Exception):
-    """The child closed its stdout (or never answered) before replying."""
+    """The child exited, closed its stdout, or did not answer in time."""
 
 
 class StdioServer:
@@ -24,7 +28,9 @@ class StdioServer:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
+        self.messages = queue.Queue()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
+        threading.Thread(target=self._read_messages, daemon=True).start()
         self.next_id = 1
 
     def _drain_stderr(self):
@@ -46,20 +52,36 @@ class StdioServer:
             raise ServerDied(f"{self.name} exited ({self.proc.returncode}); stderr tail:\n"
                              + "".join(self.stderr_lines[-20:])) from None
 
+    def _read_messages(self):
+        """Reads every message the child writes, in either framing, onto the queue; None at the end."""
+        try:
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                stripped = line.strip()
+                if not stripped:
+                    continue
+                if stripped.lower().startswith(b"content-length:"):
+                    length = int(stripped.split(b":", 1)[1])
+                    while self.proc.stdout.readline().strip():
+                        pass
+                    self.messages.put(json.loads(self.proc.stdout.read(length).decode("utf-8")))
+                else:
+                    self.messages.put(json.loads(stripped.decode("utf-8")))
+        finally:
+            self.messages.put(None)
+
     def _read_message(self):
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise ServerDied(f"{self.name} closed stdout; stderr tail:\n" + "".join(self.stderr_lines[-20:]))
-            stripped = line.strip()
-            if not stripped:
-                continue
-            if stripped.lower().startswith(b"content-length:"):
-                length = int(stripped.split(b":", 1)[1])
-                while self.proc.stdout.readline().strip():
-                    pass
-                return json.loads(self.proc.stdout.read(length).decode("utf-8"))
-            return json.loads(stripped.decode("utf-8"))
+        try:
+            message = self.messages.get(timeout=REQUEST_TIMEOUT_SECS)
+        except queue.Empty:
+            raise ServerDied(f"{self.name} did not answer within {REQUEST_TIMEOUT_SECS} s; stderr tail:\n"
+                             + "".join(self.stderr_lines[-20:])) from None
+        if message is None:
+            self.messages.put(None)
+            raise ServerDied(f"{self.name} closed stdout; stderr tail:\n" + "".join(self.stderr_lines[-20:]))
+        return message
 
     def request(self, method, params=None):
         """Sends a request and returns the whole JSON-RPC response object."""

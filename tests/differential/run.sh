@@ -2,8 +2,8 @@
 # Differential test: our server against the Python reference (PyPI cks-mcp[gossip]==1.77.0),
 # side by side over stdio, every difference not in the compatibility ledger failing the run.
 # Creates (once) the reference's virtual environment under target/ with scripts/reference-venv,
-# builds our binary, and runs driver.py; arguments are passed on to it (--only TOOL, --report FILE,
-# --quiet).
+# builds our binary, runs the tests of the comparison itself (test_compare.py), then driver.py;
+# arguments are passed on to it (--only TOOL, --report FILE, --quiet).
 #
 # Our binary is the release build by default: the test suite's interop test has just built it,
 # so this costs no second build there. Environment:
@@ -25,5 +25,7 @@ else
   ours="$root/target/release/cks-mcp"
 fi
 
-PYTHONDONTWRITEBYTECODE=1 exec "$venv/bin/python" "$root/tests/differential/driver.py" \
+export PYTHONDONTWRITEBYTECODE=1
+"$venv/bin/python" "$root/tests/differential/test_compare.py"
+exec "$venv/bin/python" "$root/tests/differential/driver.py" \
   --reference "$venv/bin/cks-mcp" --ours "$ours" "$@"
