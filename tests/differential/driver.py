@@ -122,8 +122,9 @@ class Ledger:
         for entry in self.entries:
             entry["_paths"] = [re.compile(p) for p in entry.get("paths", [])]
             entry["_steps"] = [re.compile(p) for p in entry.get("steps", [])]
+            entry["_reference"] = re.compile(entry["reference"]) if "reference" in entry else None
 
-    def excuse(self, subject, step_name, path, kind):
+    def excuse(self, subject, step_name, path, kind, reference_value=None):
         for entry in self.entries:
             if entry.get("normalised"):
                 continue
@@ -134,6 +135,9 @@ class Ledger:
             if entry["_paths"] and not any(p.fullmatch(path) for p in entry["_paths"]):
                 continue
             if entry["_steps"] and not any(p.search(step_name) for p in entry["_steps"]):
+                continue
+            if entry["_reference"] and not entry["_reference"].search(
+                    json.dumps(reference_value, ensure_ascii=False)):
                 continue
             return entry["id"]
         return None
@@ -265,7 +269,7 @@ class Results:
         self.covered = set()
 
     def record(self, subject, step_name, path, kind, ref_value, our_value):
-        excused_by = self.ledger.excuse(subject, step_name, path, kind)
+        excused_by = self.ledger.excuse(subject, step_name, path, kind, ref_value)
         line = {"tool": subject, "step": step_name, "path": path, "kind": kind,
                 "reference": ref_value, "ours": our_value, "ledger": excused_by}
         if self.report:

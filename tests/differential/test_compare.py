@@ -104,6 +104,16 @@ class LedgerMatching(unittest.TestCase):
         self.assertIsNone(ledger.excuse("t", "s#3 label", "a.b.c", "value"))
         self.assertIsNone(ledger.excuse("t", "s#3 label", "a.b", "missing"))
 
+    def test_an_entry_can_require_the_reference_value(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"entries": [{"id": "r", "tools": ["t"], "kinds": ["missing"], "reference": '^"not_found"$'}]}, f)
+        try:
+            ledger = Ledger(f.name)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(ledger.excuse("t", "s", "error", "missing", "not_found"), "r")
+        self.assertIsNone(ledger.excuse("t", "s", "error", "missing", "session_not_found"))
+
     def test_the_shipped_ledger_loads_and_every_entry_is_narrowed(self):
         ledger = Ledger(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ledger.json"))
         for entry in ledger.entries:
