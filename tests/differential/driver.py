@@ -149,7 +149,8 @@ def short(value):
 
 
 def check_tool_lists(reference, ours):
-    """The shared tools, and (as differences) argument names the reference accepts and ours lacks."""
+    """The shared tools, and (as differences) argument names the reference accepts and ours lacks,
+    and arguments ours requires that the reference does not."""
     ref_tools = {t["name"]: t for t in reference.request("tools/list")["result"]["tools"]}
     our_tools = {t["name"]: t for t in ours.request("tools/list")["result"]["tools"]}
     diffs = []
@@ -161,6 +162,11 @@ def check_tool_lists(reference, ours):
         our_props = our_tools[name]["inputSchema"].get("properties", {})
         for prop in sorted(set(ref_props) - set(our_props)):
             diffs.append((name, "tools/list", f"inputSchema.properties.{prop}", "missing", ref_props[prop], None))
+        # A call the reference accepts must not be refused for lacking an argument it does not need.
+        ref_required = set(ref_tools[name]["inputSchema"].get("required") or [])
+        our_required = set(our_tools[name]["inputSchema"].get("required") or [])
+        for prop in sorted(our_required - ref_required):
+            diffs.append((name, "tools/list", f"inputSchema.required.{prop}", "required", False, True))
     return shared, diffs
 
 
