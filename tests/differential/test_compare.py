@@ -84,7 +84,9 @@ class Classification(unittest.TestCase):
     def test_facts_compare_what_a_pattern_finds(self):
         step = call("x", facts=[("text", r"depth (\d+)")])
         self.assertEqual(fact_differences(step, {"text": "depth 1"}, {"text": "at depth 1."}), [])
-        self.assertEqual(len(fact_differences(step, {"text": "depth 1"}, {"text": "depth 2"})), 1)
+        self.assertEqual([d[1] for d in fact_differences(step, {"text": "depth 1"}, {"text": "depth 2"})], ["fact"])
+        self.assertEqual([d[1] for d in fact_differences(step, {"text": "depth 1"}, {"text": "depth 1, depth 2"})],
+                         ["fact_superset"])
 
 
 class LedgerMatching(unittest.TestCase):
