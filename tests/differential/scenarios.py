@@ -616,6 +616,11 @@ def exploring():
              label="compact, three participants, relation on a relation"),
         call("query_subgraph", {"session_id": V("nsid3"), "seed_ids": ["b"], "depth": 1},
              label="three participants"),
+        call("evolve_knowledge", {"session_id": V("nsid3"), "operations": [
+            {"type": "remove_relation", "relation_id": "abc"}]}, label="remove a relation another names"),
+        call("serialize_knowledge", {"session_id": V("nsid3")}, label="after removing a named relation"),
+        call("validate_knowledge", {"json_data": "", "session_id": V("nsid3")},
+             label="after removing a named relation"),
         call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "include_object_types": ["Planet"]},
              label="object types"),
         call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "include_relation_types": ["orbits"]},
