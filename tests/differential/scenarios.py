@@ -1,0 +1,823 @@
+"""The scripted calls, grouped in scenarios. Each scenario starts from nothing it did not create
+itself (so `--only` can run the scenarios that touch one tool), except that every scenario runs on
+the same two servers and sees the sessions earlier ones left behind (resources/list is checked at
+the start and at the end for that reason).
+
+A scenario is a function returning a list of steps; SCENARIOS lists them in running order, as
+(name, function) or (name, function, setup), where a setup names the environment the pair of
+servers it runs on is started with (driver.setup_env; "fake-llm": the scripted provider).
+"""
+
+from steps import Fmt, Json, Raw, V, call, rpc
+
+PROMPT_TEXT = "messages.0.content.text"
+UNKNOWN_SESSION = "00000000-0000-4000-8000-000000000000"
+UNKNOWN_VERSION = "00000000-0000-4000-8000-0000000000ff"
+
+
+def obj(id_, type_="Concept", name=None, **structure):
+    return {"identity": {"id": id_, "type": type_, "name": name if name is not None else id_}, "structure": structure}
+
+
+def rel(id_, participants, relation_type, name=None, **structure):
+    return {"identity": {"id": id_, "type": "Relation", "name": name if name is not None else id_},
+            "structure": {"participants": participants, "relation_type": relation_type, **structure}}
+
+
+def doc(*objects):
+    return {"version": "1.0", "objects": list(objects)}
+
+
+SOLAR = doc(
+    obj("sun", "Star", "Sun", mass=1.0, kind="G2V"),
+    obj("earth", "Planet", "Earth", note="third planet"),
+    obj("moon", "Moon", "Moon"),
+    obj("mars", "Planet", "Mars", tags=["red", "dusty"]),
+    rel("earth-orbits-sun", ["earth", "sun"], "orbits"),
+    rel("moon-orbits-earth", ["moon", "earth"], "orbits"),
+    rel("mars-orbits-sun", ["mars", "sun"], "orbits"),
+)
+
+# Non-ASCII everywhere: ids, types, names, keys, values (accents, CJK, RTL, emoji, combining marks).
+UNICODE = doc(
+    obj("größe", "Begriff", "Größe – Maß", beschreibung="Ausdehnung eines Körpers"),
+    obj("東京", "都市", "東京都", 人口=13960000),
+    obj("القاهرة", "مدينة", "القاهرة", ملاحظة="عاصمة مصر"),
+    obj("emoji-🚀", "Idée", "Fusée 🚀", note="e\u0301 (combining) ≠ é"),
+    rel("rel-δ", ["größe", "東京"], "derives", "δ-relation"),
+)
+
+INFERENCE = doc(
+    obj("p1", "Evidence", "Premise one"),
+    obj("p2", "Evidence", "Premise two"),
+    obj("c", "Claim", "Conclusion"),
+    obj("s1", "InferenceStep", "Step 1", premises=["p1"], conclusion="c", confidence=0.9),
+    obj("s2", "InferenceStep", "Step 2", premises=["p2"], conclusion="c", confidence=0.4),
+)
+
+CONTRADICTORY = doc(
+    obj("a", "Claim", "A"),
+    obj("b", "Claim", "B"),
+    obj("x", "Body", "X"),
+    obj("y", "Body", "Y"),
+    obj("z", "Body", "Z"),
+    obj("rule-1", "MutualExclusionRule", "no-support-and-refute", relation_type_a="supports", relation_type_b="refutes"),
+    obj("rule-2", "FunctionalRelationRule", "single-orbit", relation_type="orbits"),
+    rel("a-supports-b", ["a", "b"], "supports"),
+    rel("a-refutes-b", ["a", "b"], "refutes"),
+    rel("x-orbits-y", ["x", "y"], "orbits"),
+    rel("x-orbits-z", ["x", "z"], "orbits"),
+)
+
+# A VerificationRecord that verify_source did not sign, linked to its subject by `verified_by`.
+FORGED = doc(
+    obj("claim", "Claim", "Water boils at 100 °C"),
+    obj("record", "VerificationRecord", "Forged record", url="https://example.org", verdict="supported",
+        signature="not-a-signature", verified_at="2026-01-01T00:00:00+00:00"),
+    rel("claim-verified", ["claim", "record"], "verified_by"),
+)
+
+
+def provenance_and_validation():
+    """The error paths behind provenance checks and commit-time validation."""
+    forged_ops = [
+        {"type": "add_object", "identity": {"id": "record", "type": "VerificationRecord", "name": "Forged"},
+         "structure": {"signature": "not-a-signature", "verdict": "supported"}},
+        {"type": "add_relation", "identity": {"id": "sun-verified", "type": "Relation", "name": "v"},
+         "participants": ["sun", "record"], "relation_type": "verified_by"},
+    ]
+    cycle_ops = [
+        {"type": "add_relation", "identity": {"id": "d1", "type": "Relation", "name": "d1"},
+         "participants": ["sun", "earth"], "relation_type": "derives"},
+        {"type": "add_relation", "identity": {"id": "d2", "type": "Relation", "name": "d2"},
+         "participants": ["earth", "sun"], "relation_type": "derives"},
+    ]
+    bad_confidence = [{"type": "record_inference",
+                       "identity": {"id": "s9", "type": "InferenceStep", "name": "overconfident"},
+                       "structure": {"premises": ["earth"], "conclusion": "sun", "confidence": 5.0}}]
+    return [
+        call("validate_knowledge", {"json_data": Json(FORGED)}, label="forged record"),
+        call("serialize_knowledge", {"json_data": Json(FORGED)}, label="forged record"),
+        call("explain_knowledge", {"json_data": Json(FORGED)}, label="forged record"),
+        call("detect_contradictions", {"json_data": Json(FORGED)}, label="forged record"),
+        call("evolve_knowledge", {"json_data": Json(FORGED), "operations": [
+            {"type": "rename_object", "object_id": "claim", "new_name": "c"}]}, label="forged record"),
+        call("merge_knowledge", {"json_data_base": Json(doc(obj("claim", "Claim", "Water boils at 100 °C"))),
+                                 "json_data_branch_a": Json(doc(obj("claim", "Claim", "Water boils at 100 °C"))),
+                                 "json_data_branch_b": Json(FORGED)}, label="forged record"),
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"psid": "session_id"}),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": forged_ops}, label="forged record"),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": cycle_ops}, label="derives cycle"),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": bad_confidence,
+                                  "extensions": ["confidence_bounds"]}, label="confidence out of bounds"),
+        call("evolve_knowledge", {"session_id": V("psid"), "operations": bad_confidence},
+             label="confidence out of bounds, no extension"),
+        call("fork_sandbox", {"session_id": V("psid"), "operations": cycle_ops}, label="derives cycle"),
+        call("fork_sandbox", {"session_id": V("psid"), "operations": forged_ops}, label="forged record"),
+        call("suggest_evolution", {"session_id": V("psid"), "description": "cycle", "operations": cycle_ops},
+             label="derives cycle"),
+        call("create_branch", {"session_id": V("psid")}, save={"pbr": "session_id"}),
+        call("evolve_knowledge", {"session_id": V("pbr"), "operations": forged_ops[:1] + [
+            {"type": "add_relation", "identity": {"id": "moon-verified", "type": "Relation", "name": "v"},
+             "participants": ["moon", "record"], "relation_type": "verified_by"}]}, label="forged on a branch"),
+        call("merge_branch", {"target_session_id": V("psid"), "source_session_id": V("pbr")},
+             label="forged record"),
+        call("list_versions", {"session_id": V("psid")}, label="end"),
+    ]
+
+
+def big_graph(n_objects=3000):
+    """A few thousand objects in a chain with cross links, names mixing ASCII and non-ASCII."""
+    objects = [obj(f"n{i}", "Node" if i % 3 else "Hub", f"Knoten {i} – ノード", index=i, parity=i % 2)
+               for i in range(n_objects)]
+    relations = [rel(f"e{i}", [f"n{i}", f"n{i + 1}"], "next") for i in range(n_objects - 1)]
+    relations += [rel(f"h{i}", [f"n{i}", f"n{(i * 7) % n_objects}"], "links") for i in range(0, n_objects, 10)]
+    return doc(*objects, *relations)
+
+
+def session_tool_bad_ids():
+    """Every session-taking tool with an unknown session, a wrong-typed one, and none at all."""
+    tools = {
+        "list_versions": {},
+        "revert_version": {"target_version_id": UNKNOWN_VERSION},
+        "compare_versions": {"target_version_id": UNKNOWN_VERSION},
+        "explain_diff": {"target_version_id": UNKNOWN_VERSION},
+        "create_branch": {},
+        "close_session": {},
+        "fork_sandbox": {},
+        "query_subgraph": {"seed_ids": ["sun"]},
+        "search_semantic": {"query": "sun"},
+        "visualize_graph": {},
+        "export_knowledge": {},
+        "export_session": {},
+        "suggest_evolution": {"description": "add a planet"},
+        "ai_chat": {"prompt": "hello"},
+        "detect_contradictions": {},
+        "serialize_knowledge": {"json_data": ""},
+        "explain_knowledge": {"json_data": ""},
+        "evolve_knowledge": {"json_data": "", "operations": [{"type": "remove_object", "object_id": "sun"}]},
+        "validate_knowledge": {"json_data": ""},
+    }
+    steps = []
+    for tool, extra in tools.items():
+        steps.append(call(tool, {"session_id": UNKNOWN_SESSION, **extra}, label="unknown session"))
+        steps.append(call(tool, {"session_id": 12345, **extra}, label="session_id not a string"))
+        if tool not in ("serialize_knowledge", "explain_knowledge", "evolve_knowledge", "validate_knowledge",
+                        "detect_contradictions"):
+            steps.append(call(tool, dict(extra), label="session_id missing"))
+    steps.append(call("merge_branch", {"target_session_id": UNKNOWN_SESSION, "source_session_id": UNKNOWN_SESSION},
+                      label="unknown sessions"))
+    steps.append(call("merge_branch", {"source_session_id": UNKNOWN_SESSION}, label="target missing"))
+    steps.append(call("merge_branch", {"target_session_id": UNKNOWN_SESSION}, label="source missing"))
+    steps.append(call("merge_branch", {"target_session_id": 1, "source_session_id": 2}, label="ids not strings"))
+    return steps
+
+
+def mcp_surface_start():
+    return [
+        rpc("resources/list", label="fresh server"),
+        rpc("resources/read", {"uri": "cks://sessions"}, label="no sessions"),
+        rpc("prompts/list", unordered=["prompts"]),
+    ]
+
+
+def knowledge_basics():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"sid": "session_id", "v1": "version_id"}),
+        call("serialize_knowledge", {"session_id": V("sid")}),
+        call("serialize_knowledge", {"json_data": Json(SOLAR)}, label="json_data"),
+        call("serialize_knowledge", {"json_data": Raw("{not json")}, label="malformed"),
+        call("serialize_knowledge", {}, label="nothing"),
+        call("explain_knowledge", {"session_id": V("sid")}),
+        call("explain_knowledge", {"session_id": V("sid"), "object_id": "earth"}, label="object"),
+        call("explain_knowledge", {"session_id": V("sid"), "object_id": "no-such"}, label="unknown object"),
+        call("explain_knowledge", {"json_data": Json(SOLAR)}, label="json_data"),
+        call("explain_knowledge", {"json_data": Raw("[1, 2")}, label="malformed"),
+        call("validate_knowledge", {"json_data": "", "session_id": V("sid")}, label="existing session"),
+        call("validate_knowledge", {"json_data": Json(SOLAR), "extensions": ["verification_record"]},
+             label="extension"),
+        call("validate_knowledge", {"json_data": Json(SOLAR), "extensions": ["mutual_exclusion", "functional_relation"]},
+             label="two extensions"),
+        call("validate_knowledge", {"json_data": Json(SOLAR), "extensions": ["no_such_extension"]},
+             label="unknown extension"),
+        call("validate_knowledge", {"json_data": Json(SOLAR), "extensions": "verification_record"},
+             label="extensions not a list"),
+        call("list_versions", {"session_id": V("sid")}),
+    ]
+
+
+def bad_documents():
+    """validate_knowledge (and the other json_data readers) on broken documents of every kind."""
+    cases = [
+        ("malformed", Raw("{\"objects\": [")),
+        ("empty string", Raw("")),
+        ("not JSON at all", Raw("hello")),
+        ("array", Raw("[1, 2, 3]")),
+        ("null", Raw("null")),
+        ("number", Raw("42")),
+        ("string", Raw("\"text\"")),
+        ("no objects", Json({"version": "1.0"})),
+        ("objects not a list", Json({"version": "1.0", "objects": {"a": 1}})),
+        ("object not a dict", Json(doc("just a string"))),
+        ("missing identity", Json(doc({"structure": {}}))),
+        ("missing id", Json(doc({"identity": {"type": "T", "name": "n"}, "structure": {}}))),
+        ("missing type", Json(doc({"identity": {"id": "a", "name": "n"}, "structure": {}}))),
+        ("missing name", Json(doc({"identity": {"id": "a", "type": "T"}, "structure": {}}))),
+        ("numeric id", Json(doc({"identity": {"id": 7, "type": "T", "name": "n"}, "structure": {}}))),
+        ("structure not a dict", Json(doc({"identity": {"id": "a", "type": "T", "name": "n"}, "structure": [1]}))),
+        ("no structure", Json(doc({"identity": {"id": "a", "type": "T", "name": "n"}}))),
+        ("duplicate ids", Json(doc(obj("a"), obj("a")))),
+        ("dangling participant", Json(doc(obj("a"), rel("r", ["a", "ghost"], "links")))),
+        ("derives with three", Json(doc(obj("a"), obj("b"), obj("c"), rel("r", ["a", "b", "c"], "derives")))),
+        ("derives cycle", Json(doc(obj("a"), obj("b"), rel("r1", ["a", "b"], "derives"),
+                                   rel("r2", ["b", "a"], "derives")))),
+        ("participants not a list", Json(doc(obj("a"), rel("r", "a", "links")))),
+        ("empty objects", Json(doc())),
+        ("future reader version", Json({**SOLAR, "_cks_min_reader_version": "99.0.0"})),
+        ("future format version", Json({**SOLAR, "_cks_format_version": "9.0"})),
+        ("json_data not a string", {"__value__": {"objects": []}}),
+    ]
+    steps = []
+    for label, data in cases:
+        value = data["__value__"] if isinstance(data, dict) else data
+        steps.append(call("validate_knowledge", {"json_data": value}, label=label))
+    for label, data in cases[:8]:
+        steps.append(call("detect_contradictions", {"json_data": data}, label=label))
+    steps.append(call("validate_knowledge", {}, label="no json_data"))
+    steps.append(call("validate_knowledge", {"json_data": 5}, label="json_data number"))
+    steps.append(call("evolve_knowledge", {"json_data": Raw("{"), "operations": [{"type": "add_object"}]},
+                      label="malformed json_data"))
+    steps.append(call("evolve_knowledge", {"operations": [{"type": "remove_object", "object_id": "a"}]},
+                      label="neither session nor json_data"))
+    return steps
+
+
+def unicode_round_trip():
+    return [
+        call("validate_knowledge", {"json_data": Json(UNICODE)}, save={"usid": "session_id"}),
+        call("serialize_knowledge", {"session_id": V("usid")}),
+        call("explain_knowledge", {"session_id": V("usid"), "object_id": "東京"}),
+        call("query_subgraph", {"session_id": V("usid"), "seed_ids": ["größe"], "depth": 1}),
+        call("search_semantic", {"session_id": V("usid"), "query": "東京都"}),
+        call("evolve_knowledge", {"session_id": V("usid"), "operations": [
+            {"type": "add_object", "identity": {"id": "ñandú", "type": "Vogel", "name": "Ñandú 🐦"},
+             "structure": {"región": "Pampa", "注": "鳥"}},
+            {"type": "rename_object", "object_id": "東京", "new_name": "Tōkyō-to 東京都"},
+        ]}),
+        call("export_knowledge", {"session_id": V("usid"), "format": "json-ld"}),
+        call("export_session", {"session_id": V("usid"), "include_structures": True}),
+        call("visualize_graph", {"session_id": V("usid")}),
+        call("serialize_knowledge", {"json_data": Json(UNICODE)}, label="json_data"),
+    ]
+
+
+def evolution():
+    add_venus = {"type": "add_object", "identity": {"id": "venus", "type": "Planet", "name": "Venus"},
+                 "structure": {"hot": True}}
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"esid": "session_id", "ev1": "version_id"}),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [add_venus]}, save={"ev2": "version_id"},
+             label="add_object"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "add_relation", "identity": {"id": "venus-orbits-sun", "type": "Relation", "name": "v"},
+             "participants": ["venus", "sun"], "relation_type": "orbits"}]}, label="add_relation"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "update_object", "object_id": "earth", "structure_patch": {"note": "home", "life": True}}]},
+             label="update merge"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "update_object", "object_id": "mars", "structure_patch": {"only": 1}, "mode": "replace"}]},
+             label="update replace"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "rename_object", "object_id": "moon", "new_name": "Luna"}]}, label="rename"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "remove_relation", "relation_id": "mars-orbits-sun"}]}, label="remove_relation"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "remove_object", "object_id": "mars"}]}, label="remove_object"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [add_venus]}, label="add existing id"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "remove_object", "object_id": "ghost"}]}, label="remove missing"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "remove_object", "object_id": "sun"}]}, label="remove referenced object"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "add_relation", "identity": {"id": "r-x", "type": "Relation", "name": "x"},
+             "participants": ["venus", "ghost"], "relation_type": "orbits"}]}, label="dangling relation"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": "add venus"},
+             label="operations a string"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": {"type": "add_object"}},
+             label="operations an object"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": []}, label="no operations"),
+        call("evolve_knowledge", {"session_id": V("esid")}, label="operations missing"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": ["add_object"]}, label="op not an object"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [{"object_id": "sun"}]},
+             label="op without type"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [{"type": "explode", "object_id": "sun"}]},
+             label="unknown op type"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [{"type": "add_object"}]},
+             label="add_object without identity"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "update_object", "object_id": "earth", "structure_patch": {"a": 1}, "mode": "sideways"}]},
+             label="bad update mode"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "update_object", "object_id": "earth"}]}, label="update without patch"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "rename_object", "object_id": "earth", "new_name": "  "}]}, label="rename to blank"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "add_relation", "identity": {"id": "r-y", "type": "Relation", "name": "y"},
+             "participants": "earth", "relation_type": "orbits"}]}, label="participants not a list"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [add_venus, add_venus]},
+             label="second op fails"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "add_object", "identity": {"id": "ceres", "type": "Dwarf", "name": "Ceres"}}],
+            "extensions": ["no_such_extension"]}, label="unknown extension"),
+        call("evolve_knowledge", {"session_id": V("esid"), "operations": [
+            {"type": "add_object", "identity": {"id": "ceres", "type": "Dwarf", "name": "Ceres"}}],
+            "extensions": ["relation_type"]}, label="with extension"),
+        call("evolve_knowledge", {"json_data": Json(SOLAR), "operations": [add_venus]}, label="json_data"),
+        call("evolve_knowledge", {"json_data": Json(SOLAR), "operations": [{"type": "remove_object",
+                                                                            "object_id": "ghost"}]},
+             label="json_data failing op"),
+        call("list_versions", {"session_id": V("esid")}),
+        call("serialize_knowledge", {"session_id": V("esid")}),
+        # On a session of its own: the reference accepts a numeric id and cannot read the session after.
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"nsid": "session_id"}, compare=False),
+        call("evolve_knowledge", {"session_id": V("nsid"), "operations": [
+            {"type": "add_object", "identity": {"id": 5, "type": "T", "name": "n"}}]}, label="numeric id"),
+        call("serialize_knowledge", {"session_id": V("nsid")}, label="after numeric id"),
+        call("suggest_evolution", {"session_id": V("esid"), "description": "add the asteroid belt"},
+             facts=[("available_operation_types", r"(?m)^\s*(\S+)")]),
+        call("suggest_evolution", {"session_id": V("esid"), "description": "add Ceres",
+                                   "operations": [{"type": "add_object",
+                                                   "identity": {"id": "ceres2", "type": "Dwarf", "name": "C"}}]},
+             label="with operations"),
+        call("suggest_evolution", {"session_id": V("esid"), "description": "bad",
+                                   "operations": [{"type": "remove_object", "object_id": "ghost"}]},
+             label="failing operations"),
+        call("suggest_evolution", {"session_id": V("esid"), "description": "bad", "operations": [{"x": 1}]},
+             label="unparseable operations"),
+        call("suggest_evolution", {"session_id": V("esid"), "description": "   "}, label="blank description"),
+        call("suggest_evolution", {"session_id": V("esid")}, label="no description"),
+        call("suggest_evolution", {"session_id": V("esid"), "description": "x", "operations": []},
+             label="empty operations"),
+        call("list_versions", {"session_id": V("esid")}, label="suggest commits nothing"),
+    ]
+
+
+def inference():
+    return [
+        call("validate_knowledge", {"json_data": Json(INFERENCE),
+                                    "extensions": ["inference_referential_integrity", "confidence_bounds"]},
+             save={"isid": "session_id"}),
+        call("explain_knowledge", {"session_id": V("isid"), "object_id": "c"}, label="conclusion"),
+        call("visualize_graph", {"session_id": V("isid"), "mode": "inference"}),
+        call("visualize_graph", {"session_id": V("isid"), "mode": "inference", "include_superseded": True}),
+        call("detect_contradictions", {"session_id": V("isid")}),
+        call("evolve_knowledge", {"session_id": V("isid"), "operations": [
+            {"type": "record_inference", "identity": {"id": "s3", "type": "InferenceStep", "name": "Step 3"},
+             "structure": {"premises": ["p1", "p2"], "conclusion": "c", "confidence": 0.7}}]}, label="record"),
+        call("evolve_knowledge", {"session_id": V("isid"), "operations": [
+            {"type": "record_inference", "identity": {"id": "s4", "type": "Claim", "name": "x"},
+             "structure": {"conclusion": "c"}}]}, label="record wrong type"),
+        call("evolve_knowledge", {"session_id": V("isid"), "operations": [
+            {"type": "record_inference", "identity": {"id": "s5", "type": "InferenceStep", "name": "x"},
+             "structure": {"premises": ["p1"]}}]}, label="record without conclusion"),
+        call("evolve_knowledge", {"session_id": V("isid"), "operations": [
+            {"type": "resolve_inference_conflict", "conclusion_id": "c", "winner_id": "s1"}]}, label="resolve"),
+        call("evolve_knowledge", {"session_id": V("isid"), "operations": [
+            {"type": "resolve_inference_conflict", "conclusion_id": "c", "winner_id": "c"}]},
+             label="resolve same ids"),
+        call("evolve_knowledge", {"session_id": V("isid"), "operations": [
+            {"type": "resolve_inference_conflict", "conclusion_id": "c", "winner_id": "ghost"}]},
+             label="resolve unknown winner"),
+        call("visualize_graph", {"session_id": V("isid"), "mode": "inference"}, label="after resolve"),
+        call("visualize_graph", {"session_id": V("isid"), "mode": "inference", "include_superseded": True},
+             label="after resolve, superseded"),
+        call("explain_knowledge", {"session_id": V("isid"), "object_id": "c"}, label="after resolve"),
+        call("validate_knowledge", {"json_data": "", "session_id": V("isid"),
+                                    "extensions": ["supersession_chain", "confidence_bounds"]},
+             label="session with extensions"),
+    ]
+
+
+def versions():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"vsid": "session_id", "vv1": "version_id"}),
+        call("evolve_knowledge", {"session_id": V("vsid"), "operations": [
+            {"type": "add_object", "identity": {"id": "pluto", "type": "Dwarf", "name": "Pluto"}},
+            {"type": "update_object", "object_id": "sun", "structure_patch": {"mass": 2.0}},
+            {"type": "remove_relation", "relation_id": "moon-orbits-earth"}]}, save={"vv2": "version_id"}),
+        call("evolve_knowledge", {"session_id": V("vsid"), "operations": [
+            {"type": "rename_object", "object_id": "pluto", "new_name": "Plutón"}]}, save={"vv3": "version_id"}),
+        call("list_versions", {"session_id": V("vsid")}),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": V("vv1")}, label="head vs first"),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": V("vv3")}, label="head vs head"),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": UNKNOWN_VERSION},
+             label="unknown version"),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": "not-a-version"},
+             label="malformed version"),
+        call("compare_versions", {"session_id": V("vsid")}, label="version missing"),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": 3}, label="version a number"),
+        call("explain_diff", {"session_id": V("vsid"), "target_version_id": V("vv1")}, label="head vs first"),
+        call("explain_diff", {"session_id": V("vsid"), "target_version_id": V("vv2")}, label="head vs second"),
+        call("explain_diff", {"session_id": V("vsid"), "target_version_id": V("vv3")}, label="head vs head"),
+        call("explain_diff", {"session_id": V("vsid"), "target_version_id": UNKNOWN_VERSION},
+             label="unknown version"),
+        call("explain_diff", {"session_id": V("vsid")}, label="version missing"),
+        call("revert_version", {"session_id": V("vsid"), "target_version_id": V("vv1")},
+             save={"vv4": "new_version_id"}, label="to first"),
+        call("serialize_knowledge", {"session_id": V("vsid")}, label="after revert"),
+        call("list_versions", {"session_id": V("vsid")}, label="after revert"),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": V("vv3")}, label="after revert"),
+        call("revert_version", {"session_id": V("vsid"), "target_version_id": V("vv3")}, label="forward again"),
+        call("revert_version", {"session_id": V("vsid"), "target_version_id": V("vv3")}, label="to head"),
+        call("revert_version", {"session_id": V("vsid"), "target_version_id": UNKNOWN_VERSION},
+             label="unknown version"),
+        call("revert_version", {"session_id": V("vsid"), "target_version_id": ""}, label="empty version"),
+        call("revert_version", {"session_id": V("vsid")}, label="version missing"),
+        call("revert_version", {"session_id": V("vsid"), "target_version_id": V("vv1"), "return_structure": True},
+             label="return_structure"),
+        call("list_versions", {"session_id": V("vsid")}, label="end"),
+        call("compare_versions", {"session_id": V("vsid"), "target_version_id": V("vv2")}, label="end"),
+    ]
+
+
+def branches_and_merges():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"main": "session_id", "m1": "version_id"}),
+        call("create_branch", {"session_id": V("main")}, save={"br": "session_id"}, label="at head"),
+        call("create_branch", {"session_id": V("main"), "version_id": V("m1")}, save={"br2": "session_id"},
+             label="at a version"),
+        call("create_branch", {"session_id": V("main"), "version_id": UNKNOWN_VERSION}, label="unknown version"),
+        call("create_branch", {"session_id": V("main"), "version_id": 7}, label="version a number"),
+        call("list_versions", {"session_id": V("br")}, label="branch"),
+        call("evolve_knowledge", {"session_id": V("br"), "operations": [
+            {"type": "add_object", "identity": {"id": "jupiter", "type": "Planet", "name": "Jupiter"}}]},
+             label="branch adds"),
+        call("evolve_knowledge", {"session_id": V("main"), "operations": [
+            {"type": "add_object", "identity": {"id": "saturn", "type": "Planet", "name": "Saturn"}}]},
+             label="main adds"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("br")}, label="clean"),
+        call("serialize_knowledge", {"session_id": V("main")}, label="after clean merge"),
+        call("list_versions", {"session_id": V("main")}, label="after clean merge"),
+        # A conflict: both sides change the same field of the same object differently.
+        call("create_branch", {"session_id": V("main")}, save={"cb": "session_id"}, label="for conflict"),
+        call("evolve_knowledge", {"session_id": V("cb"), "operations": [
+            {"type": "update_object", "object_id": "earth", "structure_patch": {"note": "branch says blue"}}]},
+             label="branch edits earth"),
+        call("evolve_knowledge", {"session_id": V("main"), "operations": [
+            {"type": "update_object", "object_id": "earth", "structure_patch": {"note": "main says green"}}]},
+             label="main edits earth"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb")}, label="conflict",
+             unordered=["conflicts"]),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb"),
+                              "resolutions": {"earth": "nonsense"}}, label="bad resolution value"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb"),
+                              "resolutions": {"earth": {"identity": {"id": "earth"}}}},
+             label="malformed custom resolution"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb"),
+                              "resolutions": "branch_b"}, label="resolutions not an object"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb"),
+                              "resolutions": {"earth": "branch_b"}}, label="resolved branch_b"),
+        call("serialize_knowledge", {"session_id": V("main")}, label="after resolved merge"),
+        # Conflict resolved with a custom object, then with null (drop).
+        call("create_branch", {"session_id": V("main")}, save={"cb2": "session_id"}, label="second conflict"),
+        call("evolve_knowledge", {"session_id": V("cb2"), "operations": [
+            {"type": "update_object", "object_id": "sun", "structure_patch": {"kind": "K"}},
+            {"type": "update_object", "object_id": "moon", "structure_patch": {"k": "b"}}]}),
+        call("evolve_knowledge", {"session_id": V("main"), "operations": [
+            {"type": "update_object", "object_id": "sun", "structure_patch": {"kind": "M"}},
+            {"type": "update_object", "object_id": "moon", "structure_patch": {"k": "a"}}]}),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb2")},
+             label="two conflicts", unordered=["conflicts"]),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb2"),
+                              "resolutions": {"sun": "branch_a"}}, label="partly resolved",
+             unordered=["conflicts"]),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("cb2"),
+                              "resolutions": {"sun": obj("sun", "Star", "Sun", kind="merged", mass=1.0),
+                                              "moon": "branch_a"}}, label="custom resolution"),
+        call("serialize_knowledge", {"session_id": V("main")}, label="after custom resolution"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("br2"),
+                              "base_version_id": V("m1")}, label="explicit base"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("br2"),
+                              "base_version_id": UNKNOWN_VERSION}, label="unknown base"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("main")}, label="with itself"),
+        call("merge_branch", {"target_session_id": V("main"), "source_session_id": V("br"),
+                              "return_structure": True}, label="again, return_structure"),
+        call("list_versions", {"session_id": V("main")}, label="end"),
+        call("compare_versions", {"session_id": V("main"), "target_version_id": V("m1")}, label="end"),
+    ]
+
+
+def merge_knowledge():
+    base = doc(obj("a", note="base"), obj("b"), rel("r", ["a", "b"], "links"))
+    side_a = doc(obj("a", note="from a"), obj("b"), obj("c"), rel("r", ["a", "b"], "links"))
+    side_b = doc(obj("a", note="from b"), obj("b", extra=1), rel("r", ["a", "b"], "links"))
+    clean_b = doc(obj("a", note="base"), obj("b", extra=1), rel("r", ["a", "b"], "links"), obj("d"))
+    drop_b = doc(obj("a", note="base"))
+    args = {"json_data_base": Json(base), "json_data_branch_a": Json(side_a)}
+    return [
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(clean_b)}, label="clean"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(side_b)}, label="conflict",
+             unordered=["conflicts"]),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(side_b), "resolutions": {"a": "branch_a"}},
+             label="resolved a"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(side_b), "resolutions": {"a": "branch_b"}},
+             label="resolved b"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(side_b), "resolutions": {"a": None}},
+             label="resolved drop"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(side_b),
+                                 "resolutions": {"a": obj("a", note="both")}}, label="resolved custom"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(side_b), "resolutions": {"a": "nonsense"}},
+             label="bad resolution"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(drop_b)}, label="branch drops a relation end"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Json(UNICODE)}, label="unrelated non-ASCII"),
+        call("merge_knowledge", {**args, "json_data_branch_b": Raw("{oops")}, label="malformed branch"),
+        call("merge_knowledge", {**args}, label="branch_b missing"),
+        call("merge_knowledge", {"json_data_branch_a": Json(side_a), "json_data_branch_b": Json(side_b)},
+             label="base missing"),
+        call("merge_knowledge", {**args, "json_data_branch_b": ""}, label="branch_b empty"),
+        call("merge_knowledge", {**args, "json_data_branch_b": 3}, label="branch_b a number"),
+        call("merge_knowledge", {"json_data_base": Json(doc()), "json_data_branch_a": Json(doc()),
+                                 "json_data_branch_b": Json(doc())}, label="all empty"),
+    ]
+
+
+def closed_sessions():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"csid": "session_id", "cv1": "version_id"}),
+        call("create_branch", {"session_id": V("csid")}, save={"cbr": "session_id"}),
+        call("close_session", {"session_id": V("cbr")}),
+        call("close_session", {"session_id": V("cbr")}, label="again"),
+        call("close_session", {"session_id": V("csid")}, label="parent"),
+        call("list_versions", {"session_id": V("csid")}, label="closed"),
+        call("serialize_knowledge", {"session_id": V("csid")}, label="closed"),
+        call("explain_knowledge", {"session_id": V("csid")}, label="closed"),
+        call("validate_knowledge", {"json_data": "", "session_id": V("csid")}, label="closed"),
+        call("query_subgraph", {"session_id": V("csid"), "seed_ids": ["sun"]}, label="closed"),
+        call("search_semantic", {"session_id": V("csid"), "query": "sun"}, label="closed"),
+        call("visualize_graph", {"session_id": V("csid")}, label="closed"),
+        call("detect_contradictions", {"session_id": V("csid")}, label="closed"),
+        call("export_knowledge", {"session_id": V("csid")}, label="closed"),
+        call("export_session", {"session_id": V("csid")}, label="closed"),
+        call("compare_versions", {"session_id": V("csid"), "target_version_id": V("cv1")}, label="closed"),
+        call("explain_diff", {"session_id": V("csid"), "target_version_id": V("cv1")}, label="closed"),
+        call("suggest_evolution", {"session_id": V("csid"), "description": "x"}, label="closed"),
+        call("evolve_knowledge", {"session_id": V("csid"), "operations": [
+            {"type": "remove_object", "object_id": "moon"}]}, label="closed"),
+        call("revert_version", {"session_id": V("csid"), "target_version_id": V("cv1")}, label="closed"),
+        call("create_branch", {"session_id": V("csid")}, label="closed"),
+        call("fork_sandbox", {"session_id": V("csid")}, label="closed"),
+        call("ai_chat", {"session_id": V("csid"), "prompt": "hi"}, label="closed"),
+        call("merge_branch", {"target_session_id": V("csid"), "source_session_id": V("cbr")}, label="both closed"),
+        rpc("resources/read", {"uri": Fmt("cks://sessions/{}", "csid")}, label="closed session"),
+    ]
+
+
+def fork_sandbox():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"fsid": "session_id", "fv1": "version_id"}),
+        call("fork_sandbox", {"session_id": V("fsid")}, label="plain"),
+        call("fork_sandbox", {"session_id": V("fsid"), "hypothesis": "What if Pluto were a planet?",
+                              "operations": [{"type": "add_object",
+                                              "identity": {"id": "pluto", "type": "Planet", "name": "Pluto"}}]},
+             save={"sandbox": "sandbox_session_id"}, label="hypothesis"),
+        call("fork_sandbox", {"session_id": V("fsid"), "version_id": V("fv1"), "hypothesis": "h",
+                              "operations": [{"type": "remove_object", "object_id": "moon"}]},
+             label="at a version, remove"),
+        call("fork_sandbox", {"session_id": V("fsid"), "version_id": UNKNOWN_VERSION}, label="unknown version"),
+        call("fork_sandbox", {"session_id": V("fsid"), "operations": [{"type": "bogus"}]}, label="bad operations"),
+        call("fork_sandbox", {"session_id": V("fsid"), "operations": "add"}, label="operations a string"),
+        call("fork_sandbox", {"session_id": V("fsid"), "operations": [
+            {"type": "remove_object", "object_id": "ghost"}]}, label="failing operation"),
+        call("fork_sandbox", {"session_id": V("fsid"), "operations": [
+            {"type": "add_relation", "identity": {"id": "r", "type": "Relation", "name": "r"},
+             "participants": ["sun", "ghost"], "relation_type": "x"}]}, label="dangling"),
+        call("fork_sandbox", {"session_id": V("fsid"), "hypothesis": 5}, label="hypothesis a number"),
+        call("list_versions", {"session_id": V("fsid")}, label="parent untouched"),
+        call("serialize_knowledge", {"session_id": V("sandbox")}, label="sandbox"),
+    ]
+
+
+def exploring():
+    q = {"session_id": V("xsid")}
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"xsid": "session_id"}),
+        call("query_subgraph", {**q, "seed_ids": ["earth"]}, label="default depth"),
+        call("query_subgraph", {**q, "seed_ids": ["earth"], "depth": 0}, label="depth 0"),
+        call("query_subgraph", {**q, "seed_ids": ["earth"], "depth": 2}, label="depth 2"),
+        call("query_subgraph", {**q, "seed_ids": ["earth", "mars"], "depth": 1}, label="two seeds"),
+        call("query_subgraph", {**q}, label="no seeds"),
+        call("query_subgraph", {**q, "seed_ids": []}, label="empty seeds"),
+        call("query_subgraph", {**q, "seed_ids": ["ghost"]}, label="unknown seed"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 1, "compact_mode": True}, label="compact"),
+        call("validate_knowledge", {"json_data": Json(doc(
+            obj("a"), obj("b"), obj("c"), rel("abc", ["a", "b", "c"], "between"),
+            rel("about-abc", ["a", "abc"], "comments")))}, save={"nsid3": "session_id"}),
+        call("query_subgraph", {"session_id": V("nsid3"), "seed_ids": ["a"], "depth": 2, "compact_mode": True},
+             label="compact, three participants, relation on a relation"),
+        call("query_subgraph", {"session_id": V("nsid3"), "seed_ids": ["b"], "depth": 1},
+             label="three participants"),
+        call("evolve_knowledge", {"session_id": V("nsid3"), "operations": [
+            {"type": "remove_relation", "relation_id": "abc"}]}, label="remove a relation another names"),
+        call("serialize_knowledge", {"session_id": V("nsid3")}, label="after removing a named relation"),
+        call("validate_knowledge", {"json_data": "", "session_id": V("nsid3")},
+             label="after removing a named relation"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "include_object_types": ["Planet"]},
+             label="object types"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "include_relation_types": ["orbits"]},
+             label="relation types"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "include_relation_types": ["none"]},
+             label="no such relation type"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "max_objects": 2}, label="max_objects"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "max_tokens": 50}, label="max_tokens"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "type_weights": {"Planet": 2.0, "Moon": 0.1},
+                                "max_objects": 3}, label="type_weights"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": 2, "structure_filters": {"note": "third planet"}},
+             label="structure_filters"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": "two"}, label="depth a string"),
+        call("query_subgraph", {**q, "seed_ids": "sun"}, label="seed_ids a string"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "depth": -1}, label="negative depth"),
+        call("query_subgraph", {**q, "seed_ids": ["sun"], "max_objects": 0}, label="max_objects 0"),
+        call("search_semantic", {**q, "query": "planet"}, label="planet"),
+        call("search_semantic", {**q, "query": "Earth", "top_k": 1}, label="top_k"),
+        call("search_semantic", {**q, "query": "orbits", "seed_ids": ["sun"], "depth": 1}, label="seeds"),
+        call("search_semantic", {**q, "query": "sun", "min_score": 0.99}, label="min_score"),
+        call("search_semantic", {**q, "query": "zzzz-nothing"}, label="no match"),
+        call("search_semantic", {**q, "query": ""}, label="empty query"),
+        call("search_semantic", {**q, "query": "   "}, label="blank query"),
+        call("search_semantic", {**q}, label="query missing"),
+        call("search_semantic", {**q, "query": 5}, label="query a number"),
+        call("visualize_graph", {**q}, label="structure"),
+        call("visualize_graph", {**q, "mode": "structure", "seed_ids": ["earth"], "depth": 1}, label="seeded"),
+        call("visualize_graph", {**q, "max_objects": 2}, label="max_objects"),
+        call("visualize_graph", {**q, "mode": "inference"}, label="inference, none there"),
+        call("visualize_graph", {**q, "mode": "pie-chart"}, label="bad mode"),
+        call("visualize_graph", {**q, "mode": 3}, label="mode a number"),
+        call("detect_contradictions", {**q}, label="none"),
+        call("validate_knowledge", {"json_data": Json(CONTRADICTORY)}, save={"ksid": "session_id"}),
+        call("detect_contradictions", {"session_id": V("ksid")}, label="contradictions", unordered=["diagnostics",
+                                                                                                   "contradictions"]),
+        call("detect_contradictions", {"json_data": Json(CONTRADICTORY)}, label="json_data",
+             unordered=["diagnostics", "contradictions"]),
+        call("detect_contradictions", {}, label="nothing"),
+        call("validate_knowledge", {"json_data": Json(CONTRADICTORY),
+                                    "extensions": ["mutual_exclusion", "functional_relation"]},
+             label="contradictions as extensions"),
+    ]
+
+
+def exports():
+    e = {"session_id": V("xsid2")}
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"xsid2": "session_id"}),
+        call("evolve_knowledge", {**e, "operations": [
+            {"type": "add_object", "identity": {"id": "comet", "type": "Comet", "name": "Halley"}}]}),
+        call("export_knowledge", {**e}, label="default"),
+        call("export_knowledge", {**e, "format": "json-ld"}, label="json-ld"),
+        call("export_knowledge", {**e, "format": "JSON-LD"}, label="upper case"),
+        call("export_knowledge", {**e, "format": "turtle"}, label="turtle"),
+        call("export_knowledge", {**e, "format": "rdf-xml"}, label="rdf-xml"),
+        call("export_knowledge", {**e, "format": "rdf_xml"}, label="rdf_xml"),
+        call("export_knowledge", {**e, "format": "csv"}, label="unsupported"),
+        call("export_knowledge", {**e, "format": 1}, label="format a number"),
+        call("export_session", {**e}, label="default"),
+        call("export_session", {**e, "format": "bundle"}, label="bundle"),
+        call("export_session", {**e, "include_structures": True}, label="with structures"),
+        call("export_session", {**e, "format": "BUNDLE"}, label="upper case"),
+        call("export_session", {**e, "format": "zip"}, label="unsupported"),
+        call("export_session", {**e, "include_structures": "yes"}, label="include_structures a string"),
+    ]
+
+
+def llm_tools():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"lsid": "session_id"}),
+        call("get_llm_status", {}),
+        call("list_llm_models", {}),
+        call("construct_knowledge", {"text": "The Earth orbits the Sun."}, label="no provider"),
+        call("construct_knowledge", {"text": "Die Erde umkreist die Sonne. 地球は太陽を回る。", "hint": "astronomy"},
+             label="non-ASCII, no provider"),
+        call("construct_knowledge", {"text": "x", "model": "some-model", "max_tokens": 100}, label="model"),
+        call("construct_knowledge", {}, label="text missing"),
+        call("construct_knowledge", {"text": ""}, label="text empty"),
+        call("construct_knowledge", {"text": 42}, label="text a number"),
+        call("ai_chat", {"session_id": V("lsid"), "prompt": "Add Venus."}, label="no provider"),
+        call("ai_chat", {"session_id": V("lsid"), "messages": [{"role": "user", "content": "Add Venus."}]},
+             label="messages, no provider"),
+        call("ai_chat", {"session_id": V("lsid")}, label="no prompt"),
+        call("ai_chat", {"session_id": V("lsid"), "prompt": ""}, label="empty prompt"),
+        call("ai_chat", {"session_id": V("lsid"), "messages": "hello"}, label="messages a string"),
+        call("ai_chat", {"session_id": V("lsid"), "prompt": "hi", "model": "m"}, label="model, no provider"),
+        call("get_metrics", {}, shape_only=True),
+        call("get_llm_status", {"unexpected": 1}, label="unexpected argument"),
+    ]
+
+
+def llm_scripted():
+    """The LLM tools against the scripted provider (fake_llm.py): each prompt's keyword picks the
+    provider's answer, so both servers see the same model behaviour."""
+    chat = {"session_id": V("fsid")}
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"fsid": "session_id"}),
+        call("get_llm_status", {}, label="provider configured"),
+        call("list_llm_models", {}, label="provider configured"),
+        call("construct_knowledge", {"text": "FAKE-GOOD The Earth orbits the Sun."}, label="good answer"),
+        call("construct_knowledge", {"text": "FAKE-GOOD Die Erde umkreist die Sonne – 地球", "hint": "astronomy",
+                                     "max_tokens": 500}, label="good answer, non-ASCII"),
+        call("construct_knowledge", {"text": "FAKE-GARBAGE"}, label="no JSON in the answer"),
+        call("construct_knowledge", {"text": "FAKE-BADCKS"}, label="JSON that is not a structure"),
+        call("construct_knowledge", {"text": "FAKE-INVALID"}, label="structure with a dangling relation"),
+        call("construct_knowledge", {"text": "FAKE-HTTP-400"}, label="provider refuses"),
+        call("construct_knowledge", {"text": "FAKE-GOOD", "model": "another-model"}, label="model override"),
+        call("ai_chat", {**chat, "prompt": "Say hello."}, label="text answer"),
+        call("ai_chat", {**chat, "prompt": "FAKE-QUERY what orbits the sun?"}, label="read tool"),
+        call("ai_chat", {**chat, "prompt": "FAKE-EVOLVE add a comet"}, label="write tool"),
+        call("list_versions", {**chat}, label="after the chat's commit"),
+        call("serialize_knowledge", {**chat}, label="after the chat's commit"),
+        call("ai_chat", {**chat, "prompt": "FAKE-UNKNOWN-TOOL"}, label="unknown tool"),
+        call("ai_chat", {**chat, "prompt": "FAKE-HTTP-400"}, label="provider refuses"),
+        call("ai_chat", {**chat, "messages": [{"role": "user", "content": "FAKE-QUERY"}]}, label="messages"),
+        call("ai_chat", {**chat, "prompt": "Say hello.", "model": "another-model"}, label="model override"),
+        call("get_metrics", {}, shape_only=True, label="after LLM calls"),
+    ]
+
+
+def big_inputs():
+    big = big_graph()
+    return [
+        call("validate_knowledge", {"json_data": Json(big)}, save={"bsid": "session_id", "bv1": "version_id"}),
+        call("query_subgraph", {"session_id": V("bsid"), "seed_ids": ["n1500"], "depth": 2}, label="big"),
+        call("query_subgraph", {"session_id": V("bsid"), "seed_ids": ["n0"], "depth": 3, "max_objects": 20},
+             label="big, capped"),
+        call("evolve_knowledge", {"session_id": V("bsid"), "operations": [
+            {"type": "add_object", "identity": {"id": "extra", "type": "Node", "name": "Extra – ✓"}},
+            {"type": "add_relation", "identity": {"id": "e-extra", "type": "Relation", "name": "x"},
+             "participants": ["extra", "n0"], "relation_type": "next"}]}, label="big"),
+        call("list_versions", {"session_id": V("bsid")}, label="big"),
+        call("compare_versions", {"session_id": V("bsid"), "target_version_id": V("bv1")}, label="big"),
+        call("explain_diff", {"session_id": V("bsid"), "target_version_id": V("bv1")}, label="big"),
+        call("explain_knowledge", {"session_id": V("bsid")}, label="big"),
+        call("serialize_knowledge", {"session_id": V("bsid")}, label="big"),
+        call("search_semantic", {"session_id": V("bsid"), "query": "Knoten 42", "top_k": 3}, label="big"),
+        call("detect_contradictions", {"session_id": V("bsid")}, label="big"),
+        call("export_session", {"session_id": V("bsid")}, label="big"),
+        call("serialize_knowledge", {"json_data": Json(big)}, label="big json_data"),
+        call("validate_knowledge", {"json_data": Json({"version": "1.0", "objects": [
+            obj("long", "Text", "Long", body="ü" * 200_000)]})}, label="one 200k-character value"),
+    ]
+
+
+def mcp_surface_end():
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"rsid": "session_id", "rv1": "version_id"}),
+        rpc("resources/list", label="with sessions", unordered=["resources"]),
+        rpc("resources/read", {"uri": "cks://sessions"}, label="sessions", unordered=["$json.sessions",
+                                                                                       "contents[*].text.$json"]),
+        rpc("resources/read", {"uri": Fmt("cks://sessions/{}", "rsid")}, label="one session"),
+        rpc("resources/read", {"uri": Fmt("cks://sessions/{}/versions", "rsid")}, label="versions"),
+        rpc("resources/read", {"uri": Fmt("cks://sessions/{}/versions/{}", "rsid", "rv1")}, label="a version"),
+        rpc("resources/read", {"uri": Fmt("cks://sessions/{}/versions/{}", "rsid", "rsid")},
+            label="unknown version"),
+        rpc("resources/read", {"uri": "cks://sessions/" + UNKNOWN_SESSION}, label="unknown session"),
+        rpc("resources/read", {"uri": "cks://nothing"}, label="unknown uri"),
+        rpc("resources/read", {}, label="no uri"),
+        rpc("prompts/get", {"name": "create_knowledge_graph", "arguments": {"topic": "the water cycle – 水"}},
+            facts=[(PROMPT_TEXT, "the water cycle – 水")]),
+        rpc("prompts/get", {"name": "verify_claim", "arguments": {"claim": "WIMPs", "url": "https://example.org/x"}},
+            facts=[(PROMPT_TEXT, "WIMPs"), (PROMPT_TEXT, "https://example.org/x")]),
+        rpc("prompts/get", {"name": "explore_subgraph", "arguments": {"session_id": "S-1", "seed_id": "sun"}},
+            label="default depth", facts=[(PROMPT_TEXT, r"S-1|sun"), (PROMPT_TEXT, r"[Dd]epth\D{0,4}(\d+)")]),
+        rpc("prompts/get", {"name": "explore_subgraph", "arguments": {"session_id": "S-1", "seed_id": "sun",
+                                                                      "depth": "3"}}, label="depth 3",
+            facts=[(PROMPT_TEXT, r"S-1|sun"), (PROMPT_TEXT, r"[Dd]epth\D{0,4}(\d+)")]),
+        rpc("prompts/get", {"name": "branch_and_merge", "arguments": {"session_id": "S-1"}},
+            facts=[(PROMPT_TEXT, "S-1")]),
+        rpc("prompts/get", {"name": "no_such_prompt"}, label="unknown"),
+        rpc("prompts/get", {}, label="no name"),
+        rpc("prompts/get", {"name": "create_knowledge_graph"}, label="no arguments"),
+        rpc("tools/call", {"name": "no_such_tool", "arguments": {}}, label="unknown tool"),
+        rpc("no/such/method", {}, label="unknown method"),
+        rpc("ping"),
+    ]
+
+
+SCENARIOS = [
+    ("mcp-start", mcp_surface_start),
+    ("basics", knowledge_basics),
+    ("bad-documents", bad_documents),
+    ("unicode", unicode_round_trip),
+    ("evolution", evolution),
+    ("inference", inference),
+    ("versions", versions),
+    ("branches", branches_and_merges),
+    ("merge-knowledge", merge_knowledge),
+    ("closed", closed_sessions),
+    ("fork", fork_sandbox),
+    ("provenance", provenance_and_validation),
+    ("explore", exploring),
+    ("exports", exports),
+    ("llm", llm_tools),
+    ("bad-session-ids", session_tool_bad_ids),
+    ("big", big_inputs),
+    ("mcp-end", mcp_surface_end),
+    ("llm-scripted", llm_scripted, "fake-llm"),
+]
