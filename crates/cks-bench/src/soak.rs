@@ -362,6 +362,8 @@ struct Http {
 
 impl Http {
     async fn new(port: u16) -> anyhow::Result<Http> {
+        // Plain HTTP on loopback, but reqwest wants a TLS provider chosen before any client exists.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = Http { client: reqwest::Client::new(), url: format!("http://127.0.0.1:{port}/mcp") };
         // The listener comes up beside stdio; wait for it.
         for _ in 0..100 {
