@@ -176,11 +176,13 @@ async fn contract_over_each_provider() {
         let again = mcp.call("ai_chat", json!({"session_id": chat, "messages": messages})).await;
         assert_eq!(again["reply"], "Still here.", "{provider}: {again}");
 
-        // 9. A model that always calls tools is called exactly 8 times.
+        // 9. A model that keeps calling tools (different calls each time, so that it is not
+        // stopped as repeating itself) is called exactly 8 times.
         let before = server.requests().len();
-        server.set_default(Some(Reply::ToolCalls(vec![ToolCall::new("list_versions", json!({}))])));
+        for depth in 0..8 {
+            server.push(Reply::ToolCalls(vec![ToolCall::new("query_subgraph", json!({"depth": depth}))]));
+        }
         let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "loop forever"})).await;
-        server.set_default(None);
         assert_eq!(server.requests().len() - before, 8, "{provider}");
         assert_eq!(out["truncated"], true, "{provider}");
         assert_eq!(out["reply"], "Reached the tool-call iteration limit without a final answer.");

@@ -117,7 +117,7 @@ impl Registry {
             tool = name,
             session = session.as_deref(),
             duration_ms,
-            outcome = outcome(&value, ctx),
+            outcome = logged_outcome(&value, ctx),
             error,
         );
         Ok(value)
@@ -203,7 +203,7 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
 
 /// The outcome logged for a call: an error result, a call that the client cancelled (whether the
 /// tool stopped early or not, the caller gave up on it), or ok.
-fn outcome(value: &Value, ctx: &ToolContext) -> &'static str {
+fn logged_outcome(value: &Value, ctx: &ToolContext) -> &'static str {
     if value.get("error").is_some() {
         "error"
     } else if value.get("cancelled") == Some(&Value::Bool(true)) || ctx.cancel.is_cancelled() {
@@ -225,12 +225,12 @@ mod tests {
     #[test]
     fn a_cancelled_call_is_logged_as_cancelled() {
         let ctx = crate::tools::test_support::context();
-        assert_eq!(outcome(&json!({"reply": "hi"}), &ctx), "ok");
-        assert_eq!(outcome(&json!({"reply": "stopped", "cancelled": true}), &ctx), "cancelled");
-        assert_eq!(outcome(&json!({"error": "x", "message": "m"}), &ctx), "error");
+        assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "ok");
+        assert_eq!(logged_outcome(&json!({"reply": "stopped", "cancelled": true}), &ctx), "cancelled");
+        assert_eq!(logged_outcome(&json!({"error": "x", "message": "m"}), &ctx), "error");
         ctx.cancel.cancel();
-        assert_eq!(outcome(&json!({"reply": "hi"}), &ctx), "cancelled");
-        assert_eq!(outcome(&json!({"error": "cancelled", "message": "m"}), &ctx), "error");
+        assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "cancelled");
+        assert_eq!(logged_outcome(&json!({"error": "cancelled", "message": "m"}), &ctx), "error");
     }
 
     #[test]
