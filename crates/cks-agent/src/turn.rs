@@ -25,7 +25,8 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use cks_llm::{ChatRequest, ChatResponse, ContentBlock, LlmError, Message, Role, ToolResult, ToolSpec, Usage};

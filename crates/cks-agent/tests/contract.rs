@@ -186,7 +186,7 @@ struct Explode;
 impl Tool for Explode {
     type Input = ExplodeInput;
     const META: ToolMeta = ToolMeta {
-        name: "explode",
+        name: "detect_contradictions",
         description: "panics",
         mutates_graph: true,
         creates_session: false,
@@ -221,8 +221,11 @@ async fn s07_failing_and_panicking_tools_are_fed_back() {
     assert_eq!(out["tool_calls"][0]["result"]["error"], "invalid_operations");
     assert_eq!(h.state(&sid).await, before, "the failed call changed nothing");
 
-    let model = Scripted::new(vec![tools(&[("explode", json!({}))]), Answer::Text("Sorry.".into())]);
-    let h = Harness::with_config(model.clone(), AiChatConfig::default(), |r| r.register(Arc::new(Explode)));
+    // Registered under an offered name, in a registry of its own.
+    let model = Scripted::new(vec![tools(&[("detect_contradictions", json!({}))]), Answer::Text("Sorry.".into())]);
+    let mut registry = cks_tools::Registry::default();
+    registry.register(Arc::new(Explode));
+    let h = Harness::build(model.clone(), AiChatConfig::default(), registry, |_| {});
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "explode"})).await;
     assert_eq!(out["reply"], "Sorry.");
@@ -404,7 +407,11 @@ async fn deadline_and_token_budget_truncate() {
 
     let mut config = AiChatConfig::default();
     config.turn.deadline = std::time::Duration::from_millis(1);
-    let model = Scripted::with_fallback(vec![], || Answer::Tools(vec![("list_versions".into(), json!({}))]));
+    let n = std::sync::atomic::AtomicU64::new(0);
+    let model = Scripted::with_fallback(vec![], move || {
+        let depth = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Answer::Tools(vec![("query_subgraph".into(), json!({"depth": depth}))])
+    });
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
