@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cks_llm::ToolSpec;
-use cks_tools::{Registry, RegisteredTool, ToolContext};
+use cks_tools::{RegisteredTool, Registry, ToolContext};
 
 use crate::offer::{ChatTool, chat_tool};
 use crate::turn::{Execution, Origin, ToolExecutor};
@@ -76,8 +76,9 @@ impl RegistryExecutor {
         Some((tool, chat_tool(name)?))
     }
 
-    /// The arguments as they will run: a copy with every session argument pinned, or the reason
-    /// the call is refused.
+    /// The arguments as they will run: a copy with every session argument pinned (so a tool that
+    /// creates sessions, which [`Self::offered`] admits only with a session argument, always
+    /// works on this chat's session), or the reason the call is refused.
     fn prepare(&self, name: &str, arguments: &Value) -> Result<(&RegisteredTool, Value), (Value, Value)> {
         let mut args = match arguments {
             Value::Object(map) => map.clone(),
@@ -88,6 +89,10 @@ impl RegistryExecutor {
             return Err((Value::Object(args), refusal("unknown_or_disallowed_tool", message)));
         };
         let meta = tool.meta();
+        // Pinning: whatever the model wrote, every session-naming argument is this chat's session.
+        for field in meta.session_fields {
+            args.insert((*field).to_owned(), Value::String(self.session_id.clone()));
+        }
         let declared = tool.schema.get("properties").and_then(Value::as_object);
         let withheld: Vec<&str> = args
             .keys()
@@ -107,15 +112,6 @@ impl RegistryExecutor {
             );
             let result = refusal("invalid_parameter", message);
             return Err((Value::Object(args), result));
-        }
-        // Pinning: whatever the model wrote, every session-naming argument is this chat's session.
-        for field in meta.session_fields {
-            args.insert((*field).to_owned(), Value::String(self.session_id.clone()));
-        }
-        let pinned = meta.session_fields.iter().all(|f| args.get(*f).and_then(Value::as_str) == Some(&self.session_id));
-        if !pinned {
-            let message = format!("Tool '{name}' cannot be pinned to this chat's session, so it does not run here.");
-            return Err((Value::Object(args), refusal("unknown_or_disallowed_tool", message)));
         }
         Ok((tool, Value::Object(args)))
     }

@@ -179,7 +179,8 @@ fn records(calls: &[ToolCallRecord]) -> Value {
     calls
         .iter()
         .map(|c| {
-            let mut record = json!({"name": c.name, "arguments": c.arguments, "result": c.result, "is_error": c.is_error});
+            let mut record =
+                json!({"name": c.name, "arguments": c.arguments, "result": c.result, "is_error": c.is_error});
             if c.recovered_from_text {
                 record["recovered_from_text"] = json!(true);
             }

@@ -348,7 +348,12 @@ pub async fn run_turn(
         let mut calls: Vec<Call> = answer
             .tool_calls()
             .iter()
-            .map(|c| Call { id: c.id.to_owned(), name: c.name.to_owned(), input: c.input.clone(), recovered_from_text: false })
+            .map(|c| Call {
+                id: c.id.to_owned(),
+                name: c.name.to_owned(),
+                input: c.input.clone(),
+                recovered_from_text: false,
+            })
             .collect();
         if calls.is_empty()
             && let Some(call) = recover_text_call(&mut answer, &t.messages, &specs, tools)
@@ -377,7 +382,9 @@ pub async fn run_turn(
             }
             let refused = match stop {
                 Some(Stop::Cancelled) => Some(("cancelled", "The turn was cancelled before this call ran.".to_owned())),
-                Some(_) => Some(("deadline_exceeded", "The turn reached its deadline before this call ran.".to_owned())),
+                Some(_) => {
+                    Some(("deadline_exceeded", "The turn reached its deadline before this call ran.".to_owned()))
+                }
                 None if index >= config.max_tool_calls_per_answer => Some((
                     "too_many_tool_calls",
                     format!(
@@ -408,7 +415,8 @@ pub async fn run_turn(
             let key = (name.clone(), serde_json::to_string(&input).unwrap_or_default());
             if let Some(&first) = t.seen.get(&key) {
                 let earlier = &t.tool_calls[first];
-                let (result, is_error, arguments) = (earlier.result.clone(), earlier.is_error, earlier.arguments.clone());
+                let (result, is_error, arguments) =
+                    (earlier.result.clone(), earlier.is_error, earlier.arguments.clone());
                 let note = json!({
                     "note": "You already made this exact call in this turn; this is its result again. Do not repeat \
                              it: answer the user, or make a different call.",
@@ -416,7 +424,14 @@ pub async fn run_turn(
                 });
                 let text = serde_json::to_string(&note).unwrap_or_else(|_| "{}".into());
                 results.push(ToolResult { tool_use_id: id, content: cap(text, config.tool_result_cap), is_error });
-                t.record(ToolCallRecord { name, arguments, result, is_error, recovered_from_text, repeat_of: Some(first) });
+                t.record(ToolCallRecord {
+                    name,
+                    arguments,
+                    result,
+                    is_error,
+                    recovered_from_text,
+                    repeat_of: Some(first),
+                });
                 continue;
             }
             all_repeats = false;
@@ -543,7 +558,10 @@ mod tests {
     fn text_calls_are_recognised_only_when_the_text_is_exactly_a_call() {
         let call = |t: &str| parse_text_call(t);
         assert_eq!(call(r#"{"name": "f", "arguments": {"a": 1}}"#), Some(("f".into(), json!({"a": 1}))));
-        assert_eq!(call(" <tool_call>\n{\"name\": \"f\", \"parameters\": {}}\n</tool_call> "), Some(("f".into(), json!({}))));
+        assert_eq!(
+            call(" <tool_call>\n{\"name\": \"f\", \"parameters\": {}}\n</tool_call> "),
+            Some(("f".into(), json!({})))
+        );
         assert_eq!(call(r#"{"name": "f", "arguments": "{\"a\": 2}"}"#), Some(("f".into(), json!({"a": 2}))));
         assert_eq!(call(r#"{"name": "f"}"#), Some(("f".into(), json!({}))));
         for text in [

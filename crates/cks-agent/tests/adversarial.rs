@@ -175,10 +175,7 @@ type Script = Vec<(Form, Vec<(usize, Vec<(String, Junk)>)>)>;
 fn transcript() -> impl Strategy<Value = Script> {
     let form = prop_oneof![2 => Just(Form::Structured), 1 => Just(Form::Json), 1 => Just(Form::Tagged)];
     // Up to 10 answers of 1-3 calls each; more than the cap of 8 on purpose.
-    proptest::collection::vec(
-        (form, proptest::collection::vec((0..NAMES.len() + 5, arguments()), 1..4)),
-        1..11,
-    )
+    proptest::collection::vec((form, proptest::collection::vec((0..NAMES.len() + 5, arguments()), 1..4)), 1..11)
 }
 
 fn tool_name(index: usize) -> &'static str {
@@ -217,7 +214,8 @@ fn world() -> &'static World {
             case.answered += 1;
             let (other, chat) = (case.other.clone(), case.chat.clone());
             let call = |(name, args): &(usize, Vec<(String, Junk)>)| {
-                let args: Map<String, Value> = args.iter().map(|(k, v)| (k.clone(), render(v, &other, &chat))).collect();
+                let args: Map<String, Value> =
+                    args.iter().map(|(k, v)| (k.clone(), render(v, &other, &chat))).collect();
                 (tool_name(*name).to_owned(), Value::Object(args))
             };
             match case.script.get(i) {

@@ -149,7 +149,8 @@ async fn the_bytes_of_a_turns_result_are_bounded() {
     assert!(recorded < 1500 + 4 * 400, "recorded calls stay near the bound: {recorded}");
     // The model still saw every result.
     let seen = model.request(4);
-    let sent: usize = seen.messages.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolResult { .. })).count();
+    let sent: usize =
+        seen.messages.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolResult { .. })).count();
     assert_eq!(sent, 4);
 
     // A turn within the bound reports nothing new.
@@ -158,7 +159,9 @@ async fn the_bytes_of_a_turns_result_are_bounded() {
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "read"})).await;
     assert!(out.get("truncated").is_none() && out.get("results_omitted").is_none(), "{out}");
-    assert!(out["tool_calls"][0].get("repeat_of").is_none() && out["tool_calls"][0].get("recovered_from_text").is_none());
+    assert!(
+        out["tool_calls"][0].get("repeat_of").is_none() && out["tool_calls"][0].get("recovered_from_text").is_none()
+    );
 }
 
 #[tokio::test]
@@ -218,9 +221,11 @@ fn bad_limit_values_name_the_variable_and_the_accepted_form() {
         let env: HashMap<String, String> = [(variable.to_owned(), " 7 ".to_owned())].into();
         assert!(AiChatConfig::from_env(&env).is_ok(), "{variable}");
     }
-    let env: HashMap<String, String> =
-        [("CKS_AI_CHAT_MAX_TOOL_CALLS".to_owned(), "3".to_owned()), ("CKS_AI_CHAT_RESULT_MAX_BYTES".into(), "999".into())]
-            .into();
+    let env: HashMap<String, String> = [
+        ("CKS_AI_CHAT_MAX_TOOL_CALLS".to_owned(), "3".to_owned()),
+        ("CKS_AI_CHAT_RESULT_MAX_BYTES".into(), "999".into()),
+    ]
+    .into();
     let config = AiChatConfig::from_env(&env).unwrap();
     assert_eq!((config.turn.max_tool_calls_per_answer, config.turn.max_result_bytes), (3, 999));
 }
@@ -382,13 +387,52 @@ async fn the_first_request_stays_small_as_the_registry_grows() {
     let model = Scripted::new(vec![Answer::Text("a".into())]);
     let grown = Harness::with_config(model.clone(), AiChatConfig::default(), |r| {
         let extra: Vec<Arc<dyn cks_tools::DynTool>> = vec![
-            Arc::new(F01), Arc::new(F02), Arc::new(F03), Arc::new(F04), Arc::new(F05), Arc::new(F06), Arc::new(F07),
-            Arc::new(F08), Arc::new(F09), Arc::new(F10), Arc::new(F11), Arc::new(F12), Arc::new(F13), Arc::new(F14),
-            Arc::new(F15), Arc::new(F16), Arc::new(F17), Arc::new(F18), Arc::new(F19), Arc::new(F20), Arc::new(F21),
-            Arc::new(F22), Arc::new(F23), Arc::new(F24), Arc::new(F25), Arc::new(F26), Arc::new(F27), Arc::new(F28),
-            Arc::new(F29), Arc::new(F30), Arc::new(F31), Arc::new(F32), Arc::new(F33), Arc::new(F34), Arc::new(F35),
-            Arc::new(F36), Arc::new(F37), Arc::new(F38), Arc::new(F39), Arc::new(F40), Arc::new(F41), Arc::new(F42),
-            Arc::new(F43), Arc::new(F44), Arc::new(F45), Arc::new(F46),
+            Arc::new(F01),
+            Arc::new(F02),
+            Arc::new(F03),
+            Arc::new(F04),
+            Arc::new(F05),
+            Arc::new(F06),
+            Arc::new(F07),
+            Arc::new(F08),
+            Arc::new(F09),
+            Arc::new(F10),
+            Arc::new(F11),
+            Arc::new(F12),
+            Arc::new(F13),
+            Arc::new(F14),
+            Arc::new(F15),
+            Arc::new(F16),
+            Arc::new(F17),
+            Arc::new(F18),
+            Arc::new(F19),
+            Arc::new(F20),
+            Arc::new(F21),
+            Arc::new(F22),
+            Arc::new(F23),
+            Arc::new(F24),
+            Arc::new(F25),
+            Arc::new(F26),
+            Arc::new(F27),
+            Arc::new(F28),
+            Arc::new(F29),
+            Arc::new(F30),
+            Arc::new(F31),
+            Arc::new(F32),
+            Arc::new(F33),
+            Arc::new(F34),
+            Arc::new(F35),
+            Arc::new(F36),
+            Arc::new(F37),
+            Arc::new(F38),
+            Arc::new(F39),
+            Arc::new(F40),
+            Arc::new(F41),
+            Arc::new(F42),
+            Arc::new(F43),
+            Arc::new(F44),
+            Arc::new(F45),
+            Arc::new(F46),
         ];
         for tool in extra {
             r.register(tool);
@@ -409,7 +453,11 @@ fn every_offered_tool_is_exposed_and_every_exposed_tool_is_offered() {
         let declared = tool.schema["properties"].as_object().unwrap();
         for argument in offer.arguments {
             assert!(declared.contains_key(*argument), "{}: no argument {argument}", offer.name);
-            assert!(!tool.meta().session_fields.contains(argument), "{}: {argument} is pinned, not offered", offer.name);
+            assert!(
+                !tool.meta().session_fields.contains(argument),
+                "{}: {argument} is pinned, not offered",
+                offer.name
+            );
         }
         assert!(!offer.arguments.contains(&"json_data"), "{}: json_data is never offered", offer.name);
     }

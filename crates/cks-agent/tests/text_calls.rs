@@ -53,7 +53,10 @@ async fn a_call_written_as_text_runs_on_every_provider() {
         let sid = h.session(graph("s")).await;
         let call = json!({"name": "evolve_knowledge", "arguments": add_object("from-text")});
         server.push(Reply::text(call.to_string()));
-        server.push(Reply::text(format!("<tool_call>\n{}\n</tool_call>", json!({"name": "query_subgraph", "arguments": {}}))));
+        server.push(Reply::text(format!(
+            "<tool_call>\n{}\n</tool_call>",
+            json!({"name": "query_subgraph", "arguments": {}})
+        )));
         server.push(Reply::text("Added from-text."));
         let out = h.chat(json!({"session_id": sid, "prompt": "add an object from-text"})).await;
 
@@ -64,8 +67,7 @@ async fn a_call_written_as_text_runs_on_every_provider() {
             assert_eq!(record["is_error"], false, "{kind}: {record}");
             assert_eq!(record["arguments"]["session_id"], json!(sid), "{kind}: pinned like any call");
         }
-        let objects: Vec<String> =
-            h.ctx.runtime.read(&sid, |s, _| s.ids().map(str::to_owned).collect()).await.unwrap();
+        let objects: Vec<String> = h.ctx.runtime.read(&sid, |s, _| s.ids().map(str::to_owned).collect()).await.unwrap();
         assert!(objects.contains(&"from-text".to_owned()), "{kind}");
         // The history holds a structured call where the text was, answered by its result.
         let messages = out["messages"].as_array().unwrap();

@@ -125,10 +125,11 @@ impl LlmClient {
         };
         if let Err(why) = check_model_name(&settings.model) {
             // Nothing is sent: the name could aim the request at another path of the provider's host.
-            let error = self.inner.transport.redactor().redact_error(LlmError::BadRequest(ErrorContext {
-                provider: Some(kind),
-                ..ErrorContext::msg(why)
-            }));
+            let error = self
+                .inner
+                .transport
+                .redactor()
+                .redact_error(LlmError::BadRequest(ErrorContext { provider: Some(kind), ..ErrorContext::msg(why) }));
             let result = Err::<ChatResponse, _>(error);
             self.record(started, clock, Some(kind), "", options.stream, Operation::Chat, Usage::default(), 0, &result);
             return result;

@@ -31,7 +31,9 @@ mod stream;
 mod telemetry;
 
 pub use client::{ChatOptions, LlmClient, LlmStatus};
-pub use config::{HttpConfig, LlmConfig, MAX_MODEL_NAME_LEN, ProviderChoice, ProviderConfig, RetryPolicy, check_model_name};
+pub use config::{
+    HttpConfig, LlmConfig, MAX_MODEL_NAME_LEN, ProviderChoice, ProviderConfig, RetryPolicy, check_model_name,
+};
 pub use conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, ToolCall,
     ToolResult, ToolSpec, Usage,

@@ -126,7 +126,8 @@ impl Registry {
     /// Whether `args` would pass the argument checks of `name` that need no session lookup (the
     /// published schema). Unknown tools fail.
     pub fn check_arguments(&self, name: &str, args: &Value) -> Result<(), ToolError> {
-        let entry = self.tools.get(name).ok_or_else(|| ToolError::new("unknown_tool", format!("Unknown tool: {name}")))?;
+        let entry =
+            self.tools.get(name).ok_or_else(|| ToolError::new("unknown_tool", format!("Unknown tool: {name}")))?;
         check_schema(entry, &normalise_args(args.clone())?)
     }
 
