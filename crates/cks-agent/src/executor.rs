@@ -156,9 +156,11 @@ impl ToolExecutor for RegistryExecutor {
     }
 
     async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>, time_left: Duration) -> Execution {
-        let arguments = match self.prepare(name, arguments) {
-            Ok((_, arguments)) => arguments,
-            Err((arguments, result)) => return Execution { arguments, result, is_error: true },
+        let (mutates, arguments) = match self.prepare(name, arguments) {
+            Ok((tool, arguments)) => (tool.meta().mutates_graph || tool.meta().creates_session, arguments),
+            Err((arguments, result)) => {
+                return Execution { arguments, result, is_error: true, changed_state: false };
+            }
         };
         let mut ctx = self.ctx.clone();
         ctx.audit.insert("tool".into(), json!("ai_chat"));
@@ -180,6 +182,8 @@ impl ToolExecutor for RegistryExecutor {
             ),
         };
         let is_error = result.get("error").is_some();
-        Execution { arguments, result, is_error }
+        // A call that ran out of time may still commit: count it as a change.
+        let changed_state = mutates && (!is_error || result["error"] == "deadline_exceeded");
+        Execution { arguments, result, is_error, changed_state }
     }
 }

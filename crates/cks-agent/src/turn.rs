@@ -11,8 +11,8 @@
 //! - tool calls per answer: the calls over the cap do not run and are answered with an error
 //!   result saying why;
 //! - repetition: a call identical to an earlier one of the same turn (same tool, same
-//!   arguments) is answered from the first result with a note, and a model that answers only with
-//!   repeats twice in a row stops the turn;
+//!   arguments, nothing changed the session in between) is answered from the first result with a
+//!   note, and a model that answers only with repeats twice in a row stops the turn;
 //! - the size of the turn's result: past a byte bound, recorded results are replaced by a marker.
 //!
 //! A model that writes its call as text (a JSON object with `name` and `arguments`, possibly in
@@ -62,6 +62,8 @@ pub struct Execution {
     /// The tool's result object (errors included).
     pub result: Value,
     pub is_error: bool,
+    /// The call may have changed the session, so earlier results of this turn may be stale.
+    pub changed_state: bool,
 }
 
 /// Runs the tools the LLM asks for.
@@ -444,6 +446,10 @@ pub async fn run_turn(
                 content: cap(text, config.tool_result_cap),
                 is_error: execution.is_error,
             });
+            if execution.changed_state {
+                // Earlier reads may be stale now: asking again is not a repeat.
+                t.seen.clear();
+            }
             t.seen.insert(key, t.tool_calls.len());
             t.record(ToolCallRecord {
                 name,

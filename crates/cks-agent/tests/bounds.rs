@@ -186,6 +186,25 @@ async fn repeated_calls_are_answered_from_the_first_and_a_loop_stops() {
 }
 
 #[tokio::test]
+async fn a_read_after_a_change_is_not_a_repeat() {
+    let read = || tools(&[("query_subgraph", json!({}))]);
+    let model = Scripted::new(vec![
+        read(),
+        tools(&[("evolve_knowledge", add_object("fresh"))]),
+        read(),
+        Answer::Text("done".into()),
+    ]);
+    let h = Harness::new(model.clone());
+    let sid = h.session(graph("s")).await;
+    let out = h.chat(json!({"session_id": sid, "prompt": "add and check"})).await;
+    let records = out["tool_calls"].as_array().unwrap();
+    assert_eq!(records.len(), 3);
+    assert!(records[2].get("repeat_of").is_none(), "{}", records[2]);
+    assert!(records[2]["result"].to_string().contains("fresh"), "the second read sees the change");
+    assert!(!records[0]["result"].to_string().contains("fresh"));
+}
+
+#[tokio::test]
 async fn output_tokens_per_llm_call_are_capped_and_configurable() {
     let model = Scripted::new(vec![Answer::Text("a".into())]);
     let h = Harness::new(model.clone());
