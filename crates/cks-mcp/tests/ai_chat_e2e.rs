@@ -287,3 +287,22 @@ async fn progress_notifications_and_cancellation() {
     assert!(ping["result"].is_object());
     assert!(!mcp.notifications.iter().any(|m| m.get("id") == Some(&json!(id)) && m.get("result").is_some()));
 }
+
+#[tokio::test]
+async fn a_bad_chat_limit_stops_the_server_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+            .env("CKS_MCP_DATA_DIR", dir.path())
+            .env("CKS_AI_CHAT_MAX_TOOL_CALLS", "lots")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the server exits")
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CKS_AI_CHAT_MAX_TOOL_CALLS") && stderr.contains("whole number"), "{stderr}");
+}
