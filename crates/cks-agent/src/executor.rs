@@ -1,18 +1,27 @@
 //! The tool executor of `ai_chat` over the one tool registry: which tools the LLM is offered, and
 //! how its calls are pinned to the chat's session.
 //!
-//! Offered: tools declared `llm_exposed`, minus a fixed denylist of server-management tools (a
-//! second guard in case a tool is ever mis-declared). Offered schemas omit the session-naming
-//! arguments: the executor fills them in, so the model needs neither to know nor to send them.
-//! Every call to anything else is refused with `unknown_or_disallowed_tool` and nothing runs.
+//! Offered: the tools of the chat offer ([`crate::offer`]) that are declared `llm_exposed`, not on
+//! a fixed denylist of server-management tools (a second guard in case a tool is ever
+//! mis-declared), and pinnable: a tool that creates sessions is offered only when it names a
+//! session the executor can pin. Offered schemas hold only the offered arguments: the session
+//! arguments are filled in by the executor, so the model needs neither to know nor to send them.
+//!
+//! Every call to anything else is refused with `unknown_or_disallowed_tool` and nothing runs; a
+//! call using an argument the chat is not offered (such as `json_data`, which would make a new
+//! session) is refused with `invalid_parameter`. A call runs in its own task, bounded by the time
+//! the turn has left: when that runs out the turn stops waiting, and the call, which may be
+//! half-way through a commit, finishes on its own rather than being dropped mid-write.
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 
 use cks_llm::ToolSpec;
-use cks_tools::{Registry, ToolContext};
+use cks_tools::{RegisteredTool, Registry, ToolContext};
 
+use crate::offer::{ChatTool, chat_tool};
 use crate::turn::{Execution, Origin, ToolExecutor};
 
 /// Tools an LLM in a chat may never call, whatever their declaration says.
@@ -41,71 +50,140 @@ impl std::fmt::Debug for RegistryExecutor {
     }
 }
 
+/// Why a call was refused before anything ran.
+fn refusal(code: &str, message: String) -> Value {
+    json!({"error": code, "message": message})
+}
+
 impl RegistryExecutor {
     /// `ctx` is the context the tools run with (its audit metadata is extended per call).
     pub fn new(registry: Arc<Registry>, ctx: ToolContext, session_id: impl Into<String>) -> Self {
         RegistryExecutor { registry, ctx, session_id: session_id.into() }
     }
 
-    fn offered(&self, name: &str) -> bool {
-        !DENIED_TOOLS.contains(&name) && self.registry.get(name).is_some_and(|t| t.meta().llm_exposed)
+    /// The registry entry and offer of `name`, when a chat may call it.
+    fn offered(&self, name: &str) -> Option<(&RegisteredTool, &'static ChatTool)> {
+        if DENIED_TOOLS.contains(&name) {
+            return None;
+        }
+        let tool = self.registry.get(name).filter(|t| t.meta().llm_exposed)?;
+        let meta = tool.meta();
+        // A tool that creates sessions must have a session argument to pin, or a call could make
+        // a session the chat does not own.
+        if meta.creates_session && meta.session_fields.is_empty() {
+            return None;
+        }
+        Some((tool, chat_tool(name)?))
     }
+
+    /// The arguments as they will run: a copy with every session argument pinned (so a tool that
+    /// creates sessions, which [`Self::offered`] admits only with a session argument, always
+    /// works on this chat's session), or the reason the call is refused.
+    fn prepare(&self, name: &str, arguments: &Value) -> Result<(&RegisteredTool, Value), (Value, Value)> {
+        let mut args = match arguments {
+            Value::Object(map) => map.clone(),
+            _ => Map::new(),
+        };
+        let Some((tool, offer)) = self.offered(name) else {
+            let message = format!("Tool '{name}' is not available in this chat. Use one of the tools offered.");
+            return Err((Value::Object(args), refusal("unknown_or_disallowed_tool", message)));
+        };
+        let meta = tool.meta();
+        // Pinning: whatever the model wrote, every session-naming argument is this chat's session.
+        for field in meta.session_fields {
+            args.insert((*field).to_owned(), Value::String(self.session_id.clone()));
+        }
+        let declared = tool.schema.get("properties").and_then(Value::as_object);
+        let withheld: Vec<&str> = args
+            .keys()
+            .map(String::as_str)
+            .filter(|k| {
+                declared.is_some_and(|d| d.contains_key(*k))
+                    && !offer.arguments.contains(k)
+                    && !meta.session_fields.contains(k)
+            })
+            .collect();
+        if !withheld.is_empty() {
+            let message = format!(
+                "Argument(s) {} of '{name}' are not available in this chat; it works on this chat's own graph. \
+                 Arguments offered: {}.",
+                withheld.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", "),
+                if offer.arguments.is_empty() { "none".to_owned() } else { offer.arguments.join(", ") }
+            );
+            let result = refusal("invalid_parameter", message);
+            return Err((Value::Object(args), result));
+        }
+        Ok((tool, Value::Object(args)))
+    }
+}
+
+/// The registry schema restricted to the offered arguments.
+fn offered_schema(schema: &Value, offer: &ChatTool) -> Value {
+    let mut schema = schema.clone();
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.retain(|k, _| offer.arguments.contains(&k.as_str()));
+    }
+    if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        required.retain(|r| r.as_str().is_some_and(|r| offer.arguments.contains(&r)));
+        if required.is_empty() {
+            schema.as_object_mut().map(|o| o.remove("required"));
+        }
+    }
+    schema
 }
 
 #[async_trait]
 impl ToolExecutor for RegistryExecutor {
     fn specs(&self) -> Vec<ToolSpec> {
-        self.registry
+        crate::offer::CHAT_TOOLS
             .iter()
-            .filter(|t| self.offered(t.meta().name))
-            .map(|t| {
-                let meta = t.meta();
-                let mut schema = t.schema.clone();
-                if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-                    for field in meta.session_fields {
-                        properties.remove(*field);
-                    }
-                }
-                if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
-                    required.retain(|r| !r.as_str().is_some_and(|r| meta.session_fields.contains(&r)));
-                    if required.is_empty() {
-                        schema.as_object_mut().map(|o| o.remove("required"));
-                    }
-                }
-                ToolSpec { name: meta.name.to_owned(), description: meta.description.to_owned(), input_schema: schema }
+            .filter_map(|offer| {
+                let (tool, offer) = self.offered(offer.name)?;
+                Some(ToolSpec {
+                    name: offer.name.to_owned(),
+                    description: offer.description.to_owned(),
+                    input_schema: offered_schema(&tool.schema, offer),
+                })
             })
             .collect()
     }
 
-    async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>) -> Execution {
-        let mut args = match arguments {
-            Value::Object(map) => map.clone(),
-            _ => Map::new(),
-        };
-        let tool = match self.registry.get(name) {
-            Some(tool) if self.offered(name) => tool,
-            _ => {
-                let result = json!({
-                    "error": "unknown_or_disallowed_tool",
-                    "message": format!("Tool '{name}' is not available in this chat. Use one of the tools offered."),
-                });
-                return Execution { arguments: Value::Object(args), result, is_error: true };
+    fn accepts(&self, name: &str, arguments: &Value) -> bool {
+        match self.prepare(name, arguments) {
+            Ok((_, args)) => self.registry.check_arguments(name, &args).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>, time_left: Duration) -> Execution {
+        let (mutates, arguments) = match self.prepare(name, arguments) {
+            Ok((tool, arguments)) => (tool.meta().mutates_graph || tool.meta().creates_session, arguments),
+            Err((arguments, result)) => {
+                return Execution { arguments, result, is_error: true, changed_state: false };
             }
         };
-        // Pinning: whatever the model wrote, every session-naming argument is this chat's session.
-        for field in tool.meta().session_fields {
-            args.insert((*field).to_owned(), Value::String(self.session_id.clone()));
-        }
         let mut ctx = self.ctx.clone();
         ctx.audit.insert("tool".into(), json!("ai_chat"));
         ctx.audit.insert("provider".into(), json!(origin.provider));
         ctx.audit.insert("model".into(), json!(origin.model));
-        let arguments = Value::Object(args);
-        let result = match self.registry.call(name, arguments.clone(), &ctx).await {
-            Ok(result) => result,
-            Err(unknown) => json!({"error": "unknown_or_disallowed_tool", "message": unknown.to_string()}),
+        let (registry, owned_name, owned_args) = (self.registry.clone(), name.to_owned(), arguments.clone());
+        let call = tokio::spawn(async move { registry.call(&owned_name, owned_args, &ctx).await });
+        let result = match tokio::time::timeout(time_left, call).await {
+            Ok(Ok(Ok(result))) => result,
+            Ok(Ok(Err(unknown))) => refusal("unknown_or_disallowed_tool", unknown.to_string()),
+            Ok(Err(join)) => refusal("internal_error", format!("Tool '{name}' failed: {join}")),
+            Err(_) => refusal(
+                "deadline_exceeded",
+                format!(
+                    "Tool '{name}' did not finish within the {:.1} s left in this turn; it was not waited for and \
+                     may still complete.",
+                    time_left.as_secs_f64()
+                ),
+            ),
         };
         let is_error = result.get("error").is_some();
-        Execution { arguments, result, is_error }
+        // A call that ran out of time may still commit: count it as a change.
+        let changed_state = mutates && (!is_error || result["error"] == "deadline_exceeded");
+        Execution { arguments, result, is_error, changed_state }
     }
 }

@@ -3,6 +3,7 @@
 //! - [`turn`]: the loop. It sees a [`turn::ChatModel`] and a [`turn::ToolExecutor`] and nothing
 //!   else: no provider names, no MCP, no registry.
 //! - [`executor`]: the executor over the tool registry — the exposure rules and session pinning.
+//! - [`offer`]: the compact tool set a chat model is offered, with descriptions written for it.
 //! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry.
 //!
 //! Invariant: a chat turn can only run tools that are declared `llm_exposed` and not on the
@@ -10,12 +11,14 @@
 //! session.
 
 pub mod executor;
+pub mod offer;
 pub mod tool;
 pub mod turn;
 
 pub use executor::{DENIED_TOOLS, RegistryExecutor};
-pub use tool::{AiChat, AiChatConfig};
+pub use offer::{CHAT_TOOLS, ChatTool};
+pub use tool::{AI_CHAT_VARIABLES, AiChat, AiChatConfig, AiChatConfigError, SYSTEM_PROMPT};
 pub use turn::{
-    ChatModel, Execution, Stop, ToolCallRecord, ToolExecutor, TurnConfig, TurnFailure, TurnObserver, TurnOutput,
-    run_turn,
+    ChatModel, Execution, Origin, Stop, ToolCallRecord, ToolExecutor, TurnConfig, TurnFailure, TurnObserver,
+    TurnOutput, run_turn,
 };

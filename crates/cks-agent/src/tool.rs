@@ -29,32 +29,76 @@ impl Default for AiChatConfig {
     }
 }
 
+/// A limit variable whose value is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}={value:?} is not valid: {problem}; expected {expected}")]
+pub struct AiChatConfigError {
+    pub variable: &'static str,
+    pub value: String,
+    pub problem: String,
+    pub expected: &'static str,
+}
+
+/// The limit variables of `ai_chat` and what each bounds. Each is a whole number of at least 1.
+pub const AI_CHAT_VARIABLES: [(&str, &str); 7] = [
+    ("CKS_AI_CHAT_MAX_ITERATIONS", "LLM round trips per turn"),
+    ("CKS_AI_CHAT_TIMEOUT_SECONDS", "deadline of one turn, in seconds"),
+    ("CKS_AI_CHAT_MAX_TOKENS", "token budget of one turn (input + output tokens)"),
+    ("CKS_AI_CHAT_MAX_OUTPUT_TOKENS", "output tokens per LLM call"),
+    ("CKS_AI_CHAT_MAX_TOOL_CALLS", "tool calls run per LLM answer"),
+    ("CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES", "bytes of one tool result sent to the LLM"),
+    ("CKS_AI_CHAT_RESULT_MAX_BYTES", "bytes of the recorded tool calls in one turn's result"),
+];
+
 impl AiChatConfig {
-    /// Reads `CKS_AI_CHAT_MAX_ITERATIONS`, `CKS_AI_CHAT_TIMEOUT_SECONDS`, `CKS_AI_CHAT_MAX_TOKENS` and
-    /// `CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES`; unset or unparsable values keep the defaults.
-    pub fn from_env(env: &HashMap<String, String>) -> Self {
+    /// Reads the limit variables ([`AI_CHAT_VARIABLES`]); unset (or empty) ones keep their
+    /// defaults, and a value that is not a whole number from 1 up is an error naming the variable.
+    pub fn from_env(env: &HashMap<String, String>) -> Result<Self, AiChatConfigError> {
         let mut config = AiChatConfig::default();
-        let number = |name: &str| env.get(name).and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(n) = number("CKS_AI_CHAT_MAX_ITERATIONS").filter(|n| *n > 0) {
-            config.turn.max_iterations = n as usize;
+        let number = |name: &'static str| -> Result<Option<u64>, AiChatConfigError> {
+            let Some(raw) = env.get(name).filter(|v| !v.trim().is_empty()) else { return Ok(None) };
+            let error = |problem: String| AiChatConfigError {
+                variable: name,
+                value: raw.clone(),
+                problem,
+                expected: "a whole number of at least 1 (e.g. 8), or unset for the default",
+            };
+            match raw.trim().parse::<u64>() {
+                Ok(0) => Err(error("0 is not a usable limit".into())),
+                Ok(n) => Ok(Some(n)),
+                Err(e) => Err(error(format!("not a whole number ({e})"))),
+            }
+        };
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        if let Some(n) = number("CKS_AI_CHAT_MAX_ITERATIONS")? {
+            config.turn.max_iterations = size(n);
         }
-        if let Some(s) = number("CKS_AI_CHAT_TIMEOUT_SECONDS").filter(|n| *n > 0) {
+        if let Some(s) = number("CKS_AI_CHAT_TIMEOUT_SECONDS")? {
             config.turn.deadline = Duration::from_secs(s);
         }
-        config.turn.token_budget = number("CKS_AI_CHAT_MAX_TOKENS").filter(|n| *n > 0);
-        if let Some(n) = number("CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES").filter(|n| *n > 0) {
-            config.turn.tool_result_cap = n as usize;
+        config.turn.token_budget = number("CKS_AI_CHAT_MAX_TOKENS")?;
+        if let Some(n) = number("CKS_AI_CHAT_MAX_OUTPUT_TOKENS")? {
+            config.turn.max_tokens = Some(u32::try_from(n).unwrap_or(u32::MAX));
         }
-        config
+        if let Some(n) = number("CKS_AI_CHAT_MAX_TOOL_CALLS")? {
+            config.turn.max_tool_calls_per_answer = size(n);
+        }
+        if let Some(n) = number("CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES")? {
+            config.turn.tool_result_cap = size(n);
+        }
+        if let Some(n) = number("CKS_AI_CHAT_RESULT_MAX_BYTES")? {
+            config.turn.max_result_bytes = size(n);
+        }
+        Ok(config)
     }
 }
 
-const SYSTEM_PROMPT: &str = "You help a person work with one knowledge graph (a CKS session) using the tools \
-provided. Every tool already acts on this chat's session; never ask for or invent session ids. Objects have an \
-identity {id, type, name} and a free-form structure; relations are objects whose structure lists 'participants' \
-(object ids) and a 'relation_type'. Look before you change: use query_subgraph or search_semantic to find objects, \
-suggest_evolution to dry-run changes, then evolve_knowledge to commit them. When a tool reports an error, read it \
-and either fix the call or explain the problem. Answer concisely.";
+/// Short on purpose: every token of it is sent with every round trip, and small local models
+/// follow a few plain rules better than many.
+pub const SYSTEM_PROMPT: &str = "You work on one knowledge graph with the tools provided; they always act on this \
+chat's graph, so never pass session ids. To read or list objects use query_subgraph; to find an object by name use \
+search_semantic; to add or change objects use evolve_knowledge. Version tools are only for the graph's history. \
+When a tool reports an error, fix the call or explain the problem. Answer briefly.";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Input {
@@ -134,8 +178,22 @@ impl TurnObserver for Quiet {}
 fn records(calls: &[ToolCallRecord]) -> Value {
     calls
         .iter()
-        .map(|c| json!({"name": c.name, "arguments": c.arguments, "result": c.result, "is_error": c.is_error}))
+        .map(|c| {
+            let mut record =
+                json!({"name": c.name, "arguments": c.arguments, "result": c.result, "is_error": c.is_error});
+            if c.recovered_from_text {
+                record["recovered_from_text"] = json!(true);
+            }
+            if let Some(first) = c.repeat_of {
+                record["repeat_of"] = json!(first);
+            }
+            record
+        })
         .collect()
+}
+
+fn usage(usage: cks_llm::Usage, llm_calls: usize) -> Value {
+    json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "llm_calls": llm_calls})
 }
 
 fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
@@ -154,12 +212,15 @@ impl Tool for AiChat {
             chosen by CKS_LLM_PROVIDER) that may call this server's graph tools, server-side, on this session only: \
             every session argument of every call is pinned to 'session_id'. Send 'prompt' to start, or the previous \
             'messages' plus a new user message to continue (the server keeps no chat state). Returns {reply, \
-            tool_calls: [{name, arguments, result, is_error}], messages}; 'truncated': true (with \
-            'truncation_reason') when the turn hit its iteration cap (8 by default), deadline or token budget. \
-            Errors: llm_call_failed / llm_provider_unavailable, still with 'messages' and 'tool_calls'.",
+            tool_calls: [{name, arguments, result, is_error}], messages, usage}; 'truncated': true (with \
+            'truncation_reason') when the turn hit its iteration cap (8 by default), deadline, token budget, a \
+            model repeating itself, or the size bound of its result. The model may revert the session to an \
+            earlier version. Errors: llm_call_failed / llm_provider_unavailable, still with 'messages' and \
+            'tool_calls'.",
         mutates_graph: true,
         creates_session: false,
-        destructive: false,
+        // The model may call revert_version, which replaces the current state.
+        destructive: true,
         idempotent: false,
         open_world: true,
         session_fields: &["session_id"],
@@ -205,7 +266,13 @@ impl Tool for AiChat {
             .ok_or_else(|| ToolError::internal("ai_chat needs the tool registry in its context"))?;
         let executor = RegistryExecutor::new(registry, ctx.clone(), input.session_id.clone());
         let mut config = self.config.turn.clone();
-        if let Some(model) = input.model.filter(|m| !m.trim().is_empty()) {
+        if let Some(model) = input.model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()) {
+            cks_llm::check_model_name(&model).map_err(|why| {
+                ToolError::invalid_parameter(format!("'model': {why}"))
+                    .with("parameter", "model")
+                    .with("tool_calls", json!([]))
+                    .with("messages", Value::Array(raw.clone()))
+            })?;
             config.model = Some(model);
         }
         let progress = ctx.progress.clone().map(|sink| Progress { sink, step: Default::default() });
@@ -219,9 +286,13 @@ impl Tool for AiChat {
                 result.insert("reply".into(), json!(output.reply));
                 result.insert("tool_calls".into(), records(&output.tool_calls));
                 result.insert("messages".into(), messages_out(raw, &output.new_messages));
-                if let Some(reason) = output.stop.truncation_reason() {
+                let cut = (output.results_cut > 0).then_some("result_max_bytes");
+                if let Some(reason) = output.stop.truncation_reason().or(cut) {
                     result.insert("truncated".into(), json!(true));
                     result.insert("truncation_reason".into(), json!(reason));
+                }
+                if output.results_cut > 0 {
+                    result.insert("results_omitted".into(), json!(output.results_cut));
                 }
                 if output.stop == Stop::Cancelled {
                     result.insert("cancelled".into(), json!(true));
@@ -230,10 +301,7 @@ impl Tool for AiChat {
                     result.insert("provider".into(), json!(provider));
                     result.insert("model".into(), json!(model));
                 }
-                result.insert(
-                    "usage".into(),
-                    json!({"input_tokens": output.usage.input_tokens, "output_tokens": output.usage.output_tokens, "llm_calls": output.llm_calls}),
-                );
+                result.insert("usage".into(), usage(output.usage, output.llm_calls));
                 Ok(Value::Object(result))
             }
             Err(failure) => {
@@ -244,7 +312,8 @@ impl Tool for AiChat {
                 };
                 Err(ToolError::new(code, failure.error.to_string())
                     .with("tool_calls", records(&failure.tool_calls))
-                    .with("messages", messages_out(raw, &failure.new_messages)))
+                    .with("messages", messages_out(raw, &failure.new_messages))
+                    .with("usage", usage(failure.usage, failure.llm_calls)))
             }
         }
     }

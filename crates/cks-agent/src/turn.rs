@@ -1,17 +1,35 @@
 //! The bounded tool-calling loop of one chat turn.
 //!
-//! Each iteration is one LLM round trip. When the answer asks for tools, every call runs in order
+//! Each iteration is one LLM round trip. When the answer asks for tools, the calls run in order
 //! and all results go back in one message, one result per call, matched by id; otherwise the
-//! answer's text is the reply. The loop stops at the iteration cap, the deadline, the token
-//! budget or cancellation, always leaving a history that can be sent back as is: every tool call
-//! in it has its result (calls skipped by a cancellation get an error result saying so).
+//! answer's text is the reply. Every part of a turn is bounded:
+//!
+//! - LLM round trips (the iteration cap), output tokens per round trip, and an optional token
+//!   budget;
+//! - the deadline, checked before every LLM call and every tool call; a tool call gets only the
+//!   time the turn has left;
+//! - tool calls per answer: the calls over the cap do not run and are answered with an error
+//!   result saying why;
+//! - repetition: a call identical to an earlier one of the same turn (same tool, same
+//!   arguments, nothing changed the session in between) is answered from the first result with a
+//!   note, and a model that answers only with repeats twice in a row stops the turn;
+//! - the size of the turn's result: past a byte bound, recorded results are replaced by a marker.
+//!
+//! A model that writes its call as text (a JSON object with `name` and `arguments`, possibly in
+//! `<tool_call>` tags) instead of a structured call gets it run as a structured call when the text
+//! is exactly such a call to an offered tool with valid arguments; the record says so.
+//!
+//! Whatever stops the loop, the history it leaves can be sent back as is: every tool call in it
+//! has its result (calls that did not run get an error result saying why).
 
 use async_trait::async_trait;
-use serde_json::Value;
-use std::time::{Duration, Instant};
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use cks_llm::{ChatRequest, ChatResponse, LlmError, Message, Role, ToolResult, ToolSpec, Usage};
+use cks_llm::{ChatRequest, ChatResponse, ContentBlock, LlmError, Message, Role, ToolResult, ToolSpec, Usage};
 
 /// The reply when the iteration cap is reached.
 pub const ITERATION_LIMIT_REPLY: &str = "Reached the tool-call iteration limit without a final answer.";
@@ -44,6 +62,8 @@ pub struct Execution {
     /// The tool's result object (errors included).
     pub result: Value,
     pub is_error: bool,
+    /// The call may have changed the session, so earlier results of this turn may be stale.
+    pub changed_state: bool,
 }
 
 /// Runs the tools the LLM asks for.
@@ -51,8 +71,12 @@ pub struct Execution {
 pub trait ToolExecutor: Send + Sync {
     /// The tools offered to the LLM.
     fn specs(&self) -> Vec<ToolSpec>;
-    /// Runs one call; refusals and failures are results, never panics or errors.
-    async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>) -> Execution;
+    /// Whether a call to `name` with `arguments` would run: the tool is offered, and the arguments
+    /// pass its argument checks. Used to decide whether text is a tool call.
+    fn accepts(&self, name: &str, arguments: &Value) -> bool;
+    /// Runs one call, returning within `time_left`; refusals, failures and running out of time
+    /// are results, never panics or errors.
+    async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>, time_left: Duration) -> Execution;
 }
 
 /// Receives live progress of a turn.
@@ -76,10 +100,24 @@ pub struct TurnConfig {
     pub token_budget: Option<u64>,
     /// Tool results longer than this (bytes of JSON text) are truncated for the LLM.
     pub tool_result_cap: usize,
+    /// Tool calls run per LLM answer; the rest are answered with an error result.
+    pub max_tool_calls_per_answer: usize,
+    /// Bytes of the recorded tool calls (arguments and results as JSON text) in one turn's result;
+    /// past it, results are replaced by a marker.
+    pub max_result_bytes: usize,
     pub model: Option<String>,
     pub system: Option<String>,
+    /// Output tokens per LLM call (the provider's configured default when `None`).
     pub max_tokens: Option<u32>,
 }
+
+/// Default of [`TurnConfig::max_tool_calls_per_answer`].
+pub const DEFAULT_MAX_TOOL_CALLS_PER_ANSWER: usize = 16;
+/// Default of [`TurnConfig::max_result_bytes`] (1 MiB).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// Default of [`TurnConfig::max_tokens`]: enough for any chat answer or tool call, small enough
+/// that a model stuck generating cannot spend the deadline in one call.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 2048;
 
 impl Default for TurnConfig {
     fn default() -> Self {
@@ -88,9 +126,11 @@ impl Default for TurnConfig {
             deadline: Duration::from_secs(300),
             token_budget: None,
             tool_result_cap: 16 * 1024,
+            max_tool_calls_per_answer: DEFAULT_MAX_TOOL_CALLS_PER_ANSWER,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             model: None,
             system: None,
-            max_tokens: None,
+            max_tokens: Some(DEFAULT_MAX_OUTPUT_TOKENS),
         }
     }
 }
@@ -102,6 +142,10 @@ pub struct ToolCallRecord {
     pub arguments: Value,
     pub result: Value,
     pub is_error: bool,
+    /// The model wrote this call as text; it was recognised and run as a call.
+    pub recovered_from_text: bool,
+    /// The same call (tool and arguments) as `tool_calls[i]` of this turn; it did not run again.
+    pub repeat_of: Option<usize>,
 }
 
 /// Why a turn ended without error.
@@ -111,6 +155,8 @@ pub enum Stop {
     IterationLimit,
     Deadline,
     TokenBudget,
+    /// The model answered only with calls it had already made, twice in a row.
+    Repetition,
     Cancelled,
 }
 
@@ -121,6 +167,7 @@ impl Stop {
             Stop::IterationLimit => Some("max_iterations"),
             Stop::Deadline => Some("deadline"),
             Stop::TokenBudget => Some("token_budget"),
+            Stop::Repetition => Some("repeated_tool_calls"),
             Stop::Answered | Stop::Cancelled => None,
         }
     }
@@ -135,9 +182,12 @@ pub struct TurnOutput {
     pub tool_calls: Vec<ToolCallRecord>,
     pub stop: Stop,
     pub usage: Usage,
+    /// LLM requests sent, retries and failed ones included.
     pub llm_calls: usize,
     /// The provider and model that answered last (for audit), if any call succeeded.
     pub answered_by: Option<(String, String)>,
+    /// Recorded results replaced by a marker because the turn's result reached its byte bound.
+    pub results_cut: usize,
 }
 
 /// A turn that failed on an LLM call; what happened before the failure is kept for a retry.
@@ -146,6 +196,9 @@ pub struct TurnFailure {
     pub error: LlmError,
     pub new_messages: Vec<Message>,
     pub tool_calls: Vec<ToolCallRecord>,
+    pub usage: Usage,
+    /// LLM requests sent, retries and failed ones included.
+    pub llm_calls: usize,
 }
 
 /// The reply when the turn is cancelled.
@@ -159,6 +212,12 @@ struct Transcript {
     usage: Usage,
     llm_calls: usize,
     answered_by: Option<(String, String)>,
+    /// Bytes of the recorded calls so far, and how many results were cut.
+    recorded_bytes: usize,
+    results_cut: usize,
+    max_result_bytes: usize,
+    /// First record of each distinct call (tool name, arguments as the model wrote them).
+    seen: HashMap<(String, String), usize>,
 }
 
 impl Transcript {
@@ -171,12 +230,50 @@ impl Transcript {
             usage: self.usage,
             llm_calls: self.llm_calls,
             answered_by: self.answered_by,
+            results_cut: self.results_cut,
         }
     }
 
     fn fail(self, error: LlmError) -> TurnFailure {
-        TurnFailure { error, new_messages: self.messages[self.first_new..].to_vec(), tool_calls: self.tool_calls }
+        TurnFailure {
+            error,
+            new_messages: self.messages[self.first_new..].to_vec(),
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+            llm_calls: self.llm_calls,
+        }
     }
+
+    /// Records a call, cutting its result (and large arguments) once the turn's result is full.
+    fn record(&mut self, mut record: ToolCallRecord) {
+        let size = |v: &Value| serde_json::to_string(v).map_or(0, |t| t.len());
+        let (arguments, result) = (size(&record.arguments), size(&record.result));
+        if self.recorded_bytes + arguments + result > self.max_result_bytes {
+            record.result = json!({
+                "omitted": format!(
+                    "This result ({result} bytes) is not included: the results of this turn reached the limit of \
+                     {} bytes.", self.max_result_bytes
+                ),
+            });
+            if arguments > CUT_ARGUMENTS_ABOVE {
+                record.arguments = json!({"omitted": format!("{arguments} bytes of arguments are not included.")});
+            }
+            self.results_cut += 1;
+        }
+        self.recorded_bytes += size(&record.arguments) + size(&record.result);
+        self.tool_calls.push(record);
+    }
+}
+
+/// Arguments of a cut record larger than this are cut too.
+const CUT_ARGUMENTS_ABOVE: usize = 1024;
+
+/// One call of an answer, as the loop handles it.
+struct Call {
+    id: String,
+    name: String,
+    input: Value,
+    recovered_from_text: bool,
 }
 
 /// Runs one turn over `history` (which must not be empty).
@@ -189,6 +286,7 @@ pub async fn run_turn(
     cancel: &CancellationToken,
 ) -> Result<TurnOutput, TurnFailure> {
     let started = Instant::now();
+    let time_left = || config.deadline.checked_sub(started.elapsed()).filter(|d| !d.is_zero());
     let specs = tools.specs();
     let mut t = Transcript {
         messages: history.to_vec(),
@@ -197,13 +295,18 @@ pub async fn run_turn(
         usage: Usage::default(),
         llm_calls: 0,
         answered_by: None,
+        recorded_bytes: 0,
+        results_cut: 0,
+        max_result_bytes: config.max_result_bytes,
+        seen: HashMap::new(),
     };
+    let mut answers_of_repeats = 0;
 
     for iteration in 0..config.max_iterations {
         if cancel.is_cancelled() {
             return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
         }
-        let Some(remaining) = config.deadline.checked_sub(started.elapsed()) else {
+        let Some(remaining) = time_left() else {
             return Ok(t.finish(deadline_reply(config), Stop::Deadline));
         };
         if config.token_budget.is_some_and(|budget| t.usage.input_tokens + t.usage.output_tokens >= budget) {
@@ -218,65 +321,227 @@ pub async fn run_turn(
             max_tokens: config.max_tokens,
             temperature: None,
         };
-        t.llm_calls += 1;
         let response = tokio::select! {
             response = model.chat(request) => response,
-            () = cancel.cancelled() => return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled)),
-            () = tokio::time::sleep(remaining) => return Ok(t.finish(deadline_reply(config), Stop::Deadline)),
+            () = cancel.cancelled() => {
+                // The request was sent; its retries are unknown.
+                t.llm_calls += 1;
+                return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
+            }
+            () = tokio::time::sleep(remaining) => {
+                t.llm_calls += 1;
+                return Ok(t.finish(deadline_reply(config), Stop::Deadline));
+            }
         };
         let response = match response {
             Ok(response) => response,
-            Err(error) => return Err(t.fail(error)),
+            Err(error) => {
+                t.llm_calls += error.context().attempts as usize;
+                return Err(t.fail(error));
+            }
         };
+        t.llm_calls += response.requests as usize;
         t.usage.input_tokens += response.usage.input_tokens;
         t.usage.output_tokens += response.usage.output_tokens;
         let (provider, model_name) = (response.provider.as_str().to_owned(), response.model.clone());
         t.answered_by = Some((provider.clone(), model_name.clone()));
         let mut answer = response.message;
         answer.role = Role::Assistant;
-        let calls: Vec<(String, String, Value)> =
-            answer.tool_calls().iter().map(|c| (c.id.to_owned(), c.name.to_owned(), c.input.clone())).collect();
+        let mut calls: Vec<Call> = answer
+            .tool_calls()
+            .iter()
+            .map(|c| Call {
+                id: c.id.to_owned(),
+                name: c.name.to_owned(),
+                input: c.input.clone(),
+                recovered_from_text: false,
+            })
+            .collect();
+        if calls.is_empty()
+            && let Some(call) = recover_text_call(&mut answer, &t.messages, &specs, tools)
+        {
+            calls.push(call);
+        }
         t.messages.push(answer);
         if calls.is_empty() {
             let reply = t.messages.last().map(Message::text).unwrap_or_default();
             return Ok(t.finish(reply, Stop::Answered));
         }
+
         let mut results = Vec::with_capacity(calls.len());
-        let mut cancelled = false;
-        for (id, name, input) in calls {
-            // Once cancelled, the remaining calls do not run, but each still gets a result so
-            // the history stays valid for every provider.
-            cancelled = cancelled || cancel.is_cancelled();
-            if cancelled {
-                let note = serde_json::json!({"error": "cancelled", "message": "The turn was cancelled before this call ran."});
+        let mut stop = None;
+        let mut all_repeats = true;
+        for (index, call) in calls.into_iter().enumerate() {
+            let Call { id, name, input, recovered_from_text } = call;
+            // Once the turn must stop, the remaining calls do not run, but each still gets a
+            // result so the history stays valid for every provider.
+            if stop.is_none() && cancel.is_cancelled() {
+                stop = Some(Stop::Cancelled);
+            }
+            let remaining = time_left();
+            if stop.is_none() && remaining.is_none() {
+                stop = Some(Stop::Deadline);
+            }
+            let refused = match stop {
+                Some(Stop::Cancelled) => Some(("cancelled", "The turn was cancelled before this call ran.".to_owned())),
+                Some(_) => {
+                    Some(("deadline_exceeded", "The turn reached its deadline before this call ran.".to_owned()))
+                }
+                None if index >= config.max_tool_calls_per_answer => Some((
+                    "too_many_tool_calls",
+                    format!(
+                        "Not run: one answer may make at most {} tool calls and this was call {}. Make the calls that \
+                         are still needed in the next answer.",
+                        config.max_tool_calls_per_answer,
+                        index + 1
+                    ),
+                )),
+                None => None,
+            };
+            if let Some((code, message)) = refused {
+                let note = json!({"error": code, "message": message});
                 results.push(ToolResult { tool_use_id: id, content: note.to_string(), is_error: true });
+                if code == "too_many_tool_calls" {
+                    all_repeats = false;
+                    t.record(ToolCallRecord {
+                        name,
+                        arguments: input,
+                        result: note,
+                        is_error: true,
+                        recovered_from_text,
+                        repeat_of: None,
+                    });
+                }
                 continue;
             }
+            let key = (name.clone(), serde_json::to_string(&input).unwrap_or_default());
+            if let Some(&first) = t.seen.get(&key) {
+                let earlier = &t.tool_calls[first];
+                let (result, is_error, arguments) =
+                    (earlier.result.clone(), earlier.is_error, earlier.arguments.clone());
+                let note = json!({
+                    "note": "You already made this exact call in this turn; this is its result again. Do not repeat \
+                             it: answer the user, or make a different call.",
+                    "result": result,
+                });
+                let text = serde_json::to_string(&note).unwrap_or_else(|_| "{}".into());
+                results.push(ToolResult { tool_use_id: id, content: cap(text, config.tool_result_cap), is_error });
+                t.record(ToolCallRecord {
+                    name,
+                    arguments,
+                    result,
+                    is_error,
+                    recovered_from_text,
+                    repeat_of: Some(first),
+                });
+                continue;
+            }
+            all_repeats = false;
             observer.tool_call(&name);
-            let execution = tools.execute(&name, &input, Origin { provider: &provider, model: &model_name }).await;
+            let origin = Origin { provider: &provider, model: &model_name };
+            let execution = tools.execute(&name, &input, origin, remaining.unwrap_or_default()).await;
             let text = serde_json::to_string(&execution.result).unwrap_or_else(|_| "{}".into());
             results.push(ToolResult {
                 tool_use_id: id,
                 content: cap(text, config.tool_result_cap),
                 is_error: execution.is_error,
             });
-            t.tool_calls.push(ToolCallRecord {
+            if execution.changed_state {
+                // Earlier reads may be stale now: asking again is not a repeat.
+                t.seen.clear();
+            }
+            t.seen.insert(key, t.tool_calls.len());
+            t.record(ToolCallRecord {
                 name,
                 arguments: execution.arguments,
                 result: execution.result,
                 is_error: execution.is_error,
+                recovered_from_text,
+                repeat_of: None,
             });
         }
         t.messages.push(Message::tool_results(results));
-        if cancelled {
-            return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
+        match stop {
+            Some(Stop::Cancelled) => return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled)),
+            Some(_) => return Ok(t.finish(deadline_reply(config), Stop::Deadline)),
+            None => {}
+        }
+        answers_of_repeats = if all_repeats { answers_of_repeats + 1 } else { 0 };
+        if answers_of_repeats >= 2 {
+            return Ok(t.finish(REPETITION_REPLY.into(), Stop::Repetition));
         }
     }
     Ok(t.finish(ITERATION_LIMIT_REPLY.into(), Stop::IterationLimit))
 }
 
+/// The reply when the model keeps repeating calls it has made.
+pub const REPETITION_REPLY: &str =
+    "Stopped: the model kept repeating tool calls it had already made in this turn without answering.";
+
 fn deadline_reply(config: &TurnConfig) -> String {
     format!("Stopped: the turn reached its deadline of {} s before a final answer.", config.deadline.as_secs())
+}
+
+/// When `answer` has no structured call and its text is exactly one call to an offered tool with
+/// arguments the tool accepts — `{"name": ..., "arguments": {...}}` (or `"parameters"`), alone or
+/// inside `<tool_call>` tags — turns the text into a structured call (so the history holds a call
+/// and its result, as for any other call) and returns it. Anything else stays text.
+fn recover_text_call(
+    answer: &mut Message,
+    history: &[Message],
+    specs: &[ToolSpec],
+    tools: &dyn ToolExecutor,
+) -> Option<Call> {
+    let (name, input) = parse_text_call(&answer.text())?;
+    if !specs.iter().any(|s| s.name == name) || !tools.accepts(&name, &input) {
+        return None;
+    }
+    let id = unused_call_id(history);
+    answer.content.retain(|b| !matches!(b, ContentBlock::Text { .. }));
+    answer.content.push(ContentBlock::ToolUse {
+        id: id.clone(),
+        name: name.clone(),
+        input: input.clone(),
+        provider_state: None,
+    });
+    Some(Call { id, name, input, recovered_from_text: true })
+}
+
+/// The tool name and argument object of a call written as text, if the text is exactly one.
+fn parse_text_call(text: &str) -> Option<(String, Value)> {
+    let mut body = text.trim();
+    if let Some(inner) = body.strip_prefix("<tool_call>").and_then(|b| b.strip_suffix("</tool_call>")) {
+        body = inner.trim();
+    }
+    let Ok(Value::Object(mut call)) = serde_json::from_str::<Value>(body) else { return None };
+    let Some(Value::String(name)) = call.remove("name") else { return None };
+    let arguments = match (call.remove("arguments"), call.remove("parameters")) {
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => Value::Object(Map::new()),
+        (Some(_), Some(_)) => return None,
+    };
+    if !call.is_empty() {
+        return None;
+    }
+    // Some models write the arguments as a JSON string, as the OpenAI wire format carries them.
+    let arguments = match arguments {
+        Value::String(text) => serde_json::from_str(&text).ok()?,
+        other => other,
+    };
+    arguments.is_object().then_some((name, arguments))
+}
+
+/// A tool-call id no message of `history` uses (portable to every provider).
+fn unused_call_id(history: &[Message]) -> String {
+    let used: std::collections::HashSet<&str> = history
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    (1..).map(|n| format!("call_text_{n}")).find(|id| !used.contains(id.as_str())).unwrap_or_default()
 }
 
 /// Truncates `text` to at most `cap` bytes (at a character boundary) with a marker saying so.
@@ -289,4 +554,49 @@ pub fn cap(text: String, cap: usize) -> String {
         end -= 1;
     }
     format!("{}… [truncated: the result is {} bytes; only the first {} are shown]", &text[..end], text.len(), end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_calls_are_recognised_only_when_the_text_is_exactly_a_call() {
+        let call = |t: &str| parse_text_call(t);
+        assert_eq!(call(r#"{"name": "f", "arguments": {"a": 1}}"#), Some(("f".into(), json!({"a": 1}))));
+        assert_eq!(
+            call(" <tool_call>\n{\"name\": \"f\", \"parameters\": {}}\n</tool_call> "),
+            Some(("f".into(), json!({})))
+        );
+        assert_eq!(call(r#"{"name": "f", "arguments": "{\"a\": 2}"}"#), Some(("f".into(), json!({"a": 2}))));
+        assert_eq!(call(r#"{"name": "f"}"#), Some(("f".into(), json!({}))));
+        for text in [
+            "Sure: {\"name\": \"f\", \"arguments\": {}}",
+            r#"{"name": "f", "arguments": {}} and more"#,
+            r#"{"name": "f", "arguments": {}, "extra": 1}"#,
+            r#"{"name": "f", "arguments": [1]}"#,
+            r#"{"name": 3, "arguments": {}}"#,
+            r#"{"tool": "f"}"#,
+            "the answer is 42",
+            "",
+        ] {
+            assert_eq!(call(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn generated_ids_are_unused() {
+        let mut history = vec![Message::user("hi")];
+        assert_eq!(unused_call_id(&history), "call_text_1");
+        history.push(Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "call_text_1".into(),
+                name: "f".into(),
+                input: json!({}),
+                provider_state: None,
+            }],
+        });
+        assert_eq!(unused_call_id(&history), "call_text_2");
+    }
 }

@@ -1,7 +1,9 @@
 //! Adversarial transcripts: a model that calls random tool names (offered, denied, unknown) with
 //! random arguments — real ids of other sessions in every string field, wrong types, nested junk,
-//! huge strings. After every transcript: no other session changed, no denied tool ran, the loop
-//! ended within the cap, nothing panicked.
+//! huge strings — as structured calls or written as text (plain JSON or in `<tool_call>` tags),
+//! which the loop may recover as calls. After every transcript: no other session changed, no
+//! denied tool ran, no session was created, only offered tools ran from text, the loop ended
+//! within the cap, nothing panicked.
 
 mod support;
 
@@ -13,7 +15,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cks_agent::{AiChatConfig, DENIED_TOOLS};
+use cks_agent::{AiChatConfig, CHAT_TOOLS, DENIED_TOOLS};
 use cks_tools::{Tool, ToolContext, ToolError, ToolMeta};
 
 use support::{Answer, Harness, Scripted, graph};
@@ -161,12 +163,21 @@ fn arguments() -> impl Strategy<Value = Vec<(String, Junk)>> {
     proptest::collection::vec((key, junk()), 0..6)
 }
 
-/// Answers of the model: per answer, the calls (tool index, arguments).
-type Script = Vec<Vec<(usize, Vec<(String, Junk)>)>>;
+/// How an answer is written: structured calls, or its first call as text.
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    Structured,
+    Json,
+    Tagged,
+}
+
+/// Answers of the model: per answer, its form and the calls (tool index, arguments).
+type Script = Vec<(Form, Vec<(usize, Vec<(String, Junk)>)>)>;
 
 fn transcript() -> impl Strategy<Value = Script> {
+    let form = prop_oneof![2 => Just(Form::Structured), 1 => Just(Form::Json), 1 => Just(Form::Tagged)];
     // Up to 10 answers of 1-3 calls each; more than the cap of 8 on purpose.
-    proptest::collection::vec(proptest::collection::vec((0..NAMES.len() + 5, arguments()), 1..4), 1..11)
+    proptest::collection::vec((form, proptest::collection::vec((0..NAMES.len() + 5, arguments()), 1..4)), 1..11)
 }
 
 fn tool_name(index: usize) -> &'static str {
@@ -204,17 +215,21 @@ fn world() -> &'static World {
             let i = case.answered;
             case.answered += 1;
             let (other, chat) = (case.other.clone(), case.chat.clone());
+            let call = |(name, args): &(usize, Vec<(String, Junk)>)| {
+                let args: Map<String, Value> =
+                    args.iter().map(|(k, v)| (k.clone(), render(v, &other, &chat))).collect();
+                (tool_name(*name).to_owned(), Value::Object(args))
+            };
             match case.script.get(i) {
-                Some(calls) => Answer::Tools(
-                    calls
-                        .iter()
-                        .map(|(name, args)| {
-                            let args: Map<String, Value> =
-                                args.iter().map(|(k, v)| (k.clone(), render(v, &other, &chat))).collect();
-                            (tool_name(*name).to_owned(), Value::Object(args))
-                        })
-                        .collect(),
-                ),
+                Some((Form::Structured, calls)) => Answer::Tools(calls.iter().map(call).collect()),
+                Some((form, calls)) => {
+                    let (name, arguments) = call(&calls[0]);
+                    let text = json!({"name": name, "arguments": arguments}).to_string();
+                    Answer::Text(match form {
+                        Form::Tagged => format!("<tool_call>\n{text}\n</tool_call>"),
+                        _ => text,
+                    })
+                }
                 None if case.final_text => Answer::Text(format!("finished; by the way {other}")),
                 None => Answer::Tools(vec![("list_versions".into(), json!({"session_id": other}))]),
             }
@@ -262,6 +277,11 @@ proptest! {
             }
             assert_eq!(DENIED_RUNS.load(Ordering::SeqCst), 0, "a denied tool ran");
             for call in out["tool_calls"].as_array().unwrap() {
+                if call["recovered_from_text"] == true {
+                    let name = call["name"].as_str().unwrap();
+                    assert!(CHAT_TOOLS.iter().any(|t| t.name == name), "only offered tools run from text: {call}");
+                    assert!(!DENIED_TOOLS.contains(&name), "{call}");
+                }
                 if let Some(session) = call["arguments"].get("session_id") {
                     let refused = call["result"]["error"] == "unknown_or_disallowed_tool";
                     assert!(refused || session == &json!(chat), "{call}");

@@ -140,11 +140,11 @@ async fn s06_offered_tools_are_the_exposed_ones_and_small() {
     let sid = h.session(graph("s")).await;
     h.chat(json!({"session_id": sid, "prompt": "hi"})).await;
     let offered: Vec<String> = model.request(0).tools.iter().map(|t| t.name.clone()).collect();
-    let expected: Vec<String> = h
-        .registry
+    // The chat offer, in its order; each one exposed (the offer test checks the converse).
+    let expected: Vec<String> = cks_agent::CHAT_TOOLS
         .iter()
-        .filter(|t| t.meta().llm_exposed && !DENIED_TOOLS.contains(&t.meta().name))
-        .map(|t| t.meta().name.to_owned())
+        .filter(|t| h.registry.get(t.name).is_some_and(|r| r.meta().llm_exposed))
+        .map(|t| t.name.to_owned())
         .collect();
     assert_eq!(offered, expected);
     for denied in DENIED_TOOLS {
@@ -187,7 +187,7 @@ impl Tool for Explode {
     type Input = ExplodeInput;
     type Output = Value;
     const META: ToolMeta = ToolMeta {
-        name: "explode",
+        name: "detect_contradictions",
         description: "panics",
         mutates_graph: true,
         creates_session: false,
@@ -222,8 +222,11 @@ async fn s07_failing_and_panicking_tools_are_fed_back() {
     assert_eq!(out["tool_calls"][0]["result"]["error"], "invalid_operations");
     assert_eq!(h.state(&sid).await, before, "the failed call changed nothing");
 
-    let model = Scripted::new(vec![tools(&[("explode", json!({}))]), Answer::Text("Sorry.".into())]);
-    let h = Harness::with_config(model.clone(), AiChatConfig::default(), |r| r.register(Arc::new(Explode)));
+    // Registered under an offered name, in a registry of its own.
+    let model = Scripted::new(vec![tools(&[("detect_contradictions", json!({}))]), Answer::Text("Sorry.".into())]);
+    let mut registry = cks_tools::Registry::default();
+    registry.register(Arc::new(Explode));
+    let h = Harness::build(model.clone(), AiChatConfig::default(), registry, |_| {});
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "explode"})).await;
     assert_eq!(out["reply"], "Sorry.");
@@ -264,7 +267,12 @@ async fn s08_several_calls_run_in_order_and_return_together() {
 
 #[tokio::test]
 async fn s09_iteration_cap() {
-    let model = Scripted::with_fallback(vec![], || Answer::Tools(vec![("list_versions".into(), json!({}))]));
+    // Different arguments each time: a model repeating one call is stopped sooner (see bounds.rs).
+    let n = std::sync::atomic::AtomicU64::new(0);
+    let model = Scripted::with_fallback(vec![], move || {
+        let depth = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Answer::Tools(vec![("query_subgraph".into(), json!({"depth": depth}))])
+    });
     let h = Harness::new(model.clone());
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "loop"})).await;
@@ -385,7 +393,12 @@ async fn cancellation_between_two_tool_calls() {
 async fn deadline_and_token_budget_truncate() {
     let mut config = AiChatConfig::default();
     config.turn.token_budget = Some(250);
-    let model = Scripted::with_fallback(vec![], || Answer::Tools(vec![("list_versions".into(), json!({}))]));
+    // Different arguments each time: repeated calls would stop the loop on their own.
+    let n = std::sync::atomic::AtomicU64::new(0);
+    let model = Scripted::with_fallback(vec![], move || {
+        let depth = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Answer::Tools(vec![("query_subgraph".into(), json!({"depth": depth}))])
+    });
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "loop"})).await;
@@ -395,7 +408,11 @@ async fn deadline_and_token_budget_truncate() {
 
     let mut config = AiChatConfig::default();
     config.turn.deadline = std::time::Duration::from_millis(1);
-    let model = Scripted::with_fallback(vec![], || Answer::Tools(vec![("list_versions".into(), json!({}))]));
+    let n = std::sync::atomic::AtomicU64::new(0);
+    let model = Scripted::with_fallback(vec![], move || {
+        let depth = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Answer::Tools(vec![("query_subgraph".into(), json!({"depth": depth}))])
+    });
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;

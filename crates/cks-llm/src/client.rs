@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::config::{LlmConfig, PROVIDER_HELP, ProviderChoice};
+use crate::config::{LlmConfig, PROVIDER_HELP, ProviderChoice, check_model_name};
 use crate::conversation::{ChatRequest, ChatResponse, ProviderKind, Usage};
 use crate::error::{ErrorContext, LlmError};
 use crate::http::{Decoder, Outcome, Payload, Transport};
@@ -123,6 +123,17 @@ impl LlmClient {
             max_tokens: request.max_tokens.unwrap_or(config.default_max_tokens).max(1),
             stream: options.stream,
         };
+        if let Err(why) = check_model_name(&settings.model) {
+            // Nothing is sent: the name could aim the request at another path of the provider's host.
+            let error = self
+                .inner
+                .transport
+                .redactor()
+                .redact_error(LlmError::BadRequest(ErrorContext { provider: Some(kind), ..ErrorContext::msg(why) }));
+            let result = Err::<ChatResponse, _>(error);
+            self.record(started, clock, Some(kind), "", options.stream, Operation::Chat, Usage::default(), 0, &result);
+            return result;
+        }
         let result = match providers::encode_chat(kind, &request, config.provider_config(kind), &settings) {
             Ok((call, ctx)) => {
                 let Outcome { result, retries } = self
@@ -131,7 +142,10 @@ impl LlmClient {
                     .execute(kind, &settings.model, &call, Decoder::Chat { ctx: &ctx, stream: options.stream })
                     .await;
                 let result = result.and_then(|p| match p {
-                    Payload::Chat(r) => Ok(r),
+                    Payload::Chat(mut r) => {
+                        r.requests = retries + 1;
+                        Ok(r)
+                    }
                     Payload::Models(_) => Err(internal(kind, &settings.model)),
                 });
                 (result, retries)

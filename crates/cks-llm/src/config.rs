@@ -307,7 +307,8 @@ impl LlmConfig {
         }
     }
 
-    /// The model a call uses: the per-call model, else the provider's configured model.
+    /// The model a call uses: the per-call model, else the provider's configured model. Check it with
+    /// [`check_model_name`] before it goes into a request.
     pub fn resolve_model(&self, kind: ProviderKind, per_call: Option<&str>) -> String {
         per_call
             .map(str::trim)
@@ -325,6 +326,28 @@ impl LlmConfig {
         self.redactor = Redactor::new(secrets);
         self
     }
+}
+
+/// The longest model name accepted.
+pub const MAX_MODEL_NAME_LEN: usize = 256;
+
+/// Whether `name` may be used as a model name with any provider: 1 to [`MAX_MODEL_NAME_LEN`] ASCII letters,
+/// digits and `-._:/@+`, no empty, `.` or `..` path segment. Model names reach URL paths (Gemini) and
+/// bodies; anything that could aim a request elsewhere (`?`, `#`, `%`, `\`, spaces, `..`) is refused.
+/// The error says what is wrong and what is accepted.
+pub fn check_model_name(name: &str) -> Result<(), String> {
+    const ACCEPTED: &str = "a model name is 1 to 256 ASCII letters, digits and '-._:/@+', without empty, '.' or \
+                            '..' path segments (e.g. 'gpt-4o', 'llama3.2:latest', 'models/gemini-2.5-flash')";
+    if name.is_empty() || name.len() > MAX_MODEL_NAME_LEN {
+        return Err(format!("invalid model name of {} bytes: {ACCEPTED}", name.len()));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || "-._:/@+".contains(*c))) {
+        return Err(format!("invalid model name {name:?}: the character {bad:?} is not allowed; {ACCEPTED}"));
+    }
+    if name.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
+        return Err(format!("invalid model name {name:?}: {ACCEPTED}"));
+    }
+    Ok(())
 }
 
 fn number(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, LlmError> {
@@ -386,6 +409,18 @@ mod tests {
         assert!(c.redactor.leaks("g-fallback"));
         let c = LlmConfig::from_env(env(&[("CKS_GOOGLE_API_KEY", "primary"), ("GOOGLE_API_KEY", "fallback")])).unwrap();
         assert_eq!(c.google.api_key.as_ref().map(Secret::expose), Some("primary"));
+    }
+
+    #[test]
+    fn model_names_that_could_leave_the_path_are_refused() {
+        for good in ["gpt-4o", "llama3.2:latest", "models/gemini-2.5-flash", "meta-llama/Llama-3-8b", "@cf/x", "a+b"] {
+            assert_eq!(check_model_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", "../x?y#", "x?key=1", "x#frag", "a b", "a%2fb", "a\\b", "/abs", "a//b", "a/../b", "..", "é"] {
+            let message = check_model_name(bad).unwrap_err();
+            assert!(message.contains("invalid model name") && message.contains("ASCII letters"), "{bad}: {message}");
+        }
+        assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME_LEN + 1)).is_err());
     }
 
     #[test]

@@ -356,6 +356,13 @@ pub struct ChatResponse {
     pub model: String,
     /// The provider that answered.
     pub provider: ProviderKind,
+    /// HTTP requests sent for this answer: 1, plus one per retry.
+    #[serde(default = "one_request")]
+    pub requests: u32,
+}
+
+fn one_request() -> u32 {
+    1
 }
 
 impl ChatResponse {

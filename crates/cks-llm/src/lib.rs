@@ -34,7 +34,9 @@ mod stream;
 mod telemetry;
 
 pub use client::{ChatOptions, LlmClient, LlmStatus};
-pub use config::{HttpConfig, LlmConfig, ProviderChoice, ProviderConfig, RetryPolicy};
+pub use config::{
+    HttpConfig, LlmConfig, MAX_MODEL_NAME_LEN, ProviderChoice, ProviderConfig, RetryPolicy, check_model_name,
+};
 pub use conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, ToolCall,
     ToolResult, ToolSpec, Usage,

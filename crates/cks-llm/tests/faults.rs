@@ -353,3 +353,27 @@ async fn redaction() {
     assert!(text.contains("LLM call failed"), "the failures were logged");
     assert_no_secret("logs", &text);
 }
+
+#[tokio::test]
+async fn hostile_model_names_send_nothing_and_retries_are_counted() {
+    for kind in ProviderKind::ALL {
+        let server = ProviderServer::start().await;
+        server.push(Reply::text("never asked"));
+        let client = client(kind, &server);
+        let mut hostile = request(vec![Message::user("hi")]);
+        hostile.model = Some("../x?y#".into());
+        let e = client.chat(hostile).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{kind}: {e}");
+        assert!(e.to_string().contains("invalid model name"), "{kind}: {e}");
+        assert!(chat_requests(&server).is_empty(), "{kind}: a request was sent");
+
+        // The answer says how many requests it took: the queued text after one server error.
+        server.push(Reply::ServerError);
+        let answer = client.chat(request(vec![Message::user("hi")])).await.unwrap();
+        assert_eq!(answer.text(), "never asked");
+        assert_eq!(answer.requests, 1, "{kind}: first reply answered the first request");
+        server.push(Reply::text("after a retry"));
+        let answer = client.chat(request(vec![Message::user("hi")])).await.unwrap();
+        assert_eq!((answer.text().as_str(), answer.requests), ("after a retry", 2), "{kind}");
+    }
+}

@@ -42,7 +42,10 @@ ENVIRONMENT (a `.env` file in the data directory is also read; it never override
     CKS_AI_CHAT_MAX_ITERATIONS  LLM round trips per turn [8]
     CKS_AI_CHAT_TIMEOUT_SECONDS Deadline of one turn [300]
     CKS_AI_CHAT_MAX_TOKENS      Optional token budget of one turn
-    CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES  Tool results longer than this are truncated for the LLM [16384]";
+    CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES  Tool results longer than this are truncated for the LLM [16384]
+    CKS_AI_CHAT_MAX_OUTPUT_TOKENS  Output tokens per LLM call of a turn [2048]
+    CKS_AI_CHAT_MAX_TOOL_CALLS  Tool calls run per LLM answer; the rest are refused [16]
+    CKS_AI_CHAT_RESULT_MAX_BYTES  Bytes of one turn's recorded tool calls; then results are cut [1048576]";
 
 /// cks-mcp: an MCP server for the Canonical Knowledge Structure, a versioned knowledge graph.
 #[derive(Debug, Parser)]

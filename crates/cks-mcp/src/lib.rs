@@ -70,7 +70,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
     let mut registry = Registry::standard();
-    registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env))));
+    registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));
     let registry = Arc::new(registry);
     let llm = match cks_llm::LlmClient::from_env(|name| config.env.get(name).cloned()) {
         Ok(client) => LlmAccess::Ready(client),

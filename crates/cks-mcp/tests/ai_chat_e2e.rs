@@ -176,11 +176,13 @@ async fn contract_over_each_provider() {
         let again = mcp.call("ai_chat", json!({"session_id": chat, "messages": messages})).await;
         assert_eq!(again["reply"], "Still here.", "{provider}: {again}");
 
-        // 9. A model that always calls tools is called exactly 8 times.
+        // 9. A model that keeps calling tools (different calls each time, so that it is not
+        // stopped as repeating itself) is called exactly 8 times.
         let before = server.requests().len();
-        server.set_default(Some(Reply::ToolCalls(vec![ToolCall::new("list_versions", json!({}))])));
+        for depth in 0..8 {
+            server.push(Reply::ToolCalls(vec![ToolCall::new("query_subgraph", json!({"depth": depth}))]));
+        }
         let out = mcp.call("ai_chat", json!({"session_id": chat, "prompt": "loop forever"})).await;
-        server.set_default(None);
         assert_eq!(server.requests().len() - before, 8, "{provider}");
         assert_eq!(out["truncated"], true, "{provider}");
         assert_eq!(out["reply"], "Reached the tool-call iteration limit without a final answer.");
@@ -284,4 +286,23 @@ async fn progress_notifications_and_cancellation() {
     let ping = mcp.request("ping", json!({})).await;
     assert!(ping["result"].is_object());
     assert!(!mcp.notifications.iter().any(|m| m.get("id") == Some(&json!(id)) && m.get("result").is_some()));
+}
+
+#[tokio::test]
+async fn a_bad_chat_limit_stops_the_server_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+            .env("CKS_MCP_DATA_DIR", dir.path())
+            .env("CKS_AI_CHAT_MAX_TOOL_CALLS", "lots")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the server exits")
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CKS_AI_CHAT_MAX_TOOL_CALLS") && stderr.contains("whole number"), "{stderr}");
 }

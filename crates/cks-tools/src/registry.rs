@@ -169,10 +169,18 @@ impl Registry {
             tool = name,
             session = session.as_deref(),
             duration_ms,
-            outcome = if error.is_some() { "error" } else { "ok" },
+            outcome = logged_outcome(&value, ctx),
             error,
         );
         Ok(value)
+    }
+
+    /// Whether `args` would pass the argument checks of `name` that need no session lookup (the
+    /// published schema). Unknown tools fail.
+    pub fn check_arguments(&self, name: &str, args: &Value) -> Result<(), ToolError> {
+        let entry =
+            self.tools.get(name).ok_or_else(|| ToolError::new("unknown_tool", format!("Unknown tool: {name}")))?;
+        check_schema(entry, &normalise_args(args.clone())?)
     }
 
     async fn run(&self, entry: &RegisteredTool, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -246,6 +254,45 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
     Ok(())
 }
 
+/// The outcome logged for a call: an error result, a call that the client cancelled (whether the
+/// tool stopped early or not, the caller gave up on it), or ok.
+fn logged_outcome(value: &Value, ctx: &ToolContext) -> &'static str {
+    if value.get("error").is_some() {
+        "error"
+    } else if value.get("cancelled") == Some(&Value::Bool(true)) || ctx.cancel.is_cancelled() {
+        "cancelled"
+    } else {
+        "ok"
+    }
+}
+
 fn session_of(meta: &ToolMeta, args: &Value) -> Option<String> {
     meta.session_fields.iter().find_map(|f| args.get(*f).and_then(Value::as_str)).map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_cancelled_call_is_logged_as_cancelled() {
+        let ctx = crate::tools::test_support::context();
+        assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "ok");
+        assert_eq!(logged_outcome(&json!({"reply": "stopped", "cancelled": true}), &ctx), "cancelled");
+        assert_eq!(logged_outcome(&json!({"error": "x", "message": "m"}), &ctx), "error");
+        ctx.cancel.cancel();
+        assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "cancelled");
+        assert_eq!(logged_outcome(&json!({"error": "cancelled", "message": "m"}), &ctx), "error");
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_published_schema() {
+        let registry = Registry::standard();
+        assert!(registry.check_arguments("list_versions", &json!({"session_id": "s"})).is_ok());
+        let e = registry.check_arguments("list_versions", &json!({})).unwrap_err();
+        assert_eq!(e.to_value()["error"], "missing_parameter");
+        assert!(registry.check_arguments("list_versions", &json!({"session_id": 3})).is_err());
+        assert!(registry.check_arguments("no_such_tool", &json!({})).is_err());
+    }
 }

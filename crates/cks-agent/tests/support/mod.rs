@@ -98,6 +98,7 @@ impl ChatModel for Scripted {
             usage: Usage { input_tokens: 100, output_tokens: 10 },
             model: "scripted-model".into(),
             provider: ProviderKind::Anthropic,
+            requests: 1,
         })
     }
 }
@@ -113,8 +114,17 @@ impl Harness {
     }
 
     pub fn with_config(model: Arc<Scripted>, config: AiChatConfig, extra: impl FnOnce(&mut Registry)) -> Self {
+        Self::build(model, config, Registry::standard(), extra)
+    }
+
+    /// Any chat model (e.g. the real LLM client) over `registry` plus `ai_chat`.
+    pub fn build(
+        model: Arc<dyn ChatModel>,
+        config: AiChatConfig,
+        mut registry: Registry,
+        extra: impl FnOnce(&mut Registry),
+    ) -> Self {
         let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
-        let mut registry = Registry::standard();
         registry.register(Arc::new(AiChat::with_model(config, model)));
         extra(&mut registry);
         let registry = Arc::new(registry);

@@ -253,6 +253,7 @@ pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, F
         },
         model: r.model.unwrap_or_else(|| ctx.model.clone()),
         provider: KIND,
+        requests: 1,
     })
 }
 
@@ -510,6 +511,7 @@ impl StreamDecoder for Stream {
             usage: this.usage,
             model: this.model.unwrap_or(this.ctx.model),
             provider: KIND,
+            requests: 1,
         })
     }
 }

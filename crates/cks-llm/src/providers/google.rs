@@ -262,13 +262,27 @@ pub(crate) fn encode(
         },
     };
     let body = serde_json::to_value(&body).map_err(|e| fail(format!("cannot encode request: {e}")))?;
-    let model = settings.model.strip_prefix("models/").unwrap_or(&settings.model);
+    let model = path_segment(settings.model.strip_prefix("models/").unwrap_or(&settings.model));
     let url = if settings.stream {
         format!("{}/models/{model}:streamGenerateContent?alt=sse", config.base_url)
     } else {
         format!("{}/models/{model}:generateContent", config.base_url)
     };
     Ok(HttpCall { method: Method::Post, url, headers: headers(config), body: Some(body) })
+}
+
+/// `text` as one URL path segment: everything but unreserved characters percent-encoded, so a model name
+/// can never add a segment, a query or a fragment to the URL.
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// In the current turn (after the last user content with text), a step's first function call must carry
@@ -439,6 +453,7 @@ pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, F
         usage: r.usage_metadata.map(Usage::from).unwrap_or_default(),
         model: r.model_version.unwrap_or_else(|| ctx.model.clone()),
         provider: KIND,
+        requests: 1,
     })
 }
 
@@ -656,6 +671,7 @@ impl StreamDecoder for Stream {
             usage: this.usage,
             model: this.model.unwrap_or(this.ctx.model),
             provider: KIND,
+            requests: 1,
         })
     }
 }
@@ -668,6 +684,14 @@ mod tests {
 
     fn encode_req(req: &ChatRequest) -> (HttpCall, DecodeCtx) {
         encode_chat(KIND, req, &config(KIND), &settings("gemini-2.5-flash", 1024)).unwrap()
+    }
+
+    #[test]
+    fn the_model_is_one_escaped_path_segment() {
+        let (call, _) = encode_chat(KIND, &weather_turn1(), &config(KIND), &settings("../x?y#", 1024)).unwrap();
+        assert_eq!(call.url, "http://provider.test/v1beta/models/..%2Fx%3Fy%23:generateContent");
+        let (call, _) = encode_chat(KIND, &weather_turn1(), &config(KIND), &settings("models/tuned:v1", 1024)).unwrap();
+        assert_eq!(call.url, "http://provider.test/v1beta/models/tuned%3Av1:generateContent");
     }
 
     #[test]

@@ -260,6 +260,7 @@ pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, F
         usage: u,
         model: r.model.unwrap_or_else(|| ctx.model.clone()),
         provider: KIND,
+        requests: 1,
     })
 }
 
@@ -367,6 +368,7 @@ impl StreamDecoder for Stream {
             usage,
             model: model.unwrap_or(this.ctx.model),
             provider: KIND,
+            requests: 1,
         })
     }
 }

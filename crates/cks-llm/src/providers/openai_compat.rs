@@ -358,6 +358,7 @@ pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, F
         usage: r.usage.map(Usage::from).unwrap_or_default(),
         model: r.model.unwrap_or_else(|| ctx.model.clone()),
         provider: KIND,
+        requests: 1,
     })
 }
 
@@ -637,6 +638,7 @@ impl StreamDecoder for Stream {
             usage: this.usage,
             model: this.model.unwrap_or(this.ctx.model),
             provider: KIND,
+            requests: 1,
         })
     }
 }

@@ -1,0 +1,106 @@
+//! What a chat model is offered: a compact, fixed set of tools with short descriptions written for
+//! the model, and for each tool the arguments it may use.
+//!
+//! Why a separate text from the tools' own descriptions: those are written for MCP clients and
+//! explain every option and every difference from the reference server; a small local model given
+//! ~13 of them picks wrong tools (it called `list_versions` to list objects, and `compare_versions`
+//! to add one). These say plainly when to use each tool, and the offered arguments are the few a
+//! chat needs. The set does not grow with the registry: a new tool reaches chats only by an entry
+//! here (and `llm_exposed`), so the first request stays small (see the offer-size test).
+//!
+//! Arguments a tool has but the chat is not offered (e.g. `json_data`, which would make
+//! `evolve_knowledge` create a new session) are refused by the executor, not merely hidden.
+
+/// One tool as offered to a chat model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChatTool {
+    pub name: &'static str,
+    /// What the model reads: what it is for, plainly.
+    pub description: &'static str,
+    /// The arguments offered (besides the session arguments, which the executor fills in).
+    pub arguments: &'static [&'static str],
+}
+
+/// The tools a chat is offered, in the order the model sees them (readers first, then writers,
+/// then history).
+pub const CHAT_TOOLS: &[ChatTool] = &[
+    ChatTool {
+        name: "query_subgraph",
+        description: "Read the objects and relations of the graph. Without arguments it returns the whole graph: use \
+            it to list or count objects. With 'seed_ids' it returns those objects and everything related to them: \
+            use it for 'what relates to X' (find X's id with search_semantic if you do not know it).",
+        arguments: &["seed_ids", "depth", "include_relation_types", "include_object_types", "max_objects"],
+    },
+    ChatTool {
+        name: "search_semantic",
+        description: "Find objects by words from their name, type or content; returns the best matches with their \
+            ids and related objects. Use it to find the id of an object mentioned by name.",
+        arguments: &["query", "top_k", "depth"],
+    },
+    ChatTool {
+        name: "serialize_knowledge",
+        description: "Read the whole graph as JSON text, every object with its full structure.",
+        arguments: &[],
+    },
+    ChatTool {
+        name: "explain_knowledge",
+        description: "Describe the graph in words: its types, counts and main relations.",
+        arguments: &[],
+    },
+    ChatTool {
+        name: "evolve_knowledge",
+        description: "Change the graph: add, update, rename or remove objects and relations, committed as a new \
+            version. To add an object: operations [{\"type\": \"add_object\", \"identity\": {\"id\": \"...\", \
+            \"type\": \"...\", \"name\": \"...\"}}]. To relate objects: add_relation. All operations apply or none.",
+        arguments: &["operations"],
+    },
+    ChatTool {
+        name: "suggest_evolution",
+        description: "Try operations (same format as evolve_knowledge) without committing them, to see whether \
+            they would be valid.",
+        arguments: &["description", "operations"],
+    },
+    ChatTool {
+        name: "validate_knowledge",
+        description: "Check the graph against the validation rules; changes nothing.",
+        arguments: &["extensions"],
+    },
+    ChatTool {
+        name: "detect_contradictions",
+        description: "Find claims and relations in the graph that contradict each other; changes nothing.",
+        arguments: &[],
+    },
+    ChatTool {
+        name: "visualize_graph",
+        description: "Draw the graph, or the part around 'seed_ids', as a diagram (Mermaid text).",
+        arguments: &["seed_ids", "depth", "max_objects"],
+    },
+    ChatTool {
+        name: "list_versions",
+        description: "List the graph's history: its versions (commits), not its objects. Gives the version ids that \
+            compare_versions, explain_diff and revert_version need.",
+        arguments: &[],
+    },
+    ChatTool {
+        name: "compare_versions",
+        description: "Show what changed since an earlier version. 'target_version_id' is a version id from \
+            list_versions, never an object id.",
+        arguments: &["target_version_id"],
+    },
+    ChatTool {
+        name: "explain_diff",
+        description: "Explain in words what changed since an earlier version (a version id from list_versions).",
+        arguments: &["target_version_id"],
+    },
+    ChatTool {
+        name: "revert_version",
+        description: "Undo changes: make an earlier version (a version id from list_versions) the current state \
+            again, as a new version. Only when the user asks to undo or restore.",
+        arguments: &["target_version_id"],
+    },
+];
+
+/// The offer for `name`, if chats are offered that tool.
+pub fn chat_tool(name: &str) -> Option<&'static ChatTool> {
+    CHAT_TOOLS.iter().find(|t| t.name == name)
+}
