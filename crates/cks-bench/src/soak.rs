@@ -123,6 +123,7 @@ impl Tally {
         self.unexpected.fetch_add(1, Ordering::Relaxed);
         let mut first = self.first_errors.lock().await;
         if first.len() < 20 {
+            eprintln!("soak: unexpected: {}", crate::client::truncate(&what, 300));
             first.push(what);
         }
     }
