@@ -182,12 +182,13 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// nothing the second time); a version id already stored elsewhere is an error
     /// ([`StoreError::Corrupt`]), and then nothing is written.
     ///
-    /// This default writes through the other methods, one session after another, so a failure
-    /// can leave earlier sessions written; stores that have transactions override it to write
-    /// everything or nothing.
+    /// This default checks everything first, then writes through the other methods one session
+    /// after another, so only a backend failure midway can leave earlier sessions written; stores
+    /// that have transactions override it to write everything or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
         let mut outcome = ImportOutcome::default();
+        let mut fresh = Vec::new();
         for session in sessions {
             if self.load_session(&session.row.session_id).await?.is_some() {
                 outcome.skipped.push(session.row.session_id.clone());
@@ -198,6 +199,9 @@ pub trait Store: Send + Sync + Debug + 'static {
                     return Err(version_taken(&version.row.version_id, &owner));
                 }
             }
+            fresh.push(session);
+        }
+        for session in fresh {
             let first = SessionRow { closed: false, head: initial_head(session), ..session.row.clone() };
             self.create_session(&first, &session.initial_state).await?;
             for (expected_seq, version) in (0u64..).zip(&session.versions) {
