@@ -68,7 +68,7 @@ impl Runtime {
             }
             encoded.push(self.encode_import(session)?);
         }
-        let outcome = self.store().import_sessions(&encoded).await.map_err(RuntimeError::from)?;
+        let outcome = self.store().import_sessions(&encoded).await.map_err(RuntimeError::Store)?;
         let imported: HashSet<&str> = outcome.imported.iter().map(String::as_str).collect();
         let versions =
             sessions.iter().filter(|s| imported.contains(s.session_id.as_str())).map(|s| s.versions.len() as u64).sum();
