@@ -189,3 +189,14 @@ async fn an_import_that_fails_writes_nothing() {
     let stored: Vec<String> = store.list_sessions().await.unwrap().into_iter().map(|s| s.session_id).collect();
     assert_eq!(stored, ["holder"], "no session of the failed import was written");
 }
+
+#[test]
+fn our_store_refuses_to_open_a_reference_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("cks_mcp.db");
+    std::fs::copy(fixture(), &copy).unwrap();
+    let err = SqliteStore::open(&copy, &SqliteOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("import-reference"), "{err}");
+    let (sessions, _) = raw_rows(&copy);
+    assert_eq!(sessions.len(), 5, "the file is left as it was");
+}

@@ -94,6 +94,14 @@ impl SqliteStore {
         }
         let mut conn = Connection::open(&path).map_err(backend)?;
         conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+        // Before anything is changed in the file (the journal mode is stored in it).
+        if is_reference_database(&conn)? {
+            return Err(StoreError::Backend(format!(
+                "{} is a database of the Python reference server (cks-mcp 1.77); move it aside and import it \
+                 with `cks-mcp import-reference PATH`",
+                path.display()
+            )));
+        }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
         conn.pragma_update(None, "synchronous", if options.synchronous_full { "FULL" } else { "NORMAL" })
             .map_err(backend)?;
@@ -150,6 +158,14 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.commit().map_err(backend)?;
     }
     Ok(())
+}
+
+/// Whether the file holds the reference server's tables (a `sessions` table of JSON `data` rows)
+/// rather than nothing or ours (ours has no `data` column in any version of its schema).
+fn is_reference_database(conn: &Connection) -> Result<bool, StoreError> {
+    conn.prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'data'")
+        .and_then(|mut s| s.exists([]))
+        .map_err(backend)
 }
 
 const SESSION_COLUMNS: &str = "session_id, created_at, parent_session_id, parent_version_id, closed, metadata, \
