@@ -23,70 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stdio_client import Server  # noqa: E402
 
-class Server:
-    """The reference's stdio server, one JSON-RPC message per line."""
-
-    def __init__(self, data_dir: Path) -> None:
-        exe = Path(sys.executable).parent / "cks-mcp"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CKS_")}
-        env.update(CKS_MCP_DATA_DIR=str(data_dir), CKS_MCP_DB_PATH=str(data_dir / "cks_mcp.db"))
-        self.proc = subprocess.Popen(
-            [str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, text=True, encoding="utf-8",
-        )
-        self.next_id = 0
-        self.request("initialize", {
-            "protocolVersion": "2025-03-26", "capabilities": {},
-            "clientInfo": {"name": "make-fixtures", "version": "1"},
-        })
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict) -> dict:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"reference server exited during {method}")
-            message = json.loads(line)
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def call(self, tool: str, **arguments) -> dict:
-        result = self.request("tools/call", {"name": tool, "arguments": arguments})
-        return json.loads(result["content"][0]["text"])
-
-    def ok(self, tool: str, **arguments) -> dict:
-        result = self.call(tool, **arguments)
-        if "error" in result:
-            raise RuntimeError(f"{tool} failed: {result}")
-        return result
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+REFERENCE = Path(sys.executable).parent / "cks-mcp"
 
 
 def obj(oid: str, otype: str, name: str, **structure) -> dict:
@@ -229,7 +175,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
-        server = Server(data_dir)
+        server = Server(REFERENCE, data_dir)
         try:
             small_history(server) if args.kind == "small" else large_history(server, args.sessions)
         finally:
@@ -250,7 +196,7 @@ def main() -> None:
         copy_dir = data_dir / "copy"
         copy_dir.mkdir()
         shutil.copy(target, copy_dir / "cks_mcp.db")
-        server = Server(copy_dir)
+        server = Server(REFERENCE, copy_dir)
         try:
             expected = record(server, copy_dir / "cks_mcp.db")
         finally:
