@@ -35,7 +35,9 @@ fn effects(operations: &Value) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<
     for op in operations.as_array().unwrap() {
         let id = |field: &str| op[field].as_str().unwrap().to_owned();
         match op["type"].as_str().unwrap() {
-            "add_object" | "add_relation" | "record_inference" => added.insert(op["identity"]["id"].as_str().unwrap().into()),
+            "add_object" | "add_relation" | "record_inference" => {
+                added.insert(op["identity"]["id"].as_str().unwrap().into())
+            }
             "remove_object" => removed.insert(id("object_id")),
             "remove_relation" => removed.insert(id("relation_id")),
             "update_object" | "rename_object" => changed.insert(id("object_id")),
@@ -90,8 +92,9 @@ async fn check_agreement(dir: &Path) {
 
         let current = runtime.read(session_id, |s, _| s.clone()).await.unwrap();
         for (version_id, theirs) in answers["compare_versions"].as_object().unwrap() {
-            let ours = call(&server, "compare_versions", json!({"session_id": session_id, "target_version_id": version_id}))
-                .await;
+            let ours =
+                call(&server, "compare_versions", json!({"session_id": session_id, "target_version_id": version_id}))
+                    .await;
             for key in ["session_id", "base_version_id", "current_version_id", "direction"] {
                 assert_eq!(ours[key], theirs[key], "{session_id} {version_id}: {key}");
             }
@@ -100,7 +103,10 @@ async fn check_agreement(dir: &Path) {
             assert_eq!(our_added, their_added, "{session_id} {version_id}: added");
             assert_eq!(our_removed, their_removed, "{session_id} {version_id}: removed");
             // The reference also rewrites unchanged relations that name a changed object.
-            assert!(our_changed.is_subset(&their_changed), "{session_id} {version_id}: {our_changed:?} {their_changed:?}");
+            assert!(
+                our_changed.is_subset(&their_changed),
+                "{session_id} {version_id}: {our_changed:?} {their_changed:?}"
+            );
             for id in their_changed.difference(&our_changed) {
                 assert!(current.get(id).is_some_and(|o| o.is_relation()), "{session_id} {version_id}: {id} changed");
             }

@@ -98,7 +98,12 @@ fn imported(id: &str, versions: u64, closed: bool) -> ImportedSession {
     row.closed = closed;
     row.metadata = r#"{"from":"elsewhere"}"#.into();
     if let Some(last) = last {
-        row.head = Head { seq: last.seq, version_id: Some(last.version_id), state_hash: last.state_hash, object_count: last.seq };
+        row.head = Head {
+            seq: last.seq,
+            version_id: Some(last.version_id),
+            state_hash: last.state_hash,
+            object_count: last.seq,
+        };
     }
     ImportedSession {
         row,
@@ -116,11 +121,10 @@ async fn store_imports(store: Arc<dyn Store>) {
     let stored = store.load_session(&a).await.unwrap().expect("imported session loads");
     assert_eq!(stored, imported(&a, 3, true).row, "the session row is kept as given (closed, metadata, head)");
     let versions = store.list_versions(&a).await.unwrap();
-    assert_eq!(versions.iter().map(|v| v.version_id.as_str()).collect::<Vec<_>>(), [
-        format!("{a}-v1"),
-        format!("{a}-v2"),
-        format!("{a}-v3")
-    ]);
+    assert_eq!(
+        versions.iter().map(|v| v.version_id.as_str()).collect::<Vec<_>>(),
+        [format!("{a}-v1"), format!("{a}-v2"), format!("{a}-v3")]
+    );
     assert_eq!(versions[1].has_snapshot, true, "snapshots are marked");
     assert_eq!(store.find_version(&format!("{a}-v3")).await.unwrap(), Some((a.clone(), 3)));
     let chain = store.load_chain(&a, 3).await.unwrap();

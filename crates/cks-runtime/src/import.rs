@@ -169,8 +169,12 @@ fn delta_between(from: &KnowledgeStructure, to: &KnowledgeStructure) -> Option<V
             .map(|e| DeltaOp::Put(e.object.clone()))
     };
     let in_place: Vec<DeltaOp> = removed.iter().cloned().chain(puts()).collect();
-    let moved: Vec<DeltaOp> =
-        removed.iter().cloned().chain(changed.iter().map(|id| DeltaOp::Remove((*id).to_owned()))).chain(puts()).collect();
+    let moved: Vec<DeltaOp> = removed
+        .iter()
+        .cloned()
+        .chain(changed.iter().map(|id| DeltaOp::Remove((*id).to_owned())))
+        .chain(puts())
+        .collect();
     [in_place, moved].into_iter().find(|delta| reproduces(from, delta, to))
 }
 

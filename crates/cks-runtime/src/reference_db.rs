@@ -130,7 +130,9 @@ impl Reader {
             .conn
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
             .map_err(|e| self.sql_error(e))?;
-        for (table, needed) in [("sessions", &["session_id", "data"][..]), ("versions", &["version_id", "session_id", "data"])] {
+        for (table, needed) in
+            [("sessions", &["session_id", "data"][..]), ("versions", &["version_id", "session_id", "data"])]
+        {
             let columns = self.columns(table)?;
             if columns.is_empty() {
                 return Err(ReferenceError::UnknownSchema {
@@ -206,7 +208,12 @@ impl Reader {
         Ok(sessions)
     }
 
-    fn parse_session(&self, session_id: String, data: &str, modified_at: Option<String>) -> Result<RawSession, ReferenceError> {
+    fn parse_session(
+        &self,
+        session_id: String,
+        data: &str,
+        modified_at: Option<String>,
+    ) -> Result<RawSession, ReferenceError> {
         let bad = |detail: String| self.damaged(&session_id, None, detail);
         let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(data) else {
             return Err(bad("its row is not a JSON object".into()));
@@ -242,7 +249,12 @@ impl Reader {
             .map_err(|e| self.sql_error(e))?;
         let rows = stmt
             .query_map([], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, String>(3)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
             })
             .map_err(|e| self.sql_error(e))?;
         let mut by_session: HashMap<String, Vec<RawVersion>> = HashMap::new();
@@ -262,7 +274,11 @@ impl Reader {
         data: &str,
     ) -> Result<(String, RawVersion), ReferenceError> {
         let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(data) else {
-            return Err(self.damaged(column_session_id.unwrap_or("?"), Some(&version_id), "its row is not a JSON object"));
+            return Err(self.damaged(
+                column_session_id.unwrap_or("?"),
+                Some(&version_id),
+                "its row is not a JSON object",
+            ));
         };
         let session_id = match (data.remove("session_id"), column_session_id) {
             (Some(Value::String(id)), _) => id,
@@ -298,7 +314,8 @@ impl Reader {
         if structure.is_none() && patch.is_none() {
             return Err(bad("it has neither a structure nor a patch".into()));
         }
-        let version = RawVersion { rowid, version_id, transaction_id, created_at, timestamp, metadata, structure, patch };
+        let version =
+            RawVersion { rowid, version_id, transaction_id, created_at, timestamp, metadata, structure, patch };
         Ok((session_id, version))
     }
 
@@ -400,13 +417,17 @@ fn parse_patch_op(index: usize, item: &Value) -> Result<PatchOp, String> {
             structure.insert("relation_type".into(), relation_type.clone());
         }
         let identity = item.get("identity").cloned().unwrap_or(Value::Null);
-        let raw = Value::Object(Map::from_iter([("identity".into(), identity), ("structure".into(), Value::Object(structure))]));
+        let raw = Value::Object(Map::from_iter([
+            ("identity".into(), identity),
+            ("structure".into(), Value::Object(structure)),
+        ]));
         parse_object(index, raw).map_err(|e| bad(&format!("is malformed: {e}")))
     };
     match item.get("type").and_then(Value::as_str) {
         Some("add_object") => Ok(PatchOp::AddObject(record(None)?)),
         Some("add_relation") => {
-            let (Some(participants), Some(relation_type)) = (item.get("participants"), item.get("relation_type")) else {
+            let (Some(participants), Some(relation_type)) = (item.get("participants"), item.get("relation_type"))
+            else {
                 return Err(bad("(add_relation) has no participants or relation_type"));
             };
             let relation = record(Some((participants, relation_type)))?;
@@ -447,7 +468,10 @@ fn apply_patch(state: &mut KnowledgeStructure, patch: &[Value]) -> Result<(), St
                 }
                 let view = relation.relation().expect("checked when parsed");
                 if let Some(missing) = view.participants.iter().find(|p| !state.contains(p)) {
-                    return Err(fail(format!("participant '{missing}' of relation '{}' does not exist", relation.id())));
+                    return Err(fail(format!(
+                        "participant '{missing}' of relation '{}' does not exist",
+                        relation.id()
+                    )));
                 }
                 state.put(relation, &mut log).map_err(|e| fail(e.to_string()))?;
             }

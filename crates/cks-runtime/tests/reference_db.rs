@@ -155,11 +155,9 @@ async fn damaged_files_are_refused_with_what_and_where() {
     );
     let (session_id, version_id): (String, String) = Connection::open(&broken)
         .unwrap()
-        .query_row(
-            "SELECT session_id, version_id FROM versions WHERE data LIKE '%nowhere%'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .query_row("SELECT session_id, version_id FROM versions WHERE data LIKE '%nowhere%'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .unwrap();
     match read(&broken).unwrap_err() {
         ReferenceError::Damaged { session_id: s, version_id: Some(v), detail, .. } => {

@@ -509,7 +509,8 @@ impl Store for SqliteStore {
                     .prepare_cached("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, ?2, ?3)")
                     .map_err(backend)?;
                 insert_snapshot.execute(params![row.session_id, 0u64, session.initial_state]).map_err(backend)?;
-                let mut owner_of = tx.prepare_cached("SELECT session_id FROM versions WHERE version_id = ?1").map_err(backend)?;
+                let mut owner_of =
+                    tx.prepare_cached("SELECT session_id FROM versions WHERE version_id = ?1").map_err(backend)?;
                 let mut insert_version = tx
                     .prepare_cached(&format!(
                         "INSERT INTO versions (session_id, {VERSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"

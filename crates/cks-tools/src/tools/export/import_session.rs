@@ -67,7 +67,9 @@ impl Tool for ImportSession {
         }
         let schema = bundle["schema_version"].as_str().unwrap_or_default();
         if schema.split('.').next() != Some("1") {
-            return Err(invalid_bundle(format!("unsupported bundle schema_version '{schema}' (this server reads 1.x)")));
+            return Err(invalid_bundle(format!(
+                "unsupported bundle schema_version '{schema}' (this server reads 1.x)"
+            )));
         }
         let session = &bundle["session"];
         let session_id = text(session, "session_id")?.ok_or_else(|| invalid_bundle("session.session_id is missing"))?;
@@ -83,8 +85,8 @@ impl Tool for ImportSession {
         let mut versions = Vec::new();
         let mut without_structure = Vec::new();
         for (index, entry) in entries.iter().enumerate() {
-            let version_id =
-                text(entry, "version_id")?.ok_or_else(|| invalid_bundle(format!("version #{index} has no version_id")))?;
+            let version_id = text(entry, "version_id")?
+                .ok_or_else(|| invalid_bundle(format!("version #{index} has no version_id")))?;
             let state = match text(entry, "cks_json")? {
                 Some(cks_json) => {
                     parse_str(&cks_json).map_err(|e| invalid_bundle(format!("version '{version_id}': {e}")))?
@@ -112,9 +114,8 @@ impl Tool for ImportSession {
             )));
         }
         let initial_state: KnowledgeStructure = versions.first().map_or_else(|| current.clone(), |v| v.state.clone());
-        let created_at = text(session, "created_at")?
-            .or_else(|| versions.first().map(|v| v.created_at.clone()))
-            .unwrap_or_default();
+        let created_at =
+            text(session, "created_at")?.or_else(|| versions.first().map(|v| v.created_at.clone())).unwrap_or_default();
         let closed = session["closed"].as_bool().unwrap_or(false);
         let import = SessionImport {
             session_id: session_id.clone(),
