@@ -125,7 +125,7 @@ async fn store_imports(store: Arc<dyn Store>) {
         versions.iter().map(|v| v.version_id.as_str()).collect::<Vec<_>>(),
         [format!("{a}-v1"), format!("{a}-v2"), format!("{a}-v3")]
     );
-    assert_eq!(versions[1].has_snapshot, true, "snapshots are marked");
+    assert!(versions[1].has_snapshot, "snapshots are marked");
     assert_eq!(store.find_version(&format!("{a}-v3")).await.unwrap(), Some((a.clone(), 3)));
     let chain = store.load_chain(&a, 3).await.unwrap();
     assert_eq!((chain.snapshot_seq, chain.snapshot.as_str(), chain.versions.len()), (2, "S2", 1));
