@@ -11,9 +11,10 @@
 //! else that does not apply is damage. Its state hashes are computed over Python's `repr` and are
 //! not checked; ours are computed when the import is stored.
 //!
-//! Versions whose session row is gone (the reference archives sessions by deleting the row) are
-//! not part of any history and are counted, not imported. Tables the reference keeps besides
-//! sessions and versions (embeddings, task queue, operation log, graph registry) are not read.
+//! Sessions the reference archived (moved to `archive_sessions`, no longer served) are imported
+//! closed. Versions with no session row anywhere are not part of any history and are counted,
+//! not imported. Tables the reference keeps besides these (embeddings, task queue, operation
+//! log, graph registry) are not read.
 
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
@@ -32,7 +33,7 @@ use crate::import::{SessionImport, VersionImport};
 pub struct ReferenceData {
     /// Sessions in the order they were created (first version's time).
     pub sessions: Vec<SessionImport>,
-    /// Version rows whose session row no longer exists (not imported).
+    /// Version rows with no session row, live or archived (not imported).
     pub orphan_versions: u64,
 }
 
@@ -189,14 +190,27 @@ impl Reader {
         Ok(ReferenceData { sessions: built, orphan_versions })
     }
 
+    /// The live sessions, then the archived ones (the reference's garbage collector moves a
+    /// session's row to `archive_sessions` and leaves its versions; it no longer serves them), which
+    /// come over closed.
     fn read_sessions(&self) -> Result<Vec<RawSession>, ReferenceError> {
-        let has_modified_at = self.columns("sessions")?.contains("modified_at");
-        let sql = if has_modified_at {
-            "SELECT session_id, data, modified_at FROM sessions ORDER BY rowid"
-        } else {
-            "SELECT session_id, data, NULL FROM sessions ORDER BY rowid"
-        };
-        let mut stmt = self.conn.prepare(sql).map_err(|e| self.sql_error(e))?;
+        let mut sessions = self.read_session_table("sessions")?;
+        let archive = self.columns("archive_sessions")?;
+        if archive.contains("session_id") && archive.contains("data") {
+            let live: HashSet<String> = sessions.iter().map(|s| s.session_id.clone()).collect();
+            let archived = self.read_session_table("archive_sessions")?;
+            sessions.extend(archived.into_iter().filter(|s| !live.contains(&s.session_id)).map(|mut s| {
+                s.closed = true;
+                s
+            }));
+        }
+        Ok(sessions)
+    }
+
+    fn read_session_table(&self, table: &str) -> Result<Vec<RawSession>, ReferenceError> {
+        let modified_at = if self.columns(table)?.contains("modified_at") { "modified_at" } else { "NULL" };
+        let sql = format!("SELECT session_id, data, {modified_at} FROM {table} ORDER BY rowid");
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?)))
             .map_err(|e| self.sql_error(e))?;
@@ -280,9 +294,10 @@ impl Reader {
                 "its row is not a JSON object",
             ));
         };
-        let session_id = match (data.remove("session_id"), column_session_id) {
-            (Some(Value::String(id)), _) => id,
-            (_, Some(id)) => id.to_owned(),
+        // The reference finds a session's versions by the column (the JSON copy is for older rows).
+        let session_id = match (column_session_id, data.remove("session_id")) {
+            (Some(id), _) => id.to_owned(),
+            (None, Some(Value::String(id))) => id,
             _ => return Err(self.damaged("?", Some(&version_id), "it names no session")),
         };
         let bad = |detail: String| self.damaged(&session_id, Some(&version_id), detail);

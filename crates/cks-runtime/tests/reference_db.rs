@@ -198,3 +198,27 @@ fn our_store_refuses_to_open_a_reference_database() {
     let (sessions, _) = raw_rows(&copy);
     assert_eq!(sessions.len(), 5, "the file is left as it was");
 }
+
+#[test]
+fn archived_sessions_come_over_closed_and_versions_without_a_session_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_id = read(&fixture()).unwrap().sessions.into_iter().find(|s| !s.closed && !s.versions.is_empty()).unwrap();
+    let copy = damaged_copy(
+        dir.path(),
+        &format!(
+            "INSERT INTO archive_sessions (session_id, data, latest_version_id, modified_at)
+               SELECT session_id, data, latest_version_id, modified_at FROM sessions WHERE session_id = '{id}';
+             DELETE FROM sessions WHERE session_id = '{id}';
+             INSERT INTO versions (version_id, session_id, data)
+               SELECT 'lost-' || version_id, 'gone', json_set(data, '$.session_id', 'gone', '$.version_id', 'lost-' || version_id)
+               FROM versions WHERE session_id = '{id}' LIMIT 2;",
+            id = open_id.session_id
+        ),
+    );
+    let data = read(&copy).unwrap();
+    let archived = data.sessions.iter().find(|s| s.session_id == open_id.session_id).expect("archived session read");
+    assert!(archived.closed, "archived sessions come over closed");
+    let ids = |s: &cks_runtime::SessionImport| s.versions.iter().map(|v| v.version_id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(archived), ids(&open_id), "with their whole history");
+    assert_eq!(data.orphan_versions, 2);
+}
