@@ -69,7 +69,7 @@ pub async fn run(args: &ImportReferenceArgs, config: &Config) -> anyhow::Result<
     }
     if summary.orphan_versions > 0 {
         eprintln!(
-            "cks-mcp: {} versions of sessions the reference had archived (no session row) were not imported",
+            "cks-mcp: {} versions that belong to no session (live or archived) were not imported",
             summary.orphan_versions
         );
     }
