@@ -516,3 +516,81 @@ fn apply_patch(state: &mut KnowledgeStructure, patch: &[Value]) -> Result<(), St
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state(objects: Value) -> KnowledgeStructure {
+        json::parse_value(json!({ "objects": objects })).unwrap()
+    }
+
+    fn base() -> KnowledgeStructure {
+        state(json!([
+            {"identity": {"id": "a", "type": "T", "name": "A"}, "structure": {"v": 1}},
+            {"identity": {"id": "b", "type": "T", "name": "B"}},
+            {"identity": {"id": "c", "type": "T", "name": "C"}},
+            {"identity": {"id": "r", "type": "Relation", "name": "x"},
+             "structure": {"participants": ["a", "b"], "relation_type": "x"}},
+        ]))
+    }
+
+    fn add(id: &str, v: i64) -> Value {
+        json!({"type": "add_object", "identity": {"id": id, "type": "T", "name": id}, "structure": {"v": v}})
+    }
+
+    #[test]
+    fn patches_replay_as_the_reference_replays_them() {
+        // A change is a removal plus an addition: the object moves to the end with its new content.
+        let mut s = base();
+        apply_patch(&mut s, &[json!({"type": "remove_object", "object_id": "c"}), add("c", 2)]).unwrap();
+        assert_eq!(s.ids().collect::<Vec<_>>(), ["a", "b", "r", "c"]);
+        assert_eq!(s.get("c").unwrap().structure["v"], 2);
+
+        // An add_object for an id already there is dropped, the present object kept.
+        let mut s = base();
+        apply_patch(&mut s, &[add("a", 9), add("d", 1)]).unwrap();
+        assert_eq!(s.get("a").unwrap().structure["v"], 1);
+        assert!(s.contains("d"));
+
+        // Removing an object removes the relations naming it; relations come back by add_relation.
+        let mut s = base();
+        apply_patch(
+            &mut s,
+            &[
+                json!({"type": "remove_object", "object_id": "a"}),
+                add("a", 3),
+                json!({"type": "add_relation", "identity": {"id": "r", "type": "Relation", "name": "x"},
+                   "participants": ["a", "b"], "relation_type": "x", "structure": {}}),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.ids().collect::<Vec<_>>(), ["b", "c", "a", "r"]);
+        assert!(s.get("r").unwrap().is_relation());
+    }
+
+    #[test]
+    fn patches_that_do_not_apply_say_which_entry_and_why() {
+        for (patch, needle) in [
+            (json!([{"type": "remove_object", "object_id": "zz"}]), "#0 does not apply: object 'zz' does not exist"),
+            (json!([{"type": "remove_relation", "relation_id": "a"}]), "'a' is an object, not a relation"),
+            (
+                json!([{"type": "add_relation", "identity": {"id": "s", "type": "R", "name": "s"},
+                        "participants": ["a", "zz"], "relation_type": "y"}]),
+                "participant 'zz'",
+            ),
+            (
+                json!([{"type": "add_relation", "identity": {"id": "r", "type": "R", "name": "r"},
+                     "participants": ["a", "b"], "relation_type": "x"}]),
+                "relation 'r' already exists",
+            ),
+            (json!([{"type": "merge_everything"}]), "unknown type 'merge_everything'"),
+            (json!([add("ok", 1), {"type": "add_object", "identity": {"id": 1}}]), "patch entry #1 is malformed"),
+        ] {
+            let mut s = base();
+            let err = apply_patch(&mut s, patch.as_array().unwrap()).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+}
