@@ -65,6 +65,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over stdio (the default) and, with --http, over HTTP.
     Serve,
+    /// Import the Python reference server's SQLite database: every session with its history.
+    ImportReference(crate::import_reference::ImportReferenceArgs),
 }
 
 /// Where the data lives.

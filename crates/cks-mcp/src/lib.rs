@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod http;
+pub mod import_reference;
 mod mcp;
 mod prompts;
 mod resources;
@@ -23,7 +24,7 @@ use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::{Runtime, RuntimeConfig};
 use cks_tools::{LlmAccess, Registry};
 
-use crate::config::{Cli, Config, Storage};
+use crate::config::{Cli, Command, Config, Storage};
 use crate::server::CksServer;
 
 /// Parses the command line and environment, then serves until stdin closes (or forever, HTTP only).
@@ -34,6 +35,9 @@ pub fn run() -> anyhow::Result<()> {
     init_logging(&config);
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    if let Some(Command::ImportReference(args)) = &cli.command {
+        return runtime.block_on(import_reference::run(args, &config));
+    }
     runtime.block_on(serve(config))
 }
 

@@ -12,7 +12,7 @@ use cks_core::KnowledgeStructure;
 use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
-use crate::store::{Head, NewVersion, SessionRow, Store, StoreError, VersionRow};
+use crate::store::{Head, ImportedSession, ImportedVersion, NewVersion, SessionRow, Store, StoreError, VersionRow};
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
 /// Opens a handle onto the storage under test.
@@ -23,6 +23,7 @@ pub async fn run_all(open: Open) {
     store_sessions(open()).await;
     store_compare_and_swap(open()).await;
     store_chains(open()).await;
+    store_imports(open()).await;
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;
@@ -83,6 +84,69 @@ async fn store_sessions(store: Arc<dyn Store>) {
     assert!(matches!(store.set_closed("no-such-session", true).await, Err(StoreError::SessionNotFound(_))));
     assert!(matches!(store.list_versions("no-such-session").await, Err(StoreError::SessionNotFound(_))));
     assert_eq!(store.head_seq("no-such-session").await.unwrap(), None);
+}
+
+fn imported(id: &str, versions: u64, closed: bool) -> ImportedSession {
+    let versions: Vec<ImportedVersion> = (1..=versions)
+        .map(|seq| {
+            let v = version(id, seq, Some("[]"), (seq == 2).then_some("S2"));
+            ImportedVersion { row: v.row, delta: v.delta, snapshot: v.snapshot }
+        })
+        .collect();
+    let last = versions.last().map(|v| v.row.clone());
+    let mut row = row(id);
+    row.closed = closed;
+    row.metadata = r#"{"from":"elsewhere"}"#.into();
+    if let Some(last) = last {
+        row.head = Head {
+            seq: last.seq,
+            version_id: Some(last.version_id),
+            state_hash: last.state_hash,
+            object_count: last.seq,
+        };
+    }
+    ImportedSession {
+        row,
+        initial_state: "S0".into(),
+        initial_state_hash: "h0".into(),
+        initial_object_count: 0,
+        versions,
+    }
+}
+
+async fn store_imports(store: Arc<dyn Store>) {
+    let (a, b) = (format!("conf-import-a-{}", uuid::Uuid::new_v4()), format!("conf-import-b-{}", uuid::Uuid::new_v4()));
+    let outcome = store.import_sessions(&[imported(&a, 3, true), imported(&b, 0, false)]).await.unwrap();
+    assert_eq!((outcome.imported, outcome.skipped), (vec![a.clone(), b.clone()], vec![]), "both sessions imported");
+    let stored = store.load_session(&a).await.unwrap().expect("imported session loads");
+    assert_eq!(stored, imported(&a, 3, true).row, "the session row is kept as given (closed, metadata, head)");
+    let versions = store.list_versions(&a).await.unwrap();
+    assert_eq!(
+        versions.iter().map(|v| v.version_id.as_str()).collect::<Vec<_>>(),
+        [format!("{a}-v1"), format!("{a}-v2"), format!("{a}-v3")]
+    );
+    assert!(versions[1].has_snapshot, "snapshots are marked");
+    assert_eq!(store.find_version(&format!("{a}-v3")).await.unwrap(), Some((a.clone(), 3)));
+    let chain = store.load_chain(&a, 3).await.unwrap();
+    assert_eq!((chain.snapshot_seq, chain.snapshot.as_str(), chain.versions.len()), (2, "S2", 1));
+    assert_eq!(store.load_snapshot(&b, 0).await.unwrap().as_deref(), Some("S0"));
+
+    let again = store.import_sessions(&[imported(&a, 3, true)]).await.unwrap();
+    assert_eq!((again.imported, again.skipped), (vec![], vec![a.clone()]), "a second import skips what exists");
+
+    // A version id already stored (in session a) makes the whole import fail, writing nothing.
+    let c = format!("conf-import-c-{}", uuid::Uuid::new_v4());
+    let mut clash = imported(&format!("{c}-other"), 1, false);
+    clash.versions[0].row.version_id = format!("{a}-v1");
+    clash.row.head.version_id = Some(format!("{a}-v1"));
+    let err = store.import_sessions(&[imported(&c, 2, false), clash]).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(ref m) if m.contains("already exists")), "{err}");
+    assert_eq!(store.load_session(&c).await.unwrap(), None, "nothing of a failed import is written");
+    assert_eq!(store.find_version(&format!("{c}-v1")).await.unwrap(), None);
+
+    let mut gap = imported(&c, 2, false);
+    gap.versions.remove(0);
+    assert!(matches!(store.import_sessions(&[gap]).await, Err(StoreError::Corrupt(_))), "versions must be 1..=n");
 }
 
 async fn store_compare_and_swap(store: Arc<dyn Store>) {

@@ -9,11 +9,14 @@ pub mod codec;
 pub mod conformance;
 pub mod error;
 pub mod events;
+pub mod import;
+pub mod reference_db;
 pub mod runtime;
 pub mod session;
 pub mod store;
 
 pub use error::RuntimeError;
+pub use import::{ImportReport, SessionImport, VersionImport};
 pub use runtime::{
     CommitRequest, Committed, Comparison, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
 };

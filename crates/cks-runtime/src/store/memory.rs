@@ -5,7 +5,10 @@ use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use super::{Chain, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+use super::{
+    Chain, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow,
+    check_imports, version_taken,
+};
 
 #[derive(Debug, Default)]
 struct SessionData {
@@ -183,6 +186,51 @@ impl Store for MemoryStore {
             let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
             data.row.closed = closed;
             Ok(())
+        })
+    }
+
+    /// Everything is checked under the one lock before anything is written: all or nothing.
+    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        check_imports(sessions)?;
+        self.write(|inner| {
+            let mut outcome = ImportOutcome::default();
+            let fresh: Vec<&ImportedSession> = sessions
+                .iter()
+                .filter(|s| {
+                    let exists = inner.sessions.contains_key(&s.row.session_id);
+                    if exists {
+                        outcome.skipped.push(s.row.session_id.clone());
+                    }
+                    !exists
+                })
+                .collect();
+            for session in &fresh {
+                for version in &session.versions {
+                    if let Some((owner, _)) = inner.version_index.get(&version.row.version_id) {
+                        return Err(version_taken(&version.row.version_id, owner));
+                    }
+                }
+            }
+            for session in fresh {
+                let id = session.row.session_id.clone();
+                let mut data = SessionData {
+                    row: session.row.clone(),
+                    versions: Vec::new(),
+                    snapshots: BTreeMap::from([(0, session.initial_state.clone())]),
+                };
+                for version in &session.versions {
+                    if let Some(snapshot) = &version.snapshot {
+                        data.snapshots.insert(version.row.seq, snapshot.clone());
+                    }
+                    let row = VersionRow { has_snapshot: version.snapshot.is_some(), ..version.row.clone() };
+                    inner.version_index.insert(row.version_id.clone(), (id.clone(), row.seq));
+                    data.versions.push(StoredVersion { row, delta: version.delta.clone() });
+                }
+                inner.sessions.insert(id.clone(), data);
+                inner.order.push(id.clone());
+                outcome.imported.push(id);
+            }
+            Ok(outcome)
         })
     }
 }

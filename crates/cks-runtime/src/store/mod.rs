@@ -10,6 +10,8 @@
 //!   marked as a full snapshot;
 //! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state.
 //!
+//! Invariant: [`Store::import_sessions`] writes whole histories all or nothing (in the stores that
+//! can: SQLite and memory) and never touches a session that already exists.
 //! Invariant: [`Store::append_version`] is atomic and compare-and-swaps the head: it succeeds only
 //! when the stored head is still the caller's `expected_seq` and the session is open, and then
 //! writes the version row, the optional snapshot and the new head together.
@@ -84,6 +86,36 @@ pub struct Chain {
     pub versions: Vec<StoredVersion>,
 }
 
+/// One version of an imported history: its row and payload(s), as for [`NewVersion`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedVersion {
+    pub row: VersionRow,
+    pub delta: Option<String>,
+    pub snapshot: Option<String>,
+}
+
+/// A whole session written at once (an import from another store or server): its row, whose head
+/// must be its last version (and `closed` its final state), its starting state (snapshot 0) and
+/// its versions `1..=head.seq` in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedSession {
+    pub row: SessionRow,
+    pub initial_state: String,
+    /// The state hash and object count of `initial_state`.
+    pub initial_state_hash: String,
+    pub initial_object_count: u64,
+    pub versions: Vec<ImportedVersion>,
+}
+
+/// What [`Store::import_sessions`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportOutcome {
+    /// Sessions written, in the order given.
+    pub imported: Vec<String>,
+    /// Sessions left alone because a session with that id was already stored.
+    pub skipped: Vec<String>,
+}
+
 /// Store failures.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -144,4 +176,91 @@ pub trait Store: Send + Sync + Debug + 'static {
     async fn load_snapshot(&self, session_id: &str, seq: u64) -> Result<Option<String>, StoreError>;
 
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
+
+    /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
+    /// A session whose id is already stored is skipped (so importing the same data twice writes
+    /// nothing the second time); a version id already stored elsewhere is an error
+    /// ([`StoreError::Corrupt`]), and then nothing is written.
+    ///
+    /// This default checks everything first, then writes through the other methods one session
+    /// after another, so only a backend failure midway can leave earlier sessions written; stores
+    /// that have transactions override it to write everything or nothing.
+    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        check_imports(sessions)?;
+        let mut outcome = ImportOutcome::default();
+        let mut fresh = Vec::new();
+        for session in sessions {
+            if self.load_session(&session.row.session_id).await?.is_some() {
+                outcome.skipped.push(session.row.session_id.clone());
+                continue;
+            }
+            for version in &session.versions {
+                if let Some((owner, _)) = self.find_version(&version.row.version_id).await? {
+                    return Err(version_taken(&version.row.version_id, &owner));
+                }
+            }
+            fresh.push(session);
+        }
+        for session in fresh {
+            let first = SessionRow { closed: false, head: initial_head(session), ..session.row.clone() };
+            self.create_session(&first, &session.initial_state).await?;
+            for (expected_seq, version) in (0u64..).zip(&session.versions) {
+                self.append_version(&NewVersion {
+                    session_id: session.row.session_id.clone(),
+                    expected_seq,
+                    row: version.row.clone(),
+                    delta: version.delta.clone(),
+                    snapshot: version.snapshot.clone(),
+                })
+                .await?;
+            }
+            if session.row.closed {
+                self.set_closed(&session.row.session_id, true).await?;
+            }
+            outcome.imported.push(session.row.session_id.clone());
+        }
+        Ok(outcome)
+    }
+}
+
+/// The head of an imported session before its versions: its starting state.
+pub(crate) fn initial_head(session: &ImportedSession) -> Head {
+    Head {
+        seq: 0,
+        version_id: None,
+        state_hash: session.initial_state_hash.clone(),
+        object_count: session.initial_object_count,
+    }
+}
+
+pub(crate) fn version_taken(version_id: &str, owner: &str) -> StoreError {
+    StoreError::Corrupt(format!("version id '{version_id}' already exists (in session '{owner}')"))
+}
+
+/// Checks that each imported session is well-formed: versions numbered `1..=n`, each with a
+/// payload, the head naming the last one, and no version id twice.
+pub(crate) fn check_imports(sessions: &[ImportedSession]) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    for session in sessions {
+        let id = &session.row.session_id;
+        let bad = |detail: String| StoreError::Corrupt(format!("imported session '{id}': {detail}"));
+        for (seq, version) in (1u64..).zip(&session.versions) {
+            if version.row.seq != seq {
+                return Err(bad(format!("version #{seq} is numbered {}", version.row.seq)));
+            }
+            if version.delta.is_none() && version.snapshot.is_none() {
+                return Err(bad(format!("version #{seq} has neither a delta nor a snapshot")));
+            }
+            if !seen.insert(version.row.version_id.as_str()) {
+                return Err(bad(format!("version id '{}' appears twice", version.row.version_id)));
+            }
+        }
+        let last = session.versions.last().map(|v| &v.row);
+        if session.row.head.seq != session.versions.len() as u64
+            || session.row.head.version_id.as_ref() != last.map(|r| &r.version_id)
+        {
+            return Err(bad("its head is not its last version".into()));
+        }
+    }
+    Ok(())
 }

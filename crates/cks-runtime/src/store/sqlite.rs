@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Chain, Head, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+use super::{
+    Chain, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow,
+    check_imports, version_taken,
+};
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[r#"
@@ -91,6 +94,14 @@ impl SqliteStore {
         }
         let mut conn = Connection::open(&path).map_err(backend)?;
         conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+        // Before anything is changed in the file (the journal mode is stored in it).
+        if is_reference_database(&conn)? {
+            return Err(StoreError::Backend(format!(
+                "{} is a database of the Python reference server (cks-mcp 1.77); move it aside and import it \
+                 with `cks-mcp import-reference PATH`",
+                path.display()
+            )));
+        }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
         conn.pragma_update(None, "synchronous", if options.synchronous_full { "FULL" } else { "NORMAL" })
             .map_err(backend)?;
@@ -147,6 +158,14 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.commit().map_err(backend)?;
     }
     Ok(())
+}
+
+/// Whether the file holds the reference server's tables (a `sessions` table of JSON `data` rows)
+/// rather than nothing or ours (ours has no `data` column in any version of its schema).
+fn is_reference_database(conn: &Connection) -> Result<bool, StoreError> {
+    conn.prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'data'")
+        .and_then(|mut s| s.exists([]))
+        .map_err(backend)
 }
 
 const SESSION_COLUMNS: &str = "session_id, created_at, parent_session_id, parent_version_id, closed, metadata, \
@@ -446,6 +465,86 @@ impl Store for SqliteStore {
                 return Err(StoreError::SessionNotFound(id));
             }
             Ok(())
+        })
+        .await
+    }
+
+    /// One transaction for the whole import: everything is written, or nothing.
+    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        check_imports(sessions)?;
+        let sessions = sessions.to_vec();
+        self.run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let mut outcome = ImportOutcome::default();
+            for session in &sessions {
+                let row = &session.row;
+                let exists = tx
+                    .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
+                    .and_then(|mut s| s.exists([&row.session_id]))
+                    .map_err(backend)?;
+                if exists {
+                    outcome.skipped.push(row.session_id.clone());
+                    continue;
+                }
+                tx.prepare_cached(&format!(
+                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+                ))
+                .and_then(|mut s| {
+                    s.execute(params![
+                        row.session_id,
+                        row.created_at,
+                        row.parent_session_id,
+                        row.parent_version_id,
+                        row.closed,
+                        row.metadata,
+                        row.snapshot_interval,
+                        row.head.seq,
+                        row.head.version_id,
+                        row.head.state_hash,
+                        row.head.object_count
+                    ])
+                })
+                .map_err(backend)?;
+                let mut insert_snapshot = tx
+                    .prepare_cached("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, ?2, ?3)")
+                    .map_err(backend)?;
+                insert_snapshot.execute(params![row.session_id, 0u64, session.initial_state]).map_err(backend)?;
+                let mut owner_of =
+                    tx.prepare_cached("SELECT session_id FROM versions WHERE version_id = ?1").map_err(backend)?;
+                let mut insert_version = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO versions (session_id, {VERSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+                    ))
+                    .map_err(backend)?;
+                for version in &session.versions {
+                    let v = &version.row;
+                    let owner: Option<String> =
+                        owner_of.query_row([&v.version_id], |r| r.get(0)).optional().map_err(backend)?;
+                    if let Some(owner) = owner {
+                        return Err(version_taken(&v.version_id, &owner));
+                    }
+                    insert_version
+                        .execute(params![
+                            row.session_id,
+                            v.seq,
+                            v.version_id,
+                            v.transaction_id,
+                            v.created_at,
+                            v.state_hash,
+                            v.object_count,
+                            v.metadata,
+                            version.snapshot.is_some(),
+                            version.delta
+                        ])
+                        .map_err(backend)?;
+                    if let Some(snapshot) = &version.snapshot {
+                        insert_snapshot.execute(params![row.session_id, v.seq, snapshot]).map_err(backend)?;
+                    }
+                }
+                outcome.imported.push(row.session_id.clone());
+            }
+            tx.commit().map_err(backend)?;
+            Ok(outcome)
         })
         .await
     }

@@ -6,7 +6,9 @@
 //! reconstructed and embedded (the reference silently skips the versions stored as deltas, i.e.
 //! most of them); `current_structure.objects_count` counts non-relation objects (the reference
 //! counted relations too) and `total_objects` counts both; each version also carries its
-//! metadata, sequence number and object count; the bundle adds `lineage`.
+//! metadata, sequence number and object count; the bundle adds `lineage`. Every key of the
+//! reference's bundle is present, so tools written for its bundles read ours; `import_session`
+//! reads both back.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -49,8 +51,8 @@ impl Tool for ExportSession {
             [ancestors, nearest first], current_structure {root_hash, objects_count, relations_count, \
             total_objects, cks_json}, version_history {count, include_structures, versions [{version_id, seq, \
             transaction_id, created_at, state_hash, object_count, metadata, cks_json?}]}}. 'include_structures' \
-            embeds every version's structure (the reference server skipped most). format 'cks': {format, \
-            session_id, cks_json}.",
+            embeds every version's structure (the reference server skipped most); import_session recreates the \
+            session from the bundle. format 'cks': {format, session_id, cks_json}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
