@@ -36,6 +36,7 @@ fn invalid_bundle(message: impl Into<String>) -> ToolError {
 #[async_trait::async_trait]
 impl Tool for ImportSession {
     type Input = Input;
+    type Output = Value;
     const META: ToolMeta = ToolMeta {
         name: "import_session",
         description: "Recreate a session from an export_session bundle (from this server or the reference server), \
