@@ -9,6 +9,7 @@ mod mcp;
 mod prompts;
 mod resources;
 pub mod server;
+mod stdio;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -101,8 +102,7 @@ async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Res
     // Pipes (how MCP clients start servers) are driven by the IO reactor instead of tokio's
     // blocking pool, saving a thread hand-off per message; other streams fall back to blocking.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let transport =
-        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(max_message_bytes);
+    let transport = stdio::StdioTransport::new(stdin, stdout, max_message_bytes);
     let service = server.serve(transport).await.context("starting the stdio MCP session")?;
     service.waiting().await.context("stdio MCP session")?;
     Ok(())
