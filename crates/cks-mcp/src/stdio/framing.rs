@@ -75,7 +75,7 @@ impl FrameDecoder {
             match &mut self.state {
                 State::Line => {
                     let Some(end) = self.find_newline(buf) else {
-                        if buf.len() > self.max_message_bytes {
+                        if buf.len() > self.max_message_bytes && !may_be_header(buf) {
                             let mut scanner = IdScanner::default();
                             scanner.feed(buf);
                             buf.clear();
@@ -96,7 +96,8 @@ impl FrameDecoder {
                         }
                         return None;
                     };
-                    if end > self.max_message_bytes {
+                    let length = if end > 0 && buf[end - 1] == b'\r' { end - 1 } else { end };
+                    if length > self.max_message_bytes && !may_be_header(&buf[..end]) {
                         let mut scanner = IdScanner::default();
                         scanner.feed(&buf[..end]);
                         buf.advance(end + 1);
@@ -256,6 +257,15 @@ fn classify_line(line: &[u8]) -> LineKind {
     }
 }
 
+/// Whether `start` (a whole line, or the start of one) is or may become a `Content-Length:`
+/// line, which is never held to the message size limit.
+fn may_be_header(start: &[u8]) -> bool {
+    const NAME: &[u8] = b"content-length:";
+    let text = start.trim_ascii_start();
+    let n = text.len().min(NAME.len());
+    start.len() <= MAX_HEADER_LINE && text[..n].eq_ignore_ascii_case(&NAME[..n])
+}
+
 fn header_value<'a>(line: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     (line.len() >= name.len() && line[..name.len()].eq_ignore_ascii_case(name)).then(|| trim(&line[name.len()..]))
 }
@@ -390,5 +400,145 @@ impl IdScanner {
     /// The id, if one was seen.
     pub(crate) fn id(&self) -> Option<Value> {
         self.found.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Feeds `input` in pieces of `chunk` bytes, then signals the end; returns everything decoded.
+    fn decode_all(input: &[u8], chunk: usize, max: usize) -> Vec<Decoded> {
+        let mut decoder = FrameDecoder::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for piece in input.chunks(chunk.max(1)) {
+            buf.extend_from_slice(piece);
+            while let Some(d) = decoder.decode(&mut buf, false) {
+                out.push(d);
+            }
+        }
+        while let Some(d) = decoder.decode(&mut buf, true) {
+            out.push(d);
+        }
+        out
+    }
+
+    fn message(framing: Framing, body: &str) -> Decoded {
+        Decoded::Message { framing, body: Bytes::copy_from_slice(body.as_bytes()) }
+    }
+
+    #[test]
+    fn both_framings_in_one_stream_whatever_the_read_sizes() {
+        let a = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let b = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+        let input = format!("{a}\r\n\ncontent-length: {}\r\nContent-Type: application/json\r\n\r\n{b}\n{a}\n", b.len());
+        let expected = vec![message(Framing::Line, a), message(Framing::ContentLength, b), message(Framing::Line, a)];
+        for chunk in [1, 2, 3, 7, 64, input.len()] {
+            assert_eq!(decode_all(input.as_bytes(), chunk, 1 << 20), expected, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_later_content_length_header_wins_and_bodies_may_hold_newlines() {
+        let body = "{\"id\":\n3}";
+        let input = format!("Content-Length: 999\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(decode_all(input.as_bytes(), 5, 1 << 20), vec![message(Framing::ContentLength, body)]);
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_still_a_message() {
+        assert_eq!(decode_all(b"  {\"id\":1}  ", 4, 100), vec![message(Framing::Line, "{\"id\":1}")]);
+    }
+
+    #[test]
+    fn bodies_are_split_off_the_input_without_a_copy() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let header = format!("Content-Length: {}\r\n\r\n", body.len());
+        let mut buf = BytesMut::from(format!("{header}{body}{body}\n").as_bytes());
+        let base = buf.as_ptr() as usize;
+        let mut decoder = FrameDecoder::new(1 << 20);
+        let Some(Decoded::Message { body: first, .. }) = decoder.decode(&mut buf, false) else { panic!() };
+        assert_eq!(first.as_ptr() as usize, base + header.len());
+        let Some(Decoded::Message { body: second, .. }) = decoder.decode(&mut buf, false) else { panic!() };
+        assert_eq!(second.as_ptr() as usize, base + header.len() + body.len());
+    }
+
+    #[test]
+    fn over_size_messages_are_skipped_and_named_by_their_id() {
+        let big = "x".repeat(500);
+        let line = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"id": 0, "pad": big}, "id": "late"});
+        let input = format!("{line}\n{{\"id\":1}}\n");
+        for chunk in [1, 13, 100, input.len()] {
+            let out = decode_all(input.as_bytes(), chunk, 100);
+            assert_eq!(
+                out,
+                vec![
+                    Decoded::TooLarge { framing: Framing::Line, limit: 100, id: Some(json!("late")) },
+                    message(Framing::Line, "{\"id\":1}"),
+                ],
+                "chunk {chunk}"
+            );
+        }
+        let body = json!({"id": 42, "pad": big}).to_string();
+        let input = format!("Content-Length: {}\r\n\r\n{body}{{\"id\":2}}\n", body.len());
+        for chunk in [1, 64, input.len()] {
+            assert_eq!(
+                decode_all(input.as_bytes(), chunk, 100),
+                vec![
+                    Decoded::TooLarge { framing: Framing::ContentLength, limit: 100, id: Some(json!(42)) },
+                    message(Framing::Line, "{\"id\":2}"),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn the_limit_is_inclusive_for_both_framings() {
+        let body = "{\"id\":10}";
+        assert_eq!(decode_all(format!("{body}\n").as_bytes(), 3, body.len()), vec![message(Framing::Line, body)]);
+        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(decode_all(framed.as_bytes(), 3, body.len()), vec![message(Framing::ContentLength, body)]);
+        assert!(matches!(
+            decode_all(framed.as_bytes(), 3, body.len() - 1)[..],
+            [Decoded::TooLarge { id: Some(_), .. }]
+        ));
+    }
+
+    #[test]
+    fn unusable_headers_and_short_bodies_are_reported() {
+        assert!(
+            matches!(&decode_all(b"Content-Length: ten\r\n", 4, 100)[..], [Decoded::BadHeader { detail }] if detail.contains("ten"))
+        );
+        assert!(matches!(
+            &decode_all(b"Content-Length: 5\r\nContent-Length: -1\r\n\r\n", 4, 100)[..],
+            [Decoded::BadHeader { .. }, ..]
+        ));
+        assert_eq!(
+            decode_all(b"Content-Length: 10\r\n\r\n{\"a\"", 2, 100),
+            vec![Decoded::Truncated { expected: 10, got: 4 }]
+        );
+    }
+
+    fn scan(text: &str) -> Option<Value> {
+        let mut scanner = IdScanner::default();
+        for b in text.as_bytes().chunks(3) {
+            scanner.feed(b);
+        }
+        scanner.id()
+    }
+
+    #[test]
+    fn the_id_scanner_reads_only_the_top_level_id() {
+        assert_eq!(scan(r#"{"id": 7}"#), Some(json!(7)));
+        assert_eq!(scan(r#"{"a": {"id": 1}, "b": "\"id\": 2", "id" : "x\"y" , "c": 1}"#), Some(json!("x\"y")));
+        assert_eq!(scan(r#"{"a": [1, {"id": 1}]}"#), None);
+        assert_eq!(scan(r#"[{"id": 1}]"#), None);
+        assert_eq!(scan(r#"{"id": {"nested": 1}}"#), None);
+        assert_eq!(scan(r#"{"id": null}"#), None);
+        assert_eq!(scan(r#"{"idx": 1, "xid": 2}"#), None);
+        // Cut off before the value ends: nothing is guessed.
+        assert_eq!(scan(r#"{"id": 12"#), None);
     }
 }
