@@ -1,5 +1,6 @@
 //! HTTP: MCP streamable HTTP at `/mcp` (rmcp), the reference's bare JSON-RPC form on the same path,
-//! and runtime events as Server-Sent Events at `/events` and `/events/{session_id}`.
+//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, and a liveness
+//! answer at `/health`. Accepted connections have Nagle's algorithm off (see [`serve`]).
 //!
 //! Security, checked before anything else on every request:
 //! - `Host` must name this server (loopback names, or the non-loopback address it was bound to):
@@ -18,6 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use futures::stream::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -67,8 +69,21 @@ struct AppState {
 
 /// Serves HTTP on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, server: CksServer, config: HttpConfig) -> anyhow::Result<()> {
-    axum::serve(listener, router(server, config)).await?;
+    axum::serve(without_nagle(listener), router(server, config)).await?;
     Ok(())
+}
+
+/// Accepted connections send small writes at once. With Nagle's algorithm on, the last small
+/// write of an answer (an SSE frame after the headers) waits for the ACK of the previous one,
+/// which the client delays by up to 40 ms: every second sequential call stalled that long.
+fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!("could not set TCP_NODELAY on an accepted connection: {e}");
+        }
+    })
 }
 
 /// The application, also used by tests.
@@ -85,6 +100,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let state = AppState { server, config: Arc::new(config.clone()), mcp };
     Router::new()
         .route("/mcp", any(mcp_endpoint))
+        .route("/health", get(health))
         .route("/events", get(events))
         .route("/events/{session_id}", get(events_for_session))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -216,6 +232,14 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("mcp-session-id"));
     }
     response
+}
+
+// ----- /health -----
+
+/// A liveness answer for connection tests (cks-studio's Settings → Test Connection). It sits
+/// behind the same checks as every route, so a wrong token shows up here too.
+async fn health() -> Response {
+    axum::Json(json!({"status": "ok", "server": "cks-mcp", "version": env!("CARGO_PKG_VERSION")})).into_response()
 }
 
 // ----- /mcp -----
@@ -358,6 +382,18 @@ mod tests {
         assert!(!origin_allowed(&c, "https://evil.example.com"));
         assert!(!origin_allowed(&c, "null"));
         assert!(!origin_allowed(&c, "http://localhost.evil.com"));
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_delay() {
+        use axum::serve::Listener;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = without_nagle(listener);
+        let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap());
+        drop(client.await.unwrap().unwrap());
     }
 
     #[test]

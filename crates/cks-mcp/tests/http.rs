@@ -196,3 +196,15 @@ fn help_lists_every_environment_variable() {
         assert!(help.contains(var), "--help does not mention {var}");
     }
 }
+
+#[tokio::test]
+async fn health_answers_with_a_small_status_behind_the_token() {
+    let s = start(Some("tok"), 1 << 20).await;
+    let url = format!("{}/health", s.base);
+    let response = s.client.get(&url).bearer_auth("tok").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let status: Value = response.json().await.unwrap();
+    assert_eq!(status["status"], "ok");
+    assert_eq!(status["server"], "cks-mcp");
+    assert_eq!(s.client.get(&url).send().await.unwrap().status(), 401);
+}
