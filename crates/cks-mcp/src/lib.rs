@@ -55,8 +55,11 @@ fn init_logging(config: &Config) {
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = match &config.storage {
         Storage::Sqlite(path) => Arc::new(
-            SqliteStore::open(path, &SqliteOptions::default())
-                .with_context(|| format!("opening the database at {}", path.display()))?,
+            SqliteStore::open(
+                path,
+                &SqliteOptions { synchronous_full: config.sqlite_synchronous_full, ..SqliteOptions::default() },
+            )
+            .with_context(|| format!("opening the database at {}", path.display()))?,
         ),
         Storage::Memory => Arc::new(MemoryStore::new()),
     };
