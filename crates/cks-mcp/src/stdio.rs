@@ -207,12 +207,10 @@ fn error_value(id: Value, code: i64, message: &str) -> Value {
 }
 
 /// Frames an answer given as JSON text (kept as one buffer, never copied again).
-fn frame_bytes(framing: Framing, mut body: Vec<u8>) -> Frame {
+fn frame_bytes(framing: Framing, body: Vec<u8>) -> Frame {
     match framing {
-        Framing::Line => {
-            body.push(b'\n');
-            vec![Bytes::from(body)]
-        }
+        // The newline is its own part: pushing it could reallocate (copy) a large answer.
+        Framing::Line => vec![Bytes::from(body), Bytes::from_static(b"\n")],
         Framing::ContentLength => {
             let header = format!("Content-Length: {}\r\n\r\n", body.len());
             vec![Bytes::from(header), Bytes::from(body)]

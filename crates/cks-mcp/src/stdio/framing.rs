@@ -290,7 +290,7 @@ fn trim_line(line: Bytes) -> Bytes {
 }
 
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
+    memchr::memchr(needle, haystack)
 }
 
 /// Finds the top-level `"id"` of a JSON object streamed through it in pieces, without keeping the
