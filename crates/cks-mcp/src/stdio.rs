@@ -206,14 +206,29 @@ fn error_value(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// Frames an answer given as JSON text (kept as one buffer, never copied again).
-fn frame_bytes(framing: Framing, body: Vec<u8>) -> Frame {
+/// Answers up to this size are framed in one buffer (one write); larger ones are written in
+/// parts, so framing never copies them.
+const ONE_WRITE_BYTES: usize = 64 * 1024;
+
+/// Frames an answer given as JSON text.
+fn frame_bytes(framing: Framing, mut body: Vec<u8>) -> Frame {
+    let small = body.len() <= ONE_WRITE_BYTES;
     match framing {
-        // The newline is its own part: pushing it could reallocate (copy) a large answer.
+        Framing::Line if small => {
+            body.push(b'\n');
+            vec![Bytes::from(body)]
+        }
         Framing::Line => vec![Bytes::from(body), Bytes::from_static(b"\n")],
         Framing::ContentLength => {
             let header = format!("Content-Length: {}\r\n\r\n", body.len());
-            vec![Bytes::from(header), Bytes::from(body)]
+            if small {
+                let mut whole = Vec::with_capacity(header.len() + body.len());
+                whole.extend_from_slice(header.as_bytes());
+                whole.extend_from_slice(&body);
+                vec![Bytes::from(whole)]
+            } else {
+                vec![Bytes::from(header), Bytes::from(body)]
+            }
         }
     }
 }
@@ -323,5 +338,31 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
             let _ = task.await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn joined(frame: Frame) -> Vec<u8> {
+        frame.concat()
+    }
+
+    #[test]
+    fn answers_are_framed_like_their_requests_at_any_size() {
+        for size in [2, ONE_WRITE_BYTES + 10] {
+            let body = vec![b'7'; size];
+            assert_eq!(joined(frame_bytes(Framing::Line, body.clone())), [body.as_slice(), b"\n"].concat());
+            let header = format!("Content-Length: {size}\r\n\r\n");
+            assert_eq!(
+                joined(frame_bytes(Framing::ContentLength, body.clone())),
+                [header.as_bytes(), body.as_slice()].concat()
+            );
+        }
+        // A large answer is not copied to be framed: its buffer is one of the parts.
+        let body = vec![b'7'; ONE_WRITE_BYTES + 10];
+        let address = body.as_ptr();
+        assert!(frame_bytes(Framing::Line, body).iter().any(|part| part.as_ptr() == address));
     }
 }
