@@ -9,7 +9,7 @@
 //!   CORS headers are sent only to allowed origins; preflights are answered without a token;
 //! - with `CKS_MCP_HTTP_TOKEN`, `Authorization: Bearer <token>` (or `?token=` for EventSource) is
 //!   required, compared in constant time, else 401;
-//! - request bodies above the configured limit get 413.
+//! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
 
 use axum::Router;
 use axum::body::Body;
@@ -39,6 +39,7 @@ use crate::config::Config;
 use crate::server::CksServer;
 
 mod bare;
+mod body;
 
 /// HTTP settings taken from the configuration.
 #[derive(Debug, Clone)]
@@ -246,22 +247,19 @@ async fn health() -> Response {
 
 async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    if parts.method != Method::POST || parts.headers.contains_key("mcp-session-id") {
+    if parts.method != Method::POST {
         return forward(&state, Request::from_parts(parts, body)).await;
     }
-    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+    let bytes = match body::read(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            return error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                &format!(
-                    "Request bodies are limited to {} bytes (CKS_MCP_MAX_MESSAGE_BYTES).",
-                    state.config.max_body_bytes
-                ),
-            );
-        }
+        Err(answer) => return answer,
     };
+    if parts.headers.contains_key("mcp-session-id") {
+        if let Some(answer) = body::check_message(&bytes) {
+            return answer;
+        }
+        return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
+    }
     let wants_stream = parts
         .headers
         .get(header::ACCEPT)

@@ -119,6 +119,51 @@ async fn oversized_bodies_are_refused() {
     let graph = "x".repeat(10_000);
     let response = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap();
     assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600);
+    assert!(answer["error"]["message"].as_str().unwrap().contains("4096"), "{answer}");
+}
+
+/// Opens a streamable-HTTP session; returns its id.
+async fn open_session(s: &TestServer) -> String {
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let response = s.post(&initialize).header("accept", "application/json, text/event-stream").send().await.unwrap();
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    response.bytes().await.unwrap();
+    session
+}
+
+#[tokio::test]
+async fn streamable_http_answers_unusable_messages_with_json_rpc_errors() {
+    let s = start(None, 4096).await;
+    let session = open_session(&s).await;
+    let post = |body: String| {
+        s.client
+            .post(format!("{}/mcp", s.base))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &session)
+            .body(body)
+    };
+    let response = post("{\"jsonrpc\": \"2.0\", \"id\": 3,".into()).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    let answer: Value =
+        post(json!({"jsonrpc": "2.0", "id": "x"}).to_string()).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["id"], "x");
+    let big = json!({"jsonrpc": "2.0", "id": 12, "method": "ping", "params": {"pad": "x".repeat(10_000)}});
+    let response = post(big.to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (json!(12), json!(-32600)), "{answer}");
+    // A good message still goes through to the session.
+    let ping = post(json!({"jsonrpc": "2.0", "id": 13, "method": "ping"}).to_string()).send().await.unwrap();
+    assert_eq!(ping.status(), 200);
+    assert!(ping.text().await.unwrap().contains("\"id\":13"));
 }
 
 #[tokio::test]
