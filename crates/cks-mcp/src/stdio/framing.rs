@@ -541,4 +541,48 @@ mod tests {
         // Cut off before the value ends: nothing is guessed.
         assert_eq!(scan(r#"{"id": 12"#), None);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn body() -> impl Strategy<Value = String> {
+            // JSON-ish text without line ends (a line message cannot hold one), sometimes empty-ish.
+            "[ -~]{0,40}".prop_map(|s| format!("{{\"p\":{:?}}}", s))
+        }
+
+        proptest! {
+            #[test]
+            fn any_split_of_any_stream_decodes_the_same(
+                messages in proptest::collection::vec((any::<bool>(), body()), 0..8),
+                chunk in 1usize..50,
+            ) {
+                let mut input = Vec::new();
+                let mut expected = Vec::new();
+                for (framed, body) in &messages {
+                    if *framed {
+                        input.extend_from_slice(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+                        expected.push(message(Framing::ContentLength, body));
+                    } else {
+                        input.extend_from_slice(format!("{body}\n").as_bytes());
+                        expected.push(message(Framing::Line, body));
+                    }
+                }
+                prop_assert_eq!(decode_all(&input, chunk, 1 << 20), expected);
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic_and_never_exceed_the_limit(
+                input in proptest::collection::vec(any::<u8>(), 0..400),
+                chunk in 1usize..64,
+                max in 1usize..64,
+            ) {
+                for decoded in decode_all(&input, chunk, max) {
+                    if let Decoded::Message { body, .. } = decoded {
+                        prop_assert!(body.len() <= max);
+                    }
+                }
+            }
+        }
+    }
 }
