@@ -155,6 +155,9 @@ async fn streamable_http_answers_unusable_messages_with_json_rpc_errors() {
         post(json!({"jsonrpc": "2.0", "id": "x"}).to_string()).send().await.unwrap().json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
     assert_eq!(answer["id"], "x");
+    let batch = json!(["2.0", 4, "ping"]).to_string();
+    let answer: Value = post(batch).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
     let big = json!({"jsonrpc": "2.0", "id": 12, "method": "ping", "params": {"pad": "x".repeat(10_000)}});
     let response = post(big.to_string()).send().await.unwrap();
     assert_eq!(response.status(), 413);

@@ -73,6 +73,11 @@ pub(super) fn check_message(body: &[u8]) -> Option<Response> {
             return Some(error_response(StatusCode::BAD_REQUEST, None, INVALID_REQUEST, &message));
         }
     };
+    // serde would also read the fields from an array; a session takes one message, never a batch.
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        let message = "Invalid Request: expected one JSON-RPC message object";
+        return Some(error_response(StatusCode::BAD_REQUEST, None, INVALID_REQUEST, message));
+    }
     let id = envelope.id.filter(|id| id.is_string() || id.is_number());
     let problem = if envelope.jsonrpc.as_deref() != Some("2.0") {
         Some("'jsonrpc' must be \"2.0\"")
