@@ -62,6 +62,8 @@ pub(crate) struct StdioTransport<R> {
     ready: VecDeque<RxJsonRpcMessage<RoleServer>>,
     /// Error answers decided by the reader, waiting for room in the writer's queue.
     answers: VecDeque<Frame>,
+    /// Shared with `send`'s futures. A std mutex is enough: it guards map updates only, never an
+    /// await or any IO.
     routing: Arc<Mutex<Routing>>,
     writer: Option<mpsc::Sender<Frame>>,
     writer_task: Option<tokio::task::JoinHandle<()>>,
