@@ -269,10 +269,8 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         // A streamable-HTTP client opening a session: rmcp owns the session from here on.
         return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
     }
-    match bare::handle(&state.server, &bytes).await {
-        Some(reply) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], reply).into_response(),
-        None => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
-    }
+    let (status, reply) = bare::handle(&state.server, &bytes).await;
+    (status, [(header::CONTENT_TYPE, "application/json")], reply.unwrap_or_else(|| "{}".into())).into_response()
 }
 
 async fn forward(state: &AppState, request: Request) -> Response {

@@ -63,17 +63,16 @@ async fn bare_tools_call_without_initialize() {
     assert_eq!(reply["result"]["structuredContent"], result);
     let reply: Value = s.post(&tool_call("nope", json!({}))).send().await.unwrap().json().await.unwrap();
     assert_eq!(reply["error"]["code"], -32601);
-    let reply: Value = s
+    let reply = s
         .client
         .post(format!("{}/mcp", s.base))
         .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
+    assert_eq!(reply.status(), 400, "the reference's status for a body that is not JSON");
+    let reply: Value = reply.json().await.unwrap();
     assert_eq!(reply["error"]["code"], -32700);
 }
 
