@@ -263,15 +263,15 @@ impl LlmConfig {
             model: get("CKS_OPENAI_MODEL").unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
         };
         let mut http = HttpConfig::default();
-        if let Some(s) = number(&get, "CKS_LLM_TIMEOUT_SECONDS")? {
+        if let Some(s) = number(&get, "CKS_LLM_TIMEOUT_SECONDS", "seconds")? {
             http.request_timeout = Duration::from_secs(s.max(1));
         }
-        if let Some(n) = number(&get, "CKS_LLM_MAX_RETRIES")? {
+        if let Some(n) = number(&get, "CKS_LLM_MAX_RETRIES", "retries")? {
             http.retry.max_retries = u32::try_from(n).unwrap_or(u32::MAX).min(10);
         }
         let default_max_tokens =
-            number(&get, "CKS_LLM_MAX_TOKENS")?.map_or(4096, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
-        let models_ttl = Duration::from_secs(number(&get, "CKS_LLM_MODELS_TTL_SECONDS")?.unwrap_or(300));
+            number(&get, "CKS_LLM_MAX_TOKENS", "tokens")?.map_or(4096, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
+        let models_ttl = Duration::from_secs(number(&get, "CKS_LLM_MODELS_TTL_SECONDS", "seconds")?.unwrap_or(300));
         Ok(LlmConfig {
             provider,
             ollama,
@@ -350,11 +350,11 @@ pub fn check_model_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn number(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, LlmError> {
+fn number(get: &impl Fn(&str) -> Option<String>, name: &str, unit: &str) -> Result<Option<u64>, LlmError> {
     match get(name) {
         None => Ok(None),
         Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            LlmError::not_configured(None, format!("{name}={v:?} is not a whole number of the expected unit"))
+            LlmError::not_configured(None, format!("{name}={v:?} is not accepted: expected a whole number of {unit}"))
         }),
     }
 }
@@ -433,5 +433,12 @@ mod tests {
             assert!(msg.contains(word), "{msg}");
         }
         assert!(LlmConfig::from_env(env(&[("CKS_LLM_MAX_TOKENS", "many")])).is_err());
+    }
+
+    #[test]
+    fn a_bad_number_names_the_variable_and_the_accepted_form() {
+        let e = LlmConfig::from_env(env(&[("CKS_LLM_TIMEOUT_SECONDS", "2m")])).unwrap_err().to_string();
+        assert!(e.contains("CKS_LLM_TIMEOUT_SECONDS") && e.contains("\"2m\""), "{e}");
+        assert!(e.contains("whole number of seconds"), "{e}");
     }
 }

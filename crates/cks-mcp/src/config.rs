@@ -2,54 +2,21 @@
 //! start-up into a [`Config`].
 //!
 //! `<data dir>/.env` is read after the real environment and never overrides it. The data directory
-//! itself, the database path and the HTTP token are read from the real environment first, so (as
-//! with the reference) those three cannot come from the `.env` file of the directory they choose.
+//! and the database path are read from the real environment only (they choose where the `.env`
+//! file is); a `.env` file that sets them differently gets a warning. Every variable, from either
+//! source, is checked against [`variables`] before anything starts.
 
-use std::collections::HashMap;
+pub mod variables;
+
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
-/// The help text's list of environment variables; kept beside the parser so they cannot drift.
-pub const ENVIRONMENT_HELP: &str = "\
-ENVIRONMENT (a `.env` file in the data directory is also read; it never overrides the real environment):
-  Storage and server
-    CKS_MCP_DATA_DIR            Data directory [~/.cks-mcp]
-    CKS_MCP_DB_PATH             SQLite database file [<data dir>/cks_mcp.db]; ':memory:' keeps nothing
-    CKS_MCP_HTTP_PORT           Also serve HTTP on 127.0.0.1:<port> (same as --http 127.0.0.1:<port>)
-    CKS_MCP_HTTP_TOKEN          Bearer token required on every HTTP request; mandatory for non-loopback binds
-    CKS_MCP_ALLOWED_ORIGINS     Extra browser origins allowed over HTTP, comma-separated (loopback origins always are)
-    CKS_MCP_MAX_MESSAGE_BYTES   Largest request or stdio message accepted [67108864]
-    CKS_MCP_LOG                 Log filter for stderr (tracing syntax) [warn,cks_tool_call=info]
-  LLM providers (used by ai_chat and construct_knowledge)
-    CKS_LLM_PROVIDER            auto | ollama | anthropic | google | openai_compatible [auto]
-    CKS_OLLAMA_HOST             Ollama base URL [http://localhost:11434]
-    CKS_OLLAMA_MODEL            Ollama model [llama3.2]
-    ANTHROPIC_API_KEY           Anthropic API key
-    ANTHROPIC_BASE_URL          Anthropic API base URL [https://api.anthropic.com]
-    CKS_ANTHROPIC_MODEL         Anthropic model
-    CKS_GOOGLE_API_KEY          Google Gemini API key (GOOGLE_API_KEY is used when unset)
-    GOOGLE_API_KEY              Google Gemini API key (fallback)
-    CKS_GOOGLE_BASE_URL         Gemini API base URL [https://generativelanguage.googleapis.com/v1beta]
-    CKS_GOOGLE_MODEL            Gemini model [gemini-2.5-flash]
-    CKS_OPENAI_API_KEY          OpenAI-compatible API key
-    CKS_OPENAI_BASE_URL         OpenAI-compatible base URL [https://api.openai.com/v1]
-    CKS_OPENAI_MODEL            OpenAI-compatible model [gpt-4o]
-    CKS_LLM_MAX_TOKENS          Output token limit of single-shot calls [4096]
-    CKS_LLM_MODELS_TTL_SECONDS  Cache lifetime of list_llm_models [300]
-  ai_chat
-    CKS_AI_CHAT_MAX_ITERATIONS  LLM round trips per turn [8]
-    CKS_AI_CHAT_TIMEOUT_SECONDS Deadline of one turn [300]
-    CKS_AI_CHAT_MAX_TOKENS      Optional token budget of one turn
-    CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES  Tool results longer than this are truncated for the LLM [16384]
-    CKS_AI_CHAT_MAX_OUTPUT_TOKENS  Output tokens per LLM call of a turn [2048]
-    CKS_AI_CHAT_MAX_TOOL_CALLS  Tool calls run per LLM answer; the rest are refused [16]
-    CKS_AI_CHAT_RESULT_MAX_BYTES  Bytes of one turn's recorded tool calls; then results are cut [1048576]";
-
 /// cks-mcp: an MCP server for the Canonical Knowledge Structure, a versioned knowledge graph.
 #[derive(Debug, Parser)]
-#[command(name = "cks-mcp", version, about, after_help = ENVIRONMENT_HELP)]
+#[command(name = "cks-mcp", version, about, after_help = variables::help())]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -84,6 +51,8 @@ pub struct Config {
     pub http: Option<SocketAddr>,
     pub stdio: bool,
     pub http_token: Option<String>,
+    /// `PRAGMA synchronous=FULL` for the SQLite store (`CKS_MCP_SQLITE_SYNCHRONOUS=full`).
+    pub sqlite_synchronous_full: bool,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
@@ -109,8 +78,22 @@ impl Config {
             Some(path) => Storage::Sqlite(PathBuf::from(path)),
             None => Storage::Sqlite(data_dir.join("cks_mcp.db")),
         };
-        let http_token = env.get("CKS_MCP_HTTP_TOKEN").filter(|v| !v.is_empty()).cloned();
-        let env = merge_dotenv(env, &data_dir.join(".env"));
+        let dotenv_path = data_dir.join(".env");
+        variables::check_all(|name| env.get(name).cloned()).map_err(anyhow::Error::msg)?;
+        let (env, from_file) = merge_dotenv(env, &dotenv_path);
+        variables::check_all(|name| from_file.get(name).and(env.get(name)).cloned())
+            .map_err(|e| anyhow::anyhow!("{e} (set in {})", dotenv_path.display()))?;
+        for name in ["CKS_MCP_DATA_DIR", "CKS_MCP_DB_PATH"] {
+            if from_file.contains(name) {
+                eprintln!(
+                    "cks-mcp: warning: {name} in {} is not used: it can only be set in the environment",
+                    dotenv_path.display()
+                );
+            }
+        }
+        let get = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let http_token = get("CKS_MCP_HTTP_TOKEN").map(str::to_owned);
+        let sqlite_synchronous_full = get("CKS_MCP_SQLITE_SYNCHRONOUS").is_some_and(|v| v.eq_ignore_ascii_case("full"));
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
@@ -136,10 +119,9 @@ impl Config {
             .get("CKS_MCP_ALLOWED_ORIGINS")
             .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
             .unwrap_or_default();
-        let max_message_bytes = match env.get("CKS_MCP_MAX_MESSAGE_BYTES") {
-            Some(v) => v
-                .parse()
-                .map_err(|_| anyhow::anyhow!("CKS_MCP_MAX_MESSAGE_BYTES must be a number of bytes, got '{v}'"))?,
+        let max_message_bytes = match get("CKS_MCP_MAX_MESSAGE_BYTES") {
+            // Checked above; a value beyond this machine's address space means "no limit".
+            Some(v) => v.parse().unwrap_or(usize::MAX),
             None => 64 * 1024 * 1024,
         };
         Ok(Config {
@@ -148,6 +130,7 @@ impl Config {
             http,
             stdio: !cli.no_stdio,
             http_token,
+            sqlite_synchronous_full,
             allowed_origins,
             max_message_bytes,
             env,
@@ -155,9 +138,11 @@ impl Config {
     }
 }
 
-/// Adds the `KEY=VALUE` lines of a `.env` file for keys the environment does not have.
-fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> HashMap<String, String> {
-    let Ok(text) = std::fs::read_to_string(path) else { return env };
+/// Adds the `KEY=VALUE` lines of a `.env` file for keys the environment does not have; also
+/// returns which keys the file set (and the environment did not).
+fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> (HashMap<String, String>, HashSet<String>) {
+    let mut from_file = HashSet::new();
+    let Ok(text) = std::fs::read_to_string(path) else { return (env, from_file) };
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -171,9 +156,13 @@ fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> HashMap<String
             .and_then(|v| v.strip_suffix('"'))
             .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
             .unwrap_or(value);
-        env.entry(key.trim().to_owned()).or_insert_with(|| value.to_owned());
+        let key = key.trim();
+        if !env.contains_key(key) {
+            env.insert(key.to_owned(), value.to_owned());
+            from_file.insert(key.to_owned());
+        }
     }
-    env
+    (env, from_file)
 }
 
 #[cfg(test)]
@@ -216,5 +205,40 @@ mod tests {
         assert_eq!(config.env["A"], "real");
         assert_eq!(config.env["B"], "quoted");
         assert_eq!(config.env["C"], "c");
+    }
+
+    #[test]
+    fn a_token_in_the_dotenv_file_is_honoured() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), "CKS_MCP_HTTP_TOKEN=from-file\n").unwrap();
+        let d = dir.path().to_str().unwrap();
+        let config = Config::resolve(&cli(&["--http", "0.0.0.0:8000"]), env(&[("CKS_MCP_DATA_DIR", d)])).unwrap();
+        assert_eq!(config.http_token.as_deref(), Some("from-file"));
+        let config =
+            Config::resolve(&cli(&[]), env(&[("CKS_MCP_DATA_DIR", d), ("CKS_MCP_HTTP_TOKEN", "real")])).unwrap();
+        assert_eq!(config.http_token.as_deref(), Some("real"));
+    }
+
+    #[test]
+    fn bad_values_stop_start_up_naming_where_they_came_from() {
+        let err = Config::resolve(&cli(&[]), env(&[("CKS_LLM_TIMEOUT_SECONDS", "2m")])).unwrap_err().to_string();
+        assert!(err.contains("CKS_LLM_TIMEOUT_SECONDS='2m'") && err.contains("whole number of seconds"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), "CKS_AI_CHAT_MAX_ITERATIONS=many\n").unwrap();
+        let d = dir.path().to_str().unwrap();
+        let err = Config::resolve(&cli(&[]), env(&[("CKS_MCP_DATA_DIR", d)])).unwrap_err().to_string();
+        assert!(err.contains("CKS_AI_CHAT_MAX_ITERATIONS='many'") && err.contains(".env"), "{err}");
+        // The environment wins over the file, so a bad value it hides is never used.
+        let config = Config::resolve(&cli(&[]), env(&[("CKS_MCP_DATA_DIR", d), ("CKS_AI_CHAT_MAX_ITERATIONS", "3")]));
+        assert!(config.is_ok());
+        let err = Config::resolve(&cli(&[]), env(&[("CKS_MCP_MAX_MESSAGE_BYTES", "64MB")])).unwrap_err().to_string();
+        assert!(err.contains("CKS_MCP_MAX_MESSAGE_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn synchronous_full_is_configurable() {
+        assert!(!Config::resolve(&cli(&[]), env(&[])).unwrap().sqlite_synchronous_full);
+        let config = Config::resolve(&cli(&[]), env(&[("CKS_MCP_SQLITE_SYNCHRONOUS", "full")])).unwrap();
+        assert!(config.sqlite_synchronous_full);
     }
 }

@@ -1,5 +1,6 @@
 //! HTTP: MCP streamable HTTP at `/mcp` (rmcp), the reference's bare JSON-RPC form on the same path,
-//! and runtime events as Server-Sent Events at `/events` and `/events/{session_id}`.
+//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, and a liveness
+//! answer at `/health`. Accepted connections have Nagle's algorithm off (see [`serve`]).
 //!
 //! Security, checked before anything else on every request:
 //! - `Host` must name this server (loopback names, or the non-loopback address it was bound to):
@@ -8,7 +9,7 @@
 //!   CORS headers are sent only to allowed origins; preflights are answered without a token;
 //! - with `CKS_MCP_HTTP_TOKEN`, `Authorization: Bearer <token>` (or `?token=` for EventSource) is
 //!   required, compared in constant time, else 401;
-//! - request bodies above the configured limit get 413.
+//! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
 
 use axum::Router;
 use axum::body::Body;
@@ -18,6 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use futures::stream::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -37,6 +39,7 @@ use crate::config::Config;
 use crate::server::CksServer;
 
 mod bare;
+mod body;
 
 /// HTTP settings taken from the configuration.
 #[derive(Debug, Clone)]
@@ -67,8 +70,21 @@ struct AppState {
 
 /// Serves HTTP on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, server: CksServer, config: HttpConfig) -> anyhow::Result<()> {
-    axum::serve(listener, router(server, config)).await?;
+    axum::serve(without_nagle(listener), router(server, config)).await?;
     Ok(())
+}
+
+/// Accepted connections send small writes at once. With Nagle's algorithm on, the last small
+/// write of an answer (an SSE frame after the headers) waits for the ACK of the previous one,
+/// which the client delays by up to 40 ms: every second sequential call stalled that long.
+fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!("could not set TCP_NODELAY on an accepted connection: {e}");
+        }
+    })
 }
 
 /// The application, also used by tests.
@@ -85,6 +101,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let state = AppState { server, config: Arc::new(config.clone()), mcp };
     Router::new()
         .route("/mcp", any(mcp_endpoint))
+        .route("/health", get(health))
         .route("/events", get(events))
         .route("/events/{session_id}", get(events_for_session))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -218,26 +235,31 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     response
 }
 
+// ----- /health -----
+
+/// A liveness answer for connection tests (cks-studio's Settings → Test Connection). It sits
+/// behind the same checks as every route, so a wrong token shows up here too.
+async fn health() -> Response {
+    axum::Json(json!({"status": "ok", "server": "cks-mcp", "version": env!("CARGO_PKG_VERSION")})).into_response()
+}
+
 // ----- /mcp -----
 
 async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    if parts.method != Method::POST || parts.headers.contains_key("mcp-session-id") {
+    if parts.method != Method::POST {
         return forward(&state, Request::from_parts(parts, body)).await;
     }
-    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+    let bytes = match body::read(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            return error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                &format!(
-                    "Request bodies are limited to {} bytes (CKS_MCP_MAX_MESSAGE_BYTES).",
-                    state.config.max_body_bytes
-                ),
-            );
-        }
+        Err(answer) => return answer,
     };
+    if parts.headers.contains_key("mcp-session-id") {
+        if let Some(answer) = body::check_message(&bytes) {
+            return answer;
+        }
+        return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
+    }
     let wants_stream = parts
         .headers
         .get(header::ACCEPT)
@@ -247,10 +269,8 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         // A streamable-HTTP client opening a session: rmcp owns the session from here on.
         return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
     }
-    match bare::handle(&state.server, &bytes).await {
-        Some(reply) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], reply).into_response(),
-        None => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
-    }
+    let (status, reply) = bare::handle(&state.server, &bytes).await;
+    (status, [(header::CONTENT_TYPE, "application/json")], reply.unwrap_or_else(|| "{}".into())).into_response()
 }
 
 async fn forward(state: &AppState, request: Request) -> Response {
@@ -358,6 +378,18 @@ mod tests {
         assert!(!origin_allowed(&c, "https://evil.example.com"));
         assert!(!origin_allowed(&c, "null"));
         assert!(!origin_allowed(&c, "http://localhost.evil.com"));
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_delay() {
+        use axum::serve::Listener;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = without_nagle(listener);
+        let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap());
+        drop(client.await.unwrap().unwrap());
     }
 
     #[test]

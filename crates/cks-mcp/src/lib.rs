@@ -10,6 +10,7 @@ mod mcp;
 mod prompts;
 mod resources;
 pub mod server;
+mod stdio;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,8 +59,11 @@ fn init_logging(config: &Config) {
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = match &config.storage {
         Storage::Sqlite(path) => Arc::new(
-            SqliteStore::open(path, &SqliteOptions::default())
-                .with_context(|| format!("opening the database at {}", path.display()))?,
+            SqliteStore::open(
+                path,
+                &SqliteOptions { synchronous_full: config.sqlite_synchronous_full, ..SqliteOptions::default() },
+            )
+            .with_context(|| format!("opening the database at {}", path.display()))?,
         ),
         Storage::Memory => Arc::new(MemoryStore::new()),
     };
@@ -105,8 +109,7 @@ async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Res
     // Pipes (how MCP clients start servers) are driven by the IO reactor instead of tokio's
     // blocking pool, saving a thread hand-off per message; other streams fall back to blocking.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let transport =
-        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(max_message_bytes);
+    let transport = stdio::StdioTransport::new(stdin, stdout, max_message_bytes);
     let service = server.serve(transport).await.context("starting the stdio MCP session")?;
     service.waiting().await.context("stdio MCP session")?;
     Ok(())

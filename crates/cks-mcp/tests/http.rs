@@ -63,17 +63,16 @@ async fn bare_tools_call_without_initialize() {
     assert_eq!(reply["result"]["structuredContent"], result);
     let reply: Value = s.post(&tool_call("nope", json!({}))).send().await.unwrap().json().await.unwrap();
     assert_eq!(reply["error"]["code"], -32601);
-    let reply: Value = s
+    let reply = s
         .client
         .post(format!("{}/mcp", s.base))
         .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
+    assert_eq!(reply.status(), 400, "the reference's status for a body that is not JSON");
+    let reply: Value = reply.json().await.unwrap();
     assert_eq!(reply["error"]["code"], -32700);
 }
 
@@ -119,6 +118,54 @@ async fn oversized_bodies_are_refused() {
     let graph = "x".repeat(10_000);
     let response = s.post(&tool_call("validate_knowledge", json!({"json_data": graph}))).send().await.unwrap();
     assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600);
+    assert!(answer["error"]["message"].as_str().unwrap().contains("4096"), "{answer}");
+}
+
+/// Opens a streamable-HTTP session; returns its id.
+async fn open_session(s: &TestServer) -> String {
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let response = s.post(&initialize).header("accept", "application/json, text/event-stream").send().await.unwrap();
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    response.bytes().await.unwrap();
+    session
+}
+
+#[tokio::test]
+async fn streamable_http_answers_unusable_messages_with_json_rpc_errors() {
+    let s = start(None, 4096).await;
+    let session = open_session(&s).await;
+    let post = |body: String| {
+        s.client
+            .post(format!("{}/mcp", s.base))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &session)
+            .body(body)
+    };
+    let response = post("{\"jsonrpc\": \"2.0\", \"id\": 3,".into()).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    let answer: Value =
+        post(json!({"jsonrpc": "2.0", "id": "x"}).to_string()).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["id"], "x");
+    let batch = json!(["2.0", 4, "ping"]).to_string();
+    let answer: Value = post(batch).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let big = json!({"jsonrpc": "2.0", "id": 12, "method": "ping", "params": {"pad": "x".repeat(10_000)}});
+    let response = post(big.to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (json!(12), json!(-32600)), "{answer}");
+    // A good message still goes through to the session.
+    let ping = post(json!({"jsonrpc": "2.0", "id": 13, "method": "ping"}).to_string()).send().await.unwrap();
+    assert_eq!(ping.status(), 200);
+    assert!(ping.text().await.unwrap().contains("\"id\":13"));
 }
 
 #[tokio::test]
@@ -177,22 +224,14 @@ fn non_loopback_bind_without_token_refuses_to_start() {
     assert!(stderr.contains("CKS_MCP_HTTP_TOKEN"), "{stderr}");
 }
 
-#[test]
-fn help_lists_every_environment_variable() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cks-mcp")).arg("--help").output().unwrap();
-    let help = String::from_utf8_lossy(&output.stdout);
-    for var in [
-        "CKS_MCP_DATA_DIR",
-        "CKS_MCP_DB_PATH",
-        "CKS_MCP_HTTP_PORT",
-        "CKS_MCP_HTTP_TOKEN",
-        "CKS_LLM_PROVIDER",
-        "CKS_OLLAMA_HOST",
-        "ANTHROPIC_API_KEY",
-        "CKS_GOOGLE_API_KEY",
-        "CKS_OPENAI_BASE_URL",
-        "CKS_AI_CHAT_MAX_ITERATIONS",
-    ] {
-        assert!(help.contains(var), "--help does not mention {var}");
-    }
+#[tokio::test]
+async fn health_answers_with_a_small_status_behind_the_token() {
+    let s = start(Some("tok"), 1 << 20).await;
+    let url = format!("{}/health", s.base);
+    let response = s.client.get(&url).bearer_auth("tok").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let status: Value = response.json().await.unwrap();
+    assert_eq!(status["status"], "ok");
+    assert_eq!(status["server"], "cks-mcp");
+    assert_eq!(s.client.get(&url).send().await.unwrap().status(), 401);
 }

@@ -173,6 +173,48 @@ enum Attempt {
     Conflict,
 }
 
+/// A change applied to the cached structure, with what is needed to take it back.
+enum Applied {
+    Delta(ChangeSet),
+    Replaced(KnowledgeStructure),
+}
+
+impl Applied {
+    fn undo(self, structure: &mut KnowledgeStructure) {
+        match self {
+            Applied::Delta(changes) => structure.undo(changes),
+            Applied::Replaced(previous) => *structure = previous,
+        }
+    }
+}
+
+/// A change applied in memory while its version is being written. If the commit future is
+/// dropped at that point (a client that disconnects cancels its call), the change is undone, so
+/// the cached state is never one the store may not have. The store may still finish the write on
+/// its own thread, so the session's freshness mark is cleared as well: the next access asks the
+/// store for its head and reloads whatever it ended up with.
+struct InFlight<'a> {
+    structure: &'a mut KnowledgeStructure,
+    applied: Option<Applied>,
+    fresh_as_of: &'a AtomicU64,
+}
+
+impl InFlight<'_> {
+    /// The write finished (either way): hands the change back to the caller to keep or undo.
+    fn settle(mut self) -> Option<Applied> {
+        self.applied.take()
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(applied) = self.applied.take() {
+            applied.undo(self.structure);
+            self.fresh_as_of.store(NOT_CHECKED, Ordering::Release);
+        }
+    }
+}
+
 impl Runtime {
     pub fn new(store: Arc<dyn Store>, config: RuntimeConfig) -> Self {
         let (events, _) = broadcast::channel(config.event_capacity.max(1));
@@ -434,7 +476,7 @@ impl Runtime {
             if stale {
                 self.refresh(&session, &mut state).await?;
             }
-            match self.try_commit(&session.id, &mut state, &request).await? {
+            match self.try_commit(&session.id, &session.fresh_as_of, &mut state, &request).await? {
                 Attempt::Done(committed) => return Ok(committed),
                 Attempt::Conflict => continue,
             }
@@ -442,27 +484,17 @@ impl Runtime {
         Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts })
     }
 
-    /// One commit attempt on a locked, refreshed session.
+    /// One commit attempt on a locked, refreshed session. `fresh_as_of` is the session's
+    /// freshness mark, cleared when the attempt is abandoned half way (see [`InFlight`]).
     async fn try_commit(
         &self,
         id: &str,
+        fresh_as_of: &AtomicU64,
         state: &mut SessionState,
         request: &CommitRequest,
     ) -> Result<Attempt, RuntimeError> {
         if state.row.closed {
             return Err(RuntimeError::SessionClosed(id.to_owned()));
-        }
-        enum Applied {
-            Delta(ChangeSet),
-            Replaced(KnowledgeStructure),
-        }
-        impl Applied {
-            fn undo(self, structure: &mut KnowledgeStructure) {
-                match self {
-                    Applied::Delta(changes) => structure.undo(changes),
-                    Applied::Replaced(previous) => *structure = previous,
-                }
-            }
         }
         let empty = Edit::Operations(Vec::new());
         let applied = match request.edit.as_ref().unwrap_or(&empty) {
@@ -528,10 +560,15 @@ impl Runtime {
             delta,
             snapshot: snapshot.then(|| codec::encode_state(&state.structure)),
         };
-        match self.store.append_version(&new).await {
+        let in_flight = InFlight { structure: &mut state.structure, applied: Some(applied), fresh_as_of };
+        let outcome = self.store.append_version(&new).await;
+        let applied = in_flight.settle();
+        match outcome {
             Ok(()) => {}
             Err(e) => {
-                applied.undo(&mut state.structure);
+                if let Some(applied) = applied {
+                    applied.undo(&mut state.structure);
+                }
                 let conflict = matches!(e, StoreError::Conflict { .. });
                 if matches!(e, StoreError::SessionClosed(_)) {
                     // Closed by another process since this one loaded it.
@@ -706,7 +743,7 @@ impl Runtime {
                 metadata,
                 extensions: Vec::new(),
             };
-            match self.try_commit(target_id, &mut state, &request).await? {
+            match self.try_commit(target_id, &session.fresh_as_of, &mut state, &request).await? {
                 Attempt::Done(committed) => Some(Box::new(committed)),
                 Attempt::Conflict => {
                     return Err(RuntimeError::ConcurrentModification { session_id: target_id.to_owned(), attempts: 1 });

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use axum::http::StatusCode;
 use rmcp::model::ErrorData;
 
 use crate::server::{CallOptions, CksServer};
@@ -12,12 +13,17 @@ pub(super) fn is_initialize(body: &[u8]) -> bool {
     serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"))
 }
 
-/// Answers a body; `None` when it held only notifications.
-pub(super) async fn handle(server: &CksServer, body: &[u8]) -> Option<String> {
+/// Answers a body; `None` when it held only notifications. A body that is not JSON is answered
+/// with status 400, as the reference does; everything else with 200.
+pub(super) async fn handle(server: &CksServer, body: &[u8]) -> (StatusCode, Option<String>) {
     let message: Value = match serde_json::from_slice(body) {
         Ok(message) => message,
-        Err(_) => return Some(error(Value::Null, -32700, "Parse error").to_string()),
+        Err(_) => return (StatusCode::BAD_REQUEST, Some(error(Value::Null, -32700, "Parse error").to_string())),
     };
+    (StatusCode::OK, answer(server, message).await)
+}
+
+async fn answer(server: &CksServer, message: Value) -> Option<String> {
     match message {
         Value::Array(batch) if batch.is_empty() => {
             Some(error(Value::Null, -32600, "Invalid Request: empty batch").to_string())

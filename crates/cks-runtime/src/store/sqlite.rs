@@ -221,8 +221,16 @@ impl Store for SqliteStore {
 
     /// SQLite's `data_version` moves when another connection (this process or another) commits;
     /// our own commits through this connection leave it alone, and the runtime knows those.
+    ///
+    /// This runs on an async worker, so it never waits for the connection: a blocking-pool task
+    /// may hold it for as long as SQLite's busy timeout. While it is busy the answer is "cannot
+    /// tell", and the caller probes the head through the blocking pool instead.
     fn change_token(&self) -> Option<u64> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = match self.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
         conn.pragma_query_value(None, "data_version", |r| r.get::<_, i64>(0)).ok().map(|v| v as u64)
     }
 
@@ -547,5 +555,27 @@ impl Store for SqliteStore {
             Ok(outcome)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_change_token_never_waits_for_a_busy_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("t.db"), &SqliteOptions::default()).unwrap();
+        assert!(store.change_token().is_some());
+        // A blocking-pool task holding the connection (as one waiting out another process's
+        // write lock would, for up to the busy timeout).
+        let held = store.conn.lock().unwrap();
+        let (send, answer) = std::sync::mpsc::channel();
+        let probe = store.clone();
+        std::thread::spawn(move || send.send(probe.change_token()).unwrap());
+        let token = answer.recv_timeout(Duration::from_secs(60)).expect("change_token waited for the connection");
+        assert_eq!(token, None, "a busy connection cannot tell");
+        drop(held);
+        assert!(store.change_token().is_some());
     }
 }

@@ -1,0 +1,339 @@
+//! Every environment variable the server reads, in one table: its accepted form, default and
+//! meaning. `--help` is printed from it, and start-up checks every set variable against it, so a
+//! bad value stops the server with a message naming the variable, what is wrong and what is
+//! accepted, whichever crate reads the value later. A test checks that every variable named in
+//! the sources is in this table and every row is still read somewhere.
+
+use std::fmt::Write as _;
+
+/// What a variable's value must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Any text (names, keys, paths).
+    Text,
+    /// A TCP port number.
+    Port,
+    /// A whole number in `min..=max`, counted in `unit`.
+    Whole { min: u64, max: u64, unit: &'static str },
+    /// One of these words (case-insensitive).
+    OneOf(&'static [&'static str]),
+    /// An `http://` or `https://` URL.
+    Url,
+    /// Comma-separated `http(s)://host[:port]` origins.
+    Origins,
+    /// A `tracing` filter directive list, such as `warn,cks_tool_call=info`.
+    LogFilter,
+}
+
+/// One environment variable.
+#[derive(Debug, Clone, Copy)]
+pub struct Variable {
+    pub name: &'static str,
+    pub form: Form,
+    /// Shown in `--help` as `[default]`.
+    pub default: Option<&'static str>,
+    pub meaning: &'static str,
+}
+
+/// A group of variables under one heading of `--help`.
+#[derive(Debug, Clone, Copy)]
+pub struct Group {
+    pub heading: &'static str,
+    pub variables: &'static [Variable],
+}
+
+const fn var(name: &'static str, form: Form, default: Option<&'static str>, meaning: &'static str) -> Variable {
+    Variable { name, form, default, meaning }
+}
+
+const fn whole(min: u64, max: u64, unit: &'static str) -> Form {
+    Form::Whole { min, max, unit }
+}
+
+use Form::{LogFilter, Origins, Port, Text, Url};
+
+/// The synchronous modes offered for the SQLite store.
+pub const SYNCHRONOUS_MODES: &[&str] = &["normal", "full"];
+/// The values of `CKS_LLM_PROVIDER`.
+pub const PROVIDERS: &[&str] = &["auto", "ollama", "anthropic", "google", "openai_compatible"];
+
+/// Every variable read, grouped as `--help` shows them.
+pub const GROUPS: &[Group] = &[
+    Group {
+        heading: "Storage and server",
+        variables: &[
+            var("CKS_MCP_DATA_DIR", Text, Some("~/.cks-mcp"), "Data directory"),
+            var(
+                "CKS_MCP_DB_PATH",
+                Text,
+                Some("<data dir>/cks_mcp.db"),
+                "SQLite database file; ':memory:' keeps nothing",
+            ),
+            var(
+                "CKS_MCP_SQLITE_SYNCHRONOUS",
+                Form::OneOf(SYNCHRONOUS_MODES),
+                Some("normal"),
+                "normal: commits survive a killed process; full: they also survive power loss (slower)",
+            ),
+            var(
+                "CKS_MCP_HTTP_PORT",
+                Port,
+                None,
+                "Also serve HTTP on 127.0.0.1:<port> (same as --http 127.0.0.1:<port>)",
+            ),
+            var(
+                "CKS_MCP_HTTP_TOKEN",
+                Text,
+                None,
+                "Bearer token required on every HTTP request; mandatory for non-loopback binds",
+            ),
+            var(
+                "CKS_MCP_ALLOWED_ORIGINS",
+                Origins,
+                None,
+                "Extra browser origins allowed over HTTP, comma-separated (loopback origins always are)",
+            ),
+            var(
+                "CKS_MCP_MAX_MESSAGE_BYTES",
+                whole(1024, u64::MAX, "bytes"),
+                Some("67108864"),
+                "Largest request or stdio message accepted (either framing)",
+            ),
+            var("CKS_MCP_LOG", LogFilter, Some("warn,cks_tool_call=info"), "Log filter for stderr (tracing syntax)"),
+        ],
+    },
+    Group {
+        heading: "LLM providers (used by ai_chat and construct_knowledge)",
+        variables: &[
+            var("CKS_LLM_PROVIDER", Form::OneOf(PROVIDERS), Some("auto"), "Which provider answers LLM calls"),
+            var("CKS_OLLAMA_HOST", Url, Some("http://localhost:11434"), "Ollama base URL"),
+            var("CKS_OLLAMA_MODEL", Text, Some("llama3.2"), "Ollama model"),
+            var("ANTHROPIC_API_KEY", Text, None, "Anthropic API key"),
+            var("ANTHROPIC_BASE_URL", Url, Some("https://api.anthropic.com"), "Anthropic API base URL"),
+            var("CKS_ANTHROPIC_MODEL", Text, Some(cks_llm::config::DEFAULT_ANTHROPIC_MODEL), "Anthropic model"),
+            var("CKS_GOOGLE_API_KEY", Text, None, "Google Gemini API key (GOOGLE_API_KEY is used when unset)"),
+            var("GOOGLE_API_KEY", Text, None, "Google Gemini API key (fallback)"),
+            var(
+                "CKS_GOOGLE_BASE_URL",
+                Url,
+                Some("https://generativelanguage.googleapis.com/v1beta"),
+                "Gemini API base URL",
+            ),
+            var("CKS_GOOGLE_MODEL", Text, Some("gemini-2.5-flash"), "Gemini model"),
+            var("CKS_OPENAI_API_KEY", Text, None, "OpenAI-compatible API key"),
+            var("CKS_OPENAI_BASE_URL", Url, Some("https://api.openai.com/v1"), "OpenAI-compatible base URL"),
+            var("CKS_OPENAI_MODEL", Text, Some("gpt-4o"), "OpenAI-compatible model"),
+            var(
+                "CKS_LLM_MAX_TOKENS",
+                whole(1, u32::MAX as u64, "tokens"),
+                Some("4096"),
+                "Output token limit of single-shot calls",
+            ),
+            var(
+                "CKS_LLM_TIMEOUT_SECONDS",
+                whole(1, 86_400, "seconds"),
+                Some("120"),
+                "Time limit of one LLM request attempt, answer included",
+            ),
+            var(
+                "CKS_LLM_MAX_RETRIES",
+                whole(0, 10, "retries"),
+                Some("3"),
+                "Retries of a failed LLM request after the first attempt",
+            ),
+            var(
+                "CKS_LLM_MODELS_TTL_SECONDS",
+                whole(0, u64::MAX, "seconds"),
+                Some("300"),
+                "Cache lifetime of list_llm_models (0 disables the cache)",
+            ),
+        ],
+    },
+    Group {
+        heading: "ai_chat",
+        variables: &[
+            var("CKS_AI_CHAT_MAX_ITERATIONS", whole(1, u64::MAX, "round trips"), Some("8"), "LLM round trips per turn"),
+            var("CKS_AI_CHAT_TIMEOUT_SECONDS", whole(1, u64::MAX, "seconds"), Some("300"), "Deadline of one turn"),
+            var("CKS_AI_CHAT_MAX_TOKENS", whole(1, u64::MAX, "tokens"), None, "Optional token budget of one turn"),
+            var(
+                "CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES",
+                whole(1, u64::MAX, "bytes"),
+                Some("16384"),
+                "Tool results longer than this are truncated for the LLM",
+            ),
+            var(
+                "CKS_AI_CHAT_MAX_OUTPUT_TOKENS",
+                whole(1, u64::MAX, "tokens"),
+                Some("2048"),
+                "Output tokens per LLM call of a turn",
+            ),
+            var(
+                "CKS_AI_CHAT_MAX_TOOL_CALLS",
+                whole(1, u64::MAX, "tool calls"),
+                Some("16"),
+                "Tool calls run per LLM answer; the rest are refused",
+            ),
+            var(
+                "CKS_AI_CHAT_RESULT_MAX_BYTES",
+                whole(1, u64::MAX, "bytes"),
+                Some("1048576"),
+                "Bytes of one turn's recorded tool calls; then results are cut",
+            ),
+        ],
+    },
+];
+
+/// Every variable, in `--help` order.
+pub fn all() -> impl Iterator<Item = &'static Variable> {
+    GROUPS.iter().flat_map(|g| g.variables.iter())
+}
+
+/// The `--help` section listing every variable.
+pub fn help() -> String {
+    let width = all().map(|v| v.name.len()).max().unwrap_or(0) + 2;
+    let mut text = String::from(
+        "ENVIRONMENT (a `.env` file in the data directory is also read; it never overrides the real environment.\n\
+         An empty value counts as unset; any other value that is not accepted stops start-up):\n",
+    );
+    for group in GROUPS {
+        let _ = writeln!(text, "  {}", group.heading);
+        for v in group.variables {
+            let _ = write!(text, "    {:width$}{}", v.name, v.meaning);
+            if let Some(default) = v.default {
+                let _ = write!(text, " [{default}]");
+            }
+            if let Some(form) = short_form(v.form) {
+                let _ = write!(text, " ({form})");
+            }
+            text.push('\n');
+        }
+    }
+    text.truncate(text.trim_end().len());
+    text
+}
+
+/// The accepted form in a few words, for `--help` (plain text needs none).
+fn short_form(form: Form) -> Option<String> {
+    match form {
+        Form::Text | Form::Url | Form::Origins | Form::LogFilter => None,
+        other => Some(accepted(other)),
+    }
+}
+
+/// What a form accepts, for messages.
+pub fn accepted(form: Form) -> String {
+    match form {
+        Form::Text => "any text".into(),
+        Form::Port => "a port number, 0 to 65535".into(),
+        Form::Whole { min, max: u64::MAX, unit } => format!("a whole number of {unit}, at least {min}"),
+        Form::Whole { min, max, unit } => format!("a whole number of {unit}, {min} to {max}"),
+        Form::OneOf(words) => format!("one of {}", words.join(", ")),
+        Form::Url => "an http:// or https:// URL".into(),
+        Form::Origins => "comma-separated origins such as https://studio.example.com or http://localhost:5173".into(),
+        Form::LogFilter => "a tracing filter such as warn,cks_tool_call=info".into(),
+    }
+}
+
+/// Checks one value (already known to be non-empty); the error says what is wrong with it.
+pub fn check(form: Form, value: &str) -> Result<(), String> {
+    let value = value.trim();
+    match form {
+        Form::Text => Ok(()),
+        Form::Port => value.parse::<u16>().map(drop).map_err(|_| "not a port number".into()),
+        Form::Whole { min, max, .. } => match value.parse::<u64>() {
+            Ok(n) if n < min => Err(format!("{n} is below {min}")),
+            Ok(n) if n > max => Err(format!("{n} is above {max}")),
+            Ok(_) => Ok(()),
+            Err(_) => Err("not a whole number".into()),
+        },
+        Form::OneOf(words) => {
+            words.iter().any(|w| w.eq_ignore_ascii_case(value)).then_some(()).ok_or_else(|| "not a known choice".into())
+        }
+        Form::Url => check_url(value),
+        Form::Origins => value
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .try_for_each(|origin| check_url(origin).map_err(|problem| format!("'{origin}': {problem}"))),
+        Form::LogFilter => {
+            tracing_subscriber::EnvFilter::try_new(value).map(drop).map_err(|e| format!("not a valid filter ({e})"))
+        }
+    }
+}
+
+fn check_url(value: &str) -> Result<(), String> {
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"))
+        .ok_or_else(|| "does not start with http:// or https://".to_owned())?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err("has no host name".into());
+    }
+    Ok(())
+}
+
+/// Checks every variable that is set and non-empty; the first bad one is the error.
+pub fn check_all(lookup: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+    for v in all() {
+        let Some(value) = lookup(v.name).filter(|value| !value.trim().is_empty()) else { continue };
+        if let Err(problem) = check(v.form, &value) {
+            return Err(format!("{}='{}' is not accepted: {problem}; expected {}", v.name, value, accepted(v.form)));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn bad(name: &str, value: &str) -> String {
+        let env: HashMap<&str, &str> = HashMap::from([(name, value)]);
+        check_all(|n| env.get(n).map(|v| v.to_string())).unwrap_err()
+    }
+
+    fn ok(name: &str, value: &str) -> bool {
+        let env: HashMap<&str, &str> = HashMap::from([(name, value)]);
+        check_all(|n| env.get(n).map(|v| v.to_string())).is_ok()
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable_the_problem_and_the_form() {
+        let message = bad("CKS_LLM_TIMEOUT_SECONDS", "soon");
+        assert!(message.contains("CKS_LLM_TIMEOUT_SECONDS='soon'"), "{message}");
+        assert!(message.contains("not a whole number"), "{message}");
+        assert!(message.contains("whole number of seconds, 1 to 86400"), "{message}");
+        let message = bad("CKS_LLM_PROVIDER", "openai");
+        assert!(message.contains("one of auto, ollama, anthropic, google, openai_compatible"), "{message}");
+        assert!(bad("CKS_LLM_MAX_RETRIES", "11").contains("11 is above 10"));
+        assert!(bad("CKS_AI_CHAT_MAX_ITERATIONS", "0").contains("0 is below 1"));
+        assert!(bad("CKS_MCP_HTTP_PORT", "70000").contains("not a port number"));
+        assert!(bad("CKS_OLLAMA_HOST", "localhost:11434").contains("http://"));
+        assert!(bad("CKS_MCP_ALLOWED_ORIGINS", "https://a.example, b.example").contains("'b.example'"));
+        assert!(bad("CKS_MCP_LOG", "warn,=[").contains("CKS_MCP_LOG"));
+        assert!(bad("CKS_MCP_SQLITE_SYNCHRONOUS", "extra").contains("one of normal, full"));
+    }
+
+    #[test]
+    fn good_and_empty_values_pass() {
+        assert!(ok("CKS_LLM_TIMEOUT_SECONDS", "30"));
+        assert!(ok("CKS_LLM_PROVIDER", "OpenAI_Compatible"));
+        assert!(ok("CKS_LLM_MODELS_TTL_SECONDS", "0"));
+        assert!(ok("CKS_OLLAMA_HOST", "http://127.0.0.1:11434/"));
+        assert!(ok("CKS_MCP_ALLOWED_ORIGINS", "https://a.example, http://localhost:5173"));
+        assert!(ok("CKS_MCP_LOG", "info,cks_tool_call=debug"));
+        assert!(ok("CKS_MCP_MAX_MESSAGE_BYTES", "  "));
+        assert!(ok("CKS_MCP_SQLITE_SYNCHRONOUS", "FULL"));
+    }
+
+    #[test]
+    fn help_shows_every_variable_once() {
+        let help = help();
+        for v in all() {
+            let lines = help.lines().filter(|l| l.split_whitespace().next() == Some(v.name)).count();
+            assert_eq!(lines, 1, "{} in --help", v.name);
+        }
+    }
+}

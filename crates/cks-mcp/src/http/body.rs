@@ -1,0 +1,90 @@
+//! Request bodies at `/mcp`: read under the size limit (an over-size body is refused with a
+//! JSON-RPC error naming the limit and, when it can be read from the part received, the request's
+//! id), and checked to be a JSON-RPC message before rmcp sees them, so a client always gets a
+//! JSON-RPC error answer rather than a bare status line.
+
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::{Value, json};
+
+use crate::stdio::framing::IdScanner;
+
+/// JSON-RPC: the text is not JSON.
+const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: JSON, but not a usable message (also: over the size limit).
+const INVALID_REQUEST: i64 = -32600;
+
+/// A JSON-RPC error answer with an HTTP status.
+pub(super) fn error_response(status: StatusCode, id: Option<Value>, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": {"code": code, "message": message}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// Reads the whole body if it is at most `limit` bytes; otherwise the answer to send.
+pub(super) async fn read(body: Body, limit: usize) -> Result<Bytes, Response> {
+    let mut stream = body.into_data_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return Err(error_response(
+                StatusCode::BAD_REQUEST,
+                None,
+                PARSE_ERROR,
+                "Parse error: the body could not be read",
+            ));
+        };
+        if buf.len() + chunk.len() > limit {
+            // The id usually comes first; what arrived is enough to name most requests.
+            let mut scanner = IdScanner::default();
+            scanner.feed(&buf);
+            scanner.feed(&chunk);
+            let message = format!("Message too large: the limit is {limit} bytes (CKS_MCP_MAX_MESSAGE_BYTES)");
+            return Err(error_response(StatusCode::PAYLOAD_TOO_LARGE, scanner.id(), INVALID_REQUEST, &message));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// The fields that make a JSON-RPC message; everything else is skipped without being built.
+#[derive(Deserialize)]
+struct Envelope {
+    jsonrpc: Option<String>,
+    id: Option<Value>,
+    method: Option<String>,
+    result: Option<IgnoredAny>,
+    error: Option<IgnoredAny>,
+}
+
+/// `None` when `body` is one JSON-RPC message; otherwise the error answer.
+pub(super) fn check_message(body: &[u8]) -> Option<Response> {
+    let envelope = match serde_json::from_slice::<Envelope>(body) {
+        Ok(envelope) => envelope,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return Some(error_response(StatusCode::BAD_REQUEST, None, PARSE_ERROR, &format!("Parse error: {e}")));
+        }
+        Err(e) => {
+            let message = format!("Invalid Request: {e}");
+            return Some(error_response(StatusCode::BAD_REQUEST, None, INVALID_REQUEST, &message));
+        }
+    };
+    // serde would also read the fields from an array; a session takes one message, never a batch.
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        let message = "Invalid Request: expected one JSON-RPC message object";
+        return Some(error_response(StatusCode::BAD_REQUEST, None, INVALID_REQUEST, message));
+    }
+    let id = envelope.id.filter(|id| id.is_string() || id.is_number());
+    let problem = if envelope.jsonrpc.as_deref() != Some("2.0") {
+        Some("'jsonrpc' must be \"2.0\"")
+    } else if envelope.method.is_none() && (id.is_none() || (envelope.result.is_none() && envelope.error.is_none())) {
+        Some("no 'method' (nor a result or error answering an id)")
+    } else {
+        None
+    };
+    problem.map(|p| error_response(StatusCode::BAD_REQUEST, id, INVALID_REQUEST, &format!("Invalid Request: {p}")))
+}

@@ -1,0 +1,182 @@
+//! MCP over stdio against the real binary: both framings, answered in kind, batches, and an error
+//! answer (never silence) for unparseable, invalid and over-size messages.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// One answer and how it was framed.
+#[derive(Debug)]
+struct Reply {
+    content_length: bool,
+    body: Value,
+}
+
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    replies: mpsc::Receiver<Reply>,
+    _dir: tempfile::TempDir,
+}
+
+fn start(max_message_bytes: Option<usize>) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cks-mcp"));
+    command
+        .env("CKS_MCP_DATA_DIR", dir.path())
+        .env("CKS_MCP_DB_PATH", ":memory:")
+        .env_remove("CKS_MCP_MAX_MESSAGE_BYTES")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(max) = max_message_bytes {
+        command.env("CKS_MCP_MAX_MESSAGE_BYTES", max.to_string());
+    }
+    let mut child = command.spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (send, replies) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let reply = match line.trim().strip_prefix("Content-Length:") {
+                Some(length) => {
+                    let length: usize = length.trim().parse().unwrap();
+                    let mut blank = String::new();
+                    reader.read_line(&mut blank).unwrap();
+                    assert_eq!(blank, "\r\n");
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    Reply { content_length: true, body: serde_json::from_slice(&body).unwrap() }
+                }
+                None => Reply { content_length: false, body: serde_json::from_str(&line).unwrap() },
+            };
+            if send.send(reply).is_err() {
+                return;
+            }
+        }
+    });
+    let mut server = Server { child, stdin, replies, _dir: dir };
+    server.line(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
+    assert_eq!(server.next().body["id"], 0);
+    server.line(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    server
+}
+
+impl Server {
+    fn raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn line(&mut self, message: &Value) {
+        self.raw(format!("{message}\n").as_bytes());
+    }
+
+    fn framed(&mut self, message: &Value) {
+        let body = message.to_string();
+        self.raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    /// The next answer; a server that stays silent fails the test instead of hanging it.
+    fn next(&self) -> Reply {
+        self.replies.recv_timeout(Duration::from_secs(60)).expect("the server did not answer")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ping(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+}
+
+#[test]
+fn content_length_messages_are_answered_in_kind_between_plain_lines() {
+    let mut s = start(None);
+    s.framed(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let reply = s.next();
+    assert!(reply.content_length);
+    assert_eq!(reply.body["id"], 1);
+    assert!(reply.body["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    s.line(&ping(json!(2)));
+    let reply = s.next();
+    assert!(!reply.content_length);
+    assert_eq!(reply.body, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    // Headers are case-insensitive, may come with others, and the body may span lines.
+    let body = "{\"jsonrpc\": \"2.0\",\n \"id\": \"three\", \"method\": \"ping\"}";
+    s.raw(format!("content-length: {}\r\nContent-Type: application/json\r\n\r\n{body}", body.len()).as_bytes());
+    let reply = s.next();
+    assert!(reply.content_length);
+    assert_eq!(reply.body["id"], "three");
+}
+
+#[test]
+fn unparseable_and_invalid_messages_get_error_answers() {
+    let mut s = start(None);
+    s.raw(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": \n");
+    let reply = s.next();
+    assert_eq!(reply.body["error"]["code"], -32700, "{:?}", reply.body);
+    s.line(&json!({"jsonrpc": "2.0", "id": "bad", "params": {}}));
+    let reply = s.next();
+    assert_eq!(reply.body["error"]["code"], -32600);
+    assert_eq!(reply.body["id"], "bad");
+    s.framed(&json!(42));
+    let reply = s.next();
+    assert!(reply.content_length);
+    assert_eq!(reply.body["error"]["code"], -32600);
+    assert_eq!(reply.body["id"], Value::Null);
+    s.raw(b"Content-Length: lots\r\n\r\n");
+    assert_eq!(s.next().body["error"]["code"], -32700);
+    // Still serving afterwards.
+    s.line(&ping(json!(6)));
+    assert_eq!(s.next().body["id"], 6);
+}
+
+#[test]
+fn over_size_messages_are_refused_by_name_in_both_framings() {
+    let mut s = start(Some(4096));
+    let padding = "x".repeat(10_000);
+    let big = json!({"jsonrpc": "2.0", "method": "tools/call",
+        "params": {"name": "validate_knowledge", "arguments": {"json_data": padding}}, "id": 77});
+    s.line(&big);
+    let reply = s.next();
+    assert_eq!(reply.body["id"], 77);
+    assert_eq!(reply.body["error"]["code"], -32600);
+    let message = reply.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("4096") && message.contains("CKS_MCP_MAX_MESSAGE_BYTES"), "{message}");
+    let mut big = big;
+    big["id"] = json!("framed");
+    s.framed(&big);
+    let reply = s.next();
+    assert!(reply.content_length);
+    assert_eq!(reply.body["id"], "framed");
+    assert_eq!(reply.body["error"]["code"], -32600);
+    s.line(&ping(json!(8)));
+    assert_eq!(s.next().body["id"], 8);
+}
+
+#[test]
+fn batches_get_one_array_answer() {
+    let mut s = start(None);
+    s.line(&json!([ping(json!(1)), {"jsonrpc": "2.0", "method": "notifications/initialized"}, ping(json!(2)), 3]));
+    let reply = s.next();
+    let answers = reply.body.as_array().expect("an array answer");
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let mut ids: Vec<String> = answers.iter().map(|a| a["id"].to_string()).collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2", "null"]);
+    s.line(&json!([]));
+    assert_eq!(s.next().body["error"]["code"], -32600);
+}

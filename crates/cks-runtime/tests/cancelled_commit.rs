@@ -1,0 +1,136 @@
+//! A commit whose future is dropped while its version is being written (a client that
+//! disconnects cancels its call) leaves the cached session exactly as the store has it: unchanged
+//! when the write never happened, and showing the new version when the store finished it anyway.
+
+use async_trait::async_trait;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use tokio::sync::Notify;
+
+use cks_core::ops::parse_operations;
+use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
+use cks_runtime::store::{Chain, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig};
+
+const PASS: u8 = 0;
+/// The next append stalls forever before writing.
+const STALL_BEFORE: u8 = 1;
+/// The next append writes, then stalls forever before answering.
+const STALL_AFTER: u8 = 2;
+
+/// SQLite (whose change token does not move on its own commits) with an append that can stall.
+#[derive(Debug)]
+struct StallingStore {
+    inner: SqliteStore,
+    mode: AtomicU8,
+    stalled: Notify,
+}
+
+#[async_trait]
+impl Store for StallingStore {
+    fn kind(&self) -> &'static str {
+        "stalling"
+    }
+    fn change_token(&self) -> Option<u64> {
+        self.inner.change_token()
+    }
+    async fn create_session(&self, session: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+        self.inner.create_session(session, initial_state).await
+    }
+    async fn load_session(&self, session_id: &str) -> Result<Option<SessionRow>, StoreError> {
+        self.inner.load_session(session_id).await
+    }
+    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        self.inner.list_sessions().await
+    }
+    async fn head_seq(&self, session_id: &str) -> Result<Option<u64>, StoreError> {
+        self.inner.head_seq(session_id).await
+    }
+    async fn append_version(&self, version: &NewVersion) -> Result<(), StoreError> {
+        match self.mode.swap(PASS, Ordering::SeqCst) {
+            STALL_BEFORE => {}
+            STALL_AFTER => self.inner.append_version(version).await?,
+            _ => return self.inner.append_version(version).await,
+        }
+        self.stalled.notify_one();
+        std::future::pending().await
+    }
+    async fn list_versions(&self, session_id: &str) -> Result<Vec<VersionRow>, StoreError> {
+        self.inner.list_versions(session_id).await
+    }
+    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+        self.inner.find_version(version_id).await
+    }
+    async fn load_chain(&self, session_id: &str, seq: u64) -> Result<Chain, StoreError> {
+        self.inner.load_chain(session_id, seq).await
+    }
+    async fn load_versions_after(&self, session_id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
+        self.inner.load_versions_after(session_id, after_seq).await
+    }
+    async fn load_snapshot(&self, session_id: &str, seq: u64) -> Result<Option<String>, StoreError> {
+        self.inner.load_snapshot(session_id, seq).await
+    }
+    async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError> {
+        self.inner.set_closed(session_id, closed).await
+    }
+}
+
+fn add(id: &str) -> CommitRequest {
+    let operations = json!([{"type": "add_object", "identity": {"id": id, "type": "Node", "name": id}}]);
+    CommitRequest::operations(parse_operations(&operations).unwrap())
+}
+
+async fn setup() -> (tempfile::TempDir, Arc<StallingStore>, Runtime, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = SqliteStore::open(dir.path().join("t.db"), &SqliteOptions::default()).unwrap();
+    let store = Arc::new(StallingStore { inner, mode: AtomicU8::new(PASS), stalled: Notify::new() });
+    let runtime = Runtime::new(store.clone(), RuntimeConfig::default());
+    let id = runtime.create_session(Default::default(), NewSession::default()).await.unwrap().session_id;
+    runtime.commit(&id, add("a")).await.unwrap();
+    (dir, store, runtime, id)
+}
+
+/// Starts a commit of `b` and drops it once the store has stalled.
+async fn commit_and_drop(runtime: &Runtime, store: &StallingStore, id: &str) {
+    let commit = runtime.commit(id, add("b"));
+    tokio::select! {
+        result = commit => panic!("the stalled commit finished: {result:?}"),
+        () = store.stalled.notified() => {}
+    }
+}
+
+async fn object_ids(runtime: &Runtime, id: &str) -> Vec<String> {
+    let mut ids = runtime
+        .read(id, |structure, _| structure.objects().map(|o| o.identity.id.clone()).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn a_commit_dropped_before_the_write_changes_nothing() {
+    let (_dir, store, runtime, id) = setup().await;
+    let head = runtime.info(&id).await.unwrap();
+    store.mode.store(STALL_BEFORE, Ordering::SeqCst);
+    commit_and_drop(&runtime, &store, &id).await;
+    assert_eq!(object_ids(&runtime, &id).await, ["a"]);
+    let after = runtime.info(&id).await.unwrap();
+    assert_eq!(after.state_hash, head.state_hash);
+    // The session is still usable, and the next commit is built on the stored head.
+    runtime.commit(&id, add("c")).await.unwrap();
+    assert_eq!(object_ids(&runtime, &id).await, ["a", "c"]);
+    assert_eq!(runtime.list_versions(&id).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_commit_dropped_after_the_write_shows_what_the_store_has() {
+    let (_dir, store, runtime, id) = setup().await;
+    store.mode.store(STALL_AFTER, Ordering::SeqCst);
+    commit_and_drop(&runtime, &store, &id).await;
+    assert_eq!(object_ids(&runtime, &id).await, ["a", "b"]);
+    runtime.commit(&id, add("c")).await.unwrap();
+    assert_eq!(object_ids(&runtime, &id).await, ["a", "b", "c"]);
+    assert_eq!(runtime.list_versions(&id).await.unwrap().len(), 3);
+}
