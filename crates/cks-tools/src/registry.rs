@@ -216,6 +216,16 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     }
     let path = error.instance_path().to_string();
     let field = path.trim_start_matches('/').split('/').next().unwrap_or_default().to_owned();
+    // Every tool taking evolution operations reports a malformed list as `invalid_operations`, as
+    // the reference's handlers do (it checks no schema), rather than as a bad parameter.
+    if field == "operations" {
+        return Err(match args.get("operations") {
+            Some(Value::Array(_)) => {
+                ToolError::new("invalid_operations", format!("Could not parse 'operations': {error}."))
+            }
+            _ => ToolError::new("invalid_operations", "Operations must be a JSON array."),
+        });
+    }
     let message = if field.is_empty() {
         format!("Invalid arguments: {error}.")
     } else {
