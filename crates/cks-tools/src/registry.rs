@@ -226,6 +226,11 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
             _ => ToolError::new("invalid_operations", "Operations must be a JSON array."),
         });
     }
+    // Likewise a malformed extension list names extensions that do not exist.
+    if field == "extensions" {
+        let given = args.get("extensions").map(Value::to_string).unwrap_or_default();
+        return Err(ToolError::from(cks_core::UnknownExtension { unknown: vec![given] }));
+    }
     let message = if field.is_empty() {
         format!("Invalid arguments: {error}.")
     } else {

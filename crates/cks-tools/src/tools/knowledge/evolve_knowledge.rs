@@ -91,6 +91,15 @@ impl Tool for EvolveKnowledge {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        // As in the reference: the structure to evolve first, then the operations.
+        let session_id = input.session_id.filter(|s| !s.is_empty());
+        let new_structure = match &session_id {
+            Some(_) => None,
+            None => {
+                let json_data = input.json_data.as_ref().ok_or_else(|| ToolError::missing_parameter("session_id"))?;
+                Some(parse_json_data(json_data)?)
+            }
+        };
         let operations = match &input.operations {
             None => return Err(ToolError::new("no_operations", "No evolution operations were provided.")),
             Some(Value::Array(list)) if list.is_empty() => {
@@ -107,17 +116,16 @@ impl Tool for EvolveKnowledge {
                 _ => None,
             })
             .collect();
-        let (session_id, linked) = match input.session_id.filter(|s| !s.is_empty()) {
-            Some(id) => {
+        let (session_id, linked) = match (session_id, new_structure) {
+            (Some(id), _) => {
                 let linked = ctx.runtime.read(&id, |s, _| relations_naming(s, &removed)).await?;
                 (id, linked)
             }
-            None => {
-                let json_data = input.json_data.as_ref().ok_or_else(|| ToolError::missing_parameter("session_id"))?;
-                let structure = parse_json_data(json_data)?;
+            (None, Some(structure)) => {
                 let linked = relations_naming(&structure, &removed);
                 (ctx.runtime.create_session(structure, NewSession::default()).await?.session_id, linked)
             }
+            (None, None) => unreachable!("json_data was parsed when no session was named"),
         };
         let operations_applied = operations.len() as u64;
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("evolve"))]);
@@ -269,5 +277,9 @@ mod tests {
         );
         assert_eq!(call(&ctx, "evolve_knowledge", json!({"session_id": id})).await["error"], "no_operations");
         assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), 1, "nothing committed");
+        // json_data is read before the operations, as in the reference.
+        let bad_data =
+            call(&ctx, "evolve_knowledge", json!({"json_data": "{oops", "operations": [{"type": "fly"}]})).await;
+        assert_eq!(bad_data["error"], "invalid_json");
     }
 }

@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use cks_core::validate::{ValidationOptions, validate};
+use cks_core::KnowledgeStructure;
+use cks_core::validate::{Extension, ValidationOptions, validate};
 use cks_runtime::NewSession;
 
 use crate::context::ToolContext;
@@ -73,10 +74,12 @@ impl Tool for ValidateKnowledge {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let extensions = extensions(&input.extensions)?;
-        let options = ValidationOptions { extensions, ..Default::default() };
+        let requested = extensions(&input.extensions)?;
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let report = ctx.runtime.read(&session_id, |structure, _| validate(structure, &options)).await?;
+            let report = ctx
+                .runtime
+                .read(&session_id, |structure, _| validate(structure, &options(structure, &requested)))
+                .await?;
             return Ok(Output {
                 valid: report.is_valid(),
                 extensions_applied: input.extensions,
@@ -87,7 +90,7 @@ impl Tool for ValidateKnowledge {
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
-        let report = validate(&structure, &options);
+        let report = validate(&structure, &options(&structure, &requested));
         let mut result = Output {
             valid: report.is_valid(),
             extensions_applied: input.extensions,
@@ -106,6 +109,18 @@ impl Tool for ValidateKnowledge {
         }
         Ok(result)
     }
+}
+
+/// The requested extensions, plus `verification_record` whenever the structure holds a
+/// `VerificationRecord`: an unchecked record would read exactly like a checked one, so its shape
+/// is checked whether or not the caller asked (as the reference does).
+fn options(structure: &KnowledgeStructure, requested: &[Extension]) -> ValidationOptions {
+    let mut extensions = requested.to_vec();
+    let has_record = structure.objects().any(|o| o.identity.r#type == "VerificationRecord");
+    if has_record && !extensions.contains(&Extension::VerificationRecord) {
+        extensions.push(Extension::VerificationRecord);
+    }
+    ValidationOptions { extensions, ..Default::default() }
 }
 
 #[cfg(test)]
@@ -165,5 +180,19 @@ mod tests {
         assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), 1);
         let unknown = call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": ["nope"]})).await;
         assert_eq!(unknown["error"], "unknown_extension");
+        let not_a_list = call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": "nope"})).await;
+        assert_eq!(not_a_list["error"], "unknown_extension", "as the reference, which reads a string as names");
+    }
+
+    #[tokio::test]
+    async fn verification_records_are_always_checked() {
+        let ctx = context();
+        // A record with no verified_by link and no checked_at: malformed.
+        let data = structure(vec![obj("record", "VerificationRecord", "R", json!({"checked_via": "http"}))]);
+        let result = call(&ctx, "validate_knowledge", json!({"json_data": data.to_string()})).await;
+        assert_eq!(result["valid"], false);
+        assert_eq!(result["extensions_applied"], json!([]), "only the requested ones are listed");
+        assert!(result["diagnostics"].as_array().unwrap().iter().all(|d| d["code"] == "CKS-EXT-VERIFICATION-RECORD"));
+        assert!(result.get("session_id").is_none());
     }
 }
