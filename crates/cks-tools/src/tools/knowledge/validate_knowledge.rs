@@ -170,6 +170,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn json_data_may_be_a_decoded_object() {
+        let ctx = context();
+        let data = structure(vec![obj("a", "T", "A", json!({}))]);
+        let result = call(&ctx, "validate_knowledge", json!({"json_data": data})).await;
+        assert_eq!(result["valid"], true, "{result}");
+        assert!(result["session_id"].is_string());
+        let number = call(&ctx, "validate_knowledge", json!({"json_data": 5})).await;
+        assert_eq!(number["error"], "invalid_parameter");
+    }
+
+    #[tokio::test]
     async fn a_session_is_checked_without_a_new_version() {
         let ctx = context();
         let id = session(&ctx, structure(vec![obj("a", "T", "A", json!({}))])).await;
