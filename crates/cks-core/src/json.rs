@@ -3,6 +3,12 @@
 //! Output is `{"objects": [...], "version": "1.0"}` with keys sorted, a two-space indent, non-ASCII
 //! characters kept, and objects in the structure's own order. Input accepts what the reference
 //! accepts and rejects what it rejects, with the reference's messages (see [`ParseError`]).
+//!
+//! Documents handed to clients ([`to_document_string`]) also carry the format-versioning keys
+//! `_cks_format_version`, `_cks_min_reader_version` and `_cks_metadata` (`serialized_at`,
+//! `cks_core_version`). The plain forms ([`to_canonical_string`], [`to_compact_string`]) leave
+//! them out: they are pure functions of the structure, which storage and hashing rely on. The
+//! parser honours `_cks_min_reader_version` (see [`READER_VERSION`]).
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
@@ -13,6 +19,19 @@ use crate::structure::KnowledgeStructure;
 
 /// The one serialization format version this crate reads and writes.
 pub const FORMAT_VERSION: &str = "1.0";
+
+/// The `_cks_format_version` written into client documents.
+pub const CKS_FORMAT_VERSION: &str = "1.0";
+
+/// The `_cks_min_reader_version` written into client documents: the oldest reader release (in
+/// the reference core's numbering) that reads this format correctly.
+pub const MIN_READER_VERSION: &str = "1.13.0";
+
+/// The format level this parser implements, in the reference core's release numbering (the
+/// numbering `_cks_min_reader_version` uses): a document that requires a newer reader is refused.
+/// It is also written as `_cks_metadata.cks_core_version`, because that field lives in the same
+/// numbering: it says which format level wrote the document, not which program did.
+pub const READER_VERSION: &str = "1.23.1";
 
 /// Why a document is not a knowledge structure. Messages follow the reference parser's wording.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -55,6 +74,12 @@ pub enum ParseError {
     EmptyRelationType { index: usize },
     #[error("Duplicate canonical identity: '{0}'")]
     DuplicateId(String),
+    #[error(
+        "This document requires a reader of cks-core >= {required}, but this server reads up to cks-core {}. \
+         Re-serialize it with an older writer or migrate it to an older format.",
+        READER_VERSION
+    )]
+    ReaderTooOld { required: String },
 }
 
 /// Parses a canonical JSON document.
@@ -82,6 +107,7 @@ pub fn parse_value(value: Value) -> Result<KnowledgeStructure, ParseError> {
         Some(_) => return Err(ParseError::ObjectsNotArray),
     };
     check_version(root.get("version"))?;
+    check_reader_version(root.get(MIN_READER_KEY))?;
     // Other top-level keys (`_cks_format_version`, `_cks_metadata`, ...) are accepted and ignored,
     // as by the reference.
     let mut builder = Builder::default();
@@ -98,6 +124,24 @@ fn check_version(version: Option<&Value>) -> Result<(), ParseError> {
         Some(Value::String(v)) => Err(ParseError::UnsupportedVersion(format!("'{v}'"))),
         Some(other) => Err(ParseError::UnsupportedVersion(other.to_string())),
     }
+}
+
+/// The top-level key naming the oldest reader a document needs.
+const MIN_READER_KEY: &str = "_cks_min_reader_version";
+
+/// Refuses a document whose `_cks_min_reader_version` is newer than [`READER_VERSION`]. Versions
+/// compare as dotted integers; an unreadable one compares as `0` (so it never refuses), as the
+/// reference's reader does.
+fn check_reader_version(required: Option<&Value>) -> Result<(), ParseError> {
+    let Some(Value::String(required)) = required else { return Ok(()) };
+    if release(required) > release(READER_VERSION) {
+        return Err(ParseError::ReaderTooOld { required: required.clone() });
+    }
+    Ok(())
+}
+
+fn release(version: &str) -> Vec<u64> {
+    version.split('.').map(str::parse).collect::<Result<Vec<u64>, _>>().unwrap_or_else(|_| vec![0])
 }
 
 /// Adds decoded object records to a structure, in document order.
@@ -134,7 +178,7 @@ mod streaming {
     use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
 
-    use super::{Builder, KnowledgeStructure, ParseError, check_version};
+    use super::{Builder, KnowledgeStructure, MIN_READER_KEY, ParseError, check_reader_version, check_version};
 
     /// The root object: `None` when the document is not a JSON object.
     pub(super) type Root = Option<RootObject>;
@@ -189,19 +233,22 @@ mod streaming {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Root, A::Error> {
             let mut objects = None;
             let mut version = None;
+            let mut min_reader = None;
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
                     // A repeated key: the last one counts, as when decoding into a map.
                     "objects" => objects = Some(map.next_value_seed(ObjectsSeed)?),
                     "version" => version = Some(map.next_value::<Value>()?),
+                    MIN_READER_KEY => min_reader = Some(map.next_value::<Value>()?),
                     _ => {
                         map.next_value::<Value>()?;
                     }
                 }
             }
-            let objects = objects.map(|objects| match (objects, check_version(version.as_ref())) {
+            let root_check = check_version(version.as_ref()).and_then(|()| check_reader_version(min_reader.as_ref()));
+            let objects = objects.map(|objects| match (objects, root_check) {
                 (Err(None), _) => Err(None),
-                (_, Err(version_error)) => Err(Some(version_error)),
+                (_, Err(root_error)) => Err(Some(root_error)),
                 (objects, Ok(())) => objects,
             });
             Ok(Some(RootObject { objects }))
@@ -326,6 +373,16 @@ pub fn to_compact_string(structure: &KnowledgeStructure) -> String {
     serde_json::to_string(&Canonical(structure)).expect("serializing to memory")
 }
 
+/// Serializes a document for clients: the canonical pretty form plus the format-versioning keys,
+/// with `serialized_at` as given (an ISO 8601 time; this crate reads no clock).
+pub fn to_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
+    let mut out = Vec::with_capacity(structure.len() * 160 + 256);
+    let mut ser =
+        serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
+    Document { structure, serialized_at }.serialize(&mut ser).expect("serializing to memory");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
 /// The canonical JSON value of a structure.
 pub fn to_value(structure: &KnowledgeStructure) -> Value {
     serde_json::to_value(Canonical(structure)).expect("serializing to memory")
@@ -339,6 +396,27 @@ impl Serialize for Canonical<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut root = serializer.serialize_map(Some(2))?;
         root.serialize_entry("objects", &Objects(self.0))?;
+        root.serialize_entry("version", FORMAT_VERSION)?;
+        root.end()
+    }
+}
+
+/// A client document: the canonical root plus the versioning keys, keys in sorted order.
+struct Document<'a> {
+    structure: &'a KnowledgeStructure,
+    serialized_at: &'a str,
+}
+
+impl Serialize for Document<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut root = serializer.serialize_map(Some(5))?;
+        root.serialize_entry("_cks_format_version", CKS_FORMAT_VERSION)?;
+        root.serialize_entry(
+            "_cks_metadata",
+            &serde_json::json!({"cks_core_version": READER_VERSION, "serialized_at": self.serialized_at}),
+        )?;
+        root.serialize_entry(MIN_READER_KEY, MIN_READER_VERSION)?;
+        root.serialize_entry("objects", &Objects(self.structure))?;
         root.serialize_entry("version", FORMAT_VERSION)?;
         root.end()
     }
@@ -513,6 +591,54 @@ mod tests {
         )
         .unwrap();
         assert!(!s.get("a").unwrap().is_relation());
+    }
+
+    #[test]
+    fn client_documents_carry_the_versioning_keys_and_read_back() {
+        let s = parse_str(EARTH).unwrap();
+        let text = to_document_string(&s, "2026-01-02T03:04:05.000006+00:00");
+        let value: Value = serde_json::from_str(&text).unwrap();
+        let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["_cks_format_version", "_cks_metadata", "_cks_min_reader_version", "objects", "version"]);
+        assert_eq!(value["_cks_format_version"], CKS_FORMAT_VERSION);
+        assert_eq!(value["_cks_min_reader_version"], MIN_READER_VERSION);
+        assert_eq!(
+            value["_cks_metadata"],
+            serde_json::json!({"cks_core_version": READER_VERSION, "serialized_at": "2026-01-02T03:04:05.000006+00:00"})
+        );
+        // Keys appear in sorted order in the text too, with the canonical indent.
+        assert!(
+            text.starts_with(
+                "{\n  \"_cks_format_version\": \"1.0\",\n  \"_cks_metadata\": {\n    \"cks_core_version\""
+            )
+        );
+        // The objects are the canonical ones, and the document reads back to the same structure.
+        assert_eq!(value["objects"], to_value(&s)["objects"]);
+        assert_eq!(parse_str(&text).unwrap().root_hash(), s.root_hash());
+        assert_eq!(parse_value(value).unwrap().root_hash(), s.root_hash());
+        // The plain forms stay pure functions of the structure.
+        assert!(!to_canonical_string(&s).contains("_cks"));
+        assert!(!to_compact_string(&s).contains("_cks"));
+    }
+
+    #[test]
+    fn documents_needing_a_newer_reader_are_refused() {
+        let doc = |min: &str| format!(r#"{{"objects": [], "version": "1.0", "_cks_min_reader_version": {min}}}"#);
+        for accepted in ["\"1.13.0\"", &format!("\"{READER_VERSION}\""), "\"1.9\"", "\"one.two\"", "2", "null"] {
+            assert!(parse_str(&doc(accepted)).is_ok(), "{accepted}");
+            assert!(parse_value(serde_json::from_str(&doc(accepted)).unwrap()).is_ok(), "{accepted}");
+        }
+        for refused in ["\"1.23.2\"", "\"1.100.0\"", "\"2\""] {
+            let required = refused.trim_matches('"').to_owned();
+            let expected = ParseError::ReaderTooOld { required };
+            assert_eq!(parse_str(&doc(refused)).unwrap_err(), expected);
+            assert_eq!(parse_value(serde_json::from_str(&doc(refused)).unwrap()).unwrap_err(), expected);
+        }
+        let message = parse_str(&doc("\"9.0.0\"")).unwrap_err().to_string();
+        assert!(message.starts_with("This document requires a reader of cks-core >= 9.0.0"), "{message}");
+        // An unsupported `version` is reported first.
+        let both = r#"{"objects": [], "version": "2.0", "_cks_min_reader_version": "9.0.0"}"#;
+        assert_eq!(parse_str(both).unwrap_err(), ParseError::UnsupportedVersion("'2.0'".into()));
     }
 
     mod properties {

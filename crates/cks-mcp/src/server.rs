@@ -130,11 +130,32 @@ fn tool_entry(tool: &RegisteredTool) -> Value {
     entry
 }
 
-/// Wraps a tool's result object: its JSON text as `content[0]` (what the reference sends and
-/// cks-studio parses) and the object itself as `structuredContent`.
+/// Wraps a tool's result: its JSON text as `content[0]` (what the reference sends and cks-studio
+/// parses) and, when it is an object, the object itself as `structuredContent`.
 pub fn tool_result(value: Value) -> CallToolResult {
     let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(value);
+    // MCP's structuredContent is an object. A tool whose result is not one (serialize_knowledge's
+    // bare document) publishes no outputSchema, so its result travels as the text alone: the JSON
+    // literal a reference client reads from content[0].text.
+    result.structured_content = value.is_object().then_some(value);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_result;
+    use serde_json::json;
+
+    #[test]
+    fn objects_are_structured_and_other_results_are_text_only() {
+        let object = serde_json::to_value(tool_result(json!({"a": 1}))).unwrap();
+        assert_eq!(object["content"], json!([{"type": "text", "text": "{\"a\":1}"}]));
+        assert_eq!(object["structuredContent"], json!({"a": 1}));
+
+        let document = serde_json::to_value(tool_result(json!("{\n  \"objects\": []\n}"))).unwrap();
+        let text = document["content"][0]["text"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), json!("{\n  \"objects\": []\n}"));
+        assert!(document.get("structuredContent").is_none());
+    }
 }

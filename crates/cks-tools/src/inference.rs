@@ -81,11 +81,14 @@ impl<'a> StepIndex<'a> {
     }
 }
 
-/// Explains why `object_id` is believed, or `None` when the structure has no such object.
+/// Explains why `object_id` is believed. An id the structure lacks gets `exists: false`,
+/// `has_inference: false` and nothing else to report (as in the reference).
 ///
 /// The result is a tree rooted at the object:
-/// `{object_id, name, type, exists, truncated, active_steps, superseded_steps}` where each active
-/// step is `{step_id, name, operator, confidence, justification, premises}` and each premise is
+/// `{object_id, name, type, exists, truncated, has_inference, active_steps, superseded_steps}`
+/// (`has_inference`: an active step concludes it; `null` on a truncated stub) where each active
+/// step is `{step_id, name, operator, confidence, justification, alternatives_considered,
+/// premises}` and each premise is
 /// either a citation `{object_id, cites_step: true, exists}` or an object entry of the same shape
 /// as the root plus `cites_step: false`. Superseded steps are leaves
 /// `{step_id, name, operator, confidence, justification, superseded_by}`.
@@ -97,8 +100,7 @@ impl<'a> StepIndex<'a> {
 /// [`MAX_NODES`] entries). The root adds `is_truncated` (a `max_depth` or `max_nodes` stub
 /// exists), `base_facts` (the expanded objects no active step concludes: what the belief finally
 /// rests on, in discovery order) and `step_count`.
-pub(crate) fn explain(structure: &KnowledgeStructure, object_id: &str) -> Option<Value> {
-    structure.get(object_id)?;
+pub(crate) fn explain(structure: &KnowledgeStructure, object_id: &str) -> Value {
     let index = StepIndex::new(structure);
     let mut walker = Walker {
         structure,
@@ -115,7 +117,7 @@ pub(crate) fn explain(structure: &KnowledgeStructure, object_id: &str) -> Option
     map.insert("is_truncated".into(), Value::Bool(walker.cut));
     map.insert("base_facts".into(), json!(walker.base_facts));
     map.insert("step_count".into(), json!(walker.steps.len()));
-    Some(root)
+    root
 }
 
 struct Walker<'a, 'i> {
@@ -181,6 +183,10 @@ impl<'a> Walker<'a, '_> {
                 self.base_facts.push(id);
             }
         }
+        // Unknown for a stub (its steps were not walked here), else whether any active step
+        // concludes it.
+        let has_inference = if truncated.is_some() { Value::Null } else { Value::Bool(!active.is_empty()) };
+        entry.insert("has_inference".into(), has_inference);
         entry.insert("active_steps".into(), Value::Array(active));
         entry.insert("superseded_steps".into(), Value::Array(superseded));
         Value::Object(entry)
@@ -207,6 +213,10 @@ impl<'a> Walker<'a, '_> {
             "operator": step.structure.get("operator"),
             "confidence": step.structure.get("confidence"),
             "justification": step.structure.get("justification"),
+            "alternatives_considered": match step.structure.get("alternatives_considered") {
+                Some(Value::Array(alternatives)) => alternatives.clone(),
+                _ => Vec::new(),
+            },
             "premises": premises_out,
         })
     }
@@ -241,7 +251,7 @@ mod tests {
             step("s3", &["d", "s1"], "c", None),
         ]))
         .unwrap();
-        let e = explain(&s, "d").unwrap();
+        let e = explain(&s, "d");
         assert_eq!(e["object_id"], "d");
         assert_eq!(e["truncated"], Value::Null);
         assert_eq!(e["is_truncated"], false);
@@ -260,7 +270,15 @@ mod tests {
         assert_eq!(e["superseded_steps"][0]["superseded_by"], "s2");
         assert_eq!(e["base_facts"], json!(["a", "b"]));
         assert_eq!(e["step_count"], 4);
-        assert!(explain(&s, "missing").is_none());
+        assert_eq!(e["has_inference"], true);
+        assert_eq!(c["has_inference"], true);
+        assert_eq!(s3["premises"][0]["has_inference"], Value::Null, "a stub");
+        assert_eq!(c["active_steps"][0]["premises"][0]["has_inference"], false, "a base fact");
+        assert_eq!(s2["alternatives_considered"], json!([]));
+        let missing = explain(&s, "missing");
+        assert_eq!((missing["exists"].as_bool(), missing["has_inference"].as_bool()), (Some(false), Some(false)));
+        assert_eq!(missing["active_steps"], json!([]));
+        assert_eq!(missing["base_facts"], json!([]));
     }
 
     #[test]
@@ -271,7 +289,7 @@ mod tests {
             objects.push(step(&format!("s{i}"), &[&format!("f{}", i - 1)], &format!("f{i}"), None));
         }
         let s = cks_core::json::parse_value(structure(objects)).unwrap();
-        let e = explain(&s, &format!("f{}", MAX_DEPTH + 5)).unwrap();
+        let e = explain(&s, &format!("f{}", MAX_DEPTH + 5));
         assert_eq!(e["is_truncated"], true);
         let mut node = &e;
         let mut depth = 0;

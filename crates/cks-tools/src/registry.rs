@@ -217,13 +217,37 @@ fn normalise_args(args: Value) -> Result<Value, ToolError> {
 }
 
 fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
-    let Some(error) = entry.validator.iter_errors(args).next() else { return Ok(()) };
+    // `json_data` is published as a string (one type suits every LLM provider), but a decoded
+    // document object is accepted too, as the reference accepts it.
+    let json_data_object = args.get("json_data").is_some_and(Value::is_object);
+    let Some(error) = entry
+        .validator
+        .iter_errors(args)
+        .find(|e| !(json_data_object && e.instance_path().to_string() == "/json_data"))
+    else {
+        return Ok(());
+    };
     if let ValidationErrorKind::Required { property } = error.kind() {
         let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
         return Err(ToolError::missing_parameter(&name));
     }
     let path = error.instance_path().to_string();
     let field = path.trim_start_matches('/').split('/').next().unwrap_or_default().to_owned();
+    // Every tool taking evolution operations reports a malformed list as `invalid_operations`, as
+    // the reference's handlers do (it checks no schema), rather than as a bad parameter.
+    if field == "operations" {
+        return Err(match args.get("operations") {
+            Some(Value::Array(_)) => {
+                ToolError::new("invalid_operations", format!("Could not parse 'operations': {error}."))
+            }
+            _ => ToolError::new("invalid_operations", "Operations must be a JSON array."),
+        });
+    }
+    // Likewise a malformed extension list names extensions that do not exist.
+    if field == "extensions" {
+        let given = args.get("extensions").map(Value::to_string).unwrap_or_default();
+        return Err(ToolError::from(cks_core::UnknownExtension { unknown: vec![given] }));
+    }
     let message = if field.is_empty() {
         format!("Invalid arguments: {error}.")
     } else {

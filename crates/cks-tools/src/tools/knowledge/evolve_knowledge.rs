@@ -6,15 +6,14 @@
 //! up to [`SERIALIZE_LIMIT`] objects unless the caller asks (`return_structure`).
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use cks_core::json::to_canonical_string;
-use cks_core::ops::parse_operations;
+use cks_core::ops::{Operation, parse_operations};
 use cks_runtime::{CommitRequest, NewSession};
 
 use crate::context::ToolContext;
-use crate::convert::{diagnostics_brief, extensions, parse_json_data};
+use crate::convert::{BriefDiagnostic, brief_diagnostics, client_document, extensions, parse_json_data};
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -39,12 +38,38 @@ pub(crate) struct Input {
     pub(crate) return_structure: Option<bool>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// Always true (a failure is an error result).
+    evolved: bool,
+    session_id: String,
+    /// The version this commit created.
+    version_id: String,
+    operations_applied: u64,
+    /// Objects in the new state, relations included.
+    object_count: u64,
+    state_hash: String,
+    /// The new state as a canonical CKS JSON document; left out above 2,000 objects unless
+    /// `return_structure` asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serialized: Option<String>,
+    /// Relations removed because a `remove_object` removed one of their participants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cascade_removed_relations: Option<Vec<String>>,
+    /// The requested extensions, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extensions_applied: Option<Vec<String>>,
+    /// Warnings and information about the new state (never errors: those refuse the commit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<BriefDiagnostic>>,
+}
+
 pub(crate) struct EvolveKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for EvolveKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
         description: "Apply evolution operations to a session's knowledge structure (or to 'json_data', which \
@@ -52,8 +77,9 @@ impl Tool for EvolveKnowledge {
             fails ('Operation #i: ...') or the result breaks a validation rule, nothing is committed. Operations: \
             add_object, add_relation, remove_object (removes the relations naming it), remove_relation, \
             update_object (merge or replace), rename_object, record_inference, resolve_inference_conflict. \
-            Returns {evolved, session_id, version_id, operations_applied, serialized (up to 2,000 objects unless \
-            'return_structure' is set)}.",
+            Returns {evolved, session_id, version_id, operations_applied, object_count, state_hash, serialized (the \
+            canonical document; up to 2,000 objects unless 'return_structure' is set), cascade_removed_relations \
+            (when a removal took relations with it), extensions_applied, diagnostics (warnings)}.",
         mutates_graph: true,
         creates_session: true,
         destructive: false,
@@ -64,7 +90,16 @@ impl Tool for EvolveKnowledge {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        // As in the reference: the structure to evolve first, then the operations.
+        let session_id = input.session_id.filter(|s| !s.is_empty());
+        let new_structure = match &session_id {
+            Some(_) => None,
+            None => {
+                let json_data = input.json_data.as_ref().ok_or_else(|| ToolError::missing_parameter("session_id"))?;
+                Some(parse_json_data(json_data)?)
+            }
+        };
         let operations = match &input.operations {
             None => return Err(ToolError::new("no_operations", "No evolution operations were provided.")),
             Some(Value::Array(list)) if list.is_empty() => {
@@ -74,36 +109,177 @@ impl Tool for EvolveKnowledge {
             Some(_) => return Err(ToolError::new("invalid_operations", "Operations must be a JSON array.")),
         };
         let extensions = extensions(&input.extensions)?;
-        let session_id = match input.session_id.filter(|s| !s.is_empty()) {
-            Some(id) => id,
-            None => {
-                let json_data = input.json_data.as_ref().ok_or_else(|| ToolError::missing_parameter("session_id"))?;
-                let structure = parse_json_data(json_data)?;
-                ctx.runtime.create_session(structure, NewSession::default()).await?.session_id
+        let removed: Vec<&str> = operations
+            .iter()
+            .filter_map(|op| match op {
+                Operation::RemoveObject { object_id } => Some(object_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let (session_id, linked) = match (session_id, new_structure) {
+            (Some(id), _) => {
+                let linked = ctx.runtime.read(&id, |s, _| relations_naming(s, &removed)).await?;
+                (id, linked)
             }
+            (None, Some(structure)) => {
+                let linked = relations_naming(&structure, &removed);
+                (ctx.runtime.create_session(structure, NewSession::default()).await?.session_id, linked)
+            }
+            (None, None) => unreachable!("json_data was parsed when no session was named"),
         };
-        let operations_applied = operations.len();
+        let operations_applied = operations.len() as u64;
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("evolve"))]);
-        let request = CommitRequest::operations(operations).with_metadata(metadata).with_extensions(extensions.clone());
+        let request = CommitRequest::operations(operations).with_metadata(metadata).with_extensions(extensions);
         let committed = ctx.runtime.commit(&session_id, request).await?;
-        let mut result = json!({
-            "evolved": true,
-            "session_id": session_id,
-            "version_id": committed.version.version_id,
-            "operations_applied": operations_applied,
-            "object_count": committed.version.object_count,
-            "state_hash": committed.version.state_hash,
-        });
         let include = input.return_structure.unwrap_or(committed.version.object_count as usize <= SERIALIZE_LIMIT);
-        if include {
-            result["serialized"] = json!(ctx.runtime.read(&session_id, |s, _| to_canonical_string(s)).await?);
+        let (serialized, cascade_removed_relations) = ctx
+            .runtime
+            .read(&session_id, |s, _| {
+                let gone = linked.into_iter().filter(|id| !s.contains(id)).collect::<Vec<_>>();
+                (include.then(|| client_document(s)), gone)
+            })
+            .await?;
+        Ok(Output {
+            evolved: true,
+            session_id,
+            version_id: committed.version.version_id,
+            operations_applied,
+            object_count: committed.version.object_count,
+            state_hash: committed.version.state_hash,
+            serialized,
+            cascade_removed_relations: (!cascade_removed_relations.is_empty()).then_some(cascade_removed_relations),
+            extensions_applied: (!input.extensions.is_empty()).then_some(input.extensions),
+            diagnostics: (!committed.warnings.is_empty()).then(|| brief_diagnostics(&committed.warnings)),
+        })
+    }
+}
+
+/// The relations that name any of `ids`, in structure order.
+fn relations_naming(structure: &cks_core::KnowledgeStructure, ids: &[&str]) -> Vec<String> {
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    structure
+        .relations()
+        .filter(|r| r.relation().is_some_and(|rel| rel.participants.iter().any(|p| ids.contains(p))))
+        .map(|r| r.id().to_owned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    fn data() -> Value {
+        structure(vec![
+            obj("a", "Concept", "A", json!({})),
+            obj("b", "Concept", "B", json!({})),
+            obj("c", "Concept", "C", json!({})),
+            rel("r1", &["a", "b"], "supports"),
+            rel("r2", &["b", "c"], "supports"),
+        ])
+    }
+
+    fn keys(value: &Value) -> Vec<&str> {
+        value.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[tokio::test]
+    async fn commits_and_reports_the_reference_keys() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(
+            &ctx,
+            "evolve_knowledge",
+            json!({"session_id": id, "extensions": ["confidence_bounds"], "operations": [
+                {"type": "remove_object", "object_id": "a"},
+                {"type": "add_object", "identity": {"id": "d", "type": "Concept", "name": "D"}}]}),
+        )
+        .await;
+        assert_eq!(
+            keys(&result),
+            [
+                "cascade_removed_relations",
+                "evolved",
+                "extensions_applied",
+                "object_count",
+                "operations_applied",
+                "serialized",
+                "session_id",
+                "state_hash",
+                "version_id"
+            ]
+        );
+        assert_eq!(result["evolved"], true);
+        assert_eq!(result["session_id"], json!(id));
+        assert_eq!(result["operations_applied"], 2);
+        assert_eq!(result["object_count"], 4);
+        assert_eq!(result["cascade_removed_relations"], json!(["r1"]));
+        assert_eq!(result["extensions_applied"], json!(["confidence_bounds"]));
+        let versions = ctx.runtime.list_versions(&id).await.unwrap();
+        assert_eq!(result["version_id"], json!(versions.last().unwrap().version_id));
+        let document: Value = serde_json::from_str(result["serialized"].as_str().unwrap()).unwrap();
+        assert_eq!(document["_cks_format_version"], "1.0");
+        let ids: Vec<&str> =
+            document["objects"].as_array().unwrap().iter().map(|o| o["identity"]["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["b", "c", "r2", "d"]);
+
+        // Without removals, or without requested extensions, those keys are absent.
+        let quiet = call(
+            &ctx,
+            "evolve_knowledge",
+            json!({"session_id": id, "return_structure": false, "operations": [
+                {"type": "rename_object", "object_id": "b", "new_name": "B2"}]}),
+        )
+        .await;
+        assert_eq!(
+            keys(&quiet),
+            ["evolved", "object_count", "operations_applied", "session_id", "state_hash", "version_id"]
+        );
+    }
+
+    #[tokio::test]
+    async fn json_data_becomes_a_new_session() {
+        let ctx = context();
+        let result = call(
+            &ctx,
+            "evolve_knowledge",
+            json!({"json_data": data().to_string(), "operations": [{"type": "remove_object", "object_id": "b"}]}),
+        )
+        .await;
+        assert_eq!(result["cascade_removed_relations"], json!(["r1", "r2"]));
+        let id = result["session_id"].as_str().unwrap();
+        assert_eq!(ctx.runtime.read(id, |s, _| s.len()).await.unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn errors_use_the_reference_codes() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        for operations in [json!("add everything"), json!({"type": "add_object"}), json!(3)] {
+            let result = call(&ctx, "evolve_knowledge", json!({"session_id": id, "operations": operations})).await;
+            assert_eq!(
+                result,
+                json!({"error": "invalid_operations", "message": "Operations must be a JSON array."}),
+                "{operations}"
+            );
         }
-        if !extensions.is_empty() {
-            result["extensions_applied"] = json!(extensions.iter().map(|e| e.name()).collect::<Vec<_>>());
-        }
-        if !committed.warnings.is_empty() {
-            result["diagnostics"] = diagnostics_brief(&committed.warnings);
-        }
-        Ok(result)
+        let items = call(&ctx, "evolve_knowledge", json!({"session_id": id, "operations": ["x"]})).await;
+        assert_eq!(items["error"], "invalid_operations");
+        assert!(items["message"].as_str().unwrap().starts_with("Could not parse 'operations': "));
+        let unknown = call(&ctx, "evolve_knowledge", json!({"session_id": id, "operations": [{"type": "fly"}]})).await;
+        assert_eq!(unknown["error"], "invalid_operations");
+        assert_eq!(
+            call(&ctx, "evolve_knowledge", json!({"session_id": id, "operations": []})).await["error"],
+            "no_operations"
+        );
+        assert_eq!(call(&ctx, "evolve_knowledge", json!({"session_id": id})).await["error"], "no_operations");
+        assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), 1, "nothing committed");
+        // json_data is read before the operations, as in the reference.
+        let bad_data =
+            call(&ctx, "evolve_knowledge", json!({"json_data": "{oops", "operations": [{"type": "fly"}]})).await;
+        assert_eq!(bad_data["error"], "invalid_json");
     }
 }

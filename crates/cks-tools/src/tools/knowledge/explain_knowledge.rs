@@ -1,13 +1,12 @@
 //! `explain_knowledge`: a summary of a knowledge structure (counts, types, ids), or with
 //! `object_id` the inference chains that make one object believed.
 //!
-//! Unlike the reference, the `json_data` path stores nothing (the reference leaves an orphan
-//! session and version behind) and wraps its answer as `{explanation}` instead of returning the
-//! bare explanation object.
+//! As in the reference, the `json_data` path returns the bare explanation object; unlike the
+//! reference, it stores nothing (the reference leaves an orphan session and version behind).
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
 use cks_core::KnowledgeStructure;
@@ -30,22 +29,67 @@ pub(crate) struct Input {
     pub(crate) object_id: Option<String>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+#[schemars(extend("type" = "object"))]
+pub(crate) enum Output {
+    /// A session's structure.
+    Session { session_id: String, explanation: Explanation },
+    /// The structure given as `json_data`: the explanation itself.
+    Bare(Explanation),
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Explanation {
+    Structure(StructureExplanation),
+    /// Why one object is believed: a tree of inference steps down to base facts (see the tool's
+    /// description for its shape).
+    Belief(Map<String, Value>),
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct StructureExplanation {
+    /// Objects, relations included.
+    object_count: u64,
+    relation_count: u64,
+    summary: StructureSummary,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct StructureSummary {
+    /// The CKS core format level (in the reference core's release numbering).
+    version: String,
+    /// Objects, relations included.
+    object_count: u64,
+    relation_count: u64,
+    /// Distinct object types, sorted.
+    object_types: Vec<String>,
+    /// Distinct relation types, sorted.
+    relation_types: Vec<String>,
+    /// Every object id, in structure order.
+    identities: Vec<String>,
+    /// Always true: explaining never changes the structure.
+    immutable: bool,
+}
+
 pub(crate) struct ExplainKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for ExplainKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "explain_knowledge",
         description: "Explain a knowledge structure (a session's with 'session_id', else 'json_data'). Without \
             'object_id': {object_count (relations included), relation_count, summary: {version, object_count, \
             relation_count, object_types, relation_types, identities, immutable}}. With 'object_id': why that object \
-            is believed — a tree {object_id, name, type, truncated, active_steps: [{step_id, operator, confidence, \
-            justification, premises: [same shape, or {object_id, cites_step: true}]}], superseded_steps, \
-            is_truncated, base_facts, step_count}; cycles, repeats and over-long chains become stubs named by \
-            'truncated'. Returns {session_id, explanation}, or {explanation} for json_data (read-only: unlike the \
-            reference server, no session is stored).",
+            is believed — a tree {object_id, name, type, exists, has_inference, truncated, active_steps: [{step_id, \
+            operator, confidence, justification, alternatives_considered, premises: [same shape, or {object_id, \
+            cites_step: true}]}], superseded_steps, is_truncated, base_facts, step_count}; cycles, repeats and \
+            over-long chains become stubs named by 'truncated'; an unknown object_id gives exists: false. Returns \
+            {session_id, explanation}, or the bare explanation for json_data (read-only: unlike the reference \
+            server, no session is stored).",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -56,49 +100,48 @@ impl Tool for ExplainKnowledge {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let object_id = input.object_id.filter(|s| !s.is_empty());
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let explanation = ctx.runtime.read(&session_id, |s, _| explain(s, object_id.as_deref())).await??;
-            return Ok(json!({"session_id": session_id, "explanation": explanation}));
+            let explanation = ctx.runtime.read(&session_id, |s, _| explain(s, object_id.as_deref())).await?;
+            return Ok(Output::Session { session_id, explanation });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
-        Ok(json!({"explanation": explain(&structure, object_id.as_deref())?}))
+        Ok(Output::Bare(explain(&structure, object_id.as_deref())))
     }
 }
 
-fn explain(structure: &KnowledgeStructure, object_id: Option<&str>) -> Result<Value, ToolError> {
+fn explain(structure: &KnowledgeStructure, object_id: Option<&str>) -> Explanation {
     match object_id {
-        Some(id) => inference::explain(structure, id).ok_or_else(|| {
-            ToolError::new("not_found", format!("Object '{id}' is not in the knowledge structure."))
-                .with("object_id", id)
-        }),
-        None => Ok(summary(structure)),
+        Some(id) => match inference::explain(structure, id) {
+            Value::Object(tree) => Explanation::Belief(tree),
+            _ => unreachable!("an explanation is an object"),
+        },
+        None => Explanation::Structure(summary(structure)),
     }
 }
 
 /// The reference's structure-wide explanation.
-fn summary(structure: &KnowledgeStructure) -> Value {
-    let object_count = structure.len();
-    let relation_count = structure.relations().count();
+fn summary(structure: &KnowledgeStructure) -> StructureExplanation {
+    let object_count = structure.len() as u64;
+    let relation_count = structure.relations().count() as u64;
     let object_types: BTreeSet<&str> = structure.objects().map(|o| o.identity.r#type.as_str()).collect();
     let relation_types: BTreeSet<&str> =
         structure.relations().filter_map(|r| r.relation()).map(|r| r.relation_type).collect();
-    let identities: Vec<&str> = structure.ids().collect();
-    json!({
-        "object_count": object_count,
-        "relation_count": relation_count,
-        "summary": {
-            "version": env!("CARGO_PKG_VERSION"),
-            "object_count": object_count,
-            "relation_count": relation_count,
-            "object_types": object_types,
-            "relation_types": relation_types,
-            "identities": identities,
-            "immutable": true,
+    StructureExplanation {
+        object_count,
+        relation_count,
+        summary: StructureSummary {
+            version: cks_core::json::READER_VERSION.to_owned(),
+            object_count,
+            relation_count,
+            object_types: object_types.into_iter().map(str::to_owned).collect(),
+            relation_types: relation_types.into_iter().map(str::to_owned).collect(),
+            identities: structure.ids().map(str::to_owned).collect(),
+            immutable: true,
         },
-    })
+    }
 }
 
 #[cfg(test)]
@@ -131,14 +174,14 @@ mod tests {
             result,
             json!({"session_id": id, "explanation": {
                 "object_count": 5, "relation_count": 1,
-                "summary": {"version": env!("CARGO_PKG_VERSION"), "object_count": 5, "relation_count": 1,
+                "summary": {"version": cks_core::json::READER_VERSION, "object_count": 5, "relation_count": 1,
                     "object_types": ["Claim", "InferenceStep", "Planet", "Relation", "Star"],
                     "relation_types": ["orbits"], "identities": ["earth", "sun", "r1", "warm", "s1"], "immutable": true}}})
         );
         let sessions = ctx.runtime.list_sessions().await.unwrap().len();
+        let session_explanation = result["explanation"].clone();
         let result = call(&ctx, "explain_knowledge", json!({"json_data": data().to_string()})).await;
-        assert_eq!(result["explanation"]["object_count"], 5);
-        assert_eq!(result.as_object().unwrap().len(), 1, "only 'explanation'");
+        assert_eq!(result, session_explanation, "the bare explanation, as the reference returns it");
         assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), sessions, "no orphan session");
     }
 
@@ -158,9 +201,17 @@ mod tests {
         assert_eq!(step["premises"][1]["object_id"], "sun");
         assert_eq!(step["premises"][1]["active_steps"], json!([]));
 
+        assert_eq!(e["exists"], true);
+        assert_eq!(e["has_inference"], true);
+        assert_eq!(step["alternatives_considered"], json!([]));
+        let bare = call(&ctx, "explain_knowledge", json!({"json_data": data().to_string(), "object_id": "warm"})).await;
+        assert_eq!(&bare, e, "json_data gives the bare tree");
+
         let missing = call(&ctx, "explain_knowledge", json!({"session_id": id, "object_id": "nope"})).await;
-        assert_eq!(missing["error"], "not_found");
+        let missing = &missing["explanation"];
         assert_eq!(missing["object_id"], "nope");
+        assert_eq!((missing["exists"].as_bool(), missing["has_inference"].as_bool()), (Some(false), Some(false)));
+        assert_eq!(missing["active_steps"], json!([]));
         assert_eq!(call(&ctx, "explain_knowledge", json!({})).await["error"], "missing_parameter");
         assert_eq!(call(&ctx, "explain_knowledge", json!({"session_id": "x"})).await["error"], "session_not_found");
     }

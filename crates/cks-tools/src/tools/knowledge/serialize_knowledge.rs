@@ -1,18 +1,16 @@
-//! `serialize_knowledge`: the canonical CKS JSON of a session's current structure, or of a
-//! structure given as `json_data`.
+//! `serialize_knowledge`: the canonical CKS JSON document of a session's current structure, or of
+//! a structure given as `json_data`.
 //!
-//! Unlike the reference, the `json_data` path stores nothing: the reference creates a session
-//! and a version the caller never learns about (an orphan) and returns a bare string; here it
-//! returns `{serialized}` and leaves the store untouched.
+//! As in the reference, the `json_data` path returns the document itself (a bare string, so the
+//! tool publishes no `outputSchema`). Unlike the reference, it stores nothing: the reference
+//! creates a session and a version the caller never learns about (an orphan).
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-use cks_core::json::to_canonical_string;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::context::ToolContext;
-use crate::convert::parse_json_data;
+use crate::convert::{client_document, parse_json_data};
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -25,18 +23,32 @@ pub(crate) struct Input {
     pub(crate) session_id: Option<String>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Output {
+    /// A session's current state.
+    Session {
+        session_id: String,
+        /// The canonical CKS JSON document (with its `_cks_*` versioning keys).
+        serialized: String,
+    },
+    /// The structure given as `json_data`: the canonical CKS JSON document itself.
+    Document(String),
+}
+
 pub(crate) struct SerializeKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for SerializeKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "serialize_knowledge",
-        description: "Return a knowledge structure in canonical CKS JSON (sorted keys, two-space indent): a \
-            session's current state with 'session_id' ({session_id, serialized}), or the structure given as \
-            'json_data' ({serialized}). Read-only: unlike the reference server, the json_data path stores no \
-            session and returns an object rather than a bare string.",
+        description: "Return a knowledge structure as a canonical CKS JSON document (sorted keys, two-space \
+            indent, with _cks_format_version, _cks_min_reader_version and _cks_metadata {serialized_at, \
+            cks_core_version}): a session's current state with 'session_id' ({session_id, serialized}), or the \
+            structure given as 'json_data' (the document itself, as a string). Read-only: unlike the reference \
+            server, the json_data path stores no session.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -47,38 +59,53 @@ impl Tool for SerializeKnowledge {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let serialized = ctx.runtime.read(&session_id, |s, _| to_canonical_string(s)).await?;
-            return Ok(json!({"session_id": session_id, "serialized": serialized}));
+            let serialized = ctx.runtime.read(&session_id, |s, _| client_document(s)).await?;
+            return Ok(Output::Session { session_id, serialized });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
-        Ok(json!({"serialized": to_canonical_string(&structure)}))
+        Ok(Output::Document(client_document(&structure)))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use crate::tools::test_support::{call, context, obj, session, structure};
+
+    /// The document without its time stamp, parsed.
+    fn document(text: &Value) -> Value {
+        let mut document: Value = serde_json::from_str(text.as_str().expect("a string")).unwrap();
+        let stamp = document["_cks_metadata"].as_object_mut().unwrap().remove("serialized_at");
+        assert!(stamp.unwrap().as_str().unwrap().ends_with("+00:00"));
+        document
+    }
 
     #[tokio::test]
     async fn serializes_a_session_or_json_data_without_storing_anything() {
         let ctx = context();
         let data = structure(vec![obj("b", "T", "B", json!({"k": 1})), obj("a", "T", "A", json!({}))]);
         let id = session(&ctx, data.clone()).await;
-        let expected = cks_core::json::to_canonical_string(&cks_core::json::parse_value(data.clone()).unwrap());
+        let canonical: Value = cks_core::json::to_value(&cks_core::json::parse_value(data.clone()).unwrap());
+        let mut expected = canonical.clone();
+        expected["_cks_format_version"] = json!("1.0");
+        expected["_cks_min_reader_version"] = json!("1.13.0");
+        expected["_cks_metadata"] = json!({"cks_core_version": cks_core::json::READER_VERSION});
 
         let result = call(&ctx, "serialize_knowledge", json!({"session_id": id})).await;
-        assert_eq!(result, json!({"session_id": id, "serialized": expected}));
+        assert_eq!(result.as_object().unwrap().len(), 2);
+        assert_eq!(result["session_id"], json!(id));
+        assert_eq!(document(&result["serialized"]), expected);
+        assert!(result["serialized"].as_str().unwrap().starts_with("{\n  \"_cks_format_version\": \"1.0\",\n"));
 
         let sessions_before = ctx.runtime.list_sessions().await.unwrap().len();
         let result = call(&ctx, "serialize_knowledge", json!({"json_data": data.to_string()})).await;
-        assert_eq!(result, json!({"serialized": expected}));
+        assert!(result.is_string(), "the bare document, as the reference returns it");
+        assert_eq!(document(&result), expected);
         assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), sessions_before, "no orphan session");
-        assert!(expected.starts_with("{\n  \"objects\": [\n"));
     }
 
     #[tokio::test]
@@ -88,6 +115,10 @@ mod tests {
         assert_eq!(missing["error"], "missing_parameter");
         assert_eq!(missing["message"], "Missing required parameter: 'json_data'.");
         assert_eq!(call(&ctx, "serialize_knowledge", json!({"json_data": "{not json"})).await["error"], "invalid_json");
+        let too_new = json!({"objects": [], "_cks_min_reader_version": "99.0"}).to_string();
+        let refused = call(&ctx, "serialize_knowledge", json!({"json_data": too_new})).await;
+        assert_eq!(refused["error"], "invalid_json");
+        assert!(refused["message"].as_str().unwrap().contains("requires a reader of cks-core >= 99.0"));
         let unknown = call(&ctx, "serialize_knowledge", json!({"session_id": "nope"})).await;
         assert_eq!(
             unknown,

@@ -7,17 +7,16 @@
 //! pass when `extensions` are named), then reports what committing would do.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use cks_core::json::to_canonical_string;
 use cks_core::ops::{self, parse_operations};
 use cks_core::validate::{Extension, Severity, ValidationOptions, check_changes, validate};
 use cks_core::{Diagnostic, KnowledgeStructure};
 
 use super::evolve_knowledge::SERIALIZE_LIMIT;
 use crate::context::ToolContext;
-use crate::convert::{diagnostics_brief, extensions};
+use crate::convert::{BriefDiagnostic, brief_diagnostics, client_document, extensions};
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -39,12 +38,85 @@ pub(crate) struct Input {
     pub(crate) extensions: Vec<String>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+#[schemars(extend("type" = "object"))]
+pub(crate) enum Output {
+    /// Without `operations`: what to write operations from.
+    Template(Template),
+    /// With `operations`: what committing them would do.
+    Preview(Preview),
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Template {
+    session_id: String,
+    /// The caller's description, echoed.
+    description: String,
+    /// Non-relation objects, at most 500.
+    current_objects: Vec<ObjectEntry>,
+    /// Relations, at most 500.
+    current_relations: Vec<RelationEntry>,
+    /// Non-relation objects in the session.
+    object_count: u64,
+    relation_count: u64,
+    /// A list was cut at 500 entries.
+    lists_truncated: bool,
+    /// One line per operation: its name, then " — " and its fields.
+    available_operation_types: Vec<String>,
+    guidance: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct ObjectEntry {
+    id: String,
+    r#type: String,
+    name: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct RelationEntry {
+    id: String,
+    /// The relation type.
+    r#type: String,
+    participants: Vec<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Preview {
+    session_id: String,
+    /// Committing these operations would succeed.
+    would_apply: bool,
+    operations_previewed: u64,
+    /// Why an operation could not apply (then there are no diagnostics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    /// What validating the result reports; errors mean the commit would be refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<BriefDiagnostic>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+    /// Ids whose content would change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed_ids: Option<Vec<String>>,
+    /// Objects after the operations, relations included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preview_object_count: Option<u64>,
+    /// The state after the operations as a canonical CKS JSON document (when they would apply,
+    /// up to 2,000 objects).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preview_serialized: Option<String>,
+    /// The requested extensions, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extensions_applied: Option<Vec<String>>,
+}
+
 pub(crate) struct SuggestEvolution;
 
 #[async_trait::async_trait]
 impl Tool for SuggestEvolution {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "suggest_evolution",
         description: "Plan a change to an open session without committing it. Without 'operations': returns \
@@ -65,7 +137,7 @@ impl Tool for SuggestEvolution {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         if input.description.trim().is_empty() {
             return Err(
                 ToolError::new("missing_parameter", "Description must not be empty.").with("parameter", "description")
@@ -81,73 +153,95 @@ impl Tool for SuggestEvolution {
             ),
             Some(_) => return Err(ToolError::new("invalid_operations", "Operations must be a JSON array.")),
         };
-        let extensions = extensions(&input.extensions)?;
+        let requested = input.extensions;
+        let extensions = extensions(&requested)?;
         match operations {
             None => {
                 let description = input.description;
-                Ok(ctx.runtime.read(&session_id, |s, _| template(s, description, &session_id)).await?)
+                let result = ctx.runtime.read(&session_id, |s, _| template(s, description, &session_id)).await?;
+                Ok(Output::Template(result))
             }
             Some(operations) => {
                 let mut result = ctx.runtime.read(&session_id, |s, _| preview(s, &operations, &extensions)).await?;
-                result["session_id"] = json!(session_id);
-                if !extensions.is_empty() {
-                    result["extensions_applied"] = json!(extensions.iter().map(|e| e.name()).collect::<Vec<_>>());
-                }
-                Ok(result)
+                result.session_id = session_id;
+                result.extensions_applied = (!requested.is_empty()).then_some(requested);
+                Ok(Output::Preview(result))
             }
         }
     }
 }
 
-fn template(structure: &KnowledgeStructure, description: String, session_id: &str) -> Value {
-    let current_objects: Vec<Value> = structure
+fn template(structure: &KnowledgeStructure, description: String, session_id: &str) -> Template {
+    let current_objects = structure
         .objects()
         .filter(|o| !o.is_relation())
         .take(LIST_LIMIT)
-        .map(|o| json!({"id": o.id(), "type": o.identity.r#type, "name": o.identity.name}))
+        .map(|o| ObjectEntry {
+            id: o.id().to_owned(),
+            r#type: o.identity.r#type.clone(),
+            name: o.identity.name.clone(),
+        })
         .collect();
-    let current_relations: Vec<Value> = structure
+    let current_relations = structure
         .objects()
         .filter_map(|o| o.relation().map(|r| (o.id(), r)))
         .take(LIST_LIMIT)
-        .map(|(id, r)| json!({"id": id, "type": r.relation_type, "participants": r.participants}))
+        .map(|(id, r)| RelationEntry {
+            id: id.to_owned(),
+            r#type: r.relation_type.to_owned(),
+            participants: r.participants.iter().map(|p| (*p).to_owned()).collect(),
+        })
         .collect();
     let relation_count = structure.relations().count();
     let object_count = structure.len() - relation_count;
-    json!({
-        "session_id": session_id,
-        "description": description,
-        "current_objects": current_objects,
-        "current_relations": current_relations,
-        "object_count": object_count,
-        "relation_count": relation_count,
-        "lists_truncated": object_count > LIST_LIMIT || relation_count > LIST_LIMIT,
-        "available_operation_types": [
-            "add_object: 'identity' {id, type, name}, optional 'structure' {...}",
-            "add_relation: 'identity', 'participants' (2 or more existing object ids), 'relation_type', optional 'structure'",
-            "remove_object: 'object_id'; relations naming it are removed too",
-            "remove_relation: 'relation_id'",
-            "update_object: 'object_id', 'structure_patch' {...}, optional 'mode' 'merge' (default; null deletes a key) or 'replace'",
-            "rename_object: 'object_id', 'new_name' (only identity.name changes)",
-            "record_inference: 'identity' with type 'InferenceStep', 'structure' {premises: [ids], conclusion: id, operator: deductive|inductive|abductive|heuristic, confidence: 0..1, justification, optional superseded_by}",
-            "resolve_inference_conflict: 'conclusion_id', 'winner_id' (an active InferenceStep concluding it); the other active steps become superseded by the winner",
-        ],
-        "guidance": "Write a JSON list of operations (each with its 'type') that carries out the description, using \
+    Template {
+        session_id: session_id.to_owned(),
+        description,
+        current_objects,
+        current_relations,
+        object_count: object_count as u64,
+        relation_count: relation_count as u64,
+        lists_truncated: object_count > LIST_LIMIT || relation_count > LIST_LIMIT,
+        available_operation_types: OPERATION_TYPES.iter().map(|line| (*line).to_owned()).collect(),
+        guidance: "Write a JSON list of operations (each with its 'type') that carries out the description, using \
             the ids listed above. Call suggest_evolution again with it as 'operations' to check it without \
-            committing, then pass the same list to evolve_knowledge to commit it.",
-    })
+            committing, then pass the same list to evolve_knowledge to commit it."
+            .into(),
+    }
 }
 
-fn preview(structure: &KnowledgeStructure, operations: &[ops::Operation], extensions: &[Extension]) -> Value {
+/// One line per operation: the name, then " — " and what it takes (the reference's layout, so a
+/// client can split the name off).
+const OPERATION_TYPES: [&str; 8] = [
+    "add_object — 'identity' {id, type, name}, optional 'structure' {...}",
+    "add_relation — 'identity', 'participants' (2 or more existing object ids), 'relation_type', optional 'structure'",
+    "remove_object — 'object_id'; relations naming it are removed too",
+    "remove_relation — 'relation_id'",
+    "update_object — 'object_id', 'structure_patch' {...}, optional 'mode' 'merge' (default; null deletes a key) or 'replace'",
+    "rename_object — 'object_id', 'new_name' (only identity.name changes)",
+    "record_inference — 'identity' with type 'InferenceStep', 'structure' {premises: [ids], conclusion: id, operator: deductive|inductive|abductive|heuristic, confidence: 0..1, justification, optional superseded_by}",
+    "resolve_inference_conflict — 'conclusion_id', 'winner_id' (an active InferenceStep concluding it); the other active steps become superseded by the winner",
+];
+
+fn preview(structure: &KnowledgeStructure, operations: &[ops::Operation], extensions: &[Extension]) -> Preview {
+    let mut result = Preview {
+        session_id: String::new(),
+        would_apply: false,
+        operations_previewed: operations.len() as u64,
+        message: None,
+        diagnostics: None,
+        note: None,
+        changed_ids: None,
+        preview_object_count: None,
+        preview_serialized: None,
+        extensions_applied: None,
+    };
     let mut next = structure.clone();
     let changes = match ops::apply(&mut next, operations) {
         Ok(changes) => changes,
         Err(e) => {
-            return json!({
-                "would_apply": false,
-                "operations_previewed": operations.len(),
-                "message": format!("Evolution failed: {e}"),
-            });
+            result.message = Some(format!("Evolution failed: {e}"));
+            return result;
         }
     };
     // The same validation a commit runs: the change only, or a full pass when extensions ask.
@@ -157,22 +251,18 @@ fn preview(structure: &KnowledgeStructure, operations: &[ops::Operation], extens
         validate(&next, &ValidationOptions::with_extensions(extensions.iter().copied())).diagnostics
     };
     let would_apply = !diagnostics.iter().any(|d| d.severity == Severity::Error);
-    let changed_ids: Vec<String> = changes.net().into_keys().collect();
     let note = if would_apply {
         "Preview only: nothing was committed. Pass the same 'operations' to evolve_knowledge to apply them."
     } else {
         "Preview only: nothing was committed. Fix the error diagnostics before calling evolve_knowledge."
     };
-    let mut result = json!({
-        "would_apply": would_apply,
-        "operations_previewed": operations.len(),
-        "diagnostics": diagnostics_brief(&diagnostics),
-        "note": note,
-        "changed_ids": changed_ids,
-        "preview_object_count": next.len(),
-    });
+    result.would_apply = would_apply;
+    result.diagnostics = Some(brief_diagnostics(&diagnostics));
+    result.note = Some(note.into());
+    result.changed_ids = Some(changes.net().into_keys().collect());
+    result.preview_object_count = Some(next.len() as u64);
     if would_apply && next.len() <= SERIALIZE_LIMIT {
-        result["preview_serialized"] = json!(to_canonical_string(&next));
+        result.preview_serialized = Some(client_document(&next));
     }
     result
 }
@@ -202,7 +292,23 @@ mod tests {
             json!([{"id": "a", "type": "Concept", "name": "A"}, {"id": "b", "type": "Concept", "name": "B"}])
         );
         assert_eq!(result["current_relations"], json!([{"id": "r1", "type": "supports", "participants": ["a", "b"]}]));
-        assert_eq!(result["available_operation_types"].as_array().unwrap().len(), 8);
+        let lines = result["available_operation_types"].as_array().unwrap();
+        assert_eq!(lines.len(), 8);
+        let names: Vec<&str> = lines.iter().map(|l| l.as_str().unwrap().split(" — ").next().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "add_object",
+                "add_relation",
+                "remove_object",
+                "remove_relation",
+                "update_object",
+                "rename_object",
+                "record_inference",
+                "resolve_inference_conflict"
+            ],
+            "each line starts with the bare operation name, as in the reference"
+        );
         assert!(result["guidance"].is_string());
     }
 
@@ -227,6 +333,7 @@ mod tests {
         assert_eq!(ok["changed_ids"], json!(["c", "r2"]));
         assert_eq!(ok["preview_object_count"], 5);
         assert!(ok["preview_serialized"].as_str().unwrap().contains("\"id\": \"c\""));
+        assert!(ok["preview_serialized"].as_str().unwrap().contains("\"_cks_format_version\": \"1.0\""));
 
         // A derives cycle: applies, but validation rejects it.
         let cycle = call(

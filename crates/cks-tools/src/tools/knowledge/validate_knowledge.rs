@@ -2,17 +2,19 @@
 //! when it is valid) or a session's current state.
 //!
 //! Unlike the reference, validating an existing session commits nothing: validation does not
-//! change the graph, so it adds no version.
+//! change the graph, so it adds no version. And only a valid `json_data` becomes a session: the
+//! reference also stores an invalid one (with no version), a state no commit could have produced.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use cks_core::validate::{ValidationOptions, validate};
+use cks_core::KnowledgeStructure;
+use cks_core::validate::{Extension, ValidationOptions, validate};
 use cks_runtime::NewSession;
 
 use crate::context::ToolContext;
-use crate::convert::{diagnostics_full, extensions, parse_json_data};
+use crate::convert::{FullDiagnostic, extensions, full_diagnostics, parse_json_data};
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -31,19 +33,36 @@ pub(crate) struct Input {
     pub(crate) extensions: Vec<String>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// No error-severity diagnostic.
+    valid: bool,
+    /// The requested extensions, as given.
+    extensions_applied: Vec<String>,
+    diagnostics: Vec<FullDiagnostic>,
+    /// The session validated, or the new session a valid `json_data` became (absent for an invalid
+    /// `json_data`, which is not stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    /// The first version of the new session a valid `json_data` became.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version_id: Option<String>,
+}
+
 pub(crate) struct ValidateKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for ValidateKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \
             'derives' relations binary and acyclic) plus any opt-in 'extensions'. Give 'json_data' to validate a \
             new structure — when valid it is stored as a new session and the result carries its 'session_id' and \
             first 'version_id' — or 'session_id' to check a session's current state (read-only: unlike the \
-            reference server, this adds no version). Returns {valid, extensions_applied, diagnostics}.",
+            reference server, this adds no version). Returns {valid, extensions_applied, diagnostics, session_id, \
+            version_id (new sessions only)}; an invalid json_data is not stored, so it has no session_id.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,
@@ -54,35 +73,137 @@ impl Tool for ValidateKnowledge {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
-        let extensions = extensions(&input.extensions)?;
-        let options = ValidationOptions { extensions, ..Default::default() };
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        let requested = extensions(&input.extensions)?;
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let report = ctx.runtime.read(&session_id, |structure, _| validate(structure, &options)).await?;
-            return Ok(json!({
-                "valid": report.is_valid(),
-                "extensions_applied": input.extensions,
-                "diagnostics": diagnostics_full(&report.diagnostics),
-                "session_id": session_id,
-            }));
+            let report = ctx
+                .runtime
+                .read(&session_id, |structure, _| validate(structure, &options(structure, &requested)))
+                .await?;
+            return Ok(Output {
+                valid: report.is_valid(),
+                extensions_applied: input.extensions,
+                diagnostics: full_diagnostics(&report.diagnostics),
+                session_id: Some(session_id),
+                version_id: None,
+            });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
-        let report = validate(&structure, &options);
-        let mut result = json!({
-            "valid": report.is_valid(),
-            "extensions_applied": input.extensions,
-            "diagnostics": diagnostics_full(&report.diagnostics),
-        });
+        let report = validate(&structure, &options(&structure, &requested));
+        let mut result = Output {
+            valid: report.is_valid(),
+            extensions_applied: input.extensions,
+            diagnostics: full_diagnostics(&report.diagnostics),
+            session_id: None,
+            version_id: None,
+        };
         if report.is_valid() {
             let first_version = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
             let info = ctx
                 .runtime
                 .create_session(structure, NewSession { first_version: Some(first_version), ..Default::default() })
                 .await?;
-            result["session_id"] = json!(info.session_id);
-            result["version_id"] = json!(info.latest_version_id);
+            result.session_id = Some(info.session_id);
+            result.version_id = info.latest_version_id;
         }
         Ok(result)
+    }
+}
+
+/// The requested extensions, plus `verification_record` whenever the structure holds a
+/// `VerificationRecord`: an unchecked record would read exactly like a checked one, so its shape
+/// is checked whether or not the caller asked (as the reference does).
+fn options(structure: &KnowledgeStructure, requested: &[Extension]) -> ValidationOptions {
+    let mut extensions = requested.to_vec();
+    let has_record = structure.objects().any(|o| o.identity.r#type == "VerificationRecord");
+    if has_record && !extensions.contains(&Extension::VerificationRecord) {
+        extensions.push(Extension::VerificationRecord);
+    }
+    ValidationOptions { extensions, ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    fn keys(value: &Value) -> Vec<&str> {
+        value.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[tokio::test]
+    async fn valid_json_data_becomes_a_session_a_client_can_evolve() {
+        let ctx = context();
+        let data = structure(vec![obj("a", "T", "A", json!({})), obj("b", "T", "B", json!({}))]);
+        let result = call(&ctx, "validate_knowledge", json!({"json_data": data.to_string()})).await;
+        assert_eq!(keys(&result), ["diagnostics", "extensions_applied", "session_id", "valid", "version_id"]);
+        assert_eq!(result["valid"], true);
+        let id = result["session_id"].as_str().unwrap();
+        let versions = ctx.runtime.list_versions(id).await.unwrap();
+        assert_eq!(result["version_id"], json!(versions[0].version_id));
+
+        // The reference workflow: validate, then evolve the session it returned.
+        let evolved = call(
+            &ctx,
+            "evolve_knowledge",
+            json!({"session_id": id, "operations": [{"type": "remove_object", "object_id": "a"}]}),
+        )
+        .await;
+        assert_eq!(evolved["evolved"], true, "{evolved}");
+    }
+
+    #[tokio::test]
+    async fn invalid_json_data_is_reported_and_not_stored() {
+        let ctx = context();
+        let data = structure(vec![rel("r", &["a", "zz"], "supports")]);
+        let result = call(&ctx, "validate_knowledge", json!({"json_data": data.to_string()})).await;
+        assert_eq!(keys(&result), ["diagnostics", "extensions_applied", "valid"]);
+        assert_eq!(result["valid"], false);
+        assert_eq!(
+            result["diagnostics"][0],
+            json!({"code": "CKS-STRUCT-DANGLING-REF", "severity": "error", "source": "core",
+                   "message": "Relation 'r' references unknown object 'a'.", "metadata": {"location": "r"}})
+        );
+        assert!(ctx.runtime.list_sessions().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn json_data_may_be_a_decoded_object() {
+        let ctx = context();
+        let data = structure(vec![obj("a", "T", "A", json!({}))]);
+        let result = call(&ctx, "validate_knowledge", json!({"json_data": data})).await;
+        assert_eq!(result["valid"], true, "{result}");
+        assert!(result["session_id"].is_string());
+        let number = call(&ctx, "validate_knowledge", json!({"json_data": 5})).await;
+        assert_eq!(number["error"], "invalid_parameter");
+    }
+
+    #[tokio::test]
+    async fn a_session_is_checked_without_a_new_version() {
+        let ctx = context();
+        let id = session(&ctx, structure(vec![obj("a", "T", "A", json!({}))])).await;
+        let result =
+            call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": ["confidence_bounds"]})).await;
+        assert_eq!(keys(&result), ["diagnostics", "extensions_applied", "session_id", "valid"]);
+        assert_eq!(result["extensions_applied"], json!(["confidence_bounds"]));
+        assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), 1);
+        let unknown = call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": ["nope"]})).await;
+        assert_eq!(unknown["error"], "unknown_extension");
+        let not_a_list = call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": "nope"})).await;
+        assert_eq!(not_a_list["error"], "unknown_extension", "as the reference, which reads a string as names");
+    }
+
+    #[tokio::test]
+    async fn verification_records_are_always_checked() {
+        let ctx = context();
+        // A record with no verified_by link and no checked_at: malformed.
+        let data = structure(vec![obj("record", "VerificationRecord", "R", json!({"checked_via": "http"}))]);
+        let result = call(&ctx, "validate_knowledge", json!({"json_data": data.to_string()})).await;
+        assert_eq!(result["valid"], false);
+        assert_eq!(result["extensions_applied"], json!([]), "only the requested ones are listed");
+        assert!(result["diagnostics"].as_array().unwrap().iter().all(|d| d["code"] == "CKS-EXT-VERIFICATION-RECORD"));
+        assert!(result.get("session_id").is_none());
     }
 }

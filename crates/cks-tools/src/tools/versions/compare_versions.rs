@@ -2,10 +2,10 @@
 //! state, as evolution operations plus counts by kind.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::diff_report;
+use super::{ChangeCounts, diff_report};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
@@ -18,20 +18,34 @@ pub(crate) struct Input {
     pub(crate) target_version_id: String,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    session_id: String,
+    /// The historical version compared from (`target_version_id`).
+    base_version_id: String,
+    /// The session's head version.
+    current_version_id: Option<String>,
+    /// Always `base_to_current`: the operations turn the base into the current state.
+    direction: String,
+    summary: ChangeCounts,
+    /// Evolution operations in wire form (as evolve_knowledge takes them).
+    operations: Vec<Value>,
+}
+
 pub(crate) struct CompareVersions;
 
 #[async_trait::async_trait]
 impl Tool for CompareVersions {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "compare_versions",
         description: "Diff a historical version of a session (the base, 'target_version_id') against the session's \
             current state. 'operations' are the evolution operations that turn the base into the current state \
             (removals first, then additions; a changed object appears as a removal plus an addition, and relations \
-            naming it are re-added too). 'summary' counts what actually changed: added/removed/modified objects \
-            and relations, and renamed objects (counted correctly, unlike the reference server, which always \
-            reported 0). Returns {session_id, base_version_id, current_version_id, direction: 'base_to_current', \
+            naming it are re-added too). 'summary' counts the operations by kind (added_objects, removed_objects, \
+            added_relations, removed_relations: a changed object counts as one removal plus one addition) and the \
+            objects whose name changed (renamed_objects; the reference server always reported 0). Returns {session_id, base_version_id, current_version_id, direction: 'base_to_current', \
             summary, operations}.",
         mutates_graph: false,
         creates_session: false,
@@ -43,7 +57,7 @@ impl Tool for CompareVersions {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let base = ctx.runtime.version_state(&input.session_id, &input.target_version_id).await?;
         let (summary, operations, current_version_id) = ctx
             .runtime
@@ -52,14 +66,17 @@ impl Tool for CompareVersions {
                 (summary, operations, info.latest_version_id.clone())
             })
             .await?;
-        Ok(json!({
-            "session_id": input.session_id,
-            "base_version_id": input.target_version_id,
-            "current_version_id": current_version_id,
-            "direction": "base_to_current",
-            "summary": summary,
-            "operations": operations,
-        }))
+        Ok(Output {
+            session_id: input.session_id,
+            base_version_id: input.target_version_id,
+            current_version_id,
+            direction: "base_to_current".into(),
+            summary,
+            operations: match operations {
+                Value::Array(operations) => operations,
+                _ => unreachable!("wire operations are a list"),
+            },
+        })
     }
 }
 
@@ -106,8 +123,9 @@ mod tests {
         assert_eq!(result["direction"], "base_to_current");
         assert_eq!(
             result["summary"],
-            json!({"added_objects": 1, "removed_objects": 1, "modified_objects": 1, "added_relations": 1,
-                   "removed_relations": 0, "modified_relations": 0, "renamed_objects": 1})
+            json!({"added_objects": 2, "removed_objects": 2, "added_relations": 2, "removed_relations": 1,
+                   "renamed_objects": 1}),
+            "a changed object counts as a removal plus an addition, as in the reference"
         );
         assert_eq!(
             result["operations"],

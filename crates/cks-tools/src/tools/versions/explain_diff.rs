@@ -6,7 +6,7 @@
 //! change was its name or type came out "unchanged" and was silently left out.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -26,12 +26,41 @@ pub(crate) struct Input {
     pub(crate) target_version_id: String,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    session_id: String,
+    /// The historical version compared from (`target_version_id`).
+    base_version_id: String,
+    /// What changed, in plain English ("No changes detected." when nothing did).
+    summary: String,
+    details: Details,
+}
+
+/// Per-id entries `{id, action, type, name, structure | changes}` (`changes` maps each differing
+/// key, `identity.name` and `identity.type` included, to `{from, to}`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Details {
+    added_objects: Vec<Value>,
+    removed_objects: Vec<Value>,
+    /// Objects whose structure or type changed (a rename alone is only in `renamed_objects`).
+    modified_objects: Vec<Value>,
+    added_relations: Vec<Value>,
+    removed_relations: Vec<Value>,
+    modified_relations: Vec<Value>,
+    /// Relations the diff removes and re-adds only because a participant was replaced.
+    relinked_relations: Vec<Value>,
+    /// `{id, new_name}`.
+    renamed_objects: Vec<Value>,
+    /// Added InferenceSteps: `{id, premises, conclusion, operator, confidence, justification}`.
+    added_inference_steps: Vec<Value>,
+}
+
 pub(crate) struct ExplainDiff;
 
 #[async_trait::async_trait]
 impl Tool for ExplainDiff {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "explain_diff",
         description: "Explain in plain English what changed between a historical version of a session \
@@ -51,20 +80,15 @@ impl Tool for ExplainDiff {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let base = ctx.runtime.version_state(&input.session_id, &input.target_version_id).await?;
         let (summary, details) = ctx.runtime.read(&input.session_id, |current, _| explain(&base, current)).await?;
-        Ok(json!({
-            "session_id": input.session_id,
-            "base_version_id": input.target_version_id,
-            "summary": summary,
-            "details": details,
-        }))
+        Ok(Output { session_id: input.session_id, base_version_id: input.target_version_id, summary, details })
     }
 }
 
 /// The summary text and the details object.
-fn explain(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (String, Value) {
+fn explain(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (String, Details) {
     let changed = summarize(base, current);
     let entries = |ids: &[String]| -> Vec<Value> {
         let sorted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
@@ -170,17 +194,17 @@ fn explain(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (String, 
         parts.push("No changes detected.".into());
     }
 
-    let details = json!({
-        "added_objects": added_objects,
-        "removed_objects": removed_objects,
-        "modified_objects": modified_objects,
-        "added_relations": added_relations,
-        "removed_relations": removed_relations,
-        "modified_relations": modified_relations,
-        "relinked_relations": relinked_relations,
-        "renamed_objects": renamed_objects,
-        "added_inference_steps": added_inference_steps,
-    });
+    let details = Details {
+        added_objects,
+        removed_objects,
+        modified_objects,
+        added_relations,
+        removed_relations,
+        modified_relations,
+        relinked_relations,
+        renamed_objects,
+        added_inference_steps,
+    };
     (parts.join(" "), details)
 }
 

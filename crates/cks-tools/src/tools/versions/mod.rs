@@ -5,6 +5,8 @@ mod explain_diff;
 mod list_versions;
 mod revert_version;
 
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -33,32 +35,56 @@ pub(crate) fn wire_operations(operations: &[Operation]) -> Value {
 
 /// The diff from `base` to `current` in the shape compare_versions and fork_sandbox return:
 /// `{summary: {counts}, operations: [wire ops]}`.
-pub(crate) fn diff_report(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (Value, Value) {
-    (change_counts(base, current), wire_operations(&diff(base, current)))
+pub(crate) fn diff_report(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (ChangeCounts, Value) {
+    let operations = diff(base, current);
+    (ChangeCounts::of(base, current, &operations), wire_operations(&operations))
 }
 
-/// What changed, counted by kind. A modified object counts once as modified (the reference counted
-/// it as one removal plus one addition), and `renamed_objects` counts modified objects whose name
-/// changed (the reference always reported 0).
-pub(crate) fn change_counts(base: &KnowledgeStructure, current: &KnowledgeStructure) -> Value {
-    let summary = summarize(base, current);
-    let renamed = summary
-        .modified_objects
-        .iter()
-        .filter(|id| match (base.get(id), current.get(id)) {
-            (Some(before), Some(after)) => before.identity.name != after.identity.name,
-            _ => false,
-        })
-        .count();
-    json!({
-        "added_objects": summary.added_objects.len(),
-        "removed_objects": summary.removed_objects.len(),
-        "modified_objects": summary.modified_objects.len(),
-        "added_relations": summary.added_relations.len(),
-        "removed_relations": summary.removed_relations.len(),
-        "modified_relations": summary.modified_relations.len(),
-        "renamed_objects": renamed,
-    })
+/// A diff's operations counted by kind, as the reference counts them: a changed object or relation
+/// is one removal plus one addition (that is what the diff does to it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub(crate) struct ChangeCounts {
+    /// `add_object` operations: new objects plus changed ones.
+    pub(crate) added_objects: u64,
+    /// `remove_object` operations: deleted objects plus changed ones.
+    pub(crate) removed_objects: u64,
+    /// `add_relation` operations: new relations, changed ones, and ones re-added because a
+    /// participant was replaced.
+    pub(crate) added_relations: u64,
+    /// `remove_relation` operations, counted like `added_relations`.
+    pub(crate) removed_relations: u64,
+    /// Objects present on both sides whose name differs (the reference always reported 0).
+    pub(crate) renamed_objects: u64,
+}
+
+impl ChangeCounts {
+    fn of(base: &KnowledgeStructure, current: &KnowledgeStructure, operations: &[Operation]) -> Self {
+        let mut counts = ChangeCounts::default();
+        for operation in operations {
+            match operation {
+                Operation::AddObject { .. } => counts.added_objects += 1,
+                Operation::RemoveObject { .. } => counts.removed_objects += 1,
+                Operation::AddRelation { .. } => counts.added_relations += 1,
+                Operation::RemoveRelation { .. } => counts.removed_relations += 1,
+                _ => {}
+            }
+        }
+        // The diff writes a rename as a removal plus an addition; count the renames themselves.
+        counts.renamed_objects = summarize(base, current)
+            .modified_objects
+            .iter()
+            .filter(|id| match (base.get(id), current.get(id)) {
+                (Some(before), Some(after)) => before.identity.name != after.identity.name,
+                _ => false,
+            })
+            .count() as u64;
+        counts
+    }
+}
+
+/// What changed from `base` to `current`, counted as [`ChangeCounts`].
+pub(crate) fn change_counts(base: &KnowledgeStructure, current: &KnowledgeStructure) -> ChangeCounts {
+    diff_report(base, current).0
 }
 
 /// What happened to one id between two points: `{action: added|deleted|modified|unchanged, type,

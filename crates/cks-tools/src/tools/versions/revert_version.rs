@@ -2,13 +2,12 @@
 //! grows: the versions after the target stay listed and can be reverted to in turn.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-use cks_core::json::to_canonical_string;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::SERIALIZE_LIMIT;
 use crate::context::ToolContext;
+use crate::convert::client_document;
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -23,19 +22,35 @@ pub(crate) struct Input {
     pub(crate) return_structure: Option<bool>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// The version whose state is current again.
+    reverted_to: String,
+    /// The version the revert committed.
+    new_version_id: String,
+    session_id: String,
+    /// Objects in the new state, relations included.
+    object_count: u64,
+    state_hash: String,
+    /// The new state as a canonical CKS JSON document; left out above 2,000 objects unless
+    /// `return_structure` asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serialized: Option<String>,
+}
+
 pub(crate) struct RevertVersion;
 
 #[async_trait::async_trait]
 impl Tool for RevertVersion {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "revert_version",
         description: "Make an earlier version's state the session's current state again. The old state is \
             committed as a new version, so nothing is deleted from the history and the revert can itself be \
             undone. An unknown version is reported as 'version_not_found' (the reference server reported an \
             internal error). Returns {reverted_to, new_version_id, session_id, object_count, state_hash, \
-            serialized (up to 2,000 objects unless 'return_structure' is set)}.",
+            serialized (the canonical document; up to 2,000 objects unless 'return_structure' is set)}.",
         mutates_graph: true,
         creates_session: false,
         destructive: true,
@@ -46,20 +61,22 @@ impl Tool for RevertVersion {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("revert"))]);
         let committed = ctx.runtime.revert(&input.session_id, &input.target_version_id, metadata).await?;
-        let mut result = json!({
-            "reverted_to": input.target_version_id,
-            "new_version_id": committed.version.version_id,
-            "session_id": input.session_id,
-            "object_count": committed.version.object_count,
-            "state_hash": committed.version.state_hash,
-        });
-        if input.return_structure.unwrap_or(committed.version.object_count <= SERIALIZE_LIMIT) {
-            result["serialized"] = json!(ctx.runtime.read(&input.session_id, |s, _| to_canonical_string(s)).await?);
-        }
-        Ok(result)
+        let serialized = if input.return_structure.unwrap_or(committed.version.object_count <= SERIALIZE_LIMIT) {
+            Some(ctx.runtime.read(&input.session_id, |s, _| client_document(s)).await?)
+        } else {
+            None
+        };
+        Ok(Output {
+            reverted_to: input.target_version_id,
+            new_version_id: committed.version.version_id,
+            session_id: input.session_id,
+            object_count: committed.version.object_count,
+            state_hash: committed.version.state_hash,
+            serialized,
+        })
     }
 }
 
@@ -87,6 +104,7 @@ mod tests {
         assert_eq!(result["object_count"], 1);
         let serialized: serde_json::Value = serde_json::from_str(result["serialized"].as_str().unwrap()).unwrap();
         assert_eq!(serialized["objects"][0]["identity"]["id"], "a");
+        assert_eq!(serialized["_cks_min_reader_version"], "1.13.0", "a client document");
         assert_eq!(ids(&ctx, &sid).await, ["a"]);
 
         let versions = ctx.runtime.list_versions(&sid).await.unwrap();
