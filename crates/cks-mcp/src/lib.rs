@@ -10,6 +10,9 @@ mod mcp;
 mod prompts;
 mod resources;
 pub mod server;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod stdio;
 
 use std::collections::HashMap;
