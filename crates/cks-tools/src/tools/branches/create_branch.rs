@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(call(&ctx, "create_branch", json!({})).await["error"], "missing_parameter");
         assert_eq!(call(&ctx, "create_branch", json!({"session_id": "nope"})).await["error"], "session_not_found");
         ctx.runtime.close(&parent).await.unwrap();
-        assert_eq!(call(&ctx, "create_branch", json!({"session_id": parent})).await["error"], "session_closed");
+        assert_eq!(call(&ctx, "create_branch", json!({"session_id": parent})).await["error"], "session_not_found");
         assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), 1, "no branch was created");
     }
 }

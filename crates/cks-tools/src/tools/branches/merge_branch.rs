@@ -291,10 +291,11 @@ mod tests {
         ctx.runtime.close(&source).await.unwrap();
         let closed_source =
             call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
-        assert_eq!(closed_source["merged"], true, "a closed source can still be merged: {closed_source}");
+        assert_eq!(closed_source["error"], "session_not_found", "a closed session is gone");
+        assert_eq!(closed_source["message"], format!("Session '{source}' not found."));
         ctx.runtime.close(&target).await.unwrap();
         let closed_target =
             call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
-        assert_eq!(closed_target["error"], "session_closed");
+        assert_eq!(closed_target["error"], "session_not_found");
     }
 }
