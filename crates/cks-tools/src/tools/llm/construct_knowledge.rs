@@ -7,7 +7,7 @@
 //! that holds no JSON at all.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use cks_core::json::{parse_value, to_canonical_string};
@@ -65,12 +65,33 @@ pub(crate) struct Input {
     pub(crate) max_tokens: Option<u32>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// Always true.
+    constructed: bool,
+    /// The new session holding the structure.
+    session_id: String,
+    version_id: Option<String>,
+    /// The structure as canonical JSON.
+    serialized: String,
+    /// Non-relation objects.
+    objects_count: usize,
+    relations_count: usize,
+    /// The model that answered.
+    model_used: String,
+    /// The provider that answered.
+    provider: String,
+    /// Warnings of the stored structure, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<Value>>,
+}
+
 pub(crate) struct ConstructKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for ConstructKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "construct_knowledge",
         description: "Turn free-form text into a knowledge structure with one call to the configured LLM \
@@ -80,7 +101,8 @@ impl Tool for ConstructKnowledge {
             structure is stored, as a new session. Returns {constructed, session_id, version_id, serialized, \
             objects_count, relations_count, model_used}. When the answer is unusable nothing is stored and the \
             error says why (llm_output_parse_error, construct_knowledge_failed for a truncated answer, \
-            cks_parse_error, or validation_failed with 'diagnostics'). 'hint' steers what to extract.",
+            cks_parse_error, or validation_failed with 'diagnostics'); with no usable provider it is \
+            internal_error ('LLM call failed: ...'), as in the reference. 'hint' steers what to extract.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,
@@ -91,12 +113,12 @@ impl Tool for ConstructKnowledge {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let text = input.text.trim();
         if text.is_empty() {
             return Err(ToolError::missing_parameter("text"));
         }
-        let client = ctx.llm.client()?;
+        let client = ctx.llm.client().map_err(unavailable)?;
         let redactor = &client.config().redactor;
         let mut prompt = format!("Extract a Canonical Knowledge Structure from the following text:\n\n{text}");
         if let Some(hint) = input.hint.as_deref().map(str::trim).filter(|h| !h.is_empty()) {
@@ -109,7 +131,7 @@ impl Tool for ConstructKnowledge {
             ..ChatRequest::from_prompt(prompt)
         };
         let response = tokio::select! {
-            response = client.chat(request) => response.map_err(|e| super::llm_error(&e))?,
+            response = client.chat(request) => response.map_err(|e| unavailable(super::llm_error(&e)))?,
             () = ctx.cancel.cancelled() => {
                 return Err(ToolError::new("cancelled", "construct_knowledge was cancelled before the model answered."));
             }
@@ -183,21 +205,22 @@ impl Tool for ConstructKnowledge {
             .runtime
             .create_session(structure, NewSession { first_version: Some(metadata), ..Default::default() })
             .await?;
-        let mut result = json!({
-            "constructed": true,
-            "session_id": info.session_id,
-            "version_id": info.latest_version_id,
-            "serialized": serialized,
-            "objects_count": objects_count,
-            "relations_count": relations_count,
-            "model_used": model_used,
-            "provider": provider,
-        });
         let notes: Vec<_> = report.diagnostics.into_iter().filter(|d| d.severity != Severity::Error).collect();
-        if !notes.is_empty() {
-            result["diagnostics"] = diagnostics_brief(&notes);
-        }
-        Ok(result)
+        let diagnostics = match diagnostics_brief(&notes) {
+            Value::Array(items) if !items.is_empty() => Some(items),
+            _ => None,
+        };
+        Ok(Output {
+            constructed: true,
+            session_id: info.session_id,
+            version_id: info.latest_version_id,
+            serialized,
+            objects_count,
+            relations_count,
+            model_used,
+            provider: provider.to_owned(),
+            diagnostics,
+        })
     }
 }
 
@@ -391,6 +414,16 @@ fn scan(text: &str) -> Scan {
         out.unclosed = false;
     }
     out
+}
+
+/// No usable provider: the reference reports this as `internal_error` ("LLM call failed: ..."), and
+/// clients match on that code.
+fn unavailable(mut error: ToolError) -> ToolError {
+    if error.code == "llm_provider_unavailable" {
+        error.code = "internal_error".into();
+        error.message = format!("Internal error: LLM call failed: {}", error.message);
+    }
+    error
 }
 
 #[cfg(test)]
@@ -656,9 +689,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn no_provider_is_llm_provider_unavailable() {
+    async fn no_provider_is_an_internal_error_as_in_the_reference() {
         let result = call(&context(), "construct_knowledge", json!({"text": "x"})).await;
-        assert_eq!(result, json!({"error": "llm_provider_unavailable", "message": "No LLM client is configured."}));
+        assert_eq!(
+            result,
+            json!({"error": "internal_error", "message": "Internal error: LLM call failed: No LLM client is configured."})
+        );
 
         // Anthropic chosen without its key: the client refuses before any request.
         let server = ProviderServer::start().await;
@@ -666,7 +702,9 @@ mod tests {
             llm_env("anthropic", &server.base_url()).into_iter().filter(|(k, _)| k != "ANTHROPIC_API_KEY").collect();
         let ctx = llm_context(&env);
         let result = call(&ctx, "construct_knowledge", json!({"text": "x"})).await;
-        assert_eq!(result["error"], "llm_provider_unavailable", "{result}");
+        assert_eq!(result["error"], "internal_error", "{result}");
+        assert_eq!(result["error_kind"], "not_configured");
+        assert!(result["message"].as_str().unwrap().starts_with("Internal error: LLM call failed: "));
         assert!(result["message"].as_str().unwrap().contains("ANTHROPIC_API_KEY"));
         assert!(server.requests().is_empty());
         assert_eq!(sessions(&ctx).await, 0);
