@@ -6,7 +6,7 @@
 //! replaced by an entity code (the reference escapes only `"`), and line breaks become `<br/>`.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -44,12 +44,24 @@ pub(crate) struct Input {
     pub(crate) include_superseded: bool,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// A Mermaid flowchart (`graph TD ...`).
+    mermaid: String,
+    /// Nodes that could have been drawn.
+    total_found_nodes: usize,
+    /// Nodes drawn.
+    returned_nodes: usize,
+    /// Fewer nodes were drawn than found.
+    is_truncated: bool,
+}
+
 pub(crate) struct VisualizeGraph;
 
 #[async_trait::async_trait]
 impl Tool for VisualizeGraph {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "visualize_graph",
         description: "Draw a session's graph as a Mermaid flowchart ('graph TD'). mode 'structure' (default): \
@@ -70,7 +82,7 @@ impl Tool for VisualizeGraph {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let mode = input.mode.clone().unwrap_or_else(|| "structure".into());
         if !MODES.contains(&mode.as_str()) {
             return Err(ToolError::invalid_parameter(format!(
@@ -155,10 +167,14 @@ impl Diagram {
         }
     }
 
-    fn into_result(self) -> Value {
+    fn into_result(self) -> Output {
         if self.nodes.is_empty() {
-            return json!({"mermaid": "graph TD\n    empty[Empty graph]", "total_found_nodes": self.total_found,
-                          "returned_nodes": 0, "is_truncated": self.total_found > 0});
+            return Output {
+                mermaid: "graph TD\n    empty[Empty graph]".into(),
+                total_found_nodes: self.total_found,
+                returned_nodes: 0,
+                is_truncated: self.total_found > 0,
+            };
         }
         let mut lines = vec!["graph TD".to_owned()];
         for (i, (_, shape, label)) in self.nodes.iter().enumerate() {
@@ -173,12 +189,12 @@ impl Diagram {
             lines.push(format!("    n{a} {arrow}|\"{}\"| n{b}", escape_label(label)));
         }
         let returned = self.nodes.len();
-        json!({
-            "mermaid": lines.join("\n"),
-            "total_found_nodes": self.total_found.max(returned),
-            "returned_nodes": returned,
-            "is_truncated": self.total_found > returned,
-        })
+        Output {
+            mermaid: lines.join("\n"),
+            total_found_nodes: self.total_found.max(returned),
+            returned_nodes: returned,
+            is_truncated: self.total_found > returned,
+        }
     }
 }
 
