@@ -7,11 +7,13 @@
 //!   type, when `include_relation_types` is given) reaches all of its other participants in one hop,
 //!   up to `depth` hops. `include_object_types` filters the non-seed nodes: a node of another type
 //!   is neither returned nor traversed through.
-//! - Budget: seeds are always kept and do not count toward `max_objects`. The other nodes are ranked
-//!   by `degree × type_weight / (distance + 1)` (degree: relations naming the node in the whole
-//!   structure; type weight from `type_weights`, default 1.0; ties by discovery order) and taken in
-//!   that order while they fit both `max_objects` and `max_tokens`. The token estimate of an object
-//!   is ⌈characters of its compact canonical JSON / 4⌉; seeds use up the token budget first. Only
+//! - Budget (as in the reference): seeds are always kept and count toward `max_objects`, a cap on
+//!   the nodes returned. The other nodes are ranked by `degree × type_weight / (distance + 1)`
+//!   (degree: relations of an included type naming the node in the whole structure; type weight
+//!   from `type_weights`, default 1.0; ties by id) and taken in that order: selection stops once
+//!   `max_objects` nodes are kept, and a node that would overrun `max_tokens` is skipped (a smaller
+//!   one further down may still fit). The token estimate of an object is ⌈characters of its compact
+//!   canonical JSON / 4⌉; seeds use up the token budget first. A budget of 0 is no budget. Only
 //!   nodes count toward the budgets: relations follow from the chosen nodes.
 //! - Vertex-induced: a relation is returned iff every participant is in the result (nodes, or
 //!   relations already returned, or itself) and its type passes the filter.
@@ -63,7 +65,8 @@ pub struct SubgraphResult {
     /// Nodes kept (relations not counted).
     pub returned_nodes: usize,
     pub is_truncated: bool,
-    /// `"max_objects"` or `"max_tokens"`: the budget that cut the result.
+    /// `"max_objects"`, `"max_tokens"` or `"max_objects_and_max_tokens"`: the budgets that cut the
+    /// result.
     pub truncation_reason: Option<String>,
     /// The best-ranked node that was cut, a good seed for a follow-up query.
     pub suggested_next_seed: Option<String>,
@@ -143,35 +146,49 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
         }
     }
 
-    // Rank the non-seed nodes; the sort is stable, so ties keep discovery order.
-    let score = |id: &str, distance: usize| {
-        let weight = structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
-        structure.relations_of(id).len() as f64 * weight / (distance + 1) as f64
-    };
-    let mut ranked: Vec<(&str, f64)> = found.iter().skip(seeds).map(|(&id, &d)| (id, score(id, d))).collect();
-    ranked.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let max_objects = query.max_objects.filter(|&m| m > 0);
+    let max_tokens = query.max_tokens.filter(|&m| m > 0);
+    let mut kept: Vec<&str> = found.keys().copied().collect();
+    let mut cut_objects = false;
+    let mut cut_tokens = false;
+    let mut next_seed: Option<&str> = None;
+    if (max_objects.is_some() || max_tokens.is_some()) && found.len() > seeds {
+        // Rank the non-seed nodes, ties by id.
+        let degree = |id: &str| {
+            structure
+                .relations_of(id)
+                .iter()
+                .filter(|r| structure.get(r).and_then(|r| traversable(r)).is_some())
+                .count()
+        };
+        let score = |id: &str, distance: usize| {
+            let weight =
+                structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
+            degree(id).max(1) as f64 * weight / (distance + 1) as f64
+        };
+        let mut ranked: Vec<(&str, f64)> = found.iter().skip(seeds).map(|(&id, &d)| (id, score(id, d))).collect();
+        ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
 
-    let tokens = |id: &str| structure.get(id).map_or(0, |o| estimate_tokens(o));
-    let mut kept: Vec<&str> = found.keys().take(seeds).copied().collect();
-    let mut used_tokens: usize = match query.max_tokens {
-        Some(_) => kept.iter().map(|id| tokens(id)).fold(0, usize::saturating_add),
-        None => 0,
-    };
-    let mut cut: Option<(&str, &str)> = None;
-    for (taken, &(id, _)) in ranked.iter().enumerate() {
-        if query.max_objects.is_some_and(|max| taken >= max) {
-            cut = Some(("max_objects", id));
-            break;
-        }
-        if let Some(max) = query.max_tokens {
-            let needed = used_tokens.saturating_add(tokens(id));
-            if needed > max {
-                cut = Some(("max_tokens", id));
+        let tokens = |id: &str| structure.get(id).map_or(0, |o| estimate_tokens(o));
+        kept.truncate(seeds);
+        let mut used_tokens = kept.iter().map(|id| tokens(id)).fold(0, usize::saturating_add);
+        for &(id, _) in &ranked {
+            if max_objects.is_some_and(|max| kept.len() >= max) {
+                cut_objects = true;
                 break;
             }
-            used_tokens = needed;
+            if let Some(max) = max_tokens {
+                let needed = used_tokens.saturating_add(tokens(id));
+                if needed > max {
+                    cut_tokens = true;
+                    continue;
+                }
+                used_tokens = needed;
+            }
+            kept.push(id);
         }
-        kept.push(id);
+        let chosen: HashSet<&str> = kept.iter().copied().collect();
+        next_seed = ranked.iter().map(|(id, _)| *id).find(|id| !chosen.contains(id));
     }
     let returned_nodes = kept.len();
 
@@ -209,9 +226,14 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
         structure: output,
         total_found_nodes: found.len(),
         returned_nodes,
-        is_truncated: cut.is_some(),
-        truncation_reason: cut.map(|(reason, _)| reason.to_owned()),
-        suggested_next_seed: cut.map(|(_, id)| id.to_owned()),
+        is_truncated: returned_nodes < found.len(),
+        truncation_reason: match (cut_objects, cut_tokens) {
+            (true, true) => Some("max_objects_and_max_tokens".to_owned()),
+            (true, false) => Some("max_objects".to_owned()),
+            (false, true) => Some("max_tokens".to_owned()),
+            (false, false) => None,
+        },
+        suggested_next_seed: next_seed.map(str::to_owned),
     }
 }
 
@@ -299,32 +321,41 @@ mod tests {
     }
 
     #[test]
-    fn max_objects_keeps_the_best_ranked() {
+    fn max_objects_caps_the_nodes_seeds_included() {
         let s = sample();
         // Scores at depth 2 from a: b 2/2, c 2/3, e 1/2, f 1/2.
-        let q = SubgraphQuery { max_objects: Some(2), ..query(&["a"], 2) };
+        let q = SubgraphQuery { max_objects: Some(3), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert_eq!(ids(&r), ["a", "b", "c", "r1", "r2"]);
         assert_eq!((r.total_found_nodes, r.returned_nodes, r.is_truncated), (5, 3, true));
         assert_eq!(r.truncation_reason.as_deref(), Some("max_objects"));
-        assert_eq!(r.suggested_next_seed.as_deref(), Some("e"));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("e"), "e and f tie; the smaller id first");
 
         // Weighting Claims: b 6/2, e 3/2, f 3/2, c 2/3.
         let weights = HashMap::from([("Claim".to_owned(), 3.0)]);
-        let q = SubgraphQuery { max_objects: Some(2), type_weights: weights, ..query(&["a"], 2) };
+        let q = SubgraphQuery { max_objects: Some(3), type_weights: weights, ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert_eq!(ids(&r), ["a", "b", "e", "r1"]);
         assert_eq!(r.suggested_next_seed.as_deref(), Some("f"));
 
-        let q = SubgraphQuery { max_objects: Some(4), ..query(&["a"], 2) };
+        // Seeds are kept even beyond the cap.
+        let q = SubgraphQuery { max_objects: Some(1), ..query(&["a", "d"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(r.returned_nodes, 2);
+        assert_eq!(r.truncation_reason.as_deref(), Some("max_objects"));
+
+        let q = SubgraphQuery { max_objects: Some(5), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert!(!r.is_truncated);
         assert_eq!(r.returned_nodes, 5);
         assert_eq!(r.suggested_next_seed, None);
+        // 0 is no budget.
+        let q = SubgraphQuery { max_objects: Some(0), max_tokens: Some(0), ..query(&["a"], 2) };
+        assert_eq!(query_subgraph(&s, &q).returned_nodes, 5);
     }
 
     #[test]
-    fn max_tokens_counts_seeds_first() {
+    fn max_tokens_counts_seeds_first_and_skips_what_does_not_fit() {
         let s = sample();
         let a = s.get("a").unwrap();
         // {"identity":{"id":"a","name":"name a","type":"Claim"},"structure":{"v":1}}: 74 characters.
@@ -336,10 +367,29 @@ mod tests {
         assert_eq!(r.truncation_reason.as_deref(), Some("max_tokens"));
         assert_eq!(r.suggested_next_seed.as_deref(), Some("c"));
         // A seed over budget on its own is still returned; everything else is cut.
-        let q = SubgraphQuery { max_tokens: Some(0), ..query(&["a"], 2) };
+        let q = SubgraphQuery { max_tokens: Some(1), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert_eq!(ids(&r), ["a"]);
         assert_eq!((r.returned_nodes, r.total_found_nodes), (1, 5));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("b"));
+
+        // A node too large for what is left is skipped, and a smaller one further down still fits.
+        let mut big = node("b", "Claim", 2);
+        big.structure.insert("text".into(), serde_json::json!("x".repeat(400)));
+        let s = KnowledgeStructure::from_objects([
+            node("a", "Claim", 1),
+            big,
+            node("e", "Claim", 5),
+            relation("r1", &["a", "b"], "supports"),
+            relation("r2", &["b", "a"], "cites"),
+            relation("r4", &["a", "e"], "supports"),
+        ])
+        .unwrap();
+        let budget = estimate_tokens(s.get("a").unwrap()) + estimate_tokens(s.get("e").unwrap());
+        let q = SubgraphQuery { max_tokens: Some(budget), max_objects: Some(2), ..query(&["a"], 1) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(ids(&r), ["a", "e", "r4"], "b ranks first but does not fit");
+        assert_eq!(r.truncation_reason.as_deref(), Some("max_tokens"));
         assert_eq!(r.suggested_next_seed.as_deref(), Some("b"));
     }
 
@@ -440,8 +490,8 @@ mod tests {
             }
             let nodes = out.objects().filter(|o| !o.is_relation()).count();
             prop_assert_eq!(nodes, r.returned_nodes);
-            if let Some(max) = q.max_objects {
-                prop_assert!(r.returned_nodes <= seeds.len() + max);
+            if let Some(max) = q.max_objects.filter(|&m| m > 0) {
+                prop_assert!(r.returned_nodes <= seeds.len().max(max));
             }
             prop_assert!(r.returned_nodes <= r.total_found_nodes);
             prop_assert_eq!(r.is_truncated, r.returned_nodes < r.total_found_nodes);
@@ -459,7 +509,7 @@ mod tests {
                 prop_assert_eq!(out.contains(relation.id()), induced, "relation {}", relation.id());
             }
             // Without budgets, the nodes are exactly the depth-limited reach.
-            if q.max_objects.is_none() && q.max_tokens.is_none() {
+            if q.max_objects.unwrap_or(0) == 0 && q.max_tokens.unwrap_or(0) == 0 {
                 let reach = naive_reach(&s, &q);
                 let got: HashSet<String> = out.objects().filter(|o| !o.is_relation()).map(|o| o.identity.id.clone()).collect();
                 prop_assert_eq!(got, reach.clone());

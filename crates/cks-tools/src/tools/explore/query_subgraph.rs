@@ -28,10 +28,11 @@ pub(crate) struct Input {
     pub(crate) include_relation_types: Option<Vec<String>>,
     /// Return only objects of these types (seeds are always kept).
     pub(crate) include_object_types: Option<Vec<String>>,
-    /// Approximate token budget (about 4 characters per token).
+    /// Approximate token budget (about 4 characters per token); an object that does not fit is
+    /// skipped. 0: no budget.
     #[schemars(range(min = 0))]
     pub(crate) max_tokens: Option<u64>,
-    /// Most objects to return besides the seeds.
+    /// Most objects to return, seeds included (seeds are always kept). 0: no cap.
     #[schemars(range(min = 0))]
     pub(crate) max_objects: Option<u64>,
     /// Ranking weight per object type when a budget forces a choice (default 1.0).
@@ -59,7 +60,8 @@ pub(crate) struct Output {
     returned_nodes: usize,
     /// Fewer objects were returned than found.
     is_truncated: bool,
-    /// `max_objects_exceeded` or `max_tokens_exceeded` when a budget cut the result.
+    /// `max_objects_exceeded`, `max_tokens_exceeded` or `max_objects_and_max_tokens_exceeded` when
+    /// a budget cut the result.
     truncation_reason: Option<String>,
     /// The best-ranked object the budget left out: a seed for a follow-up query.
     suggested_next_seed: Option<String>,

@@ -211,12 +211,11 @@ fn structure_diagram(structure: &KnowledgeStructure, input: &Input) -> Diagram {
         None => (structure.objects().filter(|o| !o.is_relation()).map(|o| o.id().to_owned()).collect(), 0),
     };
     let max_objects = input.max_objects.unwrap_or(20) as usize;
-    // Seeds never count toward a subgraph budget, so cut them here to honour max_objects.
+    // A subgraph query always keeps its seeds, so cut them here to honour max_objects.
     let mut seeds = seeds;
     let seed_overflow = seeds.len().saturating_sub(max_objects);
     seeds.truncate(max_objects);
-    let budget = max_objects - seeds.len();
-    let query = SubgraphQuery { seed_ids: seeds, depth, max_objects: Some(budget), ..Default::default() };
+    let query = SubgraphQuery { seed_ids: seeds, depth, max_objects: Some(max_objects), ..Default::default() };
     let sub = query_subgraph(structure, &query);
     let mut diagram = Diagram { total_found: sub.total_found_nodes + seed_overflow, ..Default::default() };
     for object in sub.structure.objects().filter(|o| !o.is_relation()) {

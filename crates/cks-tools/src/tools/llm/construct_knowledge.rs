@@ -101,8 +101,9 @@ impl Tool for ConstructKnowledge {
             structure is stored, as a new session. Returns {constructed, session_id, version_id, serialized, \
             objects_count, relations_count, model_used}. When the answer is unusable nothing is stored and the \
             error says why (llm_output_parse_error, construct_knowledge_failed for a truncated answer, \
-            cks_parse_error, or validation_failed with 'diagnostics'); with no usable provider it is \
-            internal_error ('LLM call failed: ...'), as in the reference. 'hint' steers what to extract.",
+            cks_parse_error, or validation_failed with 'diagnostics'); when no provider is usable or the \
+            provider fails it is internal_error ('LLM call failed: ...', with 'error_kind'), as in the reference. \
+            'hint' steers what to extract.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,
@@ -416,10 +417,10 @@ fn scan(text: &str) -> Scan {
     out
 }
 
-/// No usable provider: the reference reports this as `internal_error` ("LLM call failed: ..."), and
-/// clients match on that code.
+/// An LLM failure (no usable provider, or a provider that failed to answer) is `internal_error`
+/// ("LLM call failed: ..."), as the reference reports it; `error_kind` tells them apart.
 fn unavailable(mut error: ToolError) -> ToolError {
-    if error.code == "llm_provider_unavailable" {
+    if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
         error.code = "internal_error".into();
         error.message = format!("Internal error: LLM call failed: {}", error.message);
     }
@@ -667,13 +668,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn provider_failures_are_llm_call_failed_without_the_key() {
+    async fn provider_failures_are_internal_errors_without_the_key() {
         let server = ProviderServer::start().await;
         let ctx = llm_context(&llm_env("anthropic", &server.base_url()));
         server.set_default(Some(Reply::ServerError));
         let result = call(&ctx, "construct_knowledge", json!({"text": "The Earth orbits the Sun."})).await;
-        assert_eq!(result["error"], "llm_call_failed", "{result}");
+        assert_eq!(result["error"], "internal_error", "{result}");
         assert_eq!(result["error_kind"], "server");
+        assert!(result["message"].as_str().unwrap().starts_with("Internal error: LLM call failed: "), "{result}");
         assert_eq!(result["provider"], "anthropic");
         assert_eq!(server.requests().len(), 2, "one retry as configured");
         assert!(!result.to_string().contains(TEST_KEY));
@@ -683,7 +685,7 @@ mod tests {
         server.set_default(None);
         server.push(Reply::Truncated);
         let result = call(&ctx, "construct_knowledge", json!({"text": "x"})).await;
-        assert_eq!(result["error"], "llm_call_failed", "{result}");
+        assert_eq!(result["error"], "internal_error", "{result}");
         assert_eq!(result["error_kind"], "malformed_response");
         assert!(!result.to_string().contains(TEST_KEY));
     }
