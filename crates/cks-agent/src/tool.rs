@@ -5,8 +5,8 @@
 //! a string-content message); only the messages this turn adds are in our normalised block form.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,10 +144,55 @@ fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
     Value::Array(out)
 }
 
+/// The result of a turn that ended without an LLM error.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The model's final text.
+    reply: String,
+    /// Every tool call of the turn, in order.
+    tool_calls: Vec<ToolCall>,
+    /// The caller's messages as sent, then this turn's, ready to send back with the next message.
+    messages: Vec<Value>,
+    /// The turn stopped early (iteration cap, deadline or token budget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncation_reason: Option<String>,
+    /// The turn was cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancelled: Option<bool>,
+    /// The provider that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<String>,
+    /// The model that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    usage: TurnUsage,
+}
+
+/// One tool call the model made.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolCall {
+    name: String,
+    /// The arguments as run (session arguments pinned).
+    arguments: Value,
+    /// The tool's result (a business error is a result too).
+    result: Value,
+    is_error: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TurnUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    /// LLM round trips.
+    llm_calls: usize,
+}
+
 #[async_trait::async_trait]
 impl Tool for AiChat {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "ai_chat",
         description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \
@@ -167,7 +212,7 @@ impl Tool for AiChat {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let raw: Vec<Value> = if !input.messages.is_empty() {
             input.messages
         } else {
@@ -215,26 +260,36 @@ impl Tool for AiChat {
         };
         match run_turn(chat_model, &executor, &history, &config, observer, &ctx.cancel).await {
             Ok(output) => {
-                let mut result = Map::new();
-                result.insert("reply".into(), json!(output.reply));
-                result.insert("tool_calls".into(), records(&output.tool_calls));
-                result.insert("messages".into(), messages_out(raw, &output.new_messages));
-                if let Some(reason) = output.stop.truncation_reason() {
-                    result.insert("truncated".into(), json!(true));
-                    result.insert("truncation_reason".into(), json!(reason));
-                }
-                if output.stop == Stop::Cancelled {
-                    result.insert("cancelled".into(), json!(true));
-                }
-                if let Some((provider, model)) = output.answered_by {
-                    result.insert("provider".into(), json!(provider));
-                    result.insert("model".into(), json!(model));
-                }
-                result.insert(
-                    "usage".into(),
-                    json!({"input_tokens": output.usage.input_tokens, "output_tokens": output.usage.output_tokens, "llm_calls": output.llm_calls}),
-                );
-                Ok(Value::Object(result))
+                let truncation_reason = output.stop.truncation_reason().map(str::to_owned);
+                let (provider, model) = output.answered_by.unzip();
+                let messages = match messages_out(raw, &output.new_messages) {
+                    Value::Array(items) => items,
+                    _ => Vec::new(),
+                };
+                Ok(Output {
+                    reply: output.reply,
+                    tool_calls: output
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| ToolCall {
+                            name: c.name,
+                            arguments: c.arguments,
+                            result: c.result,
+                            is_error: c.is_error,
+                        })
+                        .collect(),
+                    messages,
+                    truncated: truncation_reason.is_some().then_some(true),
+                    truncation_reason,
+                    cancelled: (output.stop == Stop::Cancelled).then_some(true),
+                    provider,
+                    model,
+                    usage: TurnUsage {
+                        input_tokens: output.usage.input_tokens,
+                        output_tokens: output.usage.output_tokens,
+                        llm_calls: output.llm_calls,
+                    },
+                })
             }
             Err(failure) => {
                 let code = if failure.error.kind() == ErrorKind::NotConfigured {
