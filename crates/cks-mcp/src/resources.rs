@@ -77,10 +77,10 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorDat
         other => internal(other),
     };
     // A closed session is gone, as it is for the tools.
-    if let [id, ..] = parts.as_slice() {
-        if runtime.info(id).await.map_err(map_err)?.closed {
-            return Err(not_found());
-        }
+    if let [id, ..] = parts.as_slice()
+        && runtime.info(id).await.map_err(map_err)?.closed
+    {
+        return Err(not_found());
     }
     let text = match parts.as_slice() {
         [] => {
