@@ -12,8 +12,9 @@
 //!   (degree: relations of an included type naming the node in the whole structure; type weight
 //!   from `type_weights`, default 1.0; ties by id) and taken in that order: selection stops once
 //!   `max_objects` nodes are kept, and a node that would overrun `max_tokens` is skipped (a smaller
-//!   one further down may still fit). The token estimate of an object is ⌈characters of its compact
-//!   canonical JSON / 4⌉; seeds use up the token budget first. A budget of 0 is no budget. Only
+//!   one further down may still fit). The token estimate of an object is the reference's: a quarter
+//!   of the characters of `id:type:name:structure` (Python's print of the structure) plus 10; seeds
+//!   use up the token budget first. A budget of 0 is no budget. Only
 //!   nodes count toward the budgets: relations follow from the chosen nodes.
 //! - Vertex-induced: a relation is returned iff every participant is in the result (nodes, or
 //!   relations already returned, or itself) and its type passes the filter.
@@ -23,10 +24,9 @@
 //! is built from the chosen ids only, never by scanning the whole structure.
 
 use indexmap::IndexMap;
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::io;
 
-use crate::json::CanonicalObject;
 use crate::object::{KnowledgeObject, RelationView};
 use crate::structure::{ChangeSet, KnowledgeStructure};
 
@@ -72,24 +72,88 @@ pub struct SubgraphResult {
     pub suggested_next_seed: Option<String>,
 }
 
-/// The token estimate of one object: ⌈characters of its compact canonical JSON / 4⌉.
+/// The token estimate of one object, as the reference computes it: a quarter of the characters
+/// of `id:type:name:structure` (the structure as Python prints it), plus 10.
 pub fn estimate_tokens(object: &KnowledgeObject) -> usize {
-    // Count while serializing instead of building the string.
-    struct CharCounter(usize);
-    impl io::Write for CharCounter {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            // serde_json writes whole UTF-8 sequences; count the bytes that start a character.
-            self.0 += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
+    let identity = &object.identity;
+    let text = identity.id.chars().count() + identity.r#type.chars().count() + identity.name.chars().count() + 3;
+    let structure = map_repr_len(object.structure.iter());
+    (text + structure) / 4 + 10
+}
+
+/// Characters of Python's `repr` of a dict with these entries: `{'k': v, ...}`.
+fn map_repr_len<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>) -> usize {
+    let mut len = 2;
+    let mut count: usize = 0;
+    for (key, value) in entries {
+        len += str_repr_len(key) + 2 + repr_len(value);
+        count += 1;
     }
-    let mut counter = CharCounter(0);
-    // Serializing JSON values to a writer that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut counter, &CanonicalObject(object));
-    counter.0.div_ceil(4)
+    len + 2 * count.saturating_sub(1)
+}
+
+/// Characters of Python's `repr` of a value inside a parsed structure: nested objects are
+/// `mappingproxy({...})`, arrays are tuples.
+fn repr_len(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if !(n.is_i64() || n.is_u64()) => float_repr_len(f),
+            _ => n.to_string().len(),
+        },
+        Value::String(text) => str_repr_len(text),
+        Value::Array(items) => {
+            let inner: usize = items.iter().map(repr_len).sum::<usize>() + 2 * items.len().saturating_sub(1);
+            // `(x,)` for one item.
+            2 + inner + usize::from(items.len() == 1)
+        }
+        Value::Object(map) => "mappingproxy()".len() + map_repr_len(map.iter()),
+    }
+}
+
+/// Characters of Python's `repr` of a string: quoted, with escapes.
+fn str_repr_len(text: &str) -> usize {
+    let double_quoted = text.contains('\'') && !text.contains('"');
+    let mut len = 2;
+    for c in text.chars() {
+        len += match c {
+            '\\' | '\n' | '\r' | '\t' => 2,
+            '\'' if !double_quoted => 2,
+            c if c.is_control() => {
+                if (c as u32) < 0x100 {
+                    4
+                } else {
+                    6
+                }
+            }
+            _ => 1,
+        };
+    }
+    len
+}
+
+/// Characters of Python's `repr` of a float: the shortest round-trip digits, fixed notation for
+/// exponents from -4 to 15 (with `.0` for whole numbers), else `1e+16` style.
+fn float_repr_len(value: f64) -> usize {
+    if !value.is_finite() {
+        // `nan`, `inf`, `-inf` (JSON cannot carry them, but a structure built in code can).
+        return if value < 0.0 { 4 } else { 3 };
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let negative = usize::from(mantissa.starts_with('-'));
+    let digits = mantissa.chars().filter(char::is_ascii_digit).count();
+    if (-4..16).contains(&exponent) {
+        let fixed = format!("{value}");
+        negative + fixed.trim_start_matches('-').len() + if fixed.contains('.') { 0 } else { 2 }
+    } else {
+        // d[.ddd]e+XX, at least two exponent digits.
+        let exponent_digits = exponent.unsigned_abs().to_string().len().max(2);
+        negative + digits + usize::from(digits > 1) + 2 + exponent_digits
+    }
 }
 
 /// The relation's view when it is a relation of an included type.
@@ -358,8 +422,8 @@ mod tests {
     fn max_tokens_counts_seeds_first_and_skips_what_does_not_fit() {
         let s = sample();
         let a = s.get("a").unwrap();
-        // {"identity":{"id":"a","name":"name a","type":"Claim"},"structure":{"v":1}}: 74 characters.
-        assert_eq!(estimate_tokens(a), 19);
+        // "a:Claim:name a:{'v': 1}": 23 characters.
+        assert_eq!(estimate_tokens(a), 15);
         let budget = estimate_tokens(a) + estimate_tokens(s.get("b").unwrap()) + 1;
         let q = SubgraphQuery { max_tokens: Some(budget), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
@@ -394,11 +458,23 @@ mod tests {
     }
 
     #[test]
-    fn token_estimate_counts_characters() {
+    fn token_estimate_is_the_references() {
+        // Expected values computed by the reference's estimator.
         let mut o = node("é", "T", 0);
         o.identity.name = String::new();
-        // {"identity":{"id":"é","name":"","type":"T"},"structure":{"v":0}}: 64 characters, 65 bytes.
-        assert_eq!(estimate_tokens(&o), 16);
+        assert_eq!(estimate_tokens(&o), 13);
+        let object = |structure: serde_json::Value| {
+            let mut o = node("x", "T", 0);
+            o.identity.name = "N".into();
+            o.structure = structure.as_object().unwrap().clone();
+            o
+        };
+        let tricky = object(serde_json::json!({
+            "t": "it's \"q\"\n\\", "f": 1.5, "g": 100.0, "h": 1e-5, "k": 1.5e16, "b": false, "n": null,
+            "l": [1], "m": [], "o": {"p": [1, 2]}, "neg": -0.25
+        }));
+        assert_eq!(estimate_tokens(&tricky), 51);
+        assert_eq!(estimate_tokens(&object(serde_json::json!({"s": "don't"}))), 15);
     }
 
     fn arb_query() -> impl Strategy<Value = (KnowledgeStructure, SubgraphQuery)> {
