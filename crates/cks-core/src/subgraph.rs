@@ -16,8 +16,8 @@
 //!   of the characters of `id:type:name:structure` (Python's print of the structure) plus 10; seeds
 //!   use up the token budget first. A budget of 0 is no budget. Only
 //!   nodes count toward the budgets: relations follow from the chosen nodes.
-//! - Vertex-induced: a relation is returned iff every participant is in the result (nodes, or
-//!   relations already returned, or itself) and its type passes the filter.
+//! - Vertex-induced, as in the reference: a relation is returned iff every participant is a node of
+//!   the result and its type passes the filter (so a relation naming a relation is not returned).
 //! - Output keeps the structure's order.
 //!
 //! Cost is proportional to the explored neighbourhood: walks use the incidence index and the output
@@ -256,24 +256,22 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
     }
     let returned_nodes = kept.len();
 
-    // Vertex-induced relations. A relation naming a relation can only qualify once the relation it
-    // names is in, so every inclusion re-examines the relations naming the newcomer.
-    let mut members: HashSet<&str> = kept.iter().copied().collect();
-    let mut cursor = 0;
-    while let Some(&id) = kept.get(cursor) {
-        cursor += 1;
+    // Vertex-induced relations: every participant a kept node.
+    let nodes: HashSet<&str> = kept.iter().copied().collect();
+    let mut relations: HashSet<&str> = HashSet::new();
+    for &id in &nodes {
         for relation_id in structure.relations_of(id) {
             let relation_id = relation_id.as_str();
-            if members.contains(relation_id) {
+            if relations.contains(relation_id) {
                 continue;
             }
             let Some(view) = structure.get(relation_id).and_then(|r| traversable(r)) else { continue };
-            if view.participants.iter().all(|p| *p == relation_id || members.contains(p)) {
-                members.insert(relation_id);
-                kept.push(relation_id);
+            if view.participants.iter().all(|p| nodes.contains(p)) {
+                relations.insert(relation_id);
             }
         }
     }
+    kept.extend(relations);
 
     kept.sort_by_key(|id| structure.index_of(id).unwrap_or(usize::MAX));
     let mut output = KnowledgeStructure::new();
@@ -353,9 +351,9 @@ mod tests {
         assert_eq!((r.total_found_nodes, r.returned_nodes, r.is_truncated), (4, 4, false));
         let r = query_subgraph(&s, &query(&["a"], 2));
         assert_eq!(ids(&r), ["a", "b", "c", "e", "f", "r1", "r2", "r4"]);
-        // At depth 3 d comes in, and with it m1, which names the relation r1.
+        // At depth 3 d comes in; m1 names the relation r1, so it is not returned (as in the reference).
         let r = query_subgraph(&s, &query(&["a"], 3));
-        assert_eq!(ids(&r), ["a", "b", "c", "d", "e", "f", "r1", "r2", "r3", "r4", "m1"]);
+        assert_eq!(ids(&r), ["a", "b", "c", "d", "e", "f", "r1", "r2", "r3", "r4"]);
         assert_eq!(r.truncation_reason, None);
         assert_eq!(r.suggested_next_seed, None);
     }
@@ -576,12 +574,13 @@ mod tests {
             if let Some(next) = &r.suggested_next_seed {
                 prop_assert!(s.contains(next) && !out.contains(next));
             }
-            // Vertex-induced: a relation is in iff all its participants are and its type passes.
+            // Vertex-induced: a relation is in iff all its participants are returned nodes and its
+            // type passes.
             let passes = |ty: &str| q.include_relation_types.as_ref().is_none_or(|f| f.iter().any(|t| t == ty));
             for relation in s.relations() {
                 let view = relation.relation().unwrap();
                 let induced = passes(view.relation_type)
-                    && view.participants.iter().all(|p| *p == relation.id() || out.contains(p));
+                    && view.participants.iter().all(|p| out.get(p).is_some_and(|o| !o.is_relation()));
                 prop_assert_eq!(out.contains(relation.id()), induced, "relation {}", relation.id());
             }
             // Without budgets, the nodes are exactly the depth-limited reach.

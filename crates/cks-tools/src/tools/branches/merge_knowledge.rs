@@ -71,7 +71,13 @@ impl Tool for MergeKnowledge {
 
     async fn run(&self, _ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let resolutions = resolutions(input.resolutions.as_ref())?;
-        let parse = |name: &'static str, value: &Value| parse_json_data(value).map_err(|e| e.with("parameter", name));
+        let parse = |name: &'static str, value: &Value| {
+            // As in the reference, an empty value is a missing one.
+            if value.as_str().is_some_and(str::is_empty) {
+                return Err(ToolError::missing_parameter(name));
+            }
+            parse_json_data(value).map_err(|e| e.with("parameter", name))
+        };
         let base = parse("json_data_base", &input.json_data_base)?;
         let branch_a = parse("json_data_branch_a", &input.json_data_branch_a)?;
         let branch_b = parse("json_data_branch_b", &input.json_data_branch_b)?;
@@ -174,6 +180,16 @@ mod tests {
         let missing = call(&ctx, "merge_knowledge", json!({"json_data_base": good, "json_data_branch_a": good})).await;
         assert_eq!(
             missing,
+            json!({"error": "missing_parameter", "message": "Missing required parameter: 'json_data_branch_b'."})
+        );
+        let empty = call(
+            &ctx,
+            "merge_knowledge",
+            json!({"json_data_base": good, "json_data_branch_a": good, "json_data_branch_b": ""}),
+        )
+        .await;
+        assert_eq!(
+            empty,
             json!({"error": "missing_parameter", "message": "Missing required parameter: 'json_data_branch_b'."})
         );
         let broken = call(

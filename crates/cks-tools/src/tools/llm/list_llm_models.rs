@@ -18,7 +18,6 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Input {}
 
 #[derive(Debug, Serialize, JsonSchema)]
