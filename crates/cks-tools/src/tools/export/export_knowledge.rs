@@ -1,7 +1,7 @@
 //! `export_knowledge`: a session's current structure as linked data — JSON-LD or Turtle.
 //!
-//! Object ids become IRIs under [`ID_BASE`] (percent-encoded; ids that already are absolute IRIs
-//! are kept), and types, relation types and structure keys become terms of the `cks:` vocabulary
+//! Object ids become IRIs under [`ID_BASE`] (percent-encoded where an IRI cannot carry a character
+//! as it is; ids that already are absolute IRIs are kept), and types, relation types and structure keys become terms of the `cks:` vocabulary
 //! ([`VOCAB`]).
 //!
 //! JSON-LD has the reference's `@graph`: one node per non-relation object (`@id`, `@type`, `name`
@@ -130,20 +130,34 @@ impl Tool for ExportKnowledge {
     }
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters (and the dot segments `.`/`..`).
+/// Percent-encodes everything but RFC 3986 unreserved characters and the non-ASCII characters an
+/// IRI may carry as they are (so `größe` stays `größe`, as in the reference), and the dot segments
+/// `.`/`..`.
 fn encode(text: &str) -> String {
     if text == "." || text == ".." {
         return text.replace('.', "%2E");
     }
     let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(byte as char);
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') || is_iri_char(c) {
+            out.push(c);
         } else {
-            let _ = write!(out, "%{byte:02X}");
+            let mut buffer = [0; 4];
+            for byte in c.encode_utf8(&mut buffer).bytes() {
+                let _ = write!(out, "%{byte:02X}");
+            }
         }
     }
     out
+}
+
+/// A non-ASCII character RFC 3987 allows unencoded in an IRI path (`ucschar`).
+fn is_iri_char(c: char) -> bool {
+    matches!(c as u32,
+        0xA0..=0xD7FF | 0xF900..=0xFDCF | 0xFDF0..=0xFFEF | 0x10000..=0x1FFFD | 0x20000..=0x2FFFD
+        | 0x30000..=0x3FFFD | 0x40000..=0x4FFFD | 0x50000..=0x5FFFD | 0x60000..=0x6FFFD
+        | 0x70000..=0x7FFFD | 0x80000..=0x8FFFD | 0x90000..=0x9FFFD | 0xA0000..=0xAFFFD
+        | 0xB0000..=0xBFFFD | 0xC0000..=0xCFFFD | 0xD0000..=0xDFFFD | 0xE1000..=0xEFFFD)
 }
 
 /// An id that already is an absolute IRI safe to write as is (`scheme:rest`, no forbidden chars).
@@ -689,7 +703,9 @@ mod tests {
         assert_eq!(super::object_iri("urn:isbn:123"), "urn:isbn:123");
         assert_eq!(super::object_iri("a b/c"), "http://cks.org/a%20b%2Fc");
         assert_eq!(super::object_iri(".."), "http://cks.org/%2E%2E");
-        assert_eq!(super::object_iri("ü"), "http://cks.org/%C3%BC");
+        assert_eq!(super::object_iri("ü"), "http://cks.org/ü");
+        assert_eq!(super::object_iri("größe"), "http://cks.org/größe");
+        assert_eq!(super::object_iri("a\u{a0}b\u{fffe}"), "http://cks.org/a\u{a0}b%EF%BF%BE");
         assert_eq!(super::term("part of"), "<http://cks.org/vocab#part%20of>");
         assert_eq!(super::term("born_in"), "cks:born_in");
         assert_eq!(super::term("http://schema.org/Person"), "<http://schema.org/Person>");
