@@ -139,7 +139,9 @@ enum Shape {
     Diamond,
 }
 
-/// A diagram under construction: nodes in insertion order (aliased `n{i}`), deduplicated edges.
+/// A diagram under construction: nodes in insertion order, deduplicated edges. As in the
+/// reference, the objects (boxes) are drawn and aliased `n0`, `n1`, … first, then the steps
+/// (diamonds), each group in insertion order.
 #[derive(Default)]
 struct Diagram {
     nodes: Vec<(String, Shape, String)>,
@@ -176,8 +178,17 @@ impl Diagram {
                 is_truncated: self.total_found > 0,
             };
         }
+        let order: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| matches!(self.nodes[i].1, Shape::Box))
+            .chain((0..self.nodes.len()).filter(|&i| matches!(self.nodes[i].1, Shape::Diamond)))
+            .collect();
+        let mut alias = vec![0; self.nodes.len()];
+        for (new, &old) in order.iter().enumerate() {
+            alias[old] = new;
+        }
         let mut lines = vec!["graph TD".to_owned()];
-        for (i, (_, shape, label)) in self.nodes.iter().enumerate() {
+        for (i, &old) in order.iter().enumerate() {
+            let (_, shape, label) = &self.nodes[old];
             let label = escape_label(label);
             lines.push(match shape {
                 Shape::Box => format!("    n{i}[\"{label}\"]"),
@@ -186,7 +197,7 @@ impl Diagram {
         }
         for (a, b, label, dashed) in &self.edges {
             let arrow = if *dashed { "-.->" } else { "-->" };
-            lines.push(format!("    n{a} {arrow}|\"{}\"| n{b}", escape_label(label)));
+            lines.push(format!("    n{} {arrow}|\"{}\"| n{}", alias[*a], escape_label(label), alias[*b]));
         }
         let returned = self.nodes.len();
         Output {
@@ -402,7 +413,8 @@ mod tests {
                 .await;
         assert_eq!(
             result["mermaid"],
-            "graph TD\n    n0[\"Earth is warm (Claim)\"]\n    n1{\"deductive, confidence 0.9\"}\n    n2[\"Sun (Star)\"]\n    n3[\"Earth #quot;Blue#quot; #91;3rd#93; (Planet)\"]\n    n4{\"confidence 0.4 (superseded)\"}\n    n1 -->|\"concludes\"| n0\n    n2 -->|\"premise\"| n1\n    n3 -->|\"premise\"| n1\n    n4 -.->|\"superseded\"| n0\n    n4 -.->|\"superseded_by\"| n1"
+            // Objects first, then steps, as the reference draws them.
+            "graph TD\n    n0[\"Earth is warm (Claim)\"]\n    n1[\"Sun (Star)\"]\n    n2[\"Earth #quot;Blue#quot; #91;3rd#93; (Planet)\"]\n    n3{\"deductive, confidence 0.9\"}\n    n4{\"confidence 0.4 (superseded)\"}\n    n3 -->|\"concludes\"| n0\n    n1 -->|\"premise\"| n3\n    n2 -->|\"premise\"| n3\n    n4 -.->|\"superseded\"| n0\n    n4 -.->|\"superseded_by\"| n3"
         );
         assert_eq!(result["returned_nodes"], 5);
         assert_eq!(result["is_truncated"], false);
