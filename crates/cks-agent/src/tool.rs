@@ -5,8 +5,8 @@
 //! a string-content message); only the messages this turn adds are in our normalised block form.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -175,25 +175,9 @@ impl TurnObserver for Progress {
 struct Quiet;
 impl TurnObserver for Quiet {}
 
+/// The calls as a JSON list, for error results (which carry the calls made so far).
 fn records(calls: &[ToolCallRecord]) -> Value {
-    calls
-        .iter()
-        .map(|c| {
-            let mut record =
-                json!({"name": c.name, "arguments": c.arguments, "result": c.result, "is_error": c.is_error});
-            if c.recovered_from_text {
-                record["recovered_from_text"] = json!(true);
-            }
-            if let Some(first) = c.repeat_of {
-                record["repeat_of"] = json!(first);
-            }
-            record
-        })
-        .collect()
-}
-
-fn usage(usage: cks_llm::Usage, llm_calls: usize) -> Value {
-    json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "llm_calls": llm_calls})
+    serde_json::to_value(calls.iter().map(ToolCall::from).collect::<Vec<_>>()).unwrap_or(Value::Null)
 }
 
 fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
@@ -202,10 +186,84 @@ fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
     Value::Array(out)
 }
 
+/// The result of a turn that ended without an LLM error.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The model's final text.
+    reply: String,
+    /// Every tool call of the turn, in order.
+    tool_calls: Vec<ToolCall>,
+    /// The caller's messages as sent, then this turn's, ready to send back with the next message.
+    messages: Vec<Value>,
+    /// The turn stopped early (iteration cap, deadline, token budget, repeated calls) or its
+    /// results were cut to the size bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncation_reason: Option<String>,
+    /// How many tool results were replaced by a marker to keep the turn's result bounded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    results_omitted: Option<usize>,
+    /// The turn was cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancelled: Option<bool>,
+    /// The provider that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<String>,
+    /// The model that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    usage: TurnUsage,
+}
+
+/// One tool call the model made.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolCall {
+    name: String,
+    /// The arguments as run (session arguments pinned).
+    arguments: Value,
+    /// The tool's result (a business error is a result too).
+    result: Value,
+    is_error: bool,
+    /// The model wrote this call as text; it was recognised and run as a call.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    recovered_from_text: bool,
+    /// A repeat of the call at this index, answered from its result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repeat_of: Option<usize>,
+}
+
+impl From<&ToolCallRecord> for ToolCall {
+    fn from(c: &ToolCallRecord) -> Self {
+        ToolCall {
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+            result: c.result.clone(),
+            is_error: c.is_error,
+            recovered_from_text: c.recovered_from_text,
+            repeat_of: c.repeat_of,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TurnUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    /// LLM requests sent, retries included.
+    llm_calls: usize,
+}
+
+impl TurnUsage {
+    fn new(usage: cks_llm::Usage, llm_calls: usize) -> Self {
+        TurnUsage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, llm_calls }
+    }
+}
+
 #[async_trait::async_trait]
 impl Tool for AiChat {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "ai_chat",
         description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \
@@ -228,7 +286,7 @@ impl Tool for AiChat {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let raw: Vec<Value> = if !input.messages.is_empty() {
             input.messages
         } else {
@@ -282,27 +340,25 @@ impl Tool for AiChat {
         };
         match run_turn(chat_model, &executor, &history, &config, observer, &ctx.cancel).await {
             Ok(output) => {
-                let mut result = Map::new();
-                result.insert("reply".into(), json!(output.reply));
-                result.insert("tool_calls".into(), records(&output.tool_calls));
-                result.insert("messages".into(), messages_out(raw, &output.new_messages));
                 let cut = (output.results_cut > 0).then_some("result_max_bytes");
-                if let Some(reason) = output.stop.truncation_reason().or(cut) {
-                    result.insert("truncated".into(), json!(true));
-                    result.insert("truncation_reason".into(), json!(reason));
-                }
-                if output.results_cut > 0 {
-                    result.insert("results_omitted".into(), json!(output.results_cut));
-                }
-                if output.stop == Stop::Cancelled {
-                    result.insert("cancelled".into(), json!(true));
-                }
-                if let Some((provider, model)) = output.answered_by {
-                    result.insert("provider".into(), json!(provider));
-                    result.insert("model".into(), json!(model));
-                }
-                result.insert("usage".into(), usage(output.usage, output.llm_calls));
-                Ok(Value::Object(result))
+                let truncation_reason = output.stop.truncation_reason().or(cut).map(str::to_owned);
+                let (provider, model) = output.answered_by.unzip();
+                let messages = match messages_out(raw, &output.new_messages) {
+                    Value::Array(items) => items,
+                    _ => Vec::new(),
+                };
+                Ok(Output {
+                    reply: output.reply,
+                    tool_calls: output.tool_calls.iter().map(ToolCall::from).collect(),
+                    messages,
+                    truncated: truncation_reason.is_some().then_some(true),
+                    truncation_reason,
+                    results_omitted: (output.results_cut > 0).then_some(output.results_cut),
+                    cancelled: (output.stop == Stop::Cancelled).then_some(true),
+                    provider,
+                    model,
+                    usage: TurnUsage::new(output.usage, output.llm_calls),
+                })
             }
             Err(failure) => {
                 let code = if failure.error.kind() == ErrorKind::NotConfigured {
@@ -313,7 +369,7 @@ impl Tool for AiChat {
                 Err(ToolError::new(code, failure.error.to_string())
                     .with("tool_calls", records(&failure.tool_calls))
                     .with("messages", messages_out(raw, &failure.new_messages))
-                    .with("usage", usage(failure.usage, failure.llm_calls)))
+                    .with("usage", json!(TurnUsage::new(failure.usage, failure.llm_calls))))
             }
         }
     }

@@ -60,7 +60,7 @@ async fn s03_unknown_and_closed_sessions() {
     let sid = h.session(graph("s")).await;
     h.ctx.runtime.close(&sid).await.unwrap();
     let out = h.chat(json!({"session_id": sid, "prompt": "hi"})).await;
-    assert_eq!(out["error"], "session_closed");
+    assert_eq!(out["error"], "session_not_found");
     assert_eq!(model.calls(), 0);
 }
 

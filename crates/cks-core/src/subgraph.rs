@@ -7,24 +7,26 @@
 //!   type, when `include_relation_types` is given) reaches all of its other participants in one hop,
 //!   up to `depth` hops. `include_object_types` filters the non-seed nodes: a node of another type
 //!   is neither returned nor traversed through.
-//! - Budget: seeds are always kept and do not count toward `max_objects`. The other nodes are ranked
-//!   by `degree × type_weight / (distance + 1)` (degree: relations naming the node in the whole
-//!   structure; type weight from `type_weights`, default 1.0; ties by discovery order) and taken in
-//!   that order while they fit both `max_objects` and `max_tokens`. The token estimate of an object
-//!   is ⌈characters of its compact canonical JSON / 4⌉; seeds use up the token budget first. Only
+//! - Budget (as in the reference): seeds are always kept and count toward `max_objects`, a cap on
+//!   the nodes returned. The other nodes are ranked by `degree × type_weight / (distance + 1)`
+//!   (degree: relations of an included type naming the node in the whole structure; type weight
+//!   from `type_weights`, default 1.0; ties by id) and taken in that order: selection stops once
+//!   `max_objects` nodes are kept, and a node that would overrun `max_tokens` is skipped (a smaller
+//!   one further down may still fit). The token estimate of an object is the reference's: a quarter
+//!   of the characters of `id:type:name:structure` (Python's print of the structure) plus 10; seeds
+//!   use up the token budget first. A budget of 0 is no budget. Only
 //!   nodes count toward the budgets: relations follow from the chosen nodes.
-//! - Vertex-induced: a relation is returned iff every participant is in the result (nodes, or
-//!   relations already returned, or itself) and its type passes the filter.
+//! - Vertex-induced, as in the reference: a relation is returned iff every participant is a node of
+//!   the result and its type passes the filter (so a relation naming a relation is not returned).
 //! - Output keeps the structure's order.
 //!
 //! Cost is proportional to the explored neighbourhood: walks use the incidence index and the output
 //! is built from the chosen ids only, never by scanning the whole structure.
 
 use indexmap::IndexMap;
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::io;
 
-use crate::json::CanonicalObject;
 use crate::object::{KnowledgeObject, RelationView};
 use crate::structure::{ChangeSet, KnowledgeStructure};
 
@@ -63,30 +65,95 @@ pub struct SubgraphResult {
     /// Nodes kept (relations not counted).
     pub returned_nodes: usize,
     pub is_truncated: bool,
-    /// `"max_objects"` or `"max_tokens"`: the budget that cut the result.
+    /// `"max_objects"`, `"max_tokens"` or `"max_objects_and_max_tokens"`: the budgets that cut the
+    /// result.
     pub truncation_reason: Option<String>,
     /// The best-ranked node that was cut, a good seed for a follow-up query.
     pub suggested_next_seed: Option<String>,
 }
 
-/// The token estimate of one object: ⌈characters of its compact canonical JSON / 4⌉.
+/// The token estimate of one object, as the reference computes it: a quarter of the characters
+/// of `id:type:name:structure` (the structure as Python prints it), plus 10.
 pub fn estimate_tokens(object: &KnowledgeObject) -> usize {
-    // Count while serializing instead of building the string.
-    struct CharCounter(usize);
-    impl io::Write for CharCounter {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            // serde_json writes whole UTF-8 sequences; count the bytes that start a character.
-            self.0 += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
+    let identity = &object.identity;
+    let text = identity.id.chars().count() + identity.r#type.chars().count() + identity.name.chars().count() + 3;
+    let structure = map_repr_len(object.structure.iter());
+    (text + structure) / 4 + 10
+}
+
+/// Characters of Python's `repr` of a dict with these entries: `{'k': v, ...}`.
+fn map_repr_len<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>) -> usize {
+    let mut len = 2;
+    let mut count: usize = 0;
+    for (key, value) in entries {
+        len += str_repr_len(key) + 2 + repr_len(value);
+        count += 1;
     }
-    let mut counter = CharCounter(0);
-    // Serializing JSON values to a writer that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut counter, &CanonicalObject(object));
-    counter.0.div_ceil(4)
+    len + 2 * count.saturating_sub(1)
+}
+
+/// Characters of Python's `repr` of a value inside a parsed structure: nested objects are
+/// `mappingproxy({...})`, arrays are tuples.
+fn repr_len(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if !(n.is_i64() || n.is_u64()) => float_repr_len(f),
+            _ => n.to_string().len(),
+        },
+        Value::String(text) => str_repr_len(text),
+        Value::Array(items) => {
+            let inner: usize = items.iter().map(repr_len).sum::<usize>() + 2 * items.len().saturating_sub(1);
+            // `(x,)` for one item.
+            2 + inner + usize::from(items.len() == 1)
+        }
+        Value::Object(map) => "mappingproxy()".len() + map_repr_len(map.iter()),
+    }
+}
+
+/// Characters of Python's `repr` of a string: quoted, with escapes.
+fn str_repr_len(text: &str) -> usize {
+    let double_quoted = text.contains('\'') && !text.contains('"');
+    let mut len = 2;
+    for c in text.chars() {
+        len += match c {
+            '\\' | '\n' | '\r' | '\t' => 2,
+            '\'' if !double_quoted => 2,
+            c if c.is_control() => {
+                if (c as u32) < 0x100 {
+                    4
+                } else {
+                    6
+                }
+            }
+            _ => 1,
+        };
+    }
+    len
+}
+
+/// Characters of Python's `repr` of a float: the shortest round-trip digits, fixed notation for
+/// exponents from -4 to 15 (with `.0` for whole numbers), else `1e+16` style.
+fn float_repr_len(value: f64) -> usize {
+    if !value.is_finite() {
+        // `nan`, `inf`, `-inf` (JSON cannot carry them, but a structure built in code can).
+        return if value < 0.0 { 4 } else { 3 };
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let negative = usize::from(mantissa.starts_with('-'));
+    let digits = mantissa.chars().filter(char::is_ascii_digit).count();
+    if (-4..16).contains(&exponent) {
+        let fixed = format!("{value}");
+        negative + fixed.trim_start_matches('-').len() + if fixed.contains('.') { 0 } else { 2 }
+    } else {
+        // d[.ddd]e+XX, at least two exponent digits.
+        let exponent_digits = exponent.unsigned_abs().to_string().len().max(2);
+        negative + digits + usize::from(digits > 1) + 2 + exponent_digits
+    }
 }
 
 /// The relation's view when it is a relation of an included type.
@@ -143,56 +210,68 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
         }
     }
 
-    // Rank the non-seed nodes; the sort is stable, so ties keep discovery order.
-    let score = |id: &str, distance: usize| {
-        let weight = structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
-        structure.relations_of(id).len() as f64 * weight / (distance + 1) as f64
-    };
-    let mut ranked: Vec<(&str, f64)> = found.iter().skip(seeds).map(|(&id, &d)| (id, score(id, d))).collect();
-    ranked.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let max_objects = query.max_objects.filter(|&m| m > 0);
+    let max_tokens = query.max_tokens.filter(|&m| m > 0);
+    let mut kept: Vec<&str> = found.keys().copied().collect();
+    let mut cut_objects = false;
+    let mut cut_tokens = false;
+    let mut next_seed: Option<&str> = None;
+    if (max_objects.is_some() || max_tokens.is_some()) && found.len() > seeds {
+        // Rank the non-seed nodes, ties by id.
+        let degree = |id: &str| {
+            structure
+                .relations_of(id)
+                .iter()
+                .filter(|r| structure.get(r).and_then(|r| traversable(r)).is_some())
+                .count()
+        };
+        let score = |id: &str, distance: usize| {
+            let weight =
+                structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
+            degree(id).max(1) as f64 * weight / (distance + 1) as f64
+        };
+        let mut ranked: Vec<(&str, f64)> = found.iter().skip(seeds).map(|(&id, &d)| (id, score(id, d))).collect();
+        ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
 
-    let tokens = |id: &str| structure.get(id).map_or(0, |o| estimate_tokens(o));
-    let mut kept: Vec<&str> = found.keys().take(seeds).copied().collect();
-    let mut used_tokens: usize = match query.max_tokens {
-        Some(_) => kept.iter().map(|id| tokens(id)).fold(0, usize::saturating_add),
-        None => 0,
-    };
-    let mut cut: Option<(&str, &str)> = None;
-    for (taken, &(id, _)) in ranked.iter().enumerate() {
-        if query.max_objects.is_some_and(|max| taken >= max) {
-            cut = Some(("max_objects", id));
-            break;
-        }
-        if let Some(max) = query.max_tokens {
-            let needed = used_tokens.saturating_add(tokens(id));
-            if needed > max {
-                cut = Some(("max_tokens", id));
+        let tokens = |id: &str| structure.get(id).map_or(0, |o| estimate_tokens(o));
+        kept.truncate(seeds);
+        let mut used_tokens = kept.iter().map(|id| tokens(id)).fold(0, usize::saturating_add);
+        for &(id, _) in &ranked {
+            if max_objects.is_some_and(|max| kept.len() >= max) {
+                cut_objects = true;
                 break;
             }
-            used_tokens = needed;
+            if let Some(max) = max_tokens {
+                let needed = used_tokens.saturating_add(tokens(id));
+                if needed > max {
+                    cut_tokens = true;
+                    continue;
+                }
+                used_tokens = needed;
+            }
+            kept.push(id);
         }
-        kept.push(id);
+        let chosen: HashSet<&str> = kept.iter().copied().collect();
+        next_seed = ranked.iter().map(|(id, _)| *id).find(|id| !chosen.contains(id));
     }
     let returned_nodes = kept.len();
 
-    // Vertex-induced relations. A relation naming a relation can only qualify once the relation it
-    // names is in, so every inclusion re-examines the relations naming the newcomer.
-    let mut members: HashSet<&str> = kept.iter().copied().collect();
-    let mut cursor = 0;
-    while let Some(&id) = kept.get(cursor) {
-        cursor += 1;
+    // Vertex-induced relations: every participant a kept node.
+    let nodes: HashSet<&str> = kept.iter().copied().collect();
+    let mut relations: HashSet<&str> = HashSet::new();
+    for &id in &nodes {
         for relation_id in structure.relations_of(id) {
             let relation_id = relation_id.as_str();
-            if members.contains(relation_id) {
+            if relations.contains(relation_id) {
                 continue;
             }
             let Some(view) = structure.get(relation_id).and_then(|r| traversable(r)) else { continue };
-            if view.participants.iter().all(|p| *p == relation_id || members.contains(p)) {
-                members.insert(relation_id);
-                kept.push(relation_id);
+            if view.participants.iter().all(|p| nodes.contains(p)) {
+                relations.insert(relation_id);
             }
         }
     }
+    kept.extend(relations);
 
     kept.sort_by_key(|id| structure.index_of(id).unwrap_or(usize::MAX));
     let mut output = KnowledgeStructure::new();
@@ -209,9 +288,14 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
         structure: output,
         total_found_nodes: found.len(),
         returned_nodes,
-        is_truncated: cut.is_some(),
-        truncation_reason: cut.map(|(reason, _)| reason.to_owned()),
-        suggested_next_seed: cut.map(|(_, id)| id.to_owned()),
+        is_truncated: returned_nodes < found.len(),
+        truncation_reason: match (cut_objects, cut_tokens) {
+            (true, true) => Some("max_objects_and_max_tokens".to_owned()),
+            (true, false) => Some("max_objects".to_owned()),
+            (false, true) => Some("max_tokens".to_owned()),
+            (false, false) => None,
+        },
+        suggested_next_seed: next_seed.map(str::to_owned),
     }
 }
 
@@ -267,9 +351,9 @@ mod tests {
         assert_eq!((r.total_found_nodes, r.returned_nodes, r.is_truncated), (4, 4, false));
         let r = query_subgraph(&s, &query(&["a"], 2));
         assert_eq!(ids(&r), ["a", "b", "c", "e", "f", "r1", "r2", "r4"]);
-        // At depth 3 d comes in, and with it m1, which names the relation r1.
+        // At depth 3 d comes in; m1 names the relation r1, so it is not returned (as in the reference).
         let r = query_subgraph(&s, &query(&["a"], 3));
-        assert_eq!(ids(&r), ["a", "b", "c", "d", "e", "f", "r1", "r2", "r3", "r4", "m1"]);
+        assert_eq!(ids(&r), ["a", "b", "c", "d", "e", "f", "r1", "r2", "r3", "r4"]);
         assert_eq!(r.truncation_reason, None);
         assert_eq!(r.suggested_next_seed, None);
     }
@@ -299,36 +383,45 @@ mod tests {
     }
 
     #[test]
-    fn max_objects_keeps_the_best_ranked() {
+    fn max_objects_caps_the_nodes_seeds_included() {
         let s = sample();
         // Scores at depth 2 from a: b 2/2, c 2/3, e 1/2, f 1/2.
-        let q = SubgraphQuery { max_objects: Some(2), ..query(&["a"], 2) };
+        let q = SubgraphQuery { max_objects: Some(3), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert_eq!(ids(&r), ["a", "b", "c", "r1", "r2"]);
         assert_eq!((r.total_found_nodes, r.returned_nodes, r.is_truncated), (5, 3, true));
         assert_eq!(r.truncation_reason.as_deref(), Some("max_objects"));
-        assert_eq!(r.suggested_next_seed.as_deref(), Some("e"));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("e"), "e and f tie; the smaller id first");
 
         // Weighting Claims: b 6/2, e 3/2, f 3/2, c 2/3.
         let weights = HashMap::from([("Claim".to_owned(), 3.0)]);
-        let q = SubgraphQuery { max_objects: Some(2), type_weights: weights, ..query(&["a"], 2) };
+        let q = SubgraphQuery { max_objects: Some(3), type_weights: weights, ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert_eq!(ids(&r), ["a", "b", "e", "r1"]);
         assert_eq!(r.suggested_next_seed.as_deref(), Some("f"));
 
-        let q = SubgraphQuery { max_objects: Some(4), ..query(&["a"], 2) };
+        // Seeds are kept even beyond the cap.
+        let q = SubgraphQuery { max_objects: Some(1), ..query(&["a", "d"], 2) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(r.returned_nodes, 2);
+        assert_eq!(r.truncation_reason.as_deref(), Some("max_objects"));
+
+        let q = SubgraphQuery { max_objects: Some(5), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert!(!r.is_truncated);
         assert_eq!(r.returned_nodes, 5);
         assert_eq!(r.suggested_next_seed, None);
+        // 0 is no budget.
+        let q = SubgraphQuery { max_objects: Some(0), max_tokens: Some(0), ..query(&["a"], 2) };
+        assert_eq!(query_subgraph(&s, &q).returned_nodes, 5);
     }
 
     #[test]
-    fn max_tokens_counts_seeds_first() {
+    fn max_tokens_counts_seeds_first_and_skips_what_does_not_fit() {
         let s = sample();
         let a = s.get("a").unwrap();
-        // {"identity":{"id":"a","name":"name a","type":"Claim"},"structure":{"v":1}}: 74 characters.
-        assert_eq!(estimate_tokens(a), 19);
+        // "a:Claim:name a:{'v': 1}": 23 characters.
+        assert_eq!(estimate_tokens(a), 15);
         let budget = estimate_tokens(a) + estimate_tokens(s.get("b").unwrap()) + 1;
         let q = SubgraphQuery { max_tokens: Some(budget), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
@@ -336,19 +429,50 @@ mod tests {
         assert_eq!(r.truncation_reason.as_deref(), Some("max_tokens"));
         assert_eq!(r.suggested_next_seed.as_deref(), Some("c"));
         // A seed over budget on its own is still returned; everything else is cut.
-        let q = SubgraphQuery { max_tokens: Some(0), ..query(&["a"], 2) };
+        let q = SubgraphQuery { max_tokens: Some(1), ..query(&["a"], 2) };
         let r = query_subgraph(&s, &q);
         assert_eq!(ids(&r), ["a"]);
         assert_eq!((r.returned_nodes, r.total_found_nodes), (1, 5));
         assert_eq!(r.suggested_next_seed.as_deref(), Some("b"));
+
+        // A node too large for what is left is skipped, and a smaller one further down still fits.
+        let mut big = node("b", "Claim", 2);
+        big.structure.insert("text".into(), serde_json::json!("x".repeat(400)));
+        let s = KnowledgeStructure::from_objects([
+            node("a", "Claim", 1),
+            big,
+            node("e", "Claim", 5),
+            relation("r1", &["a", "b"], "supports"),
+            relation("r2", &["b", "a"], "cites"),
+            relation("r4", &["a", "e"], "supports"),
+        ])
+        .unwrap();
+        let budget = estimate_tokens(s.get("a").unwrap()) + estimate_tokens(s.get("e").unwrap());
+        let q = SubgraphQuery { max_tokens: Some(budget), max_objects: Some(2), ..query(&["a"], 1) };
+        let r = query_subgraph(&s, &q);
+        assert_eq!(ids(&r), ["a", "e", "r4"], "b ranks first but does not fit");
+        assert_eq!(r.truncation_reason.as_deref(), Some("max_tokens"));
+        assert_eq!(r.suggested_next_seed.as_deref(), Some("b"));
     }
 
     #[test]
-    fn token_estimate_counts_characters() {
+    fn token_estimate_is_the_references() {
+        // Expected values computed by the reference's estimator.
         let mut o = node("é", "T", 0);
         o.identity.name = String::new();
-        // {"identity":{"id":"é","name":"","type":"T"},"structure":{"v":0}}: 64 characters, 65 bytes.
-        assert_eq!(estimate_tokens(&o), 16);
+        assert_eq!(estimate_tokens(&o), 13);
+        let object = |structure: serde_json::Value| {
+            let mut o = node("x", "T", 0);
+            o.identity.name = "N".into();
+            o.structure = structure.as_object().unwrap().clone();
+            o
+        };
+        let tricky = object(serde_json::json!({
+            "t": "it's \"q\"\n\\", "f": 1.5, "g": 100.0, "h": 1e-5, "k": 1.5e16, "b": false, "n": null,
+            "l": [1], "m": [], "o": {"p": [1, 2]}, "neg": -0.25
+        }));
+        assert_eq!(estimate_tokens(&tricky), 51);
+        assert_eq!(estimate_tokens(&object(serde_json::json!({"s": "don't"}))), 15);
     }
 
     fn arb_query() -> impl Strategy<Value = (KnowledgeStructure, SubgraphQuery)> {
@@ -440,8 +564,8 @@ mod tests {
             }
             let nodes = out.objects().filter(|o| !o.is_relation()).count();
             prop_assert_eq!(nodes, r.returned_nodes);
-            if let Some(max) = q.max_objects {
-                prop_assert!(r.returned_nodes <= seeds.len() + max);
+            if let Some(max) = q.max_objects.filter(|&m| m > 0) {
+                prop_assert!(r.returned_nodes <= seeds.len().max(max));
             }
             prop_assert!(r.returned_nodes <= r.total_found_nodes);
             prop_assert_eq!(r.is_truncated, r.returned_nodes < r.total_found_nodes);
@@ -450,16 +574,17 @@ mod tests {
             if let Some(next) = &r.suggested_next_seed {
                 prop_assert!(s.contains(next) && !out.contains(next));
             }
-            // Vertex-induced: a relation is in iff all its participants are and its type passes.
+            // Vertex-induced: a relation is in iff all its participants are returned nodes and its
+            // type passes.
             let passes = |ty: &str| q.include_relation_types.as_ref().is_none_or(|f| f.iter().any(|t| t == ty));
             for relation in s.relations() {
                 let view = relation.relation().unwrap();
                 let induced = passes(view.relation_type)
-                    && view.participants.iter().all(|p| *p == relation.id() || out.contains(p));
+                    && view.participants.iter().all(|p| out.get(p).is_some_and(|o| !o.is_relation()));
                 prop_assert_eq!(out.contains(relation.id()), induced, "relation {}", relation.id());
             }
             // Without budgets, the nodes are exactly the depth-limited reach.
-            if q.max_objects.is_none() && q.max_tokens.is_none() {
+            if q.max_objects.unwrap_or(0) == 0 && q.max_tokens.unwrap_or(0) == 0 {
                 let reach = naive_reach(&s, &q);
                 let got: HashSet<String> = out.objects().filter(|o| !o.is_relation()).map(|o| o.identity.id.clone()).collect();
                 prop_assert_eq!(got, reach.clone());

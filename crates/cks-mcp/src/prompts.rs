@@ -32,18 +32,14 @@ const PROMPTS: &[PromptDef] = &[
     PromptDef {
         name: "verify_claim",
         description: "Check a claim against a source and record the outcome in the graph.",
-        arguments: &[
-            ("claim", "The claim to verify.", true),
-            ("url", "A source that may support or refute it.", false),
-        ],
+        arguments: &[("claim", "The claim to verify.", true), ("url", "The URL of the source to check.", true)],
         render: |arg| {
-            let url = arg("url");
             format!(
-                "Verify this claim: {}.\n{}Represent the claim as a Claim object (statement, confidence, author, \
+                "Verify this claim: {}.\nSource to check: {}.\nRepresent the claim as a Claim object (statement, confidence, author, \
                  created_at, status), link supporting or contradicting evidence with relations, and validate with the \
                  claim_integrity extension.",
                 arg("claim"),
-                if url.is_empty() { String::new() } else { format!("Source to check: {url}.\n") }
+                arg("url")
             )
         },
     },
@@ -53,7 +49,7 @@ const PROMPTS: &[PromptDef] = &[
         arguments: &[
             ("session_id", "The session to explore.", true),
             ("seed_id", "The object to start from.", true),
-            ("depth", "How many hops to follow (default 2).", false),
+            ("depth", "How many hops to follow (default 1).", false),
         ],
         render: |arg| {
             let depth = arg("depth");
@@ -64,7 +60,7 @@ const PROMPTS: &[PromptDef] = &[
                 arg("session_id"),
                 arg("seed_id"),
                 arg("seed_id"),
-                if depth.is_empty() { "2".into() } else { depth }
+                if depth.is_empty() { "1".into() } else { depth }
             )
         },
     },
@@ -137,8 +133,20 @@ mod tests {
         let args: Map<String, Value> = serde_json::from_value(json!({"session_id": "s1", "seed_id": "n1"})).unwrap();
         let prompt = get("explore_subgraph", &args).unwrap();
         let text = prompt["messages"][0]["content"]["text"].as_str().unwrap();
-        assert!(text.contains("session s1") && text.contains("[\"n1\"]") && text.contains("depth 2"), "{text}");
+        assert!(text.contains("session s1") && text.contains("[\"n1\"]") && text.contains("depth 1"), "{text}");
         assert!(get("explore_subgraph", &Map::new()).unwrap_err().message.contains("session_id"));
         assert!(get("nope", &Map::new()).unwrap_err().message.contains("Prompt not found"));
+
+        let verify =
+            list()["prompts"].as_array().unwrap().iter().find(|p| p["name"] == "verify_claim").cloned().unwrap();
+        let required: Vec<(&str, bool)> = verify["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["name"].as_str().unwrap(), a["required"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(required, [("claim", true), ("url", true)]);
+        let claim_only: Map<String, Value> = serde_json::from_value(json!({"claim": "c"})).unwrap();
+        assert!(get("verify_claim", &claim_only).unwrap_err().message.contains("'url'"));
     }
 }

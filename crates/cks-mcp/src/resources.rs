@@ -1,5 +1,5 @@
 //! MCP resources: the session list, a session's canonical JSON, its versions, and one version's
-//! reconstructed structure.
+//! reconstructed structure. Closed sessions are not listed and cannot be read.
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Value, json};
@@ -15,30 +15,56 @@ fn internal(e: RuntimeError) -> ErrorData {
     ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None)
 }
 
-/// `resources/list`: the session list plus one entry per session.
+/// `resources/list`: the session list, then for each open session its structure, its version
+/// list and each of its versions.
 pub(crate) async fn list(runtime: &Runtime) -> Result<Value, ErrorData> {
-    let sessions = runtime
-        .list_sessions()
-        .await
-        .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, format!("Failed to list resources: {e}"), None))?;
+    let failed =
+        |e: RuntimeError| ErrorData::new(ErrorCode::INTERNAL_ERROR, format!("Failed to list resources: {e}"), None);
+    let sessions = runtime.list_sessions().await.map_err(failed)?;
     let mut resources = vec![json!({
         "uri": "cks://sessions",
-        "name": "sessions",
-        "description": "All knowledge sessions with their version counts.",
+        "name": "CKS Sessions",
+        "description": "All open knowledge sessions with their version counts.",
         "mimeType": "application/json",
     })];
-    for s in &sessions {
+    for s in sessions.iter().filter(|s| !s.closed) {
+        let sid = &s.session_id;
         resources.push(json!({
-            "uri": format!("cks://sessions/{}", s.session_id),
-            "name": format!("session {}", s.session_id),
-            "description": format!("Current knowledge structure ({} objects, {} versions{}).", s.object_count, s.version_count, if s.closed { ", closed" } else { "" }),
+            "uri": format!("cks://sessions/{sid}"),
+            "name": format!("Session {}…", short(sid)),
+            "description": format!("Knowledge structure of session {sid} ({} objects, {} versions).", s.object_count, s.version_count),
             "mimeType": "application/json",
         }));
+        resources.push(json!({
+            "uri": format!("cks://sessions/{sid}/versions"),
+            "name": format!("Versions of {}…", short(sid)),
+            "description": format!("Version history of session {sid}."),
+            "mimeType": "application/json",
+        }));
+        let versions = match runtime.list_versions(sid).await {
+            Ok(versions) => versions,
+            // Closed or removed since the session list was read.
+            Err(RuntimeError::SessionNotFound(_)) => continue,
+            Err(e) => return Err(failed(e)),
+        };
+        for v in versions {
+            resources.push(json!({
+                "uri": format!("cks://sessions/{sid}/versions/{}", v.version_id),
+                "name": format!("Version {}…", short(&v.version_id)),
+                "description": format!("Snapshot of session {sid} at version {}.", v.version_id),
+                "mimeType": "application/json",
+            }));
+        }
     }
     Ok(json!({
         "resources": resources,
         "resourceTemplates": [],
     }))
+}
+
+/// The first 8 characters of an id, for display names.
+fn short(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
 }
 
 /// `resources/read`.
@@ -50,12 +76,19 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorDat
         RuntimeError::SessionNotFound(_) | RuntimeError::VersionNotFound { .. } => not_found(),
         other => internal(other),
     };
+    // A closed session is gone, as it is for the tools.
+    if let [id, ..] = parts.as_slice()
+        && runtime.info(id).await.map_err(map_err)?.closed
+    {
+        return Err(not_found());
+    }
     let text = match parts.as_slice() {
         [] => {
             let sessions = runtime.list_sessions().await.map_err(internal)?;
             let list: Vec<Value> = sessions
                 .iter()
-                .map(|s| json!({"session_id": s.session_id, "created": s.created_at, "version_count": s.version_count, "closed": s.closed, "parent_session_id": s.parent_session_id}))
+                .filter(|s| !s.closed)
+                .map(|s| json!({"session_id": s.session_id, "created": s.created_at, "version_count": s.version_count, "parent_session_id": s.parent_session_id}))
                 .collect();
             serde_json::to_string_pretty(&list).unwrap_or_default()
         }
@@ -71,4 +104,52 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorDat
         _ => return Err(not_found()),
     };
     Ok(json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cks_core::KnowledgeStructure;
+    use cks_runtime::store::memory::MemoryStore;
+    use cks_runtime::{NewSession, Runtime, RuntimeConfig};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn lists_each_open_session_with_its_versions_and_hides_closed_ones() {
+        let runtime = Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default());
+        let with_version = NewSession { first_version: Some(Default::default()), ..Default::default() };
+        let open = runtime.create_session(KnowledgeStructure::new(), with_version).await.unwrap();
+        let closed = runtime.create_session(KnowledgeStructure::new(), NewSession::default()).await.unwrap();
+        runtime.close(&closed.session_id).await.unwrap();
+
+        let listed = list(&runtime).await.unwrap();
+        let uris: Vec<&str> =
+            listed["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+        let sid = &open.session_id;
+        let version = open.latest_version_id.as_deref().unwrap();
+        assert_eq!(
+            uris,
+            [
+                "cks://sessions".to_owned(),
+                format!("cks://sessions/{sid}"),
+                format!("cks://sessions/{sid}/versions"),
+                format!("cks://sessions/{sid}/versions/{version}"),
+            ]
+        );
+        assert_eq!(listed["resources"][1]["name"], format!("Session {}…", &sid[..8]));
+
+        let sessions = read(&runtime, "cks://sessions").await.unwrap();
+        let text = sessions["contents"][0]["text"].as_str().unwrap();
+        let entries: Vec<Value> = serde_json::from_str(text).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0]["session_id"], json!(sid));
+        assert_eq!(entries[0]["version_count"], 1);
+        assert!(
+            read(&runtime, &format!("cks://sessions/{}", closed.session_id)).await.is_err(),
+            "a closed session is gone"
+        );
+        assert!(read(&runtime, &format!("cks://sessions/{sid}/versions/{version}")).await.is_ok());
+    }
 }

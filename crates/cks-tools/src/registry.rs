@@ -3,7 +3,7 @@
 //!
 //! Every call goes through the same steps: arguments are checked against the tool's published
 //! schema (`missing_parameter`, `invalid_parameter`), session arguments are checked
-//! (`session_not_found`, `session_closed`), the handler runs behind a panic boundary (a panic
+//! (`session_not_found`, for closed sessions too), the handler runs behind a panic boundary (a panic
 //! becomes `internal_error` and the server keeps serving), and one structured log line records the
 //! tool, session, duration and outcome.
 
@@ -256,23 +256,25 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     Err(ToolError::invalid_parameter(message).with("parameter", field))
 }
 
+/// A closed session is `session_not_found` to every tool, reader or writer: closing a session
+/// removes it from what clients can reach, as in the reference server (its history stays in the
+/// store).
 async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
     for check in meta.session_checks {
-        let SessionCheck { field, open: must_be_open, required } = *check;
+        let SessionCheck { field, required, .. } = *check;
         let id = match args.get(field).and_then(Value::as_str) {
             Some(id) if !id.is_empty() => id,
             _ if required => return Err(ToolError::missing_parameter(field)),
             _ => continue,
         };
+        let not_found =
+            || ToolError::new("session_not_found", format!("Session '{id}' not found.")).with("session_id", id);
         let info = ctx.runtime.info(id).await.map_err(|e| match e {
-            RuntimeError::SessionNotFound(_) => {
-                ToolError::new("session_not_found", format!("Session '{id}' not found.")).with("session_id", id)
-            }
+            RuntimeError::SessionNotFound(_) => not_found(),
             other => other.into(),
         })?;
-        if must_be_open && info.closed {
-            let message = RuntimeError::SessionClosed(id.to_owned()).to_string();
-            return Err(ToolError::new("session_closed", message).with("session_id", id));
+        if info.closed {
+            return Err(not_found());
         }
     }
     Ok(())

@@ -18,19 +18,21 @@ use crate::error::ToolError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionCheck {
     pub field: &'static str,
-    /// The session must be open (`session_closed` otherwise); else closed sessions may be read.
+    /// The tool writes to the session. Either way a closed session is `session_not_found` (closing
+    /// a session removes it from what tools can reach); the flag documents intent, and a session
+    /// closed between the check and a commit is refused by the runtime with `session_closed`.
     pub open: bool,
     /// A missing argument is `missing_parameter`; else the check applies only when it is given.
     pub required: bool,
 }
 
 impl SessionCheck {
-    /// The named session must exist and be open.
+    /// The named session must exist (and so be open); the tool writes to it.
     pub const fn open(field: &'static str) -> Self {
         SessionCheck { field, open: true, required: true }
     }
 
-    /// The named session must exist (it may be closed).
+    /// The named session must exist (and so be open); the tool only reads it.
     pub const fn exists(field: &'static str) -> Self {
         SessionCheck { field, open: false, required: true }
     }

@@ -200,7 +200,7 @@ async fn calls_are_checked_and_panics_are_contained() {
     assert!(boom["message"].as_str().unwrap().contains("boom"));
     assert_eq!(call(json!({"session_id": session, "count": 1})).await, json!({"count": 1}), "still serving");
     ctx.runtime.close(&session).await.unwrap();
-    assert_eq!(call(json!({"session_id": session})).await["error"], "session_closed");
+    assert_eq!(call(json!({"session_id": session})).await["error"], "session_not_found", "a closed session is gone");
     assert_eq!(registry.call("no_such_tool", json!({}), &ctx).await.unwrap_err().0, "no_such_tool");
     assert_eq!(call(json!([1])).await["error"], "invalid_parameter");
 }

@@ -80,3 +80,13 @@ pub(crate) fn llm_context(env: &[(String, String)]) -> ToolContext {
     ctx.llm = crate::LlmAccess::Ready(client);
     ctx
 }
+
+/// A serialized document (a JSON string value) parsed, without the per-call `_cks_metadata`
+/// stamp, so two serializations of the same structure compare equal.
+pub(crate) fn document(text: &Value) -> Value {
+    let mut document: Value = serde_json::from_str(text.as_str().expect("a serialized document")).unwrap();
+    if let Value::Object(map) = &mut document {
+        map.remove("_cks_metadata");
+    }
+    document
+}

@@ -1,11 +1,8 @@
-//! `close_session`: mark a session closed. It stays readable (list, compare, query, branch from a
-//! version); commits to it are refused with `session_closed`.
+//! `close_session`: close a session. From then on every tool answers `session_not_found` for it
+//! (its history stays in the store).
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-use cks_runtime::RuntimeError;
+use serde::{Deserialize, Serialize};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -17,18 +14,24 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    session_id: String,
+    /// Always true.
+    closed: bool,
+}
+
 pub(crate) struct CloseSession;
 
 #[async_trait::async_trait]
 impl Tool for CloseSession {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "close_session",
         description: "Close a session, typically a branch that has been merged or abandoned. A closed session \
-            refuses further changes ('session_closed') but, unlike in the reference server, stays readable: its \
-            history can still be listed, compared and explained. Closing an already closed session succeeds \
-            again ('already_closed': true). Returns {session_id, closed: true}.",
+            is gone: every tool, including close_session, then answers 'session_not_found' for it. Returns \
+            {session_id, closed: true}.",
         mutates_graph: true,
         creates_session: false,
         destructive: true,
@@ -39,14 +42,9 @@ impl Tool for CloseSession {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
-        match ctx.runtime.close(&input.session_id).await {
-            Ok(_) => Ok(json!({"session_id": input.session_id, "closed": true})),
-            Err(RuntimeError::SessionClosed(_)) => {
-                Ok(json!({"session_id": input.session_id, "closed": true, "already_closed": true}))
-            }
-            Err(e) => Err(e.into()),
-        }
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        ctx.runtime.close(&input.session_id).await?;
+        Ok(Output { session_id: input.session_id, closed: true })
     }
 }
 
@@ -57,25 +55,25 @@ mod tests {
     use crate::tools::versions::testing::{call, context, node, session};
 
     #[tokio::test]
-    async fn closes_and_stays_readable() {
+    async fn closes_and_the_session_is_gone() {
         let ctx = context();
-        let (sid, version) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
         let result = call(&ctx, "close_session", json!({"session_id": sid})).await;
         assert_eq!(result, json!({"session_id": sid, "closed": true}));
         assert!(ctx.runtime.info(&sid).await.unwrap().closed);
 
-        let again = call(&ctx, "close_session", json!({"session_id": sid})).await;
-        assert_eq!(again, json!({"session_id": sid, "closed": true, "already_closed": true}));
-
-        let listed = call(&ctx, "list_versions", json!({"session_id": sid})).await;
-        assert_eq!(listed["versions"][0]["version_id"], version);
+        let gone = json!({"error": "session_not_found", "message": format!("Session '{sid}' not found."),
+                          "session_id": sid});
+        assert_eq!(call(&ctx, "close_session", json!({"session_id": sid})).await, gone);
+        assert_eq!(call(&ctx, "list_versions", json!({"session_id": sid})).await, gone);
+        assert_eq!(call(&ctx, "query_subgraph", json!({"session_id": sid, "root_id": "a"})).await, gone);
         let write = call(
             &ctx,
             "evolve_knowledge",
             json!({"session_id": sid, "operations": [{"type": "remove_object", "object_id": "a"}]}),
         )
         .await;
-        assert_eq!(write["error"], "session_closed");
+        assert_eq!(write, gone);
     }
 
     #[tokio::test]

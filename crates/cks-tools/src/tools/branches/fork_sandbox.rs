@@ -2,15 +2,13 @@
 //! operations, atomically, as the branch's first version) and shows the diff from the fork point.
 //! The parent is never touched.
 //!
-//! Unlike the reference, operations are parsed before anything is created, and a hypothesis that
-//! fails to apply leaves the sandbox open at its fork point (the error names it) instead of closing
-//! it.
+//! Operations are parsed before anything is created; a hypothesis that fails to apply closes the
+//! sandbox again, as in the reference, so a failed call leaves nothing behind.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 
-use cks_core::KnowledgeStructure;
 use cks_core::ops::parse_operations;
 use cks_runtime::{CommitRequest, RuntimeError};
 
@@ -19,7 +17,7 @@ use crate::context::ToolContext;
 use crate::convert::diagnostics_brief;
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
-use crate::tools::versions::{change_counts, diff_report};
+use crate::tools::versions::wire_operations;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -34,22 +32,79 @@ pub(crate) struct Input {
     pub(crate) operations: Option<Value>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// The new session; work in it with evolve_knowledge.
+    sandbox_session_id: String,
+    parent_session_id: String,
+    /// The parent's version the sandbox starts from (null when the parent had no version).
+    fork_version_id: Option<String>,
+    /// How many of the given operations were applied (all of them, or the call fails).
+    operations_applied: usize,
+    /// The sandbox's first version, holding the hypothesis (null without operations).
+    version_id: Option<String>,
+    diff_from_fork_point: Diff,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hypothesis: Option<String>,
+    /// Warnings of the sandbox's new state, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<Value>>,
+}
+
+/// The diff from the fork point to the sandbox's state.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Diff {
+    summary: DiffSummary,
+    /// Operations that turn the fork point into the sandbox's state: a changed object is removed
+    /// and added again (`remove_object` + `add_object`), and so are the relations that name it.
+    operations: Vec<Map<String, Value>>,
+}
+
+/// The diff's operations counted by type.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub(crate) struct DiffSummary {
+    added_objects: usize,
+    removed_objects: usize,
+    added_relations: usize,
+    removed_relations: usize,
+    renamed_objects: usize,
+}
+
+impl DiffSummary {
+    fn count(operations: &[Map<String, Value>]) -> Self {
+        let mut summary = DiffSummary::default();
+        for operation in operations {
+            match operation.get("type").and_then(Value::as_str) {
+                Some("add_object") => summary.added_objects += 1,
+                Some("remove_object") => summary.removed_objects += 1,
+                Some("add_relation") => summary.added_relations += 1,
+                Some("remove_relation") => summary.removed_relations += 1,
+                Some("rename_object") => summary.renamed_objects += 1,
+                _ => {}
+            }
+        }
+        summary
+    }
+}
+
 pub(crate) struct ForkSandbox;
 
 #[async_trait::async_trait]
 impl Tool for ForkSandbox {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "fork_sandbox",
         description: "Fork a sandbox from a session (its current state, or version 'version_id'), optionally apply \
             a hypothesis ('operations', applied atomically as the sandbox's first version) and show how the \
             sandbox differs from its fork point. The parent is never changed. Keep working in the sandbox with \
             evolve_knowledge, merge it back with merge_branch, or discard it with close_session. If the \
-            operations cannot be applied ('evolution_failed', 'validation_failed') the error names the sandbox, \
-            which stays open at its fork point (the reference server closed it). Returns {sandbox_session_id, \
-            parent_session_id, fork_version_id, operations_applied, version_id, diff_from_fork_point: {summary, \
-            operations}, message, hypothesis?, diagnostics? (warnings of the new state)}.",
+            operations cannot be applied ('evolution_failed', 'validation_failed') the sandbox is closed again. \
+            Returns {sandbox_session_id, parent_session_id, fork_version_id, operations_applied, version_id, \
+            diff_from_fork_point: {summary: {added_objects, removed_objects, added_relations, removed_relations, \
+            renamed_objects}, operations}, message, hypothesis?, diagnostics? (warnings of the new state)}; a \
+            changed object appears in the diff as a removal plus an addition.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,
@@ -60,7 +115,7 @@ impl Tool for ForkSandbox {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let operations = match &input.operations {
             None => Vec::new(),
             Some(value) => parse_operations(value)
@@ -76,39 +131,38 @@ impl Tool for ForkSandbox {
             ctx.version_metadata(Self::META.name, extra)
         };
         let metadata = labelled("fork");
+        let evolve_metadata = labelled("evolve");
         let version_id = input.version_id.filter(|v| !v.is_empty());
         let branch =
             ctx.runtime.create_branch(&parent, version_id.as_deref(), metadata).await.map_err(branch_failed)?;
         let sandbox = branch.session_id;
-        let fork_version_id = branch.parent_version_id;
-        let sandbox_details = |error: ToolError| {
-            error
-                .with("sandbox_session_id", sandbox.clone())
-                .with("parent_session_id", parent.clone())
-                .with("fork_version_id", fork_version_id.clone())
-        };
 
-        let mut result = json!({
-            "sandbox_session_id": sandbox,
-            "parent_session_id": parent,
-            "fork_version_id": fork_version_id,
-            "operations_applied": operations.len(),
-            "version_id": null,
-            "message": format!(
+        let mut output = Output {
+            message: format!(
                 "Sandbox session '{sandbox}' is a separate fork of '{parent}': nothing done in it changes the \
                  parent. Continue in it with evolve_knowledge, merge it back with merge_branch, or discard it \
                  with close_session."
             ),
-        });
+            sandbox_session_id: sandbox.clone(),
+            parent_session_id: parent,
+            fork_version_id: branch.parent_version_id,
+            operations_applied: operations.len(),
+            version_id: None,
+            diff_from_fork_point: Diff { summary: DiffSummary::default(), operations: Vec::new() },
+            hypothesis,
+            diagnostics: None,
+        };
         if operations.is_empty() {
-            let empty = KnowledgeStructure::new();
-            result["diff_from_fork_point"] = json!({"summary": change_counts(&empty, &empty), "operations": []});
-        } else {
-            let fork_state =
-                ctx.runtime.read(&sandbox, |s, _| s.clone()).await.map_err(|e| sandbox_details(e.into()))?;
-            let request = CommitRequest::operations(operations).with_metadata(labelled("evolve"));
-            let committed = ctx.runtime.commit(&sandbox, request).await.map_err(|e| {
-                sandbox_details(match e {
+            return Ok(output);
+        }
+        let fork_state = ctx.runtime.read(&sandbox, |s, _| s.clone()).await?;
+        let request = CommitRequest::operations(operations).with_metadata(evolve_metadata);
+        let committed = match ctx.runtime.commit(&sandbox, request).await {
+            Ok(committed) => committed,
+            Err(e) => {
+                // A failed hypothesis leaves nothing behind.
+                let _ = ctx.runtime.close(&sandbox).await;
+                return Err(match e {
                     RuntimeError::Operation(e) => {
                         ToolError::new("evolution_failed", format!("Hypothesis could not be applied: {e}"))
                     }
@@ -118,20 +172,23 @@ impl Tool for ForkSandbox {
                     )
                     .with("diagnostics", diagnostics_brief(&diagnostics)),
                     other => other.into(),
-                })
-            })?;
-            let (summary, operations) =
-                ctx.runtime.read(&sandbox, |current, _| diff_report(&fork_state, current)).await?;
-            result["version_id"] = json!(committed.version.version_id);
-            result["diff_from_fork_point"] = json!({"summary": summary, "operations": operations});
-            if !committed.warnings.is_empty() {
-                result["diagnostics"] = diagnostics_brief(&committed.warnings);
+                });
             }
+        };
+        let diff = ctx.runtime.read(&sandbox, |current, _| cks_core::diff(&fork_state, current)).await?;
+        let operations: Vec<Map<String, Value>> = match wire_operations(&diff) {
+            Value::Array(items) => items.into_iter().filter_map(|v| v.as_object().cloned()).collect(),
+            _ => Vec::new(),
+        };
+        output.diff_from_fork_point = Diff { summary: DiffSummary::count(&operations), operations };
+        output.version_id = Some(committed.version.version_id);
+        if !committed.warnings.is_empty() {
+            output.diagnostics = match diagnostics_brief(&committed.warnings) {
+                Value::Array(items) => Some(items),
+                _ => None,
+            };
         }
-        if let Some(h) = hypothesis {
-            result["hypothesis"] = json!(h);
-        }
-        Ok(result)
+        Ok(output)
     }
 }
 
@@ -171,11 +228,11 @@ mod tests {
         assert_eq!(result["fork_version_id"], first);
         assert_eq!(result["operations_applied"], 2);
         assert_eq!(result["hypothesis"], "b matters");
+        // A changed object counts as one removal plus one addition, as in the reference.
         assert_eq!(
             result["diff_from_fork_point"]["summary"],
             json!({"added_objects": 2, "removed_objects": 1, "added_relations": 0, "removed_relations": 0,
-                   "renamed_objects": 1}),
-            "a changed object counts as a removal plus an addition, as in the reference"
+                   "renamed_objects": 0})
         );
         let ops: Vec<&str> = result["diff_from_fork_point"]["operations"]
             .as_array()
@@ -216,7 +273,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_hypothesis_leaves_the_sandbox_at_its_fork_point() {
+    async fn a_failed_hypothesis_closes_the_sandbox() {
         let ctx = context();
         let (parent, first) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
         let result = call(
@@ -227,14 +284,17 @@ mod tests {
                                   {"type": "remove_object", "object_id": "zzz"}]}),
         )
         .await;
-        assert_eq!(keys(&result), ["error", "fork_version_id", "message", "parent_session_id", "sandbox_session_id"]);
-        assert_eq!(result["error"], "evolution_failed");
-        assert_eq!(result["message"], "Hypothesis could not be applied: Operation #1: Object 'zzz' does not exist.");
-        assert_eq!(result["fork_version_id"], first);
-        let sandbox = result["sandbox_session_id"].as_str().unwrap();
-        assert_eq!(ids(&ctx, sandbox).await, ["a"], "nothing applied");
-        assert_eq!(ctx.runtime.list_versions(sandbox).await.unwrap().len(), 0);
-        assert!(!ctx.runtime.info(sandbox).await.unwrap().closed, "the sandbox stays usable");
+        assert_eq!(
+            result,
+            json!({"error": "evolution_failed",
+                   "message": "Hypothesis could not be applied: Operation #1: Object 'zzz' does not exist."})
+        );
+        let sessions = ctx.runtime.list_sessions().await.unwrap();
+        assert_eq!(sessions.len(), 2);
+        let sandbox = sessions.iter().find(|s| s.session_id != parent).unwrap();
+        assert!(sandbox.closed, "the sandbox is closed again");
+        assert_eq!(sandbox.parent_version_id.as_deref(), Some(first.as_str()));
+        assert_eq!(ctx.runtime.list_versions(&sandbox.session_id).await.unwrap().len(), 0, "nothing applied");
 
         // A hypothesis that breaks a validation rule ('derives' must be acyclic).
         let (cyclic, _) = session(
@@ -255,7 +315,7 @@ mod tests {
         assert_eq!(invalid["error"], "validation_failed");
         assert_eq!(invalid["message"], "Applying this hypothesis would produce an invalid structure.");
         assert!(!invalid["diagnostics"].as_array().unwrap().is_empty());
-        assert_eq!(ids(&ctx, invalid["sandbox_session_id"].as_str().unwrap()).await, ["x", "y", "d1"]);
+        assert!(invalid.get("sandbox_session_id").is_none());
     }
 
     #[tokio::test]
@@ -272,6 +332,6 @@ mod tests {
         assert_eq!(call(&ctx, "fork_sandbox", json!({})).await["error"], "missing_parameter");
         assert_eq!(call(&ctx, "fork_sandbox", json!({"session_id": "nope"})).await["error"], "session_not_found");
         ctx.runtime.close(&parent).await.unwrap();
-        assert_eq!(call(&ctx, "fork_sandbox", json!({"session_id": parent})).await["error"], "session_closed");
+        assert_eq!(call(&ctx, "fork_sandbox", json!({"session_id": parent})).await["error"], "session_not_found");
     }
 }

@@ -2,13 +2,12 @@
 //! version of the target. Conflicts are a normal result (`merged: false`), not an error.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use cks_core::json::to_canonical_string;
 use cks_runtime::{MergeReport, RuntimeError};
 
-use super::{conflicts, merge_error, resolutions};
+use super::{ConflictEntry, conflicts, merge_error, resolutions};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
@@ -33,6 +32,36 @@ pub(crate) struct Input {
     pub(crate) return_structure: Option<bool>,
 }
 
+/// A merge (`merged: true`) or the conflicts that stopped it (`merged: false`, `message`,
+/// `conflicts`).
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    merged: bool,
+    /// On conflict: what to do next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflicts: Option<Vec<ConflictEntry>>,
+    /// The target session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    /// The target's new version (its current one when there was nothing to merge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version_id: Option<String>,
+    /// The merged structure as canonical JSON (up to 2,000 objects unless `return_structure`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serialized: Option<String>,
+    /// Relations left out because a participant did not survive the merge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropped_relations: Option<Vec<String>>,
+    /// Conflicting ids settled by `resolutions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflicts_resolved: Option<Vec<String>>,
+    /// True when the merge changed nothing (no version was committed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_op: Option<bool>,
+}
+
 pub(crate) struct MergeBranch;
 
 const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions changed the objects listed in \
@@ -45,7 +74,7 @@ const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions change
 #[async_trait::async_trait]
 impl Tool for MergeBranch {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
         description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \
@@ -67,7 +96,7 @@ impl Tool for MergeBranch {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let resolutions = resolutions(input.resolutions.as_ref())?;
         let base_version_id = input.base_version_id.as_deref().filter(|v| !v.is_empty());
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("merge"))]);
@@ -82,7 +111,11 @@ impl Tool for MergeBranch {
             })?;
         let (committed, dropped_relations, resolved) = match report {
             MergeReport::Conflicts(list) => {
-                return Ok(json!({"merged": false, "message": CONFLICT_GUIDANCE, "conflicts": conflicts(&list)}));
+                return Ok(Output {
+                    message: Some(CONFLICT_GUIDANCE.to_owned()),
+                    conflicts: Some(conflicts(&list)),
+                    ..Output::default()
+                });
             }
             MergeReport::Merged { committed, dropped_relations, resolved } => (committed, dropped_relations, resolved),
         };
@@ -93,20 +126,21 @@ impl Tool for MergeBranch {
                 (info.latest_version_id, info.object_count)
             }
         };
-        let mut result = json!({"merged": true, "session_id": target, "version_id": version_id});
-        if committed.is_none() {
-            result["no_op"] = json!(true);
-        }
-        if !dropped_relations.is_empty() {
-            result["dropped_relations"] = json!(dropped_relations);
-        }
-        if !resolved.is_empty() {
-            result["conflicts_resolved"] = json!(resolved);
-        }
-        if input.return_structure.unwrap_or(object_count <= SERIALIZE_LIMIT) {
-            result["serialized"] = json!(ctx.runtime.read(target, |s, _| to_canonical_string(s)).await?);
-        }
-        Ok(result)
+        let serialized = if input.return_structure.unwrap_or(object_count <= SERIALIZE_LIMIT) {
+            Some(ctx.runtime.read(target, |s, _| crate::convert::client_document(s)).await?)
+        } else {
+            None
+        };
+        Ok(Output {
+            merged: true,
+            session_id: Some(target.clone()),
+            version_id,
+            serialized,
+            no_op: committed.is_none().then_some(true),
+            dropped_relations: Some(dropped_relations).filter(|d| !d.is_empty()),
+            conflicts_resolved: Some(resolved).filter(|r| !r.is_empty()),
+            ..Output::default()
+        })
     }
 }
 
@@ -291,10 +325,11 @@ mod tests {
         ctx.runtime.close(&source).await.unwrap();
         let closed_source =
             call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
-        assert_eq!(closed_source["merged"], true, "a closed source can still be merged: {closed_source}");
+        assert_eq!(closed_source["error"], "session_not_found", "a closed session is gone");
+        assert_eq!(closed_source["message"], format!("Session '{source}' not found."));
         ctx.runtime.close(&target).await.unwrap();
         let closed_target =
             call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": source})).await;
-        assert_eq!(closed_target["error"], "session_closed");
+        assert_eq!(closed_target["error"], "session_not_found");
     }
 }

@@ -2,13 +2,12 @@
 //! or written.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use cks_core::json::to_canonical_string;
 use cks_core::merge::{MergeError, merge};
 
-use super::{conflicts, merge_error, resolutions};
+use super::{ConflictEntry, conflicts, merge_error, resolutions};
 use crate::context::ToolContext;
 use crate::convert::parse_json_data;
 use crate::error::ToolError;
@@ -32,12 +31,26 @@ pub(crate) struct Input {
     pub(crate) resolutions: Option<Value>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// False when there are conflicts (then nothing else but `conflicts`).
+    merged: bool,
+    /// The merged structure as canonical JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serialized: Option<String>,
+    /// Relations left out because a participant did not survive the merge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropped_relations: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflicts: Option<Vec<ConflictEntry>>,
+}
+
 pub(crate) struct MergeKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for MergeKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "merge_knowledge",
         description: "Three-way merge of knowledge structures given as JSON: a common ancestor and two branches \
@@ -55,21 +68,31 @@ impl Tool for MergeKnowledge {
         llm_exposed: false,
     };
 
-    async fn run(&self, _ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, _ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let resolutions = resolutions(input.resolutions.as_ref())?;
-        let parse = |name: &'static str, value: &Value| parse_json_data(value).map_err(|e| e.with("parameter", name));
+        let parse = |name: &'static str, value: &Value| {
+            // As in the reference, an empty value is a missing one.
+            if value.as_str().is_some_and(str::is_empty) {
+                return Err(ToolError::missing_parameter(name));
+            }
+            parse_json_data(value).map_err(|e| e.with("parameter", name))
+        };
         let base = parse("json_data_base", &input.json_data_base)?;
         let branch_a = parse("json_data_branch_a", &input.json_data_branch_a)?;
         let branch_b = parse("json_data_branch_b", &input.json_data_branch_b)?;
         match merge(&base, &branch_a, &branch_b, &resolutions) {
-            Ok(outcome) => {
-                let mut result = json!({"merged": true, "serialized": to_canonical_string(&outcome.structure)});
-                if !outcome.dropped_relations.is_empty() {
-                    result["dropped_relations"] = json!(outcome.dropped_relations);
-                }
-                Ok(result)
-            }
-            Err(MergeError::Conflicts(list)) => Ok(json!({"merged": false, "conflicts": conflicts(&list)})),
+            Ok(outcome) => Ok(Output {
+                merged: true,
+                serialized: Some(crate::convert::client_document(&outcome.structure)),
+                dropped_relations: Some(outcome.dropped_relations).filter(|d| !d.is_empty()),
+                conflicts: None,
+            }),
+            Err(MergeError::Conflicts(list)) => Ok(Output {
+                merged: false,
+                serialized: None,
+                dropped_relations: None,
+                conflicts: Some(conflicts(&list)),
+            }),
             Err(e) => Err(merge_error(e)),
         }
     }
@@ -156,6 +179,16 @@ mod tests {
         let missing = call(&ctx, "merge_knowledge", json!({"json_data_base": good, "json_data_branch_a": good})).await;
         assert_eq!(
             missing,
+            json!({"error": "missing_parameter", "message": "Missing required parameter: 'json_data_branch_b'."})
+        );
+        let empty = call(
+            &ctx,
+            "merge_knowledge",
+            json!({"json_data_base": good, "json_data_branch_a": good, "json_data_branch_b": ""}),
+        )
+        .await;
+        assert_eq!(
+            empty,
             json!({"error": "missing_parameter", "message": "Missing required parameter: 'json_data_branch_b'."})
         );
         let broken = call(

@@ -6,7 +6,9 @@ mod fork_sandbox;
 mod merge_branch;
 mod merge_knowledge;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 use cks_core::merge::{Conflict, MergeError, Resolutions, parse_resolutions};
@@ -36,16 +38,29 @@ pub(crate) fn resolutions(value: Option<&Value>) -> Result<Resolutions, ToolErro
     }
 }
 
+/// One object both sides changed differently.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ConflictEntry {
+    object_id: String,
+    /// What the target (branch A) did to it since the base: `{action: added|deleted|modified|
+    /// unchanged, type, name, structure | changes}`.
+    target_diff: Map<String, Value>,
+    /// What the source (branch B) did to it since the base, in the same shape.
+    source_diff: Map<String, Value>,
+}
+
 /// Conflicts as `{object_id, target_diff, source_diff}`: branch A is the target, B the source.
-pub(crate) fn conflicts(conflicts: &[Conflict]) -> Value {
+pub(crate) fn conflicts(conflicts: &[Conflict]) -> Vec<ConflictEntry> {
+    let object = |value: Value| match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
     conflicts
         .iter()
-        .map(|c| {
-            json!({
-                "object_id": c.object_id,
-                "target_diff": field_level_diff(c.base.as_deref(), c.branch_a.as_deref()),
-                "source_diff": field_level_diff(c.base.as_deref(), c.branch_b.as_deref()),
-            })
+        .map(|c| ConflictEntry {
+            object_id: c.object_id.clone(),
+            target_diff: object(field_level_diff(c.base.as_deref(), c.branch_a.as_deref())),
+            source_diff: object(field_level_diff(c.base.as_deref(), c.branch_b.as_deref())),
         })
         .collect()
 }

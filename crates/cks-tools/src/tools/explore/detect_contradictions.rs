@@ -3,8 +3,8 @@
 //! a session or on `json_data`. Read-only: nothing is stored either way.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use cks_core::KnowledgeStructure;
 use cks_core::validate::{Extension, ValidationOptions, validate};
@@ -26,12 +26,22 @@ pub(crate) struct Input {
     pub(crate) json_data: Option<Value>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    contradiction_count: usize,
+    /// Diagnostics as validate_knowledge reports them: `{code, severity, source, message, metadata}`.
+    contradictions: Vec<Map<String, Value>>,
+    /// The session checked, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+}
+
 pub(crate) struct DetectContradictions;
 
 #[async_trait::async_trait]
 impl Tool for DetectContradictions {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "detect_contradictions",
         description: "Find contradictions in a knowledge structure (a session's with 'session_id', else \
@@ -50,10 +60,10 @@ impl Tool for DetectContradictions {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
             let mut result = ctx.runtime.read(&session_id, |s, _| contradictions(s)).await?;
-            result["session_id"] = json!(session_id);
+            result.session_id = Some(session_id);
             return Ok(result);
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
@@ -61,10 +71,14 @@ impl Tool for DetectContradictions {
     }
 }
 
-fn contradictions(structure: &KnowledgeStructure) -> Value {
+fn contradictions(structure: &KnowledgeStructure) -> Output {
     let report = validate(structure, &ValidationOptions::with_extensions(CHECKS));
     let found: Vec<_> = report.diagnostics.into_iter().filter(|d| CHECKS.iter().any(|c| c.code() == d.code)).collect();
-    json!({"contradiction_count": found.len(), "contradictions": diagnostics_full(&found)})
+    let contradictions: Vec<Map<String, Value>> = match diagnostics_full(&found) {
+        Value::Array(items) => items.into_iter().filter_map(|d| d.as_object().cloned()).collect(),
+        _ => Vec::new(),
+    };
+    Output { contradiction_count: contradictions.len(), contradictions, session_id: None }
 }
 
 #[cfg(test)]

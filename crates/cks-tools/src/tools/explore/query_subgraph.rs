@@ -2,12 +2,11 @@
 //! with type filters, budgets and truncation metadata; `compact_mode` returns `{nodes, edges}`.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 use cks_core::KnowledgeStructure;
-use cks_core::json::{CanonicalObject, to_canonical_string};
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 
 use crate::context::ToolContext;
@@ -28,10 +27,11 @@ pub(crate) struct Input {
     pub(crate) include_relation_types: Option<Vec<String>>,
     /// Return only objects of these types (seeds are always kept).
     pub(crate) include_object_types: Option<Vec<String>>,
-    /// Approximate token budget (about 4 characters per token).
+    /// Approximate token budget (about 4 characters per token); an object that does not fit is
+    /// skipped. 0: no budget.
     #[schemars(range(min = 0))]
     pub(crate) max_tokens: Option<u64>,
-    /// Most objects to return besides the seeds.
+    /// Most objects to return, seeds included (seeds are always kept). 0: no cap.
     #[schemars(range(min = 0))]
     pub(crate) max_objects: Option<u64>,
     /// Ranking weight per object type when a budget forces a choice (default 1.0).
@@ -47,12 +47,76 @@ pub(crate) struct Input {
     pub(crate) structure_filters: Option<Map<String, Value>>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    session_id: String,
+    subgraph: Subgraph,
+    /// Content hash of the returned subgraph.
+    subgraph_root_hash: String,
+    /// Non-relation objects reached (seeds included) before budgets and filters.
+    total_found_nodes: usize,
+    /// Non-relation objects returned.
+    returned_nodes: usize,
+    /// Fewer objects were returned than found.
+    is_truncated: bool,
+    /// `max_objects_exceeded`, `max_tokens_exceeded` or `max_objects_and_max_tokens_exceeded` when
+    /// a budget cut the result.
+    truncation_reason: Option<String>,
+    /// The best-ranked object the budget left out: a seed for a follow-up query.
+    suggested_next_seed: Option<String>,
+}
+
+/// Canonical JSON text, or `{nodes, edges}` with `compact_mode`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Subgraph {
+    Serialized(String),
+    Compact(Compact),
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Compact {
+    /// The non-relation objects.
+    nodes: Vec<Node>,
+    /// One per relation.
+    edges: Vec<Edge>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Node {
+    identity: NodeIdentity,
+    structure: Map<String, Value>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct NodeIdentity {
+    id: String,
+    #[serde(rename = "type")]
+    r#type: String,
+    name: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Edge {
+    /// The first participant.
+    source: Option<String>,
+    /// The second participant.
+    target: Option<String>,
+    /// The relation type.
+    #[serde(rename = "type")]
+    r#type: String,
+    /// The relation's id.
+    id: String,
+    /// Every participant, in order (relations may have more than two).
+    participants: Vec<String>,
+}
+
 pub(crate) struct QuerySubgraph;
 
 #[async_trait::async_trait]
 impl Tool for QuerySubgraph {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "query_subgraph",
         description: "Return the neighbourhood of one or more seed objects in a session's graph (relations are \
@@ -71,13 +135,13 @@ impl Tool for QuerySubgraph {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let session_id = input.session_id.clone();
         ctx.runtime.read(&session_id, move |structure, _| answer(structure, input)).await?
     }
 }
 
-fn answer(structure: &KnowledgeStructure, input: Input) -> Result<Value, ToolError> {
+fn answer(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolError> {
     let (mut sub, total, truncation, next_seed) = if input.seed_ids.is_empty() {
         (structure.clone(), node_count(structure), None, None)
     } else {
@@ -94,24 +158,28 @@ fn answer(structure: &KnowledgeStructure, input: Input) -> Result<Value, ToolErr
         let reason = result.truncation_reason.map(|r| format!("{r}_exceeded"));
         (result.structure, result.total_found_nodes, reason, result.suggested_next_seed)
     };
-    let mut filtered = false;
+    let mut is_truncated = truncation.is_some();
     if let Some(filters) = input.structure_filters.filter(|f| !f.is_empty()) {
         sub = filter_structure(&sub, &filters, &input.seed_ids);
-        filtered = true;
+        // As in the reference: after a filter, truncated means fewer returned than found.
+        is_truncated = node_count(&sub) < total;
     }
     let returned = node_count(&sub);
-    let is_truncated = truncation.is_some() || (filtered && returned < total);
-    let subgraph = if input.compact_mode { compact(&sub) } else { Value::String(to_canonical_string(&sub)) };
-    Ok(json!({
-        "session_id": input.session_id,
-        "subgraph": subgraph,
-        "subgraph_root_hash": sub.root_hash().to_hex(),
-        "total_found_nodes": total,
-        "returned_nodes": returned,
-        "is_truncated": is_truncated,
-        "truncation_reason": truncation,
-        "suggested_next_seed": next_seed,
-    }))
+    let subgraph = if input.compact_mode {
+        Subgraph::Compact(compact(&sub))
+    } else {
+        Subgraph::Serialized(crate::convert::client_document(&sub))
+    };
+    Ok(Output {
+        session_id: input.session_id,
+        subgraph,
+        subgraph_root_hash: sub.root_hash().to_hex(),
+        total_found_nodes: total,
+        returned_nodes: returned,
+        is_truncated,
+        truncation_reason: truncation,
+        suggested_next_seed: next_seed,
+    })
 }
 
 fn node_count(structure: &KnowledgeStructure) -> usize {
@@ -126,8 +194,7 @@ fn filter_structure(
     seeds: &[String],
 ) -> KnowledgeStructure {
     let keep_node = |o: &cks_core::KnowledgeObject| {
-        seeds.iter().any(|s| s == o.id())
-            || filters.iter().all(|(k, v)| o.structure.get(k).is_some_and(|x| matches(x, v)))
+        seeds.iter().any(|s| s == o.id()) || filters.iter().all(|(k, v)| matches(o.structure.get(k), v))
     };
     let nodes: std::collections::HashSet<&str> =
         structure.objects().filter(|o| !o.is_relation() && keep_node(o)).map(|o| o.id()).collect();
@@ -138,27 +205,156 @@ fn filter_structure(
     KnowledgeStructure::from_objects(kept.map(|o| cks_core::KnowledgeObject::clone(o))).unwrap_or_default()
 }
 
-/// Filter equality as in the reference: numbers numerically, everything else by value.
-fn matches(actual: &Value, expected: &Value) -> bool {
-    match (actual.as_f64(), expected.as_f64()) {
-        (Some(a), Some(b)) => a == b,
-        _ => actual == expected,
+/// Filter equality as in the reference: a boolean filter needs the same boolean, numbers compare
+/// numerically, anything else compares as text (a missing field reads as `None`, as Python
+/// prints it).
+fn matches(actual: Option<&Value>, expected: &Value) -> bool {
+    match (actual, expected) {
+        (actual, Value::Bool(b)) => actual == Some(&Value::Bool(*b)),
+        (Some(Value::Number(a)), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (actual, expected) => as_text(actual) == as_text(Some(expected)),
     }
 }
 
-fn compact(structure: &KnowledgeStructure) -> Value {
-    let nodes: Vec<Value> = structure
+/// A value as Python's `str()` writes the scalars; nested values as JSON.
+fn as_text(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "None".into(),
+        Some(Value::Bool(true)) => "True".into(),
+        Some(Value::Bool(false)) => "False".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn compact(structure: &KnowledgeStructure) -> Compact {
+    let nodes = structure
         .objects()
         .filter(|o| !o.is_relation())
-        .map(|o| serde_json::to_value(CanonicalObject(o)).unwrap_or(Value::Null))
-        .collect();
-    let edges: Vec<Value> = structure
-        .objects()
-        .filter_map(|o| o.relation().map(|r| (o.id().to_owned(), r)))
-        .map(|(id, r)| {
-            json!({"id": id, "source": r.participants.first(), "target": r.participants.get(1), "type": r.relation_type,
-                   "participants": r.participants})
+        .map(|o| Node {
+            identity: NodeIdentity {
+                id: o.id().to_owned(),
+                r#type: o.identity.r#type.clone(),
+                name: o.identity.name.clone(),
+            },
+            structure: o.structure.clone(),
         })
         .collect();
-    json!({"nodes": nodes, "edges": edges})
+    let edges = structure
+        .objects()
+        .filter_map(|o| o.relation().map(|r| (o.id().to_owned(), r)))
+        .map(|(id, r)| Edge {
+            source: r.participants.first().map(|p| (*p).to_owned()),
+            target: r.participants.get(1).map(|p| (*p).to_owned()),
+            r#type: r.relation_type.to_owned(),
+            id,
+            participants: r.participants.iter().map(|p| (*p).to_owned()).collect(),
+        })
+        .collect();
+    Compact { nodes, edges }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::tools::versions::testing::{call, context, keys, node, relation, session};
+
+    async fn graph(ctx: &crate::context::ToolContext) -> String {
+        let (sid, _) = session(
+            ctx,
+            json!([
+                node("a", "Claim", "A", json!({"status": "active", "n": 1})),
+                node("b", "Claim", "B", json!({"status": "draft"})),
+                node("c", "Person", "C", json!({})),
+                relation("rab", &["a", "b"], "contradicts"),
+                relation("rca", &["c", "a"], "authored")
+            ]),
+        )
+        .await;
+        sid
+    }
+
+    #[tokio::test]
+    async fn returns_the_reference_keys_and_counts() {
+        let ctx = context();
+        let sid = graph(&ctx).await;
+        let result = call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["b"]})).await;
+        assert_eq!(
+            keys(&result),
+            [
+                "is_truncated",
+                "returned_nodes",
+                "session_id",
+                "subgraph",
+                "subgraph_root_hash",
+                "suggested_next_seed",
+                "total_found_nodes",
+                "truncation_reason"
+            ]
+        );
+        assert_eq!(result["total_found_nodes"], 2);
+        assert_eq!(result["returned_nodes"], 2);
+        assert_eq!(result["is_truncated"], false);
+        assert_eq!(result["truncation_reason"], json!(null));
+        assert!(result["subgraph"].as_str().unwrap().contains("\"rab\""));
+    }
+
+    #[tokio::test]
+    async fn compact_mode_has_nodes_and_source_target_type_edges() {
+        let ctx = context();
+        let sid = graph(&ctx).await;
+        let result = call(&ctx, "query_subgraph", json!({"session_id": sid, "compact_mode": true})).await;
+        let sub = &result["subgraph"];
+        assert_eq!(sub["nodes"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            sub["nodes"][0],
+            json!({"identity": {"id": "a", "type": "Claim", "name": "A"},
+                                           "structure": {"status": "active", "n": 1}})
+        );
+        assert_eq!(
+            sub["edges"],
+            json!([{"source": "a", "target": "b", "type": "contradicts", "id": "rab", "participants": ["a", "b"]},
+                   {"source": "c", "target": "a", "type": "authored", "id": "rca", "participants": ["c", "a"]}])
+        );
+    }
+
+    #[tokio::test]
+    async fn structure_filters_keep_seeds_and_compare_as_the_reference() {
+        let ctx = context();
+        let sid = graph(&ctx).await;
+        let filtered = call(
+            &ctx,
+            "query_subgraph",
+            json!({"session_id": sid, "seed_ids": ["c"], "depth": 2, "structure_filters": {"status": "active"}}),
+        )
+        .await;
+        assert_eq!(filtered["total_found_nodes"], 3);
+        assert_eq!(filtered["returned_nodes"], 2, "c (the seed) and a");
+        assert_eq!(filtered["is_truncated"], true);
+        let numeric_as_text = call(
+            &ctx,
+            "query_subgraph",
+            json!({"session_id": sid, "seed_ids": ["c"], "depth": 2, "structure_filters": {"n": "1"}}),
+        )
+        .await;
+        assert_eq!(numeric_as_text["returned_nodes"], 2, "'1' matches 1 as text");
+        let missing_is_none = call(
+            &ctx,
+            "query_subgraph",
+            json!({"session_id": sid, "seed_ids": ["c"], "depth": 2, "structure_filters": {"n": "None"}}),
+        )
+        .await;
+        assert_eq!(missing_is_none["returned_nodes"], 2, "c (seed) and b, which has no 'n'");
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let ctx = context();
+        assert_eq!(
+            call(&ctx, "query_subgraph", json!({})).await,
+            json!({"error": "missing_parameter", "message": "Missing required parameter: 'session_id'."})
+        );
+        assert_eq!(call(&ctx, "query_subgraph", json!({"session_id": "nope"})).await["error"], "session_not_found");
+    }
 }

@@ -12,11 +12,10 @@
 //! is future work.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
 
-use cks_core::json::to_canonical_string;
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 use cks_core::{KnowledgeObject, KnowledgeStructure};
 
@@ -38,8 +37,8 @@ const STOP_WORDS: &[&str] = &[
 pub(crate) struct Input {
     /// The session to search.
     pub(crate) session_id: String,
-    /// What to look for, in words. May be empty only when `seed_ids` are given.
-    pub(crate) query: String,
+    /// What to look for, in words (required, even with `seed_ids`).
+    pub(crate) query: Option<String>,
     /// Start from these objects instead of searching.
     pub(crate) seed_ids: Option<Vec<String>>,
     /// How many best matches to expand (default 3).
@@ -52,19 +51,46 @@ pub(crate) struct Input {
     pub(crate) min_score: Option<f64>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// Always `success`.
+    status: String,
+    /// The objects the neighbourhood was expanded from, best match first.
+    matched_seeds: Vec<String>,
+    /// The neighbourhood as canonical JSON.
+    subgraph: String,
+    meta: Meta,
+    min_score: f64,
+    /// BM25 score per matched seed (absent when `seed_ids` were given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scores: Option<BTreeMap<String, f64>>,
+    /// `bm25` when the seeds were found by ranking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranking: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Meta {
+    total_found_nodes: usize,
+    returned_nodes: usize,
+    is_truncated: bool,
+    suggested_next_seed: Option<String>,
+}
+
 pub(crate) struct SearchSemantic;
 
 #[async_trait::async_trait]
 impl Tool for SearchSemantic {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
         description: "Find the objects of a session that best match a text query and return their neighbourhood. \
             Ranking is built in and needs no embedding model: BM25 over each object's name, type and structure \
             text (lowercase word match, so use the graph's own words), scores unbounded rather than cosine. The \
             top_k matches (default 3; 'min_score' drops weaker ones) are expanded 'depth' hops (default 1) with at \
-            most top_k+5 objects. Give 'seed_ids' to skip the search. Returns {status, matched_seeds, subgraph \
+            most top_k+5 objects. Give 'seed_ids' to skip the search (a non-empty query is still required: \
+            'empty_query'). Returns {status, matched_seeds, subgraph \
             (canonical JSON), meta: {total_found_nodes, returned_nodes, is_truncated, suggested_next_seed}, \
             min_score, scores: {id: score}}; 'not_found' when nothing matches.",
         mutates_graph: false,
@@ -77,9 +103,9 @@ impl Tool for SearchSemantic {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let seeds = input.seed_ids.clone().filter(|s| !s.is_empty());
-        if seeds.is_none() && input.query.trim().is_empty() {
+        if input.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
             return Err(ToolError::new("empty_query", "Query must not be empty."));
         }
         let session_id = input.session_id.clone();
@@ -87,14 +113,17 @@ impl Tool for SearchSemantic {
     }
 }
 
-fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String>>) -> Result<Value, ToolError> {
+fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String>>) -> Result<Output, ToolError> {
     let top_k = input.top_k.unwrap_or(3).max(1) as usize;
     let min_score = input.min_score.unwrap_or(0.0);
     let (seeds, scores) = match seeds {
         Some(seeds) => (seeds, None),
         None => {
-            let ranked: Vec<(&str, f64)> =
-                rank(structure, &input.query).into_iter().filter(|(_, s)| *s >= min_score).take(top_k).collect();
+            let ranked: Vec<(&str, f64)> = rank(structure, input.query.as_deref().unwrap_or_default())
+                .into_iter()
+                .filter(|(_, s)| *s >= min_score)
+                .take(top_k)
+                .collect();
             if ranked.is_empty() {
                 return Err(ToolError::new(
                     "not_found",
@@ -102,8 +131,8 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
                      explicit 'seed_ids'.",
                 ));
             }
-            let scores: Map<String, Value> =
-                ranked.iter().map(|(id, s)| ((*id).to_owned(), json!((s * 10_000.0).round() / 10_000.0))).collect();
+            let scores: BTreeMap<String, f64> =
+                ranked.iter().map(|(id, s)| ((*id).to_owned(), (s * 10_000.0).round() / 10_000.0)).collect();
             (ranked.into_iter().map(|(id, _)| id.to_owned()).collect(), Some(scores))
         }
     };
@@ -114,23 +143,20 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
         ..Default::default()
     };
     let sub = query_subgraph(structure, &query);
-    let mut result = json!({
-        "status": "success",
-        "matched_seeds": seeds,
-        "subgraph": to_canonical_string(&sub.structure),
-        "meta": {
-            "total_found_nodes": sub.total_found_nodes,
-            "returned_nodes": sub.returned_nodes,
-            "is_truncated": sub.is_truncated,
-            "suggested_next_seed": sub.suggested_next_seed,
+    Ok(Output {
+        status: "success".into(),
+        matched_seeds: seeds,
+        subgraph: crate::convert::client_document(&sub.structure),
+        meta: Meta {
+            total_found_nodes: sub.total_found_nodes,
+            returned_nodes: sub.returned_nodes,
+            is_truncated: sub.is_truncated,
+            suggested_next_seed: sub.suggested_next_seed,
         },
-        "min_score": min_score,
-    });
-    if let Some(scores) = scores {
-        result["scores"] = Value::Object(scores);
-        result["ranking"] = json!("bm25");
-    }
-    Ok(result)
+        min_score,
+        ranking: scores.as_ref().map(|_| "bm25".to_owned()),
+        scores,
+    })
 }
 
 /// Lowercase alphanumeric runs, stop words dropped.
@@ -282,7 +308,8 @@ mod tests {
     async fn seeds_bypass_the_search() {
         let ctx = context();
         let id = session(&ctx, data()).await;
-        let result = call(&ctx, "search_semantic", json!({"session_id": id, "query": "", "seed_ids": ["mito"]})).await;
+        let result =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "cells", "seed_ids": ["mito"]})).await;
         assert_eq!(result["matched_seeds"], json!(["mito"]));
         assert!(result.get("scores").is_none());
         assert_eq!(result["meta"]["returned_nodes"], 1);
@@ -304,7 +331,12 @@ mod tests {
             call(&ctx, "search_semantic", json!({"session_id": id, "query": "the of"})).await["error"],
             "not_found"
         );
-        assert_eq!(call(&ctx, "search_semantic", json!({"session_id": id})).await["error"], "missing_parameter");
+        // As in the reference, a query is needed even with seeds, and a missing one is empty.
+        assert_eq!(call(&ctx, "search_semantic", json!({"session_id": id})).await["error"], "empty_query");
+        assert_eq!(
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "", "seed_ids": ["mito"]})).await["error"],
+            "empty_query"
+        );
         assert_eq!(
             call(&ctx, "search_semantic", json!({"session_id": "x", "query": "a"})).await["error"],
             "session_not_found"

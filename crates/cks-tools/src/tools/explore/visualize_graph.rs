@@ -6,7 +6,7 @@
 //! replaced by an entity code (the reference escapes only `"`), and line breaks become `<br/>`.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -44,12 +44,24 @@ pub(crate) struct Input {
     pub(crate) include_superseded: bool,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// A Mermaid flowchart (`graph TD ...`).
+    mermaid: String,
+    /// Nodes that could have been drawn.
+    total_found_nodes: usize,
+    /// Nodes drawn.
+    returned_nodes: usize,
+    /// Fewer nodes were drawn than found.
+    is_truncated: bool,
+}
+
 pub(crate) struct VisualizeGraph;
 
 #[async_trait::async_trait]
 impl Tool for VisualizeGraph {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "visualize_graph",
         description: "Draw a session's graph as a Mermaid flowchart ('graph TD'). mode 'structure' (default): \
@@ -70,7 +82,7 @@ impl Tool for VisualizeGraph {
         llm_exposed: true,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let mode = input.mode.clone().unwrap_or_else(|| "structure".into());
         if !MODES.contains(&mode.as_str()) {
             return Err(ToolError::invalid_parameter(format!(
@@ -127,7 +139,9 @@ enum Shape {
     Diamond,
 }
 
-/// A diagram under construction: nodes in insertion order (aliased `n{i}`), deduplicated edges.
+/// A diagram under construction: nodes in insertion order, deduplicated edges. As in the
+/// reference, the objects (boxes) are drawn and aliased `n0`, `n1`, … first, then the steps
+/// (diamonds), each group in insertion order.
 #[derive(Default)]
 struct Diagram {
     nodes: Vec<(String, Shape, String)>,
@@ -155,13 +169,26 @@ impl Diagram {
         }
     }
 
-    fn into_result(self) -> Value {
+    fn into_result(self) -> Output {
         if self.nodes.is_empty() {
-            return json!({"mermaid": "graph TD\n    empty[Empty graph]", "total_found_nodes": self.total_found,
-                          "returned_nodes": 0, "is_truncated": self.total_found > 0});
+            return Output {
+                mermaid: "graph TD\n    empty[Empty graph]".into(),
+                total_found_nodes: self.total_found,
+                returned_nodes: 0,
+                is_truncated: self.total_found > 0,
+            };
+        }
+        let order: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| matches!(self.nodes[i].1, Shape::Box))
+            .chain((0..self.nodes.len()).filter(|&i| matches!(self.nodes[i].1, Shape::Diamond)))
+            .collect();
+        let mut alias = vec![0; self.nodes.len()];
+        for (new, &old) in order.iter().enumerate() {
+            alias[old] = new;
         }
         let mut lines = vec!["graph TD".to_owned()];
-        for (i, (_, shape, label)) in self.nodes.iter().enumerate() {
+        for (i, &old) in order.iter().enumerate() {
+            let (_, shape, label) = &self.nodes[old];
             let label = escape_label(label);
             lines.push(match shape {
                 Shape::Box => format!("    n{i}[\"{label}\"]"),
@@ -170,15 +197,15 @@ impl Diagram {
         }
         for (a, b, label, dashed) in &self.edges {
             let arrow = if *dashed { "-.->" } else { "-->" };
-            lines.push(format!("    n{a} {arrow}|\"{}\"| n{b}", escape_label(label)));
+            lines.push(format!("    n{} {arrow}|\"{}\"| n{}", alias[*a], escape_label(label), alias[*b]));
         }
         let returned = self.nodes.len();
-        json!({
-            "mermaid": lines.join("\n"),
-            "total_found_nodes": self.total_found.max(returned),
-            "returned_nodes": returned,
-            "is_truncated": self.total_found > returned,
-        })
+        Output {
+            mermaid: lines.join("\n"),
+            total_found_nodes: self.total_found.max(returned),
+            returned_nodes: returned,
+            is_truncated: self.total_found > returned,
+        }
     }
 }
 
@@ -195,12 +222,11 @@ fn structure_diagram(structure: &KnowledgeStructure, input: &Input) -> Diagram {
         None => (structure.objects().filter(|o| !o.is_relation()).map(|o| o.id().to_owned()).collect(), 0),
     };
     let max_objects = input.max_objects.unwrap_or(20) as usize;
-    // Seeds never count toward a subgraph budget, so cut them here to honour max_objects.
+    // A subgraph query always keeps its seeds, so cut them here to honour max_objects.
     let mut seeds = seeds;
     let seed_overflow = seeds.len().saturating_sub(max_objects);
     seeds.truncate(max_objects);
-    let budget = max_objects - seeds.len();
-    let query = SubgraphQuery { seed_ids: seeds, depth, max_objects: Some(budget), ..Default::default() };
+    let query = SubgraphQuery { seed_ids: seeds, depth, max_objects: Some(max_objects), ..Default::default() };
     let sub = query_subgraph(structure, &query);
     let mut diagram = Diagram { total_found: sub.total_found_nodes + seed_overflow, ..Default::default() };
     for object in sub.structure.objects().filter(|o| !o.is_relation()) {
@@ -387,7 +413,8 @@ mod tests {
                 .await;
         assert_eq!(
             result["mermaid"],
-            "graph TD\n    n0[\"Earth is warm (Claim)\"]\n    n1{\"deductive, confidence 0.9\"}\n    n2[\"Sun (Star)\"]\n    n3[\"Earth #quot;Blue#quot; #91;3rd#93; (Planet)\"]\n    n4{\"confidence 0.4 (superseded)\"}\n    n1 -->|\"concludes\"| n0\n    n2 -->|\"premise\"| n1\n    n3 -->|\"premise\"| n1\n    n4 -.->|\"superseded\"| n0\n    n4 -.->|\"superseded_by\"| n1"
+            // Objects first, then steps, as the reference draws them.
+            "graph TD\n    n0[\"Earth is warm (Claim)\"]\n    n1[\"Sun (Star)\"]\n    n2[\"Earth #quot;Blue#quot; #91;3rd#93; (Planet)\"]\n    n3{\"deductive, confidence 0.9\"}\n    n4{\"confidence 0.4 (superseded)\"}\n    n3 -->|\"concludes\"| n0\n    n1 -->|\"premise\"| n3\n    n2 -->|\"premise\"| n3\n    n4 -.->|\"superseded\"| n0\n    n4 -.->|\"superseded_by\"| n3"
         );
         assert_eq!(result["returned_nodes"], 5);
         assert_eq!(result["is_truncated"], false);

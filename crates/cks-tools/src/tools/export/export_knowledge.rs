@@ -1,20 +1,24 @@
 //! `export_knowledge`: a session's current structure as linked data — JSON-LD or Turtle.
 //!
-//! Both formats describe the same RDF graph. Object ids become IRIs under [`ID_BASE`]
-//! (percent-encoded; ids that already are absolute IRIs are kept), and types, relation types and
-//! structure keys become terms of the `cks:` vocabulary ([`VOCAB`]). Each object is a subject
-//! with `rdf:type cks:<Type>`, `rdfs:label <name>` and one property per structure field (strings,
-//! numbers and booleans as literals, arrays of them as repeated values, anything nested as an
-//! `rdf:JSON` literal). Each relation is a resource with `cks:relationType`, a `cks:participant`
-//! link per participant and the ordered `cks:participants` list; a binary relation also adds the
-//! direct edge `<source> cks:<relation_type> <target>`.
+//! Object ids become IRIs under [`ID_BASE`] (percent-encoded where an IRI cannot carry a character
+//! as it is; ids that already are absolute IRIs are kept), and types, relation types and structure keys become terms of the `cks:` vocabulary
+//! ([`VOCAB`]).
 //!
-//! Differences from the reference: its JSON-LD has no `@context` (so its terms are not IRIs) and
-//! drops relations beyond two participants; its Turtle and RDF/XML are empty, because its
-//! converter is never run. RDF/XML is refused (`invalid_parameter`) rather than returned empty.
+//! JSON-LD has the reference's `@graph`: one node per non-relation object (`@id`, `@type`, `name`
+//! and its structure fields), and each relation as a property of its first participant pointing to
+//! its second; we add an `@context` that makes those terms IRIs, and write nested structure values
+//! as `@json` literals (a bare nested object would be read as a node).
+//!
+//! Turtle is the full graph: each object a subject with `rdf:type cks:<Type>`, `rdfs:label <name>`
+//! and one property per structure field (strings, numbers and booleans as literals, arrays of them
+//! as repeated values, anything nested as an `rdf:JSON` literal); each relation a resource with
+//! `cks:relationType`, a `cks:participant` link per participant and the ordered `cks:participants`
+//! list; a binary relation also adds the direct edge `<source> cks:<relation_type> <target>`. (The
+//! reference's Turtle and RDF/XML are empty documents, because its converter is never run; RDF/XML
+//! is refused here rather than returned empty.)
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -34,7 +38,7 @@ const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
 
 const SUPPORTED: [&str; 2] = ["json-ld", "turtle"];
 /// JSON-LD terms the context defines; structure keys with these names are written as full IRIs.
-const CONTEXT_TERMS: [&str; 7] = ["cks", "rdfs", "xsd", "name", "relationType", "participant", "participants"];
+const CONTEXT_TERMS: [&str; 4] = ["cks", "rdfs", "xsd", "name"];
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -44,21 +48,48 @@ pub(crate) struct Input {
     pub(crate) format: Option<String>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// `json-ld` or `turtle`.
+    format: String,
+    session_id: String,
+    data: Data,
+}
+
+/// A JSON-LD document, or Turtle text.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Data {
+    JsonLd(JsonLd),
+    Text(String),
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JsonLd {
+    /// Maps the CKS terms to IRIs.
+    #[serde(rename = "@context")]
+    context: Map<String, Value>,
+    /// One node per non-relation object: `@id`, `@type`, `name`, its structure fields, and one
+    /// property per relation it is the first participant of (`relation_type: [{"@id": second}]`).
+    #[serde(rename = "@graph")]
+    graph: Vec<Map<String, Value>>,
+}
+
 pub(crate) struct ExportKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for ExportKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "export_knowledge",
         description: "Export a session's current structure as linked data. format 'json-ld' (default): {format, \
-            data: {@context, @graph}} with a context mapping the CKS vocabulary to IRIs under \
-            http://cks.org/vocab# (cks:) and object ids under http://cks.org/; 'turtle': {format, data: Turtle \
-            text} of the same graph — rdf:type and rdfs:label per object, structure fields as literals, relations \
-            as resources with cks:participant links plus direct edges for binary ones. Unlike the reference \
-            server, JSON-LD carries an @context and keeps n-ary relations, and Turtle is not empty; 'rdf-xml' is \
-            refused instead of returned empty.",
+            data: {@context, @graph}}: one @graph node per non-relation object (@id, @type, name, structure \
+            fields) with each relation as a property of its first participant pointing to its second, and a \
+            context mapping the terms to IRIs under http://cks.org/vocab# (cks:) and ids under http://cks.org/. \
+            'turtle': {format, data: Turtle text} of the full graph — rdf:type and rdfs:label per object, \
+            structure fields as literals, relations as resources with cks:participant links plus direct edges \
+            for binary ones. 'rdf-xml' is not supported ('invalid_parameter').",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -69,7 +100,7 @@ impl Tool for ExportKnowledge {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let requested = input.format.unwrap_or_else(|| "json-ld".into());
         let format = match requested.trim().to_lowercase().as_str() {
             "json-ld" | "jsonld" | "json_ld" => "json-ld",
@@ -93,26 +124,40 @@ impl Tool for ExportKnowledge {
         let session_id = input.session_id;
         let data = ctx
             .runtime
-            .read(&session_id, |s, _| if format == "turtle" { Value::String(turtle(s)) } else { json_ld(s) })
+            .read(&session_id, |s, _| if format == "turtle" { Data::Text(turtle(s)) } else { Data::JsonLd(json_ld(s)) })
             .await?;
-        Ok(json!({"format": format, "session_id": session_id, "data": data}))
+        Ok(Output { format: format.to_owned(), session_id, data })
     }
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters (and the dot segments `.`/`..`).
+/// Percent-encodes everything but RFC 3986 unreserved characters and the non-ASCII characters an
+/// IRI may carry as they are (so `größe` stays `größe`, as in the reference), and the dot segments
+/// `.`/`..`.
 fn encode(text: &str) -> String {
     if text == "." || text == ".." {
         return text.replace('.', "%2E");
     }
     let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(byte as char);
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') || is_iri_char(c) {
+            out.push(c);
         } else {
-            let _ = write!(out, "%{byte:02X}");
+            let mut buffer = [0; 4];
+            for byte in c.encode_utf8(&mut buffer).bytes() {
+                let _ = write!(out, "%{byte:02X}");
+            }
         }
     }
     out
+}
+
+/// A non-ASCII character RFC 3987 allows unencoded in an IRI path (`ucschar`).
+fn is_iri_char(c: char) -> bool {
+    matches!(c as u32,
+        0xA0..=0xD7FF | 0xF900..=0xFDCF | 0xFDF0..=0xFFEF | 0x10000..=0x1FFFD | 0x20000..=0x2FFFD
+        | 0x30000..=0x3FFFD | 0x40000..=0x4FFFD | 0x50000..=0x5FFFD | 0x60000..=0x6FFFD
+        | 0x70000..=0x7FFFD | 0x80000..=0x8FFFD | 0x90000..=0x9FFFD | 0xA0000..=0xAFFFD
+        | 0xB0000..=0xBFFFD | 0xC0000..=0xCFFFD | 0xD0000..=0xDFFFD | 0xE1000..=0xEFFFD)
 }
 
 /// An id that already is an absolute IRI safe to write as is (`scheme:rest`, no forbidden chars).
@@ -191,49 +236,60 @@ fn field_values(value: &Value) -> Vec<Value> {
 
 // ----- JSON-LD -----
 
-fn context() -> Value {
-    json!({
+fn context() -> Map<String, Value> {
+    let context = json!({
         "@vocab": VOCAB,
         "@base": ID_BASE,
         "cks": VOCAB,
         "rdfs": RDFS,
         "xsd": XSD,
         "name": "rdfs:label",
-        "relationType": "cks:relationType",
-        "participant": {"@id": "cks:participant", "@type": "@id"},
-        "participants": {"@id": "cks:participants", "@type": "@id", "@container": "@list"},
-    })
+    });
+    match context {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }
 
-fn json_ld(structure: &KnowledgeStructure) -> Value {
+fn json_ld(structure: &KnowledgeStructure) -> JsonLd {
     let mut nodes: Vec<Map<String, Value>> = Vec::with_capacity(structure.len());
-    for object in structure.objects() {
+    let mut node_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for object in structure.objects().filter(|o| !o.is_relation()) {
         let mut node = Map::new();
         node.insert("@id".into(), json!(object_ref(object.id())));
         node.insert("@type".into(), json!(ld_type(&object.identity.r#type)));
         node.insert("name".into(), json!(object.identity.name));
-        if let Some(relation) = object.relation() {
-            let refs: Vec<String> = relation.participants.iter().map(|p| object_ref(p)).collect();
-            node.insert("relationType".into(), json!(relation.relation_type));
-            node.insert("participant".into(), json!(refs));
-            node.insert("participants".into(), json!(refs));
-        }
-        for (key, value) in data_fields(object) {
+        for (key, value) in &object.structure {
             let values = field_values(value);
             let ld = match values.as_slice() {
+                _ if value.is_null() => Value::Null,
                 [Value::Null, nested] => json!({"@type": "@json", "@value": nested}),
                 [single] => single.clone(),
                 many => Value::Array(many.to_vec()),
             };
             node.insert(ld_key(key), ld);
         }
+        node_of.insert(object.id(), nodes.len());
         nodes.push(node);
     }
-    // Direct edges of binary relations, on their source's node.
+    // Each relation as a property of its first participant, pointing to its second.
     for object in structure.objects() {
         let Some(relation) = object.relation() else { continue };
-        let Some((source, target)) = relation.source_target() else { continue };
-        let Some(index) = structure.index_of(source) else { continue };
+        let (Some(source), Some(target)) = (relation.participants.first(), relation.participants.get(1)) else {
+            continue;
+        };
+        let index = match node_of.get(source) {
+            Some(&index) => index,
+            None => {
+                // The subject is itself a relation: a minimal node stands for it.
+                let mut node = Map::new();
+                node.insert("@id".into(), json!(object_ref(source)));
+                node.insert("@type".into(), json!("Entity"));
+                node_of.insert(source, nodes.len());
+                nodes.push(node);
+                nodes.len() - 1
+            }
+        };
         let key = ld_key(relation.relation_type);
         let edge = json!({"@id": object_ref(target)});
         match nodes[index].get_mut(&key) {
@@ -244,7 +300,7 @@ fn json_ld(structure: &KnowledgeStructure) -> Value {
             }
         }
     }
-    json!({"@context": context(), "@graph": nodes})
+    JsonLd { context: context(), graph: nodes }
 }
 
 // ----- Turtle -----
@@ -588,7 +644,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn exports_json_ld_with_a_context() {
+    async fn exports_the_reference_json_ld_graph_with_a_context() {
         let ctx = context();
         let id = session(&ctx, data()).await;
         let result = call(&ctx, "export_knowledge", json!({"session_id": id})).await;
@@ -598,20 +654,31 @@ mod tests {
         assert_eq!(data["@context"]["@base"], "http://cks.org/");
         assert_eq!(data["@context"]["name"], "rdfs:label");
         let graph = data["@graph"].as_array().unwrap();
-        assert_eq!(graph.len(), 5);
+        assert_eq!(graph.len(), 3, "relations are properties, not nodes");
         assert_eq!(
             graph[0],
             json!({"@id": "earth", "@type": "Planet", "name": "Earth \"blue\" \\ marble\nthird", "mass": 5.97, "moons": 1,
                    "inhabited": true, "tags": ["rocky", "wet"], "orbit": {"@type": "@json", "@value": {"days": 365}},
-                   "orbits": [{"@id": "sun"}]})
+                   "note": null, "orbits": [{"@id": "sun"}], "part%20of": [{"@id": "sun"}]})
         );
         assert_eq!(graph[2]["@id"], "solar%20system");
         assert_eq!(graph[2]["@type"], "Solar%20System");
-        assert_eq!(
-            graph[4],
-            json!({"@id": "r3", "@type": "Relation", "name": "r3", "relationType": "part of",
-                   "participant": ["earth", "sun", "solar%20system"], "participants": ["earth", "sun", "solar%20system"]})
-        );
+
+        // A relation whose first participant is a relation gets a minimal node, as in the reference.
+        let meta = session(
+            &ctx,
+            structure(vec![
+                obj("a", "Claim", "A", json!({})),
+                obj("b", "Claim", "B", json!({})),
+                rel("r1", &["a", "b"], "supports"),
+                rel("r2", &["r1", "a"], "cites"),
+            ]),
+        )
+        .await;
+        let result = call(&ctx, "export_knowledge", json!({"session_id": meta, "format": "json-ld"})).await;
+        let graph = result["data"]["@graph"].as_array().unwrap();
+        assert_eq!(graph.len(), 3);
+        assert_eq!(graph[2], json!({"@id": "r1", "@type": "Entity", "cites": [{"@id": "a"}]}));
     }
 
     #[tokio::test]
@@ -636,7 +703,9 @@ mod tests {
         assert_eq!(super::object_iri("urn:isbn:123"), "urn:isbn:123");
         assert_eq!(super::object_iri("a b/c"), "http://cks.org/a%20b%2Fc");
         assert_eq!(super::object_iri(".."), "http://cks.org/%2E%2E");
-        assert_eq!(super::object_iri("ü"), "http://cks.org/%C3%BC");
+        assert_eq!(super::object_iri("ü"), "http://cks.org/ü");
+        assert_eq!(super::object_iri("größe"), "http://cks.org/größe");
+        assert_eq!(super::object_iri("a\u{a0}b\u{fffe}"), "http://cks.org/a\u{a0}b%EF%BF%BE");
         assert_eq!(super::term("part of"), "<http://cks.org/vocab#part%20of>");
         assert_eq!(super::term("born_in"), "cks:born_in");
         assert_eq!(super::term("http://schema.org/Person"), "<http://schema.org/Person>");

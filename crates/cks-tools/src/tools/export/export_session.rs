@@ -15,7 +15,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 
-use cks_core::json::to_canonical_string;
 use cks_runtime::RuntimeError;
 
 use crate::context::ToolContext;
@@ -78,7 +77,7 @@ impl Tool for ExportSession {
             .runtime
             .read(&id, |s, info| {
                 let relations = s.relations().count();
-                (info.clone(), to_canonical_string(s), s.root_hash().to_hex(), s.len() - relations, relations, s.len())
+                (info.clone(), crate::convert::client_document(s), s.root_hash().to_hex(), s.len() - relations, relations, s.len())
             })
             .await?;
         if format == "cks" {
@@ -98,7 +97,7 @@ impl Tool for ExportSession {
             });
             if input.include_structures {
                 let state = ctx.runtime.version_state(&id, &version.version_id).await?;
-                entry["cks_json"] = json!(to_canonical_string(&state));
+                entry["cks_json"] = json!(crate::convert::client_document(&state));
             }
             versions.push(entry);
         }
@@ -162,7 +161,7 @@ async fn lineage(ctx: &ToolContext, info: &cks_runtime::SessionInfo) -> Result<V
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::tools::test_support::{call, context, document, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![obj("a", "T", "A", json!({})), obj("b", "T", "B", json!({})), rel("r", &["a", "b"], "x")])
@@ -204,7 +203,7 @@ mod tests {
             assert_eq!(version["object_count"], 3 + i as u64);
         }
         assert_eq!(versions[5]["metadata"]["tool"], "evolve_knowledge");
-        assert_eq!(versions.last().unwrap()["cks_json"], current["cks_json"]);
+        assert_eq!(document(&versions.last().unwrap()["cks_json"]), document(&current["cks_json"]));
 
         let lean = call(&ctx, "export_session", json!({"session_id": id})).await;
         assert!(lean["bundle"]["version_history"]["versions"][0].get("cks_json").is_none());
@@ -231,7 +230,11 @@ mod tests {
         let id = session(&ctx, data()).await;
         let result = call(&ctx, "export_session", json!({"session_id": id, "format": "CKS"})).await;
         let expected = cks_core::json::to_canonical_string(&cks_core::json::parse_value(data()).unwrap());
-        assert_eq!(result, json!({"format": "cks", "session_id": id, "cks_json": expected}));
+        let mut expected = document(&json!(expected));
+        expected["_cks_format_version"] = json!("1.0");
+        expected["_cks_min_reader_version"] = json!("1.13.0");
+        assert_eq!(document(&result["cks_json"]), expected, "the reference's document keys");
+        assert_eq!((&result["format"], &result["session_id"]), (&json!("cks"), &json!(id)));
         let bad = call(&ctx, "export_session", json!({"session_id": id, "format": "zip"})).await;
         assert_eq!(bad["error"], "unsupported_format");
         assert_eq!(bad["message"], "Format 'zip' is not supported. Use 'bundle' (default) or 'cks'.");

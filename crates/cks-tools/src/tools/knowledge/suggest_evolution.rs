@@ -387,6 +387,6 @@ mod tests {
         assert_eq!(call(&ctx, "suggest_evolution", json!({"description": "x"})).await["error"], "missing_parameter");
         ctx.runtime.close(&id).await.unwrap();
         let closed = call(&ctx, "suggest_evolution", json!({"session_id": id, "description": "x"})).await;
-        assert_eq!(closed["error"], "session_closed");
+        assert_eq!(closed["error"], "session_not_found");
     }
 }

@@ -7,10 +7,10 @@
 //! that holds no JSON at all.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use cks_core::json::{parse_value, to_canonical_string};
+use cks_core::json::parse_value;
 use cks_core::validate::{Severity, ValidationOptions, validate};
 use cks_llm::{ChatRequest, StopReason};
 use cks_runtime::NewSession;
@@ -65,12 +65,33 @@ pub(crate) struct Input {
     pub(crate) max_tokens: Option<u32>,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// Always true.
+    constructed: bool,
+    /// The new session holding the structure.
+    session_id: String,
+    version_id: Option<String>,
+    /// The structure as canonical JSON.
+    serialized: String,
+    /// Non-relation objects.
+    objects_count: usize,
+    relations_count: usize,
+    /// The model that answered.
+    model_used: String,
+    /// The provider that answered.
+    provider: String,
+    /// Warnings of the stored structure, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<Value>>,
+}
+
 pub(crate) struct ConstructKnowledge;
 
 #[async_trait::async_trait]
 impl Tool for ConstructKnowledge {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "construct_knowledge",
         description: "Turn free-form text into a knowledge structure with one call to the configured LLM \
@@ -80,7 +101,9 @@ impl Tool for ConstructKnowledge {
             structure is stored, as a new session. Returns {constructed, session_id, version_id, serialized, \
             objects_count, relations_count, model_used}. When the answer is unusable nothing is stored and the \
             error says why (llm_output_parse_error, construct_knowledge_failed for a truncated answer, \
-            cks_parse_error, or validation_failed with 'diagnostics'). 'hint' steers what to extract.",
+            cks_parse_error, or validation_failed with 'diagnostics'); when no provider is usable or the \
+            provider fails it is internal_error ('LLM call failed: ...', with 'error_kind'), as in the reference. \
+            'hint' steers what to extract.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,
@@ -91,12 +114,12 @@ impl Tool for ConstructKnowledge {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let text = input.text.trim();
         if text.is_empty() {
             return Err(ToolError::missing_parameter("text"));
         }
-        let client = ctx.llm.client()?;
+        let client = ctx.llm.client().map_err(unavailable)?;
         let redactor = &client.config().redactor;
         let mut prompt = format!("Extract a Canonical Knowledge Structure from the following text:\n\n{text}");
         if let Some(hint) = input.hint.as_deref().map(str::trim).filter(|h| !h.is_empty()) {
@@ -109,7 +132,7 @@ impl Tool for ConstructKnowledge {
             ..ChatRequest::from_prompt(prompt)
         };
         let response = tokio::select! {
-            response = client.chat(request) => response.map_err(|e| super::llm_error(&e))?,
+            response = client.chat(request) => response.map_err(|e| unavailable(super::llm_error(&e)))?,
             () = ctx.cancel.cancelled() => {
                 return Err(ToolError::new("cancelled", "construct_knowledge was cancelled before the model answered."));
             }
@@ -172,7 +195,7 @@ impl Tool for ConstructKnowledge {
         }
         let objects_count = structure.objects().filter(|o| !o.is_relation()).count();
         let relations_count = structure.relations().count();
-        let serialized = to_canonical_string(&structure);
+        let serialized = crate::convert::client_document(&structure);
         let provider = response.provider.as_str();
         let model_used = redactor.redact(&response.model);
         let metadata = ctx.version_metadata(
@@ -183,21 +206,22 @@ impl Tool for ConstructKnowledge {
             .runtime
             .create_session(structure, NewSession { first_version: Some(metadata), ..Default::default() })
             .await?;
-        let mut result = json!({
-            "constructed": true,
-            "session_id": info.session_id,
-            "version_id": info.latest_version_id,
-            "serialized": serialized,
-            "objects_count": objects_count,
-            "relations_count": relations_count,
-            "model_used": model_used,
-            "provider": provider,
-        });
         let notes: Vec<_> = report.diagnostics.into_iter().filter(|d| d.severity != Severity::Error).collect();
-        if !notes.is_empty() {
-            result["diagnostics"] = diagnostics_brief(&notes);
-        }
-        Ok(result)
+        let diagnostics = match diagnostics_brief(&notes) {
+            Value::Array(items) if !items.is_empty() => Some(items),
+            _ => None,
+        };
+        Ok(Output {
+            constructed: true,
+            session_id: info.session_id,
+            version_id: info.latest_version_id,
+            serialized,
+            objects_count,
+            relations_count,
+            model_used,
+            provider: provider.to_owned(),
+            diagnostics,
+        })
     }
 }
 
@@ -393,6 +417,16 @@ fn scan(text: &str) -> Scan {
     out
 }
 
+/// An LLM failure (no usable provider, or a provider that failed to answer) is `internal_error`
+/// ("LLM call failed: ..."), as the reference reports it; `error_kind` tells them apart.
+fn unavailable(mut error: ToolError) -> ToolError {
+    if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
+        error.code = "internal_error".into();
+        error.message = format!("Internal error: LLM call failed: {}", error.message);
+    }
+    error
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,14 +503,19 @@ mod tests {
         let result = call(&ctx, "construct_knowledge", args).await;
         let session_id = result["session_id"].as_str().expect("a session").to_owned();
         let info = ctx.runtime.info(&session_id).await.unwrap();
-        let expected_serialized = to_canonical_string(&parse_value(graph()).unwrap());
+        let mut result = result;
+        let document: Value = serde_json::from_str(result["serialized"].as_str().unwrap()).unwrap();
+        let expected: Value =
+            serde_json::from_str(&cks_core::json::to_canonical_string(&parse_value(graph()).unwrap())).unwrap();
+        assert_eq!(document["objects"], expected["objects"]);
+        assert_eq!(document["_cks_format_version"], "1.0", "a document for clients, as the reference writes it");
+        result.as_object_mut().unwrap().remove("serialized");
         assert_eq!(
             result,
             json!({
                 "constructed": true,
                 "session_id": session_id,
                 "version_id": info.latest_version_id,
-                "serialized": expected_serialized,
                 "objects_count": 2,
                 "relations_count": 1,
                 "model_used": "claude-test",
@@ -634,13 +673,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn provider_failures_are_llm_call_failed_without_the_key() {
+    async fn provider_failures_are_internal_errors_without_the_key() {
         let server = ProviderServer::start().await;
         let ctx = llm_context(&llm_env("anthropic", &server.base_url()));
         server.set_default(Some(Reply::ServerError));
         let result = call(&ctx, "construct_knowledge", json!({"text": "The Earth orbits the Sun."})).await;
-        assert_eq!(result["error"], "llm_call_failed", "{result}");
+        assert_eq!(result["error"], "internal_error", "{result}");
         assert_eq!(result["error_kind"], "server");
+        assert!(result["message"].as_str().unwrap().starts_with("Internal error: LLM call failed: "), "{result}");
         assert_eq!(result["provider"], "anthropic");
         assert_eq!(server.requests().len(), 2, "one retry as configured");
         assert!(!result.to_string().contains(TEST_KEY));
@@ -650,15 +690,18 @@ mod tests {
         server.set_default(None);
         server.push(Reply::Truncated);
         let result = call(&ctx, "construct_knowledge", json!({"text": "x"})).await;
-        assert_eq!(result["error"], "llm_call_failed", "{result}");
+        assert_eq!(result["error"], "internal_error", "{result}");
         assert_eq!(result["error_kind"], "malformed_response");
         assert!(!result.to_string().contains(TEST_KEY));
     }
 
     #[tokio::test]
-    async fn no_provider_is_llm_provider_unavailable() {
+    async fn no_provider_is_an_internal_error_as_in_the_reference() {
         let result = call(&context(), "construct_knowledge", json!({"text": "x"})).await;
-        assert_eq!(result, json!({"error": "llm_provider_unavailable", "message": "No LLM client is configured."}));
+        assert_eq!(
+            result,
+            json!({"error": "internal_error", "message": "Internal error: LLM call failed: No LLM client is configured."})
+        );
 
         // Anthropic chosen without its key: the client refuses before any request.
         let server = ProviderServer::start().await;
@@ -666,7 +709,9 @@ mod tests {
             llm_env("anthropic", &server.base_url()).into_iter().filter(|(k, _)| k != "ANTHROPIC_API_KEY").collect();
         let ctx = llm_context(&env);
         let result = call(&ctx, "construct_knowledge", json!({"text": "x"})).await;
-        assert_eq!(result["error"], "llm_provider_unavailable", "{result}");
+        assert_eq!(result["error"], "internal_error", "{result}");
+        assert_eq!(result["error_kind"], "not_configured");
+        assert!(result["message"].as_str().unwrap().starts_with("Internal error: LLM call failed: "));
         assert!(result["message"].as_str().unwrap().contains("ANTHROPIC_API_KEY"));
         assert!(server.requests().is_empty());
         assert_eq!(sessions(&ctx).await, 0);

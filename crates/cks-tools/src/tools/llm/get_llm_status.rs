@@ -5,8 +5,7 @@
 //! for cks-studio; `selection`, `configured`, `reachable` and `message` are added.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use cks_llm::{LlmConfig, ProviderKind};
 
@@ -15,15 +14,36 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Input {}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// `ollama`, `anthropic`, `openai_compatible`, `google`, or `none`.
+    provider: String,
+    /// The model the provider would use (null without a provider).
+    model: Option<String>,
+    /// What `CKS_LLM_PROVIDER` asks for (`auto` or a provider name; null without a client).
+    selection: Option<String>,
+    /// The provider has what it needs (a key, a base URL).
+    configured: bool,
+    /// The provider answered a model-list request.
+    reachable: bool,
+    /// Ollama is the provider and answers.
+    ollama_available: bool,
+    anthropic_configured: bool,
+    openai_compatible_configured: bool,
+    google_configured: bool,
+    /// Why the provider is not usable, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
 
 pub(crate) struct GetLlmStatus;
 
 #[async_trait::async_trait]
 impl Tool for GetLlmStatus {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "get_llm_status",
         description: "Report which LLM provider construct_knowledge and ai_chat would use now and whether it \
@@ -42,7 +62,7 @@ impl Tool for GetLlmStatus {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Output, ToolError> {
         let client = match &ctx.llm {
             LlmAccess::Ready(client) => client,
             LlmAccess::Misconfigured(message) => return Ok(unavailable(Some(message))),
@@ -54,21 +74,18 @@ impl Tool for GetLlmStatus {
         // Ollama's reachability is known only when it is the provider asked (or chosen by `auto`,
         // which probes it first).
         let ollama_available = status.provider == Some(ProviderKind::Ollama) && status.reachable;
-        let mut result = json!({
-            "provider": status.provider.map_or("none", ProviderKind::as_str),
-            "model": status.model.as_deref().map(redact),
-            "selection": status.selection,
-            "configured": status.configured,
-            "reachable": status.reachable,
-            "ollama_available": ollama_available,
-        });
-        for kind in [ProviderKind::Anthropic, ProviderKind::OpenaiCompatible, ProviderKind::Google] {
-            result[format!("{kind}_configured")] = json!(configured(config, kind));
-        }
-        if let Some(message) = &status.message {
-            result["message"] = json!(redact(message));
-        }
-        Ok(result)
+        Ok(Output {
+            provider: status.provider.map_or("none", ProviderKind::as_str).to_owned(),
+            model: status.model.as_deref().map(redact),
+            selection: Some(status.selection.to_string()),
+            configured: status.configured,
+            reachable: status.reachable,
+            ollama_available,
+            anthropic_configured: configured(config, ProviderKind::Anthropic),
+            openai_compatible_configured: configured(config, ProviderKind::OpenaiCompatible),
+            google_configured: configured(config, ProviderKind::Google),
+            message: status.message.as_deref().map(redact),
+        })
     }
 }
 
@@ -78,24 +95,25 @@ fn configured(config: &LlmConfig, kind: ProviderKind) -> bool {
 }
 
 /// The status when there is no usable client at all.
-fn unavailable(message: Option<&str>) -> Value {
-    json!({
-        "provider": "none",
-        "model": null,
-        "selection": null,
-        "configured": false,
-        "reachable": false,
-        "ollama_available": false,
-        "anthropic_configured": false,
-        "openai_compatible_configured": false,
-        "google_configured": false,
-        "message": message.unwrap_or("No LLM client is configured."),
-    })
+fn unavailable(message: Option<&str>) -> Output {
+    Output {
+        provider: "none".into(),
+        model: None,
+        selection: None,
+        configured: false,
+        reachable: false,
+        ollama_available: false,
+        anthropic_configured: false,
+        openai_compatible_configured: false,
+        google_configured: false,
+        message: Some(message.unwrap_or("No LLM client is configured.").to_owned()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use serde_json::{Value, json};
+
     use crate::tools::test_support::{TEST_KEY, call, context, llm_context, llm_env};
     use cks_testkit::ProviderServer;
 
@@ -158,6 +176,6 @@ mod tests {
         assert_eq!(result["model"], Value::Null);
         assert_eq!(result["configured"], false);
         let result = call(&context(), "get_llm_status", json!({"extra": 1})).await;
-        assert_eq!(result["error"], "invalid_parameter", "no arguments are taken");
+        assert_eq!(result["provider"], "none", "unknown arguments are ignored, as in the reference");
     }
 }

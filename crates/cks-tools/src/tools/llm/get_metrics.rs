@@ -2,11 +2,11 @@
 //! telemetry (kept by the LLM client). Only counts, durations, provider and model names and error
 //! classes: never arguments, messages or keys.
 //!
-//! The reference's `critic_agent_metrics` is omitted (there is no critic agent here), and
-//! `runtime_metrics` holds session counts rather than per-operation timings.
+//! There is no critic agent here, so `critic_agent_metrics` holds the reference's counters, all
+//! empty; `runtime_metrics` holds session counts rather than the reference's per-operation timings.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use time::format_description::well_known::Rfc3339;
@@ -18,15 +18,38 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Input {}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// Session counts: sessions, open_sessions, closed_sessions, loaded_sessions, versions, objects.
+    runtime_metrics: Map<String, Value>,
+    /// `{timestamp, tools: {name: {calls, error_count, success_rate, latency_*_ms, top_errors}}}`.
+    tool_telemetry: Map<String, Value>,
+    /// LLM calls: total_calls, calls_by_provider, calls_by_model, total_tokens, avg_duration_ms,
+    /// success_rate, top_errors, timestamp, and the client's own totals and recent calls.
+    llm_telemetry: Map<String, Value>,
+    /// The reference's critic agent counters; there is no critic agent here, so they stay empty.
+    critic_agent_metrics: CriticAgentMetrics,
+}
+
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub(crate) struct CriticAgentMetrics {
+    processed: Map<String, Value>,
+    completed: Map<String, Value>,
+    retried: Map<String, Value>,
+    dead_lettered: Map<String, Value>,
+    lease_lost: Map<String, Value>,
+    llm_breaker_open: bool,
+    llm_breaker_trips: u64,
+}
 
 pub(crate) struct GetMetrics;
 
 #[async_trait::async_trait]
 impl Tool for GetMetrics {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "get_metrics",
         description: "Server metrics since start. 'runtime_metrics': session counts (stored, open, closed, \
@@ -34,7 +57,9 @@ impl Tool for GetMetrics {
             count, success rate, latency average/min/max and p50/p95/p99 over recent calls, and the top error \
             codes. 'llm_telemetry': LLM provider calls (total_calls, calls_by_provider, calls_by_model, \
             total_tokens, avg_duration_ms, success_rate, top_errors, plus the recent calls and totals). \
-            Returns {runtime_metrics, tool_telemetry, llm_telemetry}; all in-process, nothing persisted.",
+            'critic_agent_metrics': the reference's critic agent counters, always empty (there is no critic \
+            agent). Returns {runtime_metrics, tool_telemetry, llm_telemetry, critic_agent_metrics}; all \
+            in-process, nothing persisted.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -45,7 +70,7 @@ impl Tool for GetMetrics {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Output, ToolError> {
         let timestamp = time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default();
         let sessions = ctx.runtime.list_sessions().await?;
         let open = sessions.iter().filter(|s| !s.closed).count();
@@ -69,11 +94,16 @@ impl Tool for GetMetrics {
                 "total_tokens": 0, "avg_duration_ms": 0.0, "success_rate": 1.0, "top_errors": [],
             }),
         };
-        Ok(json!({
-            "runtime_metrics": runtime_metrics,
-            "tool_telemetry": tool_telemetry,
-            "llm_telemetry": llm_telemetry,
-        }))
+        let object = |value: Value| match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        Ok(Output {
+            runtime_metrics: object(runtime_metrics),
+            tool_telemetry: object(tool_telemetry),
+            llm_telemetry: object(llm_telemetry),
+            critic_agent_metrics: CriticAgentMetrics::default(),
+        })
     }
 }
 

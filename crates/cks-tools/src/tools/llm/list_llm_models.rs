@@ -8,8 +8,8 @@
 //! `llm_call_failed`, still carrying `provider` and an empty `models`.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use cks_llm::ErrorKind;
 
@@ -18,15 +18,32 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Input {}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// The provider asked, or `none`.
+    provider: String,
+    models: Vec<Model>,
+    /// Why no provider is usable, when none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Model {
+    /// The id to pass as 'model'.
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    display_name: Option<String>,
+}
 
 pub(crate) struct ListLlmModels;
 
 #[async_trait::async_trait]
 impl Tool for ListLlmModels {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "list_llm_models",
         description: "List the models of the LLM provider that construct_knowledge and ai_chat would use now \
@@ -44,7 +61,7 @@ impl Tool for ListLlmModels {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Output, ToolError> {
         let client = match &ctx.llm {
             LlmAccess::Ready(client) => client,
             LlmAccess::Misconfigured(message) => return Ok(none(message)),
@@ -57,22 +74,16 @@ impl Tool for ListLlmModels {
         };
         match client.list_models().await {
             Ok(models) => {
-                let models: Vec<Value> = models
-                    .into_iter()
-                    .map(|m| match m.display_name {
-                        Some(display_name) => json!({"name": m.id, "display_name": display_name}),
-                        None => json!({"name": m.id}),
-                    })
-                    .collect();
-                Ok(json!({"provider": provider.as_str(), "models": models}))
+                let models = models.into_iter().map(|m| Model { name: m.id, display_name: m.display_name }).collect();
+                Ok(Output { provider: provider.as_str().to_owned(), models, message: None })
             }
             Err(e) => Err(super::llm_error(&e).with("provider", provider.as_str()).with("models", json!([]))),
         }
     }
 }
 
-fn none(message: &str) -> Value {
-    json!({"provider": "none", "models": [], "message": message})
+fn none(message: &str) -> Output {
+    Output { provider: "none".into(), models: Vec::new(), message: Some(message.to_owned()) }
 }
 
 #[cfg(test)]

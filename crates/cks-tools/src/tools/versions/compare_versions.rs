@@ -164,6 +164,6 @@ mod tests {
         assert_eq!(no_session["error"], "session_not_found");
         ctx.runtime.close(&sid).await.unwrap();
         let closed = call(&ctx, "compare_versions", json!({"session_id": sid, "target_version_id": first})).await;
-        assert_eq!(closed["operations"], json!([]), "closed sessions stay readable");
+        assert_eq!(closed["error"], "session_not_found", "a closed session is gone");
     }
 }

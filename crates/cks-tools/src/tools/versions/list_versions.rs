@@ -45,7 +45,7 @@ impl Tool for ListVersions {
         description: "List every version in a session's history, oldest first. Each entry has version_id, \
             created_at, transaction_id, metadata (which tool committed it, and why), seq (1-based position), \
             state_hash and object_count. Use a version_id with compare_versions, explain_diff, revert_version or \
-            create_branch. Closed sessions can still be listed. Returns {session_id, versions}.",
+            create_branch. Returns {session_id, versions}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -110,14 +110,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn closed_sessions_can_be_listed_and_errors_are_reported() {
+    async fn closed_sessions_are_gone_and_errors_are_reported() {
         let ctx = context();
         let (sid, _) = session(&ctx, json!([])).await;
         ctx.runtime.close(&sid).await.unwrap();
-        assert_eq!(
-            call(&ctx, "list_versions", json!({"session_id": sid})).await["versions"].as_array().unwrap().len(),
-            1
-        );
+        assert_eq!(call(&ctx, "list_versions", json!({"session_id": sid})).await["error"], "session_not_found");
 
         let missing = call(&ctx, "list_versions", json!({})).await;
         assert_eq!(

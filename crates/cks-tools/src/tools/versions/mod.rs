@@ -82,11 +82,6 @@ impl ChangeCounts {
     }
 }
 
-/// What changed from `base` to `current`, counted as [`ChangeCounts`].
-pub(crate) fn change_counts(base: &KnowledgeStructure, current: &KnowledgeStructure) -> ChangeCounts {
-    diff_report(base, current).0
-}
-
 /// What happened to one id between two points: `{action: added|deleted|modified|unchanged, type,
 /// name, structure | changes}`, `{}` when it is absent from both.
 ///

@@ -148,7 +148,7 @@ mod tests {
         ctx.runtime.close(&other).await.unwrap();
         let closed =
             call(&ctx, "revert_version", json!({"session_id": other, "target_version_id": other_version})).await;
-        assert_eq!(closed["error"], "session_closed");
+        assert_eq!(closed["error"], "session_not_found");
         assert_eq!(ctx.runtime.list_versions(&sid).await.unwrap().len(), 1, "nothing committed");
     }
 }
