@@ -226,7 +226,7 @@ pub struct ToolCall {
     result: Value,
     is_error: bool,
     /// The model wrote this call as text; it was recognised and run as a call.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     recovered_from_text: bool,
     /// A repeat of the call at this index, answered from its result.
     #[serde(skip_serializing_if = "Option::is_none")]
