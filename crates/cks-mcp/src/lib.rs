@@ -4,15 +4,15 @@
 //! Invariant: this is the only crate that knows MCP or HTTP serving.
 
 pub mod config;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod import_reference;
 mod mcp;
 mod prompts;
 mod resources;
 pub mod server;
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
 mod stdio;
 
 use std::collections::HashMap;

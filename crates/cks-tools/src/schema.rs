@@ -42,7 +42,13 @@ pub fn output_schema<T: JsonSchema>() -> Option<Value> {
         .into_generator();
     let mut success = generator.into_root_schema_for::<T>().to_value();
     let map = success.as_object_mut()?;
-    if map.get("type").and_then(Value::as_str) != Some("object") {
+    // A result that is one of several object shapes (an untagged enum) is an object too.
+    let alternatives_are_objects = ["anyOf", "oneOf"].iter().any(|key| {
+        map.get(*key)
+            .and_then(Value::as_array)
+            .is_some_and(|branches| branches.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("object")))
+    });
+    if map.get("type").and_then(Value::as_str) != Some("object") && !alternatives_are_objects {
         return None;
     }
     map.remove("title");

@@ -204,3 +204,19 @@ async fn calls_are_checked_and_panics_are_contained() {
     assert_eq!(registry.call("no_such_tool", json!({}), &ctx).await.unwrap_err().0, "no_such_tool");
     assert_eq!(call(json!([1])).await["error"], "invalid_parameter");
 }
+
+/// Every tool's result is typed and published, so clients can rely on `structuredContent`; the one
+/// exception is `serialize_knowledge`, whose result for `json_data` is the bare document text (as
+/// the reference's), which MCP output schemas (objects only) cannot describe.
+#[test]
+fn every_tool_publishes_its_result_shape() {
+    let registry = Registry::standard();
+    let unpublished: Vec<&str> = registry.iter().filter(|t| t.output_schema.is_none()).map(|t| t.meta().name).collect();
+    assert_eq!(unpublished, ["serialize_knowledge"]);
+    for tool in registry.iter() {
+        if let Some(schema) = &tool.output_schema {
+            assert_eq!(schema["type"], "object", "{}", tool.meta().name);
+            assert!(tool.check_output(&json!({"error": "session_not_found", "message": "x"})).is_ok());
+        }
+    }
+}

@@ -11,8 +11,8 @@
 //! reads both back.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 
 use cks_runtime::RuntimeError;
@@ -41,7 +41,7 @@ pub(crate) struct ExportSession;
 #[async_trait::async_trait]
 impl Tool for ExportSession {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "export_session",
         description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \
@@ -62,7 +62,7 @@ impl Tool for ExportSession {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let requested = input.format.unwrap_or_else(|| "bundle".into());
         let format = requested.trim().to_lowercase();
         if format != "bundle" && format != "cks" {
@@ -73,69 +73,151 @@ impl Tool for ExportSession {
             .with("supported", json!(["bundle", "cks"])));
         }
         let id = input.session_id;
-        let (info, cks_json, root_hash, nodes, relations, total) = ctx
+        let (info, current_structure) = ctx
             .runtime
             .read(&id, |s, info| {
                 let relations = s.relations().count();
-                (info.clone(), crate::convert::client_document(s), s.root_hash().to_hex(), s.len() - relations, relations, s.len())
+                let current = CurrentStructure {
+                    root_hash: s.root_hash().to_hex(),
+                    objects_count: s.len() - relations,
+                    relations_count: relations,
+                    total_objects: s.len(),
+                    cks_json: crate::convert::client_document(s),
+                };
+                (info.clone(), current)
             })
             .await?;
         if format == "cks" {
-            return Ok(json!({"format": "cks", "session_id": id, "cks_json": cks_json}));
+            return Ok(Output::Cks { format: "cks", session_id: id, cks_json: current_structure.cks_json });
         }
 
         let mut versions = Vec::new();
         for version in ctx.runtime.list_versions(&id).await? {
-            let mut entry = json!({
-                "version_id": version.version_id,
-                "seq": version.seq,
-                "transaction_id": version.transaction_id,
-                "created_at": version.created_at,
-                "state_hash": version.state_hash,
-                "object_count": version.object_count,
-                "metadata": version.metadata,
-            });
-            if input.include_structures {
+            let cks_json = if input.include_structures {
                 let state = ctx.runtime.version_state(&id, &version.version_id).await?;
-                entry["cks_json"] = json!(crate::convert::client_document(&state));
-            }
-            versions.push(entry);
+                Some(crate::convert::client_document(&state))
+            } else {
+                None
+            };
+            versions.push(VersionEntry {
+                version_id: version.version_id,
+                seq: version.seq,
+                transaction_id: version.transaction_id,
+                created_at: version.created_at,
+                state_hash: version.state_hash,
+                object_count: version.object_count,
+                metadata: version.metadata,
+                cks_json,
+            });
         }
 
-        let bundle = json!({
-            "cks_mcp_export": true,
-            "schema_version": BUNDLE_SCHEMA_VERSION,
-            "session": {
-                "session_id": info.session_id,
-                "parent_session_id": info.parent_session_id,
-                "parent_version_id": info.parent_version_id,
-                "closed": info.closed,
-                "created_at": info.created_at,
-                "metadata": info.metadata,
+        let bundle = Bundle {
+            cks_mcp_export: true,
+            schema_version: BUNDLE_SCHEMA_VERSION,
+            lineage: lineage(ctx, &info).await?,
+            session: SessionEntry {
+                session_id: info.session_id,
+                parent_session_id: info.parent_session_id,
+                parent_version_id: info.parent_version_id,
+                closed: info.closed,
+                created_at: info.created_at,
+                metadata: info.metadata,
             },
-            "lineage": lineage(ctx, &info).await?,
-            "current_structure": {
-                "root_hash": root_hash,
-                "objects_count": nodes,
-                "relations_count": relations,
-                "total_objects": total,
-                "cks_json": cks_json,
+            current_structure,
+            version_history: VersionHistory {
+                count: versions.len(),
+                include_structures: input.include_structures,
+                versions,
             },
-            "version_history": {
-                "count": versions.len(),
-                "include_structures": input.include_structures,
-                "versions": versions,
-            },
-        });
+        };
         let bundle_json = serde_json::to_string(&bundle).map_err(|e| ToolError::internal(e.to_string()))?;
-        Ok(json!({"format": "bundle", "session_id": id, "bundle": bundle, "bundle_json": bundle_json}))
+        Ok(Output::Bundle { format: "bundle", session_id: id, bundle: Box::new(bundle), bundle_json })
     }
+}
+
+/// The result: the bundle (default), or the session's current structure alone (`format: "cks"`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Output {
+    Bundle {
+        format: &'static str,
+        session_id: String,
+        bundle: Box<Bundle>,
+        /// The same bundle as JSON text, ready to store or to pass to `import_session`.
+        bundle_json: String,
+    },
+    Cks {
+        format: &'static str,
+        session_id: String,
+        cks_json: String,
+    },
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Bundle {
+    cks_mcp_export: bool,
+    schema_version: &'static str,
+    session: SessionEntry,
+    /// The session's ancestors, nearest first.
+    lineage: Vec<LineageEntry>,
+    current_structure: CurrentStructure,
+    version_history: VersionHistory,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct SessionEntry {
+    session_id: String,
+    parent_session_id: Option<String>,
+    parent_version_id: Option<String>,
+    closed: bool,
+    created_at: String,
+    metadata: Map<String, Value>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct LineageEntry {
+    session_id: String,
+    /// The fork point in that ancestor.
+    parent_version_id: Option<String>,
+    /// Whether the ancestor is still stored here.
+    exists: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct CurrentStructure {
+    root_hash: String,
+    /// Objects that are not relations.
+    objects_count: usize,
+    relations_count: usize,
+    total_objects: usize,
+    cks_json: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct VersionHistory {
+    count: usize,
+    include_structures: bool,
+    versions: Vec<VersionEntry>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct VersionEntry {
+    version_id: String,
+    seq: u64,
+    transaction_id: String,
+    created_at: String,
+    state_hash: String,
+    object_count: u64,
+    metadata: Map<String, Value>,
+    /// The version's structure, with `include_structures`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cks_json: Option<String>,
 }
 
 /// The session's ancestors, nearest first: `{session_id, parent_version_id (the fork point in
 /// that ancestor), exists}`. Stops at a root, at a missing ancestor, at a repeat, or after
 /// [`MAX_LINEAGE`] steps.
-async fn lineage(ctx: &ToolContext, info: &cks_runtime::SessionInfo) -> Result<Vec<Value>, ToolError> {
+async fn lineage(ctx: &ToolContext, info: &cks_runtime::SessionInfo) -> Result<Vec<LineageEntry>, ToolError> {
     let mut out = Vec::new();
     let mut seen: HashSet<String> = HashSet::from([info.session_id.clone()]);
     let mut next = info.parent_session_id.clone().map(|p| (p, info.parent_version_id.clone()));
@@ -145,11 +227,11 @@ async fn lineage(ctx: &ToolContext, info: &cks_runtime::SessionInfo) -> Result<V
         }
         match ctx.runtime.info(&parent).await {
             Ok(parent_info) => {
-                out.push(json!({"session_id": parent, "parent_version_id": fork_version, "exists": true}));
+                out.push(LineageEntry { session_id: parent, parent_version_id: fork_version, exists: true });
                 next = parent_info.parent_session_id.clone().map(|p| (p, parent_info.parent_version_id.clone()));
             }
             Err(RuntimeError::SessionNotFound(_)) => {
-                out.push(json!({"session_id": parent, "parent_version_id": fork_version, "exists": false}));
+                out.push(LineageEntry { session_id: parent, parent_version_id: fork_version, exists: false });
             }
             Err(e) => return Err(e.into()),
         }

@@ -10,7 +10,7 @@
 //! suggest re-validating `current_structure.cks_json`), so this tool is ours alone.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use cks_core::KnowledgeStructure;
@@ -27,6 +27,18 @@ pub(crate) struct Input {
     pub(crate) bundle_json: String,
 }
 
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    imported: bool,
+    session_id: String,
+    versions_imported: usize,
+    /// Versions the bundle lists without their structure (a lean bundle): listed, not stored.
+    versions_without_structure: Vec<String>,
+    closed: bool,
+    /// Objects in the imported session's current state.
+    object_count: usize,
+}
+
 pub(crate) struct ImportSession;
 
 fn invalid_bundle(message: impl Into<String>) -> ToolError {
@@ -36,7 +48,7 @@ fn invalid_bundle(message: impl Into<String>) -> ToolError {
 #[async_trait::async_trait]
 impl Tool for ImportSession {
     type Input = Input;
-    type Output = Value;
+    type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "import_session",
         description: "Recreate a session from an export_session bundle (from this server or the reference server), \
@@ -55,7 +67,7 @@ impl Tool for ImportSession {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let parsed: Value = serde_json::from_str(&input.bundle_json)
             .map_err(|e| invalid_bundle(format!("bundle_json is not JSON: {e}")))?;
         // The whole export_session result is accepted too.
@@ -137,14 +149,14 @@ impl Tool for ImportSession {
             )
             .with("session_id", json!(session_id)));
         }
-        Ok(json!({
-            "imported": true,
-            "session_id": session_id,
-            "versions_imported": imported_versions,
-            "versions_without_structure": without_structure,
-            "closed": closed,
-            "object_count": current.len(),
-        }))
+        Ok(Output {
+            imported: true,
+            session_id,
+            versions_imported: imported_versions,
+            versions_without_structure: without_structure,
+            closed,
+            object_count: current.len(),
+        })
     }
 }
 
@@ -233,10 +245,7 @@ mod tests {
         assert_eq!(listed["versions"][0]["version_id"], versions[1]["version_id"]);
         assert_eq!(listed["versions"][0]["created_at"], versions[1]["created_at"]);
         let serialized = call(&to, "serialize_knowledge", json!({"session_id": id})).await;
-        assert_eq!(
-            document(&serialized["serialized"]),
-            document(&exported["bundle"]["current_structure"]["cks_json"])
-        );
+        assert_eq!(document(&serialized["serialized"]), document(&exported["bundle"]["current_structure"]["cks_json"]));
     }
 
     #[tokio::test]
