@@ -4,7 +4,7 @@
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Value, json};
 
-use cks_core::json::to_canonical_string;
+use cks_tools::convert::client_document;
 use cks_runtime::{Runtime, RuntimeError};
 
 fn invalid(message: String) -> ErrorData {
@@ -92,14 +92,14 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorDat
                 .collect();
             serde_json::to_string_pretty(&list).unwrap_or_default()
         }
-        [id] => runtime.read(id, |s, _| to_canonical_string(s)).await.map_err(map_err)?,
+        [id] => runtime.read(id, |s, _| client_document(s)).await.map_err(map_err)?,
         [id, "versions"] => {
             let versions = runtime.list_versions(id).await.map_err(map_err)?;
             serde_json::to_string_pretty(&versions).unwrap_or_default()
         }
         [id, "versions", version_id] => {
             let state = runtime.version_state(id, version_id).await.map_err(map_err)?;
-            to_canonical_string(&state)
+            client_document(&state)
         }
         _ => return Err(not_found()),
     };

@@ -4,8 +4,8 @@
 //!
 //! Differences from the reference: with `include_structures` every version's structure is
 //! reconstructed and embedded (the reference silently skips the versions stored as deltas, i.e.
-//! most of them); `current_structure.objects_count` counts non-relation objects (the reference
-//! counted relations too) and `total_objects` counts both; each version also carries its
+//! most of them); `current_structure` adds `relations_count` and `total_objects` beside the
+//! reference's `objects_count` (every object, relations included); each version also carries its
 //! metadata, sequence number and object count; the bundle adds `lineage`. Every key of the
 //! reference's bundle is present, so tools written for its bundles read ours; `import_session`
 //! reads both back.
@@ -79,7 +79,7 @@ impl Tool for ExportSession {
                 let relations = s.relations().count();
                 let current = CurrentStructure {
                     root_hash: s.root_hash().to_hex(),
-                    objects_count: s.len() - relations,
+                    objects_count: s.len(),
                     relations_count: relations,
                     total_objects: s.len(),
                     cks_json: crate::convert::client_document(s),
@@ -186,7 +186,7 @@ struct LineageEntry {
 #[derive(Debug, Serialize, JsonSchema)]
 struct CurrentStructure {
     root_hash: String,
-    /// Objects that are not relations.
+    /// Every object, relations included (as the reference counts).
     objects_count: usize,
     relations_count: usize,
     total_objects: usize,
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(bundle["session"]["closed"], false);
         assert_eq!(bundle["lineage"], json!([]));
         let current = &bundle["current_structure"];
-        assert_eq!((current["objects_count"].as_u64(), current["relations_count"].as_u64()), (Some(14), Some(1)));
+        assert_eq!((current["objects_count"].as_u64(), current["relations_count"].as_u64()), (Some(15), Some(1)));
         assert_eq!(current["total_objects"], 15);
         let history = &bundle["version_history"];
         assert_eq!(history["count"], 13);
