@@ -4,6 +4,7 @@ entry names."""
 
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -122,6 +123,14 @@ class LedgerMatching(unittest.TestCase):
             if not entry.get("normalised"):
                 self.assertTrue(entry.get("tools"), entry["id"])
                 self.assertTrue(entry.get("kinds") or entry.get("steps"), entry["id"])
+
+    def test_every_entry_is_described_for_people(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        ledger = Ledger(os.path.join(here, "ledger.json"))
+        with open(os.path.join(here, "..", "..", "COMPATIBILITY.md"), encoding="utf-8") as f:
+            described = set(re.findall(r"^### `([^`]+)`", f.read(), re.M))
+        for entry in ledger.entries:
+            self.assertIn(entry["id"], described, "ledger.json entry without a COMPATIBILITY.md section")
 
 
 class Steps(unittest.TestCase):
