@@ -41,6 +41,37 @@ impl SessionCheck {
     }
 }
 
+/// Which kind of argument fault an [`ArgumentCode`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgumentFault {
+    /// A required argument is absent.
+    Missing,
+    /// The argument is present but does not match its published schema (wrong type, bad item, ...).
+    Malformed,
+}
+
+/// A tool's own error code for a fault in one argument, used by the registry's schema check
+/// instead of the generic `missing_parameter` / `invalid_parameter`. The published schema stays
+/// unchanged: this only chooses the code a client sees when the schema is not met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgumentCode {
+    pub field: &'static str,
+    pub fault: ArgumentFault,
+    pub code: &'static str,
+}
+
+impl ArgumentCode {
+    /// `code` when `field` is present but does not match its schema.
+    pub const fn malformed(field: &'static str, code: &'static str) -> Self {
+        ArgumentCode { field, fault: ArgumentFault::Malformed, code }
+    }
+
+    /// `code` when the required `field` is absent.
+    pub const fn missing(field: &'static str, code: &'static str) -> Self {
+        ArgumentCode { field, fault: ArgumentFault::Missing, code }
+    }
+}
+
 /// What a tool is and what it may do; the single source for `tools/list` annotations, argument
 /// checks and the `ai_chat` exposure decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +111,9 @@ pub trait Tool: Send + Sync + 'static {
     /// `outputSchema` (a free-form `Value` publishes none).
     type Output: Serialize + JsonSchema + Send + 'static;
     const META: ToolMeta;
+    /// Error codes for argument faults that differ from the generic ones (see [`ArgumentCode`]).
+    /// Session arguments need no entry: a malformed one is always `session_not_found`.
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[];
 
     async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Self::Output, ToolError>;
 }
@@ -89,6 +123,7 @@ pub trait Tool: Send + Sync + 'static {
 pub trait DynTool: Send + Sync + 'static {
     fn meta(&self) -> &'static ToolMeta;
     fn input_schema(&self) -> Value;
+    fn argument_codes(&self) -> &'static [ArgumentCode];
     fn output_schema(&self) -> Option<Value>;
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
 }
@@ -101,6 +136,10 @@ impl<T: Tool> DynTool for T {
 
     fn input_schema(&self) -> Value {
         crate::schema::input_schema::<T::Input>()
+    }
+
+    fn argument_codes(&self) -> &'static [ArgumentCode] {
+        T::ARGUMENT_CODES
     }
 
     fn output_schema(&self) -> Option<Value> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::{Runtime, RuntimeConfig};
-use cks_tools::{Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+use cks_tools::{ArgumentCode, Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 fn context() -> ToolContext {
     ToolContext::new(Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default())))
@@ -203,4 +203,86 @@ async fn calls_are_checked_and_panics_are_contained() {
     assert_eq!(call(json!({"session_id": session})).await["error"], "session_closed");
     assert_eq!(registry.call("no_such_tool", json!({}), &ctx).await.unwrap_err().0, "no_such_tool");
     assert_eq!(call(json!([1])).await["error"], "invalid_parameter");
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct CodedInput {
+    #[allow(dead_code)] // checked by the registry before the handler runs
+    session_id: String,
+    #[allow(dead_code)]
+    items: Vec<String>,
+    #[allow(dead_code)]
+    count: Option<u32>,
+}
+
+/// A tool that declares its own codes for faults in `items`.
+struct Coded;
+
+#[async_trait::async_trait]
+impl Tool for Coded {
+    type Input = CodedInput;
+    type Output = ProbeOutput;
+    const ARGUMENT_CODES: &'static [ArgumentCode] =
+        &[ArgumentCode::malformed("items", "bad_items"), ArgumentCode::missing("items", "no_items")];
+    const META: ToolMeta = ToolMeta {
+        name: "coded",
+        description: "test tool with declared argument codes",
+        session_checks: &[SessionCheck::exists("session_id")],
+        ..Probe::META
+    };
+
+    async fn run(&self, _ctx: &ToolContext, _input: CodedInput) -> Result<ProbeOutput, ToolError> {
+        Ok(ProbeOutput { count: None })
+    }
+}
+
+#[tokio::test]
+async fn declared_argument_codes_replace_the_generic_ones() {
+    let mut registry = Registry::standard();
+    registry.register(Arc::new(Coded));
+    let ctx = context();
+    let session = ctx.runtime.create_session(Default::default(), Default::default()).await.unwrap().session_id;
+    let call = |args: Value| {
+        let (registry, ctx) = (&registry, &ctx);
+        async move { registry.call("coded", args, ctx).await.unwrap() }
+    };
+
+    let missing = call(json!({"session_id": session})).await;
+    assert_eq!(missing["error"], "no_items");
+    assert_eq!(missing["parameter"], "items");
+    assert_eq!(call(json!({"session_id": session, "items": "one"})).await["error"], "bad_items");
+    assert_eq!(call(json!({"session_id": session, "items": [1]})).await["error"], "bad_items", "a bad item too");
+    let other = call(json!({"session_id": session, "items": [], "count": "x"})).await;
+    assert_eq!(other["error"], "invalid_parameter", "undeclared arguments keep the generic code");
+    let number = call(json!({"session_id": 5, "items": []})).await;
+    assert_eq!(number["error"], "session_not_found", "a session argument that is not a string names no session");
+    assert_eq!(number["session_id"], "5");
+    assert_eq!(call(json!({"items": []})).await["error"], "missing_parameter");
+    assert_eq!(call(json!({"session_id": session, "items": []})).await, json!({"count": null}));
+}
+
+#[tokio::test]
+async fn standard_tools_answer_their_designed_codes_for_bad_arguments() {
+    let registry = Registry::standard();
+    let ctx = context();
+    let session = ctx.runtime.create_session(Default::default(), Default::default()).await.unwrap().session_id;
+    let cases = [
+        ("list_versions", json!({"session_id": 42}), "session_not_found"),
+        ("merge_branch", json!({"target_session_id": session}), "session_not_found"),
+        ("merge_branch", json!({"target_session_id": 1, "source_session_id": 2}), "session_not_found"),
+        ("validate_knowledge", json!({"json_data": "{}", "extensions": "confidence_bounds"}), "unknown_extension"),
+        ("validate_knowledge", json!({"json_data": 5}), "invalid_json"),
+        ("evolve_knowledge", json!({"session_id": session, "operations": "add"}), "invalid_operations"),
+        (
+            "evolve_knowledge",
+            json!({"session_id": session, "operations": {"type": "add_object"}}),
+            "invalid_operations",
+        ),
+        ("create_branch", json!({"session_id": session, "version_id": 3}), "branch_failed"),
+        ("search_semantic", json!({"session_id": session}), "empty_query"),
+    ];
+    for (tool, args, code) in cases {
+        let result = registry.call(tool, args.clone(), &ctx).await.unwrap();
+        assert_eq!(result["error"], code, "{tool} {args}: {result}");
+    }
 }

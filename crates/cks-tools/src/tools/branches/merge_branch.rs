@@ -11,7 +11,7 @@ use cks_runtime::{MergeReport, RuntimeError};
 use super::{conflicts, merge_error, resolutions};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 use crate::tools::versions::SERIALIZE_LIMIT;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,6 +46,7 @@ const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions change
 impl Tool for MergeBranch {
     type Input = Input;
     type Output = Value;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("source_session_id", "session_not_found")];
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
         description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \
