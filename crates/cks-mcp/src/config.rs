@@ -21,6 +21,8 @@ ENVIRONMENT (a `.env` file in the data directory is also read; it never override
     CKS_MCP_HTTP_TOKEN          Bearer token required on every HTTP request; mandatory for non-loopback binds
     CKS_MCP_ALLOWED_ORIGINS     Extra browser origins allowed over HTTP, comma-separated (loopback origins always are)
     CKS_MCP_MAX_MESSAGE_BYTES   Largest request or stdio message accepted [67108864]
+    CKS_MCP_SECRET              Key of VerificationRecord signatures: base64:<data>, hex, or text
+                                [random, kept in <data dir>/.cks_provenance_secret]
     CKS_MCP_LOG                 Log filter for stderr (tracing syntax) [warn,cks_tool_call=info]
   LLM providers (used by ai_chat and construct_knowledge)
     CKS_LLM_PROVIDER            auto | ollama | anthropic | google | openai_compatible [auto]

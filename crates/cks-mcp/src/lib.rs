@@ -8,6 +8,7 @@ pub mod http;
 mod mcp;
 mod prompts;
 mod resources;
+pub mod secret;
 pub mod server;
 
 use std::collections::HashMap;
@@ -76,7 +77,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
-    let server = CksServer::new(runtime, registry, llm);
+    let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
+    let server = CksServer::new(runtime, registry, llm).with_provenance(key);
 
     let http = match config.http {
         Some(addr) => {

@@ -106,7 +106,9 @@ impl Tool for ForkSandbox {
         } else {
             let fork_state =
                 ctx.runtime.read(&sandbox, |s, _| s.clone()).await.map_err(|e| sandbox_details(e.into()))?;
-            let request = CommitRequest::operations(operations).with_metadata(labelled("evolve"));
+            let request = CommitRequest::operations(operations)
+                .with_metadata(labelled("evolve"))
+                .with_provenance((*ctx.provenance).clone());
             let committed = ctx.runtime.commit(&sandbox, request).await.map_err(|e| {
                 sandbox_details(match e {
                     RuntimeError::Operation(e) => {
@@ -117,6 +119,11 @@ impl Tool for ForkSandbox {
                         "Applying this hypothesis would produce an invalid structure.",
                     )
                     .with("diagnostics", diagnostics_brief(&diagnostics)),
+                    RuntimeError::UnverifiedProvenance { diagnostics } => ToolError::new(
+                        "validation_failed",
+                        "Cannot commit hypothesis: VerificationRecord has invalid or missing provenance signature.",
+                    )
+                    .with("details", crate::provenance::details(&diagnostics)),
                     other => other.into(),
                 })
             })?;

@@ -55,7 +55,7 @@ impl Tool for MergeKnowledge {
         llm_exposed: false,
     };
 
-    async fn run(&self, _ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Value, ToolError> {
         let resolutions = resolutions(input.resolutions.as_ref())?;
         let parse = |name: &'static str, value: &Value| parse_json_data(value).map_err(|e| e.with("parameter", name));
         let base = parse("json_data_base", &input.json_data_base)?;
@@ -63,6 +63,11 @@ impl Tool for MergeKnowledge {
         let branch_b = parse("json_data_branch_b", &input.json_data_branch_b)?;
         match merge(&base, &branch_a, &branch_b, &resolutions) {
             Ok(outcome) => {
+                let unverified = crate::provenance::blocking(ctx, &outcome.structure);
+                if !unverified.is_empty() {
+                    return Ok(json!({"merged": false, "error": "Provenance verification failed in merged result.",
+                                     "details": crate::provenance::details(&unverified)}));
+                }
                 let mut result = json!({"merged": true, "serialized": to_canonical_string(&outcome.structure)});
                 if !outcome.dropped_relations.is_empty() {
                     result["dropped_relations"] = json!(outcome.dropped_relations);

@@ -16,7 +16,7 @@ use cks_runtime::{CommitRequest, NewSession};
 use crate::context::ToolContext;
 use crate::convert::{diagnostics_brief, extensions, parse_json_data};
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 /// Results include the serialized structure by default up to this many objects.
 pub(crate) const SERIALIZE_LIMIT: usize = 2_000;
@@ -45,6 +45,10 @@ pub(crate) struct EvolveKnowledge;
 impl Tool for EvolveKnowledge {
     type Input = Input;
     type Output = Value;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[
+        ArgumentCode::malformed("operations", "invalid_operations"),
+        ArgumentCode::malformed("extensions", "unknown_extension"),
+    ];
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
         description: "Apply evolution operations to a session's knowledge structure (or to 'json_data', which \
@@ -84,7 +88,10 @@ impl Tool for EvolveKnowledge {
         };
         let operations_applied = operations.len();
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("evolve"))]);
-        let request = CommitRequest::operations(operations).with_metadata(metadata).with_extensions(extensions.clone());
+        let request = CommitRequest::operations(operations)
+            .with_metadata(metadata)
+            .with_extensions(extensions.clone())
+            .with_provenance((*ctx.provenance).clone());
         let committed = ctx.runtime.commit(&session_id, request).await?;
         let mut result = json!({
             "evolved": true,

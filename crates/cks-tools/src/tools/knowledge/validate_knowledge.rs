@@ -8,13 +8,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use cks_core::validate::{ValidationOptions, validate};
+use cks_core::KnowledgeStructure;
+use cks_core::validate::{Extension, Severity, ValidationOptions, validate};
 use cks_runtime::NewSession;
 
 use crate::context::ToolContext;
 use crate::convert::{diagnostics_full, extensions, parse_json_data};
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -37,6 +38,10 @@ pub(crate) struct ValidateKnowledge;
 impl Tool for ValidateKnowledge {
     type Input = Input;
     type Output = Value;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[
+        ArgumentCode::malformed("json_data", "invalid_json"),
+        ArgumentCode::malformed("extensions", "unknown_extension"),
+    ];
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \
@@ -58,23 +63,24 @@ impl Tool for ValidateKnowledge {
         let extensions = extensions(&input.extensions)?;
         let options = ValidationOptions { extensions, ..Default::default() };
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let report = ctx.runtime.read(&session_id, |structure, _| validate(structure, &options)).await?;
+            let (valid, diagnostics) =
+                ctx.runtime.read(&session_id, |structure, _| judge(ctx, structure, &options)).await?;
             return Ok(json!({
-                "valid": report.is_valid(),
+                "valid": valid,
                 "extensions_applied": input.extensions,
-                "diagnostics": diagnostics_full(&report.diagnostics),
+                "diagnostics": diagnostics,
                 "session_id": session_id,
             }));
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
-        let report = validate(&structure, &options);
+        let (valid, diagnostics) = judge(ctx, &structure, &options);
         let mut result = json!({
-            "valid": report.is_valid(),
+            "valid": valid,
             "extensions_applied": input.extensions,
-            "diagnostics": diagnostics_full(&report.diagnostics),
+            "diagnostics": diagnostics,
         });
-        if report.is_valid() {
+        if valid {
             let first_version = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
             let info = ctx
                 .runtime
@@ -85,4 +91,23 @@ impl Tool for ValidateKnowledge {
         }
         Ok(result)
     }
+}
+
+/// Validity and diagnostics of a structure: the core validator (with `verification_record` forced
+/// on whenever a `VerificationRecord` is present, since an unchecked record reads like a checked
+/// one) followed by the provenance findings under the server's key.
+fn judge(ctx: &ToolContext, structure: &KnowledgeStructure, options: &ValidationOptions) -> (bool, Value) {
+    let mut options = options.clone();
+    let has_record = structure.objects().any(|o| o.identity.r#type == "VerificationRecord");
+    if has_record && !options.extensions.contains(&Extension::VerificationRecord) {
+        options.extensions.push(Extension::VerificationRecord);
+    }
+    let report = validate(structure, &options);
+    let provenance = crate::provenance::findings(ctx, structure);
+    let valid = report.is_valid() && !provenance.iter().any(|d| d.severity == Severity::Error);
+    let mut diagnostics = diagnostics_full(&report.diagnostics);
+    if let (Value::Array(list), Value::Array(more)) = (&mut diagnostics, crate::provenance::details(&provenance)) {
+        list.extend(more);
+    }
+    (valid, diagnostics)
 }
