@@ -144,4 +144,11 @@ pub trait Store: Send + Sync + Debug + 'static {
     async fn load_snapshot(&self, session_id: &str, seq: u64) -> Result<Option<String>, StoreError>;
 
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
+
+    /// This store's replica id: made on first use and the same for the store's whole life, so
+    /// version vectors can tell this database's commits from another's. `None` when the store
+    /// keeps no such identity.
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
 }
