@@ -6,7 +6,7 @@
 //! reference server's scheme, so its file or variable can be brought along with imported data.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 
@@ -36,7 +36,7 @@ pub fn load(secret: Option<&str>, data_dir: &Path) -> anyhow::Result<ProvenanceK
 }
 
 /// Writes a new file readable by its owner only; an existing file is left alone.
-fn create_private(path: &PathBuf, bytes: &[u8]) -> anyhow::Result<()> {
+fn create_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }

@@ -762,6 +762,7 @@ impl Runtime {
                 edit: Some(Edit::Replace { state: outcome.structure, if_head: Some(head) }),
                 metadata,
                 extensions: Vec::new(),
+                provenance: None,
             };
             match self.try_commit(target_id, &mut state, &request).await? {
                 Attempt::Done(committed) => Some(Box::new(committed)),

@@ -194,16 +194,21 @@ mod tests {
         assert_eq!(ids(&ctx, &parent).await, ["a"], "the parent is untouched");
         let info = ctx.runtime.info(sandbox).await.unwrap();
         assert_eq!(info.parent_session_id.as_deref(), Some(parent.as_str()));
+        let mut metadata = info.metadata;
+        assert!(metadata.remove("node_id").is_some_and(|n| n.is_string()), "each session has its node id");
         assert_eq!(
-            Value::Object(info.metadata),
+            Value::Object(metadata),
             json!({"tool": "fork_sandbox", "operation": "fork", "hypothesis": "b matters"})
         );
         assert_eq!(ctx.runtime.list_versions(&parent).await.unwrap().len(), 1);
         let versions = ctx.runtime.list_versions(sandbox).await.unwrap();
         assert_eq!(versions.len(), 1);
         assert_eq!(result["version_id"], versions[0].version_id);
+        let mut metadata = versions[0].metadata.clone();
+        let node = metadata.remove("node_id").unwrap();
+        assert_eq!(metadata.remove("version_vector").unwrap()[node.as_str().unwrap()], 1, "the sandbox's first commit");
         assert_eq!(
-            Value::Object(versions[0].metadata.clone()),
+            Value::Object(metadata),
             json!({"tool": "fork_sandbox", "operation": "evolve", "hypothesis": "b matters"})
         );
     }

@@ -305,7 +305,7 @@ mod tests {
             call(&ctx, "search_semantic", json!({"session_id": id, "query": "the of"})).await["error"],
             "not_found"
         );
-        assert_eq!(call(&ctx, "search_semantic", json!({"session_id": id})).await["error"], "missing_parameter");
+        assert_eq!(call(&ctx, "search_semantic", json!({"session_id": id})).await["error"], "empty_query");
         assert_eq!(
             call(&ctx, "search_semantic", json!({"session_id": "x", "query": "a"})).await["error"],
             "session_not_found"
