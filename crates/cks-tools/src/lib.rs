@@ -17,4 +17,4 @@ pub mod tools;
 pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::ToolError;
 pub use registry::{RegisteredTool, Registry, UnknownTool};
-pub use tool::{ArgumentCode, ArgumentFault, DynTool, SessionCheck, Tool, ToolMeta};
+pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, SessionCheck, Tool, ToolMeta};

@@ -177,7 +177,8 @@ impl Registry {
     }
 
     async fn run(&self, entry: &RegisteredTool, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let args = normalise_args(args)?;
+        let mut args = normalise_args(args)?;
+        coerce(entry, &mut args);
         check_schema(entry, &args)?;
         check_sessions(entry.meta(), &args, ctx).await?;
         match AssertUnwindSafe(entry.tool.run_json(ctx, args)).catch_unwind().await {
@@ -206,6 +207,17 @@ fn normalise_args(args: Value) -> Result<Value, ToolError> {
             Ok(Value::Object(map))
         }
         other => Err(ToolError::invalid_parameter(format!("Arguments must be a JSON object, got {other}."))),
+    }
+}
+
+/// Rewrites the argument forms the tool accepts beyond its schema into their published form.
+fn coerce(entry: &RegisteredTool, args: &mut Value) {
+    for (field, coercion) in entry.tool.argument_coercions() {
+        if let Some(value) = args.get_mut(*field)
+            && let Some(rewritten) = coercion.apply(value)
+        {
+            *value = rewritten;
+        }
     }
 }
 

@@ -72,6 +72,42 @@ impl ArgumentCode {
     }
 }
 
+/// A form of an argument the tool accepts beyond its published schema, and what it stands for.
+/// The registry rewrites such a value before the schema check, so the handler sees only the
+/// published form and the schema an LLM reads stays the simple, honest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coercion {
+    /// A single string stands for the list holding just that string.
+    ListOfOne,
+    /// Any value stands for its truthiness (`null`, `false`, `0`, `""`, `[]`, `{}` are false).
+    Truthy,
+    /// A number or boolean stands for its JSON text.
+    Text,
+    /// An object or array stands for its JSON text (a document given decoded).
+    JsonText,
+}
+
+impl Coercion {
+    /// The rewritten value, or `None` when this coercion does not apply to it.
+    pub fn apply(self, value: &Value) -> Option<Value> {
+        match (self, value) {
+            (Coercion::ListOfOne, Value::String(_)) => Some(Value::Array(vec![value.clone()])),
+            (Coercion::Truthy, Value::Bool(_)) => None,
+            (Coercion::Truthy, other) => Some(Value::Bool(match other {
+                Value::Null => false,
+                Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                Value::Bool(b) => *b,
+            })),
+            (Coercion::Text, Value::Number(_) | Value::Bool(_)) => Some(Value::String(value.to_string())),
+            (Coercion::JsonText, Value::Object(_) | Value::Array(_)) => Some(Value::String(value.to_string())),
+            _ => None,
+        }
+    }
+}
+
 /// What a tool is and what it may do; the single source for `tools/list` annotations, argument
 /// checks and the `ai_chat` exposure decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +150,8 @@ pub trait Tool: Send + Sync + 'static {
     /// Error codes for argument faults that differ from the generic ones (see [`ArgumentCode`]).
     /// Session arguments need no entry: a malformed one is always `session_not_found`.
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[];
+    /// Forms of arguments accepted beyond the published schema (see [`Coercion`]).
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[];
 
     async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Self::Output, ToolError>;
 }
@@ -124,6 +162,7 @@ pub trait DynTool: Send + Sync + 'static {
     fn meta(&self) -> &'static ToolMeta;
     fn input_schema(&self) -> Value;
     fn argument_codes(&self) -> &'static [ArgumentCode];
+    fn argument_coercions(&self) -> &'static [(&'static str, Coercion)];
     fn output_schema(&self) -> Option<Value>;
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
 }
@@ -140,6 +179,10 @@ impl<T: Tool> DynTool for T {
 
     fn argument_codes(&self) -> &'static [ArgumentCode] {
         T::ARGUMENT_CODES
+    }
+
+    fn argument_coercions(&self) -> &'static [(&'static str, Coercion)] {
+        T::ARGUMENT_COERCIONS
     }
 
     fn output_schema(&self) -> Option<Value> {

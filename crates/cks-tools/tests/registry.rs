@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::{Runtime, RuntimeConfig};
-use cks_tools::{ArgumentCode, Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+use cks_tools::{ArgumentCode, Coercion, Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 fn context() -> ToolContext {
     ToolContext::new(Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default())))
@@ -285,4 +285,48 @@ async fn standard_tools_answer_their_designed_codes_for_bad_arguments() {
         let result = registry.call(tool, args.clone(), &ctx).await.unwrap();
         assert_eq!(result["error"], code, "{tool} {args}: {result}");
     }
+}
+
+#[test]
+fn coercions_rewrite_only_the_forms_they_name() {
+    assert_eq!(Coercion::ListOfOne.apply(&json!("sun")), Some(json!(["sun"])));
+    assert_eq!(Coercion::ListOfOne.apply(&json!(["sun"])), None);
+    assert_eq!(Coercion::ListOfOne.apply(&json!(5)), None, "left for the schema check to refuse");
+    for (value, truthy) in [
+        (json!("yes"), true),
+        (json!(""), false),
+        (json!(0), false),
+        (json!(2), true),
+        (json!([]), false),
+        (json!({"a": 1}), true),
+    ] {
+        assert_eq!(Coercion::Truthy.apply(&value), Some(json!(truthy)), "{value}");
+    }
+    assert_eq!(Coercion::Truthy.apply(&json!(true)), None);
+    assert_eq!(Coercion::Text.apply(&json!(5)), Some(json!("5")));
+    assert_eq!(Coercion::Text.apply(&json!("five")), None);
+    assert_eq!(Coercion::JsonText.apply(&json!({"objects": []})), Some(json!("{\"objects\":[]}")));
+    assert_eq!(Coercion::JsonText.apply(&json!(5)), None);
+}
+
+#[tokio::test]
+async fn standard_tools_accept_what_the_reference_accepts() {
+    let registry = Registry::standard();
+    let ctx = context();
+    let call = |name: &'static str, args: Value| {
+        let (registry, ctx) = (&registry, &ctx);
+        async move { registry.call(name, args, ctx).await.unwrap() }
+    };
+    let doc = json!({"objects": [{"identity": {"id": "sun", "type": "Star", "name": "Sun"}, "structure": {}}]});
+    let validated = call("validate_knowledge", json!({"json_data": doc})).await;
+    assert_eq!(validated["valid"], true, "a decoded document: {validated}");
+    let session = validated["session_id"].clone();
+    let queried = call("query_subgraph", json!({"session_id": session, "seed_ids": "sun"})).await;
+    assert_eq!(queried["total_found_nodes"], 1, "one seed given as a string: {queried}");
+    let exported = call("export_session", json!({"session_id": session, "include_structures": "yes"})).await;
+    assert!(exported.get("error").is_none(), "{exported}");
+    let forked = call("fork_sandbox", json!({"session_id": session, "hypothesis": 5})).await;
+    assert_eq!(forked["hypothesis"], "5", "{forked}");
+    let status = call("get_llm_status", json!({"unexpected": 1})).await;
+    assert!(status.get("error").is_none(), "extra arguments are ignored: {status}");
 }

@@ -18,7 +18,7 @@ use super::create_branch::branch_failed;
 use crate::context::ToolContext;
 use crate::convert::diagnostics_brief;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 use crate::tools::versions::{change_counts, diff_report};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -40,6 +40,7 @@ pub(crate) struct ForkSandbox;
 impl Tool for ForkSandbox {
     type Input = Input;
     type Output = Value;
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("hypothesis", Coercion::Text)];
     const META: ToolMeta = ToolMeta {
         name: "fork_sandbox",
         description: "Fork a sandbox from a session (its current state, or version 'version_id'), optionally apply \

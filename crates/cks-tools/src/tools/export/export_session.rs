@@ -18,7 +18,7 @@ use cks_runtime::RuntimeError;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 
 const BUNDLE_SCHEMA_VERSION: &str = "1.0";
 /// Longest parent chain followed for `lineage`.
@@ -41,6 +41,7 @@ pub(crate) struct ExportSession;
 impl Tool for ExportSession {
     type Input = Input;
     type Output = Value;
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("include_structures", Coercion::Truthy)];
     const META: ToolMeta = ToolMeta {
         name: "export_session",
         description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \

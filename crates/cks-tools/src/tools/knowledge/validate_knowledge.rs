@@ -15,7 +15,7 @@ use cks_runtime::NewSession;
 use crate::context::ToolContext;
 use crate::convert::{diagnostics_full, extensions, parse_json_data};
 use crate::error::ToolError;
-use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, Coercion, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -42,6 +42,7 @@ impl Tool for ValidateKnowledge {
         ArgumentCode::malformed("json_data", "invalid_json"),
         ArgumentCode::malformed("extensions", "unknown_extension"),
     ];
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("json_data", Coercion::JsonText)];
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \

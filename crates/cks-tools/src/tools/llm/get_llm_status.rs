@@ -15,7 +15,6 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Input {}
 
 pub(crate) struct GetLlmStatus;
@@ -158,6 +157,6 @@ mod tests {
         assert_eq!(result["model"], Value::Null);
         assert_eq!(result["configured"], false);
         let result = call(&context(), "get_llm_status", json!({"extra": 1})).await;
-        assert_eq!(result["error"], "invalid_parameter", "no arguments are taken");
+        assert_eq!(result["provider"], "none", "extra arguments are ignored, as the reference does");
     }
 }
