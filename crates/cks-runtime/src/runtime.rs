@@ -410,8 +410,24 @@ impl Runtime {
     }
 
     /// A session's description.
+    /// A session's description; once it has versions, its metadata carries the head version's
+    /// `version_vector` too.
     pub async fn info(&self, id: &str) -> Result<SessionInfo, RuntimeError> {
-        self.read(id, |_, info| info.clone()).await
+        let mut info = self.read(id, |_, info| info.clone()).await?;
+        if info.version_count > 0 {
+            let replica_id = self.replica_id.get_or_try_init(|| self.store.replica_id()).await?;
+            let node_id = match info.metadata.get(NODE_ID) {
+                Some(Value::String(node)) => node.clone(),
+                _ => info.session_id.clone(),
+            };
+            let mut vector = Map::new();
+            vector.insert(node_id, Value::from(info.version_count));
+            if let Some(replica_id) = replica_id {
+                vector.insert(replica_id.clone(), Value::from(info.version_count));
+            }
+            info.metadata.insert(VERSION_VECTOR.into(), Value::Object(vector));
+        }
+        Ok(info)
     }
 
     /// Every stored session (rows only; nothing is loaded).
@@ -857,6 +873,11 @@ mod tests {
         assert_eq!(branch_versions[0].metadata[VERSION_VECTOR], json!({branch_node.as_str(): 1, replica.as_str(): 1}));
         let info = rt.info(&main).await.unwrap();
         assert_eq!(info.metadata[NODE_ID], main_node.as_str(), "the node id is the session's");
+        assert_eq!(
+            info.metadata[VERSION_VECTOR],
+            json!({main_node.as_str(): 2, replica.as_str(): 2}),
+            "as of the head"
+        );
     }
 
     #[tokio::test]

@@ -196,7 +196,8 @@ mod tests {
         let info = ctx.runtime.info(sandbox).await.unwrap();
         assert_eq!(info.parent_session_id.as_deref(), Some(parent.as_str()));
         let mut metadata = info.metadata;
-        assert!(metadata.remove("node_id").is_some_and(|n| n.is_string()), "each session has its node id");
+        let node = metadata.remove("node_id").unwrap();
+        assert_eq!(metadata.remove("version_vector").unwrap()[node.as_str().unwrap()], 1, "as of its head");
         assert_eq!(
             Value::Object(metadata),
             json!({"tool": "fork_sandbox", "operation": "fork", "hypothesis": "b matters"})
