@@ -101,6 +101,8 @@ impl Tool for ExportSession {
             }
             versions.push(entry);
         }
+        // The session's metadata as `Runtime::info` describes it (with the head's version vector).
+        let session_metadata = ctx.runtime.info(&id).await?.metadata;
 
         let bundle = json!({
             "cks_mcp_export": true,
@@ -111,7 +113,7 @@ impl Tool for ExportSession {
                 "parent_version_id": info.parent_version_id,
                 "closed": info.closed,
                 "created_at": info.created_at,
-                "metadata": info.metadata,
+                "metadata": session_metadata,
             },
             "lineage": lineage(ctx, &info).await?,
             "current_structure": {
