@@ -12,6 +12,7 @@ pub mod import_reference;
 mod mcp;
 mod prompts;
 mod resources;
+pub mod secret;
 pub mod server;
 mod stdio;
 
@@ -87,7 +88,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
-    let server = CksServer::new(runtime, registry, llm);
+    let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
+    let server = CksServer::new(runtime, registry, llm).with_provenance(key);
 
     let http = match config.http {
         Some(addr) => {

@@ -4,8 +4,8 @@
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Value, json};
 
-use cks_tools::convert::client_document;
 use cks_runtime::{Runtime, RuntimeError};
+use cks_tools::convert::client_document;
 
 fn invalid(message: String) -> ErrorData {
     ErrorData::new(ErrorCode::INVALID_PARAMS, message, None)

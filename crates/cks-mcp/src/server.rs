@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use tokio_util::sync::CancellationToken;
 
+use cks_core::validate::ProvenanceKey;
 use cks_runtime::Runtime;
 use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
 
@@ -22,6 +23,8 @@ pub struct CksServer {
     pub runtime: Arc<Runtime>,
     pub registry: Arc<Registry>,
     pub llm: LlmAccess,
+    /// The key of `VerificationRecord` signatures; without one, each call gets a random key.
+    pub provenance: Option<Arc<ProvenanceKey>>,
     tools: Arc<Vec<Value>>,
 }
 
@@ -41,7 +44,13 @@ impl std::fmt::Debug for CallOptions {
 impl CksServer {
     pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
         let tools = registry.iter().map(tool_entry).collect();
-        CksServer { runtime, registry, llm, tools: Arc::new(tools) }
+        CksServer { runtime, registry, llm, provenance: None, tools: Arc::new(tools) }
+    }
+
+    /// Uses `key` to check (and, later, to make) provenance signatures.
+    pub fn with_provenance(mut self, key: ProvenanceKey) -> Self {
+        self.provenance = Some(Arc::new(key));
+        self
     }
 
     /// `serverInfo`.
@@ -76,6 +85,9 @@ impl CksServer {
         ctx.registry = Some(self.registry.clone());
         ctx.progress = options.progress;
         ctx.cancel = options.cancel;
+        if let Some(key) = &self.provenance {
+            ctx.provenance = key.clone();
+        }
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
         let value = self
             .registry

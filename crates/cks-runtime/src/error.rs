@@ -20,6 +20,10 @@ pub enum RuntimeError {
     Operation(#[from] OperationError),
     #[error("The knowledge structure is invalid. Details: {}", summarize(diagnostics))]
     ValidationFailed { diagnostics: Vec<Diagnostic> },
+    /// The new state holds a `VerificationRecord` whose signature does not verify under the key
+    /// the commit asked for (the diagnostics are the error-level provenance findings).
+    #[error("VerificationRecord has invalid or missing provenance signature.")]
+    UnverifiedProvenance { diagnostics: Vec<Diagnostic> },
     #[error("Session '{session_id}' was modified concurrently; gave up after {attempts} attempt(s). Retry the call.")]
     ConcurrentModification { session_id: String, attempts: u32 },
     #[error("{0}")]
@@ -54,7 +58,7 @@ impl RuntimeError {
             RuntimeError::SessionClosed(_) => "session_closed",
             RuntimeError::VersionNotFound { .. } => "version_not_found",
             RuntimeError::Operation(_) => "invalid_operations",
-            RuntimeError::ValidationFailed { .. } => "validation_failed",
+            RuntimeError::ValidationFailed { .. } | RuntimeError::UnverifiedProvenance { .. } => "validation_failed",
             RuntimeError::ConcurrentModification { .. } => "concurrent_modification",
             RuntimeError::Merge(_) | RuntimeError::NoMergeBase { .. } => "merge_failed",
             RuntimeError::Corrupt { .. } | RuntimeError::Store(_) => "internal_error",

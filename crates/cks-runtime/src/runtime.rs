@@ -22,7 +22,7 @@ use tokio::sync::{OnceCell, RwLock, broadcast};
 
 use cks_core::merge::{self, Conflict, Resolutions};
 use cks_core::ops::{self, Operation};
-use cks_core::validate::{self, Diagnostic, Extension, Severity, ValidationOptions};
+use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, ValidationOptions};
 use cks_core::{ChangeSet, KnowledgeStructure, diff};
 
 use crate::codec;
@@ -83,6 +83,8 @@ pub struct CommitRequest {
     pub metadata: Map<String, Value>,
     /// Opt-in constraints that must also pass (a full validation pass).
     pub extensions: Vec<Extension>,
+    /// When set, every `VerificationRecord` of the new state must carry this key's signature.
+    pub provenance: Option<ProvenanceKey>,
 }
 
 impl CommitRequest {
@@ -101,6 +103,11 @@ impl CommitRequest {
 
     pub fn with_extensions(mut self, extensions: Vec<Extension>) -> Self {
         self.extensions = extensions;
+        self
+    }
+
+    pub fn with_provenance(mut self, key: ProvenanceKey) -> Self {
+        self.provenance = Some(key);
         self
     }
 }
@@ -156,7 +163,14 @@ pub struct Runtime {
     config: RuntimeConfig,
     cache: Mutex<Cache>,
     events: broadcast::Sender<Event>,
+    /// The store's replica id, read once.
+    replica_id: OnceCell<Option<String>>,
 }
+
+/// The session metadata key of a session's node id, and the version metadata key that repeats it.
+pub const NODE_ID: &str = "node_id";
+/// The version metadata key of the version vector (`{node or replica id: commit count}`).
+pub const VERSION_VECTOR: &str = "version_vector";
 
 fn now() -> String {
     time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
@@ -218,7 +232,7 @@ impl Drop for InFlight<'_> {
 impl Runtime {
     pub fn new(store: Arc<dyn Store>, config: RuntimeConfig) -> Self {
         let (events, _) = broadcast::channel(config.event_capacity.max(1));
-        Runtime { store, config, cache: Mutex::new(Cache::default()), events }
+        Runtime { store, config, cache: Mutex::new(Cache::default()), events, replica_id: OnceCell::new() }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -272,13 +286,16 @@ impl Runtime {
         if !report.is_valid() {
             return Err(RuntimeError::ValidationFailed { diagnostics: report.diagnostics });
         }
+        let mut metadata = options.metadata;
+        // Each session (a branch too) counts its commits under its own node id.
+        metadata.entry(NODE_ID).or_insert_with(|| Value::String(new_id()));
         let row = SessionRow {
             session_id: new_id(),
             created_at: now(),
             parent_session_id,
             parent_version_id,
             closed: false,
-            metadata: Value::Object(options.metadata).to_string(),
+            metadata: Value::Object(metadata).to_string(),
             snapshot_interval: self.config.snapshot_interval.max(1),
             head: Head {
                 seq: 0,
@@ -435,8 +452,24 @@ impl Runtime {
     }
 
     /// A session's description.
+    /// A session's description; once it has versions, its metadata carries the head version's
+    /// `version_vector` too.
     pub async fn info(&self, id: &str) -> Result<SessionInfo, RuntimeError> {
-        self.read(id, |_, info| info.clone()).await
+        let mut info = self.read(id, |_, info| info.clone()).await?;
+        if info.version_count > 0 {
+            let replica_id = self.replica_id.get_or_try_init(|| self.store.replica_id()).await?;
+            let node_id = match info.metadata.get(NODE_ID) {
+                Some(Value::String(node)) => node.clone(),
+                _ => info.session_id.clone(),
+            };
+            let mut vector = Map::new();
+            vector.insert(node_id, Value::from(info.version_count));
+            if let Some(replica_id) = replica_id {
+                vector.insert(replica_id.clone(), Value::from(info.version_count));
+            }
+            info.metadata.insert(VERSION_VECTOR.into(), Value::Object(vector));
+        }
+        Ok(info)
     }
 
     /// Every stored session (rows only; nothing is loaded).
@@ -484,6 +517,33 @@ impl Runtime {
         Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts })
     }
 
+    /// A new version's metadata: the request's, plus the session's `node_id` and the
+    /// `version_vector` counting this session's commits under that node id and under the store's
+    /// replica id (every version of a session is a commit on it, so version `seq` counts `seq`).
+    async fn version_metadata(
+        &self,
+        row: &SessionRow,
+        seq: u64,
+        requested: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, RuntimeError> {
+        let replica_id = self.replica_id.get_or_try_init(|| self.store.replica_id()).await?;
+        let session_metadata: Map<String, Value> = serde_json::from_str(&row.metadata).unwrap_or_default();
+        // Sessions stored before node ids existed count under their session id.
+        let node_id = match session_metadata.get(NODE_ID) {
+            Some(Value::String(id)) => id.clone(),
+            _ => row.session_id.clone(),
+        };
+        let mut vector = Map::new();
+        vector.insert(node_id.clone(), Value::from(seq));
+        if let Some(replica_id) = replica_id {
+            vector.insert(replica_id.clone(), Value::from(seq));
+        }
+        let mut metadata = requested.clone();
+        metadata.insert(NODE_ID.into(), Value::String(node_id));
+        metadata.insert(VERSION_VECTOR.into(), Value::Object(vector));
+        Ok(metadata)
+    }
+
     /// One commit attempt on a locked, refreshed session. `fresh_as_of` is the session's
     /// freshness mark, cleared when the attempt is abandoned half way (see [`InFlight`]).
     async fn try_commit(
@@ -526,6 +586,19 @@ impl Runtime {
             });
             return Err(RuntimeError::ValidationFailed { diagnostics });
         }
+        if let Some(key) = &request.provenance {
+            let mut unverified = validate::check_provenance(&state.structure, key);
+            unverified.retain(|d| d.severity == Severity::Error);
+            if !unverified.is_empty() {
+                applied.undo(&mut state.structure);
+                self.emit(EventKind::TransactionRolledBack {
+                    session_id: id.to_owned(),
+                    transaction_id,
+                    reason: "unverified_provenance".into(),
+                });
+                return Err(RuntimeError::UnverifiedProvenance { diagnostics: unverified });
+            }
+        }
 
         let seq = state.row.head.seq + 1;
         let (delta, changed_ids, changed_count) = match &applied {
@@ -550,7 +623,7 @@ impl Runtime {
             created_at: now(),
             state_hash: state.structure.root_hash().to_hex(),
             object_count: state.structure.len() as u64,
-            metadata: Value::Object(request.metadata.clone()).to_string(),
+            metadata: Value::Object(self.version_metadata(&state.row, seq, &request.metadata).await?).to_string(),
             has_snapshot: snapshot,
         };
         let new = NewVersion {
@@ -742,6 +815,7 @@ impl Runtime {
                 edit: Some(Edit::Replace { state: outcome.structure, if_head: Some(head) }),
                 metadata,
                 extensions: Vec::new(),
+                provenance: None,
             };
             match self.try_commit(target_id, &session.fresh_as_of, &mut state, &request).await? {
                 Attempt::Done(committed) => Some(Box::new(committed)),
@@ -785,6 +859,7 @@ mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
     use cks_core::sample::random_graph;
+    use serde_json::json;
 
     fn runtime(capacity: usize) -> Runtime {
         let config = RuntimeConfig { cache_capacity: capacity, ..Default::default() };
@@ -805,6 +880,41 @@ mod tests {
             assert_eq!(&reloaded, hash);
             assert!(rt.loaded_sessions() <= 2);
         }
+    }
+
+    fn empty_commit() -> CommitRequest {
+        CommitRequest::operations(Vec::new())
+    }
+
+    #[tokio::test]
+    async fn versions_carry_the_session_node_id_and_a_version_vector() {
+        let rt = runtime(4);
+        let main = rt.create_session(random_graph(5, 5, 1), NewSession::default()).await.unwrap().session_id;
+        rt.commit(&main, empty_commit()).await.unwrap();
+        rt.commit(&main, empty_commit()).await.unwrap();
+        let branch = rt.create_branch(&main, None, Map::new()).await.unwrap().session_id;
+        rt.commit(&branch, empty_commit()).await.unwrap();
+
+        let replica = rt.store.replica_id().await.unwrap().unwrap();
+        let node_of = |versions: &[VersionInfo]| versions[0].metadata[NODE_ID].as_str().unwrap().to_owned();
+        let main_versions = rt.list_versions(&main).await.unwrap();
+        let branch_versions = rt.list_versions(&branch).await.unwrap();
+        let (main_node, branch_node) = (node_of(&main_versions), node_of(&branch_versions));
+        assert_ne!(main_node, branch_node, "a branch counts under its own node id");
+        assert_ne!(main_node, replica);
+        for (i, version) in main_versions.iter().enumerate() {
+            assert_eq!(version.metadata[NODE_ID], main_node.as_str());
+            let expected = json!({main_node.as_str(): i + 1, replica.as_str(): i + 1});
+            assert_eq!(version.metadata[VERSION_VECTOR], expected, "version {}", i + 1);
+        }
+        assert_eq!(branch_versions[0].metadata[VERSION_VECTOR], json!({branch_node.as_str(): 1, replica.as_str(): 1}));
+        let info = rt.info(&main).await.unwrap();
+        assert_eq!(info.metadata[NODE_ID], main_node.as_str(), "the node id is the session's");
+        assert_eq!(
+            info.metadata[VERSION_VECTOR],
+            json!({main_node.as_str(): 2, replica.as_str(): 2}),
+            "as of the head"
+        );
     }
 
     #[tokio::test]

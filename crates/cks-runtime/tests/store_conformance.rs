@@ -38,3 +38,22 @@ async fn sqlite_schema_is_versioned_and_reopens() {
     let err = SqliteStore::open(&path, &SqliteOptions::default()).unwrap_err().to_string();
     assert!(err.contains("newer than this server supports"), "{err}");
 }
+
+#[tokio::test]
+async fn replica_ids_are_kept_for_the_life_of_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cks.db");
+    let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+    let first = store.replica_id().await.unwrap().expect("SQLite keeps a replica id");
+    assert_eq!(store.replica_id().await.unwrap().as_ref(), Some(&first));
+    drop(store);
+    let reopened = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+    assert_eq!(reopened.replica_id().await.unwrap(), Some(first.clone()), "stored once, read back after a restart");
+    let other = SqliteStore::open(dir.path().join("other.db"), &SqliteOptions::default()).unwrap();
+    assert_ne!(other.replica_id().await.unwrap(), Some(first), "another database is another replica");
+
+    let memory = MemoryStore::new();
+    let id = memory.replica_id().await.unwrap().expect("a memory store has one too");
+    assert_eq!(memory.replica_id().await.unwrap(), Some(id.clone()));
+    assert_ne!(MemoryStore::new().replica_id().await.unwrap(), Some(id));
+}

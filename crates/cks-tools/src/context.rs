@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
 
+use cks_core::validate::ProvenanceKey;
 use cks_llm::LlmClient;
 use cks_runtime::Runtime;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +34,12 @@ impl LlmAccess {
     }
 }
 
+/// A fresh random key, for contexts the server did not give its configured one (tests, tools
+/// run outside a server): nothing signed elsewhere verifies under it.
+fn unguessable_key() -> ProvenanceKey {
+    ProvenanceKey::new(rand::random::<[u8; 32]>().to_vec())
+}
+
 /// Receives progress reports of a long-running call (e.g. each LLM round trip of `ai_chat`).
 pub trait ProgressSink: Send + Sync {
     fn report(&self, progress: f64, total: Option<f64>, message: Option<String>);
@@ -52,6 +59,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Metadata recorded on every version committed during this call (e.g. `ai_chat` provenance).
     pub audit: Map<String, Value>,
+    /// The server's key for `VerificationRecord` signatures.
+    pub provenance: Arc<ProvenanceKey>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -69,6 +78,7 @@ impl ToolContext {
             progress: None,
             cancel: CancellationToken::new(),
             audit: Map::new(),
+            provenance: Arc::new(unguessable_key()),
         }
     }
 

@@ -68,6 +68,10 @@ impl From<RuntimeError> for ToolError {
             RuntimeError::ValidationFailed { diagnostics } => {
                 error.with("diagnostics", crate::convert::diagnostics_brief(&diagnostics))
             }
+            RuntimeError::UnverifiedProvenance { diagnostics } => {
+                ToolError::new(error.code, format!("Cannot commit evolution: {}", error.message))
+                    .with("details", crate::provenance::details(&diagnostics))
+            }
             _ => error,
         }
     }

@@ -2,8 +2,9 @@
 //! offers an LLM.
 //!
 //! Every call goes through the same steps: arguments are checked against the tool's published
-//! schema (`missing_parameter`, `invalid_parameter`), session arguments are checked
-//! (`session_not_found`, for closed sessions too), the handler runs behind a panic boundary (a panic
+//! schema (`missing_parameter`, `invalid_parameter`, or the code the tool declares for that argument
+//! in `Tool::ARGUMENT_CODES`; a malformed session argument is `session_not_found`), session arguments
+//! are checked (`session_not_found`, for closed sessions too), the handler runs behind a panic boundary (a panic
 //! becomes `internal_error` and the server keeps serving), and one structured log line records the
 //! tool, session, duration and outcome.
 
@@ -20,7 +21,7 @@ use cks_runtime::RuntimeError;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::telemetry::ToolTelemetry;
-use crate::tool::{DynTool, SessionCheck, ToolMeta};
+use crate::tool::{ArgumentFault, DynTool, SessionCheck, ToolMeta};
 
 /// One registered tool with its published schema and compiled validator.
 pub struct RegisteredTool {
@@ -184,7 +185,8 @@ impl Registry {
     }
 
     async fn run(&self, entry: &RegisteredTool, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let args = normalise_args(args)?;
+        let mut args = normalise_args(args)?;
+        coerce(entry, &mut args);
         check_schema(entry, &args)?;
         check_sessions(entry.meta(), &args, ctx).await?;
         match AssertUnwindSafe(entry.tool.run_json(ctx, args)).catch_unwind().await {
@@ -216,6 +218,17 @@ fn normalise_args(args: Value) -> Result<Value, ToolError> {
     }
 }
 
+/// Rewrites the argument forms the tool accepts beyond its schema into their published form.
+fn coerce(entry: &RegisteredTool, args: &mut Value) {
+    for (field, coercion) in entry.tool.argument_coercions() {
+        if let Some(value) = args.get_mut(*field)
+            && let Some(rewritten) = coercion.apply(value)
+        {
+            *value = rewritten;
+        }
+    }
+}
+
 fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     // `json_data` is published as a string (one type suits every LLM provider), but a decoded
     // document object is accepted too, as the reference accepts it.
@@ -229,6 +242,9 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     };
     if let ValidationErrorKind::Required { property } = error.kind() {
         let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+        if let Some(code) = declared_code(entry, &name, ArgumentFault::Missing) {
+            return Err(ToolError::new(code, format!("Missing required parameter: '{name}'.")).with("parameter", name));
+        }
         return Err(ToolError::missing_parameter(&name));
     }
     let path = error.instance_path().to_string();
@@ -253,7 +269,26 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     } else {
         format!("Invalid value for '{field}': {error}.")
     };
+    if entry.meta().session_checks.iter().any(|check| check.field == field) {
+        // A session argument that is not a string names no session.
+        let given = match args.get(&field) {
+            Some(Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        return Err(
+            ToolError::new("session_not_found", format!("Session '{given}' not found.")).with("session_id", given)
+        );
+    }
+    if let Some(code) = declared_code(entry, &field, ArgumentFault::Malformed) {
+        return Err(ToolError::new(code, message).with("parameter", field));
+    }
     Err(ToolError::invalid_parameter(message).with("parameter", field))
+}
+
+/// The code the tool declares for this fault of this argument, if any.
+fn declared_code(entry: &RegisteredTool, field: &str, fault: ArgumentFault) -> Option<&'static str> {
+    entry.tool.argument_codes().iter().find(|c| c.field == field && c.fault == fault).map(|c| c.code)
 }
 
 /// A closed session is `session_not_found` to every tool, reader or writer: closing a session

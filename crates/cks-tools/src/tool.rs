@@ -43,6 +43,73 @@ impl SessionCheck {
     }
 }
 
+/// Which kind of argument fault an [`ArgumentCode`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgumentFault {
+    /// A required argument is absent.
+    Missing,
+    /// The argument is present but does not match its published schema (wrong type, bad item, ...).
+    Malformed,
+}
+
+/// A tool's own error code for a fault in one argument, used by the registry's schema check
+/// instead of the generic `missing_parameter` / `invalid_parameter`. The published schema stays
+/// unchanged: this only chooses the code a client sees when the schema is not met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgumentCode {
+    pub field: &'static str,
+    pub fault: ArgumentFault,
+    pub code: &'static str,
+}
+
+impl ArgumentCode {
+    /// `code` when `field` is present but does not match its schema.
+    pub const fn malformed(field: &'static str, code: &'static str) -> Self {
+        ArgumentCode { field, fault: ArgumentFault::Malformed, code }
+    }
+
+    /// `code` when the required `field` is absent.
+    pub const fn missing(field: &'static str, code: &'static str) -> Self {
+        ArgumentCode { field, fault: ArgumentFault::Missing, code }
+    }
+}
+
+/// A form of an argument the tool accepts beyond its published schema, and what it stands for.
+/// The registry rewrites such a value before the schema check, so the handler sees only the
+/// published form and the schema an LLM reads stays the simple, honest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coercion {
+    /// A single string stands for the list holding just that string.
+    ListOfOne,
+    /// Any value stands for its truthiness (`null`, `false`, `0`, `""`, `[]`, `{}` are false).
+    Truthy,
+    /// A number or boolean stands for its JSON text.
+    Text,
+    /// An object or array stands for its JSON text (a document given decoded).
+    JsonText,
+}
+
+impl Coercion {
+    /// The rewritten value, or `None` when this coercion does not apply to it.
+    pub fn apply(self, value: &Value) -> Option<Value> {
+        match (self, value) {
+            (Coercion::ListOfOne, Value::String(_)) => Some(Value::Array(vec![value.clone()])),
+            (Coercion::Truthy, Value::Bool(_)) => None,
+            (Coercion::Truthy, other) => Some(Value::Bool(match other {
+                Value::Null => false,
+                Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                Value::Bool(b) => *b,
+            })),
+            (Coercion::Text, Value::Number(_) | Value::Bool(_)) => Some(Value::String(value.to_string())),
+            (Coercion::JsonText, Value::Object(_) | Value::Array(_)) => Some(Value::String(value.to_string())),
+            _ => None,
+        }
+    }
+}
+
 /// What a tool is and what it may do; the single source for `tools/list` annotations, argument
 /// checks and the `ai_chat` exposure decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +149,11 @@ pub trait Tool: Send + Sync + 'static {
     /// `outputSchema` (a free-form `Value` publishes none).
     type Output: Serialize + JsonSchema + Send + 'static;
     const META: ToolMeta;
+    /// Error codes for argument faults that differ from the generic ones (see [`ArgumentCode`]).
+    /// Session arguments need no entry: a malformed one is always `session_not_found`.
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[];
+    /// Forms of arguments accepted beyond the published schema (see [`Coercion`]).
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[];
 
     async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Self::Output, ToolError>;
 }
@@ -91,6 +163,8 @@ pub trait Tool: Send + Sync + 'static {
 pub trait DynTool: Send + Sync + 'static {
     fn meta(&self) -> &'static ToolMeta;
     fn input_schema(&self) -> Value;
+    fn argument_codes(&self) -> &'static [ArgumentCode];
+    fn argument_coercions(&self) -> &'static [(&'static str, Coercion)];
     fn output_schema(&self) -> Option<Value>;
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
 }
@@ -103,6 +177,14 @@ impl<T: Tool> DynTool for T {
 
     fn input_schema(&self) -> Value {
         crate::schema::input_schema::<T::Input>()
+    }
+
+    fn argument_codes(&self) -> &'static [ArgumentCode] {
+        T::ARGUMENT_CODES
+    }
+
+    fn argument_coercions(&self) -> &'static [(&'static str, Coercion)] {
+        T::ARGUMENT_COERCIONS
     }
 
     fn output_schema(&self) -> Option<Value> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::{Runtime, RuntimeConfig};
-use cks_tools::{Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+use cks_tools::{ArgumentCode, Coercion, Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 fn context() -> ToolContext {
     ToolContext::new(Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default())))
@@ -219,4 +219,130 @@ fn every_tool_publishes_its_result_shape() {
             assert!(tool.check_output(&json!({"error": "session_not_found", "message": "x"})).is_ok());
         }
     }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct CodedInput {
+    #[allow(dead_code)] // checked by the registry before the handler runs
+    session_id: String,
+    #[allow(dead_code)]
+    items: Vec<String>,
+    #[allow(dead_code)]
+    count: Option<u32>,
+}
+
+/// A tool that declares its own codes for faults in `items`.
+struct Coded;
+
+#[async_trait::async_trait]
+impl Tool for Coded {
+    type Input = CodedInput;
+    type Output = ProbeOutput;
+    const ARGUMENT_CODES: &'static [ArgumentCode] =
+        &[ArgumentCode::malformed("items", "bad_items"), ArgumentCode::missing("items", "no_items")];
+    const META: ToolMeta = ToolMeta {
+        name: "coded",
+        description: "test tool with declared argument codes",
+        session_checks: &[SessionCheck::exists("session_id")],
+        ..Probe::META
+    };
+
+    async fn run(&self, _ctx: &ToolContext, _input: CodedInput) -> Result<ProbeOutput, ToolError> {
+        Ok(ProbeOutput { count: None })
+    }
+}
+
+#[tokio::test]
+async fn declared_argument_codes_replace_the_generic_ones() {
+    let mut registry = Registry::standard();
+    registry.register(Arc::new(Coded));
+    let ctx = context();
+    let session = ctx.runtime.create_session(Default::default(), Default::default()).await.unwrap().session_id;
+    let call = |args: Value| {
+        let (registry, ctx) = (&registry, &ctx);
+        async move { registry.call("coded", args, ctx).await.unwrap() }
+    };
+
+    let missing = call(json!({"session_id": session})).await;
+    assert_eq!(missing["error"], "no_items");
+    assert_eq!(missing["parameter"], "items");
+    assert_eq!(call(json!({"session_id": session, "items": "one"})).await["error"], "bad_items");
+    assert_eq!(call(json!({"session_id": session, "items": [1]})).await["error"], "bad_items", "a bad item too");
+    let other = call(json!({"session_id": session, "items": [], "count": "x"})).await;
+    assert_eq!(other["error"], "invalid_parameter", "undeclared arguments keep the generic code");
+    let number = call(json!({"session_id": 5, "items": []})).await;
+    assert_eq!(number["error"], "session_not_found", "a session argument that is not a string names no session");
+    assert_eq!(number["session_id"], "5");
+    assert_eq!(call(json!({"items": []})).await["error"], "missing_parameter");
+    assert_eq!(call(json!({"session_id": session, "items": []})).await, json!({"count": null}));
+}
+
+#[tokio::test]
+async fn standard_tools_answer_their_designed_codes_for_bad_arguments() {
+    let registry = Registry::standard();
+    let ctx = context();
+    let session = ctx.runtime.create_session(Default::default(), Default::default()).await.unwrap().session_id;
+    let cases = [
+        ("list_versions", json!({"session_id": 42}), "session_not_found"),
+        ("merge_branch", json!({"target_session_id": session}), "session_not_found"),
+        ("merge_branch", json!({"target_session_id": 1, "source_session_id": 2}), "session_not_found"),
+        ("validate_knowledge", json!({"json_data": "{}", "extensions": "confidence_bounds"}), "unknown_extension"),
+        ("validate_knowledge", json!({"json_data": 5}), "invalid_json"),
+        ("evolve_knowledge", json!({"session_id": session, "operations": "add"}), "invalid_operations"),
+        (
+            "evolve_knowledge",
+            json!({"session_id": session, "operations": {"type": "add_object"}}),
+            "invalid_operations",
+        ),
+        ("create_branch", json!({"session_id": session, "version_id": 3}), "branch_failed"),
+        ("search_semantic", json!({"session_id": session}), "empty_query"),
+    ];
+    for (tool, args, code) in cases {
+        let result = registry.call(tool, args.clone(), &ctx).await.unwrap();
+        assert_eq!(result["error"], code, "{tool} {args}: {result}");
+    }
+}
+
+#[test]
+fn coercions_rewrite_only_the_forms_they_name() {
+    assert_eq!(Coercion::ListOfOne.apply(&json!("sun")), Some(json!(["sun"])));
+    assert_eq!(Coercion::ListOfOne.apply(&json!(["sun"])), None);
+    assert_eq!(Coercion::ListOfOne.apply(&json!(5)), None, "left for the schema check to refuse");
+    for (value, truthy) in [
+        (json!("yes"), true),
+        (json!(""), false),
+        (json!(0), false),
+        (json!(2), true),
+        (json!([]), false),
+        (json!({"a": 1}), true),
+    ] {
+        assert_eq!(Coercion::Truthy.apply(&value), Some(json!(truthy)), "{value}");
+    }
+    assert_eq!(Coercion::Truthy.apply(&json!(true)), None);
+    assert_eq!(Coercion::Text.apply(&json!(5)), Some(json!("5")));
+    assert_eq!(Coercion::Text.apply(&json!("five")), None);
+    assert_eq!(Coercion::JsonText.apply(&json!({"objects": []})), Some(json!("{\"objects\":[]}")));
+    assert_eq!(Coercion::JsonText.apply(&json!(5)), None);
+}
+
+#[tokio::test]
+async fn standard_tools_accept_what_the_reference_accepts() {
+    let registry = Registry::standard();
+    let ctx = context();
+    let call = |name: &'static str, args: Value| {
+        let (registry, ctx) = (&registry, &ctx);
+        async move { registry.call(name, args, ctx).await.unwrap() }
+    };
+    let doc = json!({"objects": [{"identity": {"id": "sun", "type": "Star", "name": "Sun"}, "structure": {}}]});
+    let validated = call("validate_knowledge", json!({"json_data": doc})).await;
+    assert_eq!(validated["valid"], true, "a decoded document: {validated}");
+    let session = validated["session_id"].clone();
+    let queried = call("query_subgraph", json!({"session_id": session, "seed_ids": "sun"})).await;
+    assert_eq!(queried["total_found_nodes"], 1, "one seed given as a string: {queried}");
+    let exported = call("export_session", json!({"session_id": session, "include_structures": "yes"})).await;
+    assert!(exported.get("error").is_none(), "{exported}");
+    let forked = call("fork_sandbox", json!({"session_id": session, "hypothesis": 5})).await;
+    assert_eq!(forked["hypothesis"], "5", "{forked}");
+    let status = call("get_llm_status", json!({"unexpected": 1})).await;
+    assert!(status.get("error").is_none(), "extra arguments are ignored: {status}");
 }

@@ -67,6 +67,7 @@ mod contradiction;
 mod dates;
 mod ontology;
 mod projection;
+pub mod provenance;
 mod pyrepr;
 mod reasoning;
 mod temporal;
@@ -82,6 +83,7 @@ use crate::object::RelationView;
 use crate::structure::KnowledgeStructure;
 
 pub use builtin::check_changes;
+pub use provenance::{ProvenanceKey, check_provenance};
 
 /// Code of the duplicate-identity check (cannot fire on a [`KnowledgeStructure`]).
 pub const UNIQUE_IDENTITY: &str = "CKS-STRUCT-UNIQUE-IDENTITY";

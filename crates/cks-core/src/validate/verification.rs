@@ -11,7 +11,8 @@
 //! 5. none of `reliability_score`, `confidence`, `score`, `reasons`, `warning_signs`,
 //!    `recommendations` is present.
 //!
-//! The cks-mcp signature (`_cks_mcp_signature`) is not checked here.
+//! The server's signature (`_cks_mcp_signature`) is checked by [`super::provenance`], with the
+//! key the caller passes in.
 
 use serde_json::Value;
 use std::collections::HashMap;

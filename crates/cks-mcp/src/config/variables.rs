@@ -99,6 +99,13 @@ pub const GROUPS: &[Group] = &[
                 Some("67108864"),
                 "Largest request or stdio message accepted (either framing)",
             ),
+            var(
+                "CKS_MCP_SECRET",
+                Text,
+                None,
+                "Key of VerificationRecord signatures: base64:<data>, hex, or text [random, kept in \
+                 <data dir>/.cks_provenance_secret]",
+            ),
             var("CKS_MCP_LOG", LogFilter, Some("warn,cks_tool_call=info"), "Log filter for stderr (tracing syntax)"),
         ],
     },

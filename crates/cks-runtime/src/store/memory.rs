@@ -18,11 +18,13 @@ struct SessionData {
 }
 
 /// A store that lives and dies with the process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     /// Bumped on every write; every runtime sharing this store sees it move.
     writes: std::sync::atomic::AtomicU64,
+    /// Made with the store: the data lives no longer than it does.
+    replica_id: String,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +45,16 @@ impl Default for SessionRow {
             metadata: "{}".into(),
             snapshot_interval: 10,
             head: super::Head { seq: 0, version_id: None, state_hash: String::new(), object_count: 0 },
+        }
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            inner: Mutex::default(),
+            writes: std::sync::atomic::AtomicU64::default(),
+            replica_id: uuid::Uuid::new_v4().to_string(),
         }
     }
 }
@@ -232,5 +244,9 @@ impl Store for MemoryStore {
             }
             Ok(outcome)
         })
+    }
+
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(Some(self.replica_id.clone()))
     }
 }

@@ -177,6 +177,13 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
 
+    /// This store's replica id: made on first use and the same for the store's whole life, so
+    /// version vectors can tell this database's commits from another's. `None` when the store
+    /// keeps no such identity.
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes
     /// nothing the second time); a version id already stored elsewhere is an error

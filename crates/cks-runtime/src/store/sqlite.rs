@@ -23,7 +23,8 @@ use super::{
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE sessions (
     session_id        TEXT PRIMARY KEY,
     created_at        TEXT NOT NULL,
@@ -56,7 +57,14 @@ CREATE TABLE snapshots (
     state      TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
-"#];
+"#,
+    r#"
+CREATE TABLE store_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"#,
+];
 
 /// Tuning knobs of the SQLite store.
 #[derive(Clone, Debug)]
@@ -473,6 +481,21 @@ impl Store for SqliteStore {
                 return Err(StoreError::SessionNotFound(id));
             }
             Ok(())
+        })
+        .await
+    }
+
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        let fresh = uuid::Uuid::new_v4().to_string();
+        self.run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute("INSERT OR IGNORE INTO store_meta (key, value) VALUES ('replica_id', ?1)", [&fresh])
+                .map_err(backend)?;
+            let id: String = tx
+                .query_row("SELECT value FROM store_meta WHERE key = 'replica_id'", [], |r| r.get(0))
+                .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(Some(id))
         })
         .await
     }

@@ -9,7 +9,7 @@ use cks_runtime::RuntimeError;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -35,6 +35,7 @@ pub(crate) struct CreateBranch;
 impl Tool for CreateBranch {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::malformed("version_id", "branch_failed")];
     const META: ToolMeta = ToolMeta {
         name: "create_branch",
         description: "Create a branch: a new session that starts from the parent session's current state, or from \

@@ -16,7 +16,7 @@ use super::create_branch::branch_failed;
 use crate::context::ToolContext;
 use crate::convert::diagnostics_brief;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 use crate::tools::versions::wire_operations;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -94,6 +94,7 @@ pub(crate) struct ForkSandbox;
 impl Tool for ForkSandbox {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("hypothesis", Coercion::Text)];
     const META: ToolMeta = ToolMeta {
         name: "fork_sandbox",
         description: "Fork a sandbox from a session (its current state, or version 'version_id'), optionally apply \
@@ -156,7 +157,9 @@ impl Tool for ForkSandbox {
             return Ok(output);
         }
         let fork_state = ctx.runtime.read(&sandbox, |s, _| s.clone()).await?;
-        let request = CommitRequest::operations(operations).with_metadata(evolve_metadata);
+        let request = CommitRequest::operations(operations)
+            .with_metadata(evolve_metadata)
+            .with_provenance((*ctx.provenance).clone());
         let committed = match ctx.runtime.commit(&sandbox, request).await {
             Ok(committed) => committed,
             Err(e) => {
@@ -171,6 +174,11 @@ impl Tool for ForkSandbox {
                         "Applying this hypothesis would produce an invalid structure.",
                     )
                     .with("diagnostics", diagnostics_brief(&diagnostics)),
+                    RuntimeError::UnverifiedProvenance { diagnostics } => ToolError::new(
+                        "validation_failed",
+                        "Cannot commit hypothesis: VerificationRecord has invalid or missing provenance signature.",
+                    )
+                    .with("details", crate::provenance::details(&diagnostics)),
                     other => other.into(),
                 });
             }
@@ -245,16 +253,22 @@ mod tests {
         assert_eq!(ids(&ctx, &parent).await, ["a"], "the parent is untouched");
         let info = ctx.runtime.info(sandbox).await.unwrap();
         assert_eq!(info.parent_session_id.as_deref(), Some(parent.as_str()));
+        let mut metadata = info.metadata;
+        let node = metadata.remove("node_id").unwrap();
+        assert_eq!(metadata.remove("version_vector").unwrap()[node.as_str().unwrap()], 1, "as of its head");
         assert_eq!(
-            Value::Object(info.metadata),
+            Value::Object(metadata),
             json!({"tool": "fork_sandbox", "operation": "fork", "hypothesis": "b matters"})
         );
         assert_eq!(ctx.runtime.list_versions(&parent).await.unwrap().len(), 1);
         let versions = ctx.runtime.list_versions(sandbox).await.unwrap();
         assert_eq!(versions.len(), 1);
         assert_eq!(result["version_id"], versions[0].version_id);
+        let mut metadata = versions[0].metadata.clone();
+        let node = metadata.remove("node_id").unwrap();
+        assert_eq!(metadata.remove("version_vector").unwrap()[node.as_str().unwrap()], 1, "the sandbox's first commit");
         assert_eq!(
-            Value::Object(versions[0].metadata.clone()),
+            Value::Object(metadata),
             json!({"tool": "fork_sandbox", "operation": "evolve", "hypothesis": "b matters"})
         );
     }

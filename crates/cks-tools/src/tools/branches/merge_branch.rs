@@ -10,7 +10,7 @@ use cks_runtime::{MergeReport, RuntimeError};
 use super::{ConflictEntry, conflicts, merge_error, resolutions};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 use crate::tools::versions::SERIALIZE_LIMIT;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -75,6 +75,7 @@ const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions change
 impl Tool for MergeBranch {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("source_session_id", "session_not_found")];
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
         description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \
@@ -184,8 +185,11 @@ mod tests {
         let versions = ctx.runtime.list_versions(&target).await.unwrap();
         let last = versions.last().unwrap();
         assert_eq!(result["version_id"], last.version_id);
+        let mut metadata = last.metadata.clone();
+        assert_eq!(metadata.remove("version_vector").unwrap().as_object().unwrap().len(), 2);
+        assert!(metadata.remove("node_id").is_some());
         assert_eq!(
-            Value::Object(last.metadata.clone()),
+            Value::Object(metadata),
             json!({"tool": "merge_branch", "operation": "merge", "source_session_id": source})
         );
         let serialized: Value = serde_json::from_str(result["serialized"].as_str().unwrap()).unwrap();
@@ -274,10 +278,8 @@ mod tests {
         let source = branch(&ctx, &target).await;
 
         let missing = call(&ctx, "merge_branch", json!({"target_session_id": target})).await;
-        assert_eq!(
-            missing,
-            json!({"error": "missing_parameter", "message": "Missing required parameter: 'source_session_id'."})
-        );
+        assert_eq!(missing["error"], "session_not_found", "as the reference answers a missing source");
+        assert_eq!(missing["parameter"], "source_session_id");
         let no_source =
             call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": "nope"})).await;
         assert_eq!(no_source["error"], "session_not_found");

@@ -43,6 +43,12 @@ pub(crate) struct Output {
     dropped_relations: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     conflicts: Option<Vec<ConflictEntry>>,
+    /// Why the merged result was refused (a VerificationRecord without a valid signature), as
+    /// the reference words it; with `details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Value>,
 }
 
 pub(crate) struct MergeKnowledge;
@@ -68,7 +74,7 @@ impl Tool for MergeKnowledge {
         llm_exposed: false,
     };
 
-    async fn run(&self, _ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let resolutions = resolutions(input.resolutions.as_ref())?;
         let parse = |name: &'static str, value: &Value| {
             // As in the reference, an empty value is a missing one.
@@ -81,17 +87,34 @@ impl Tool for MergeKnowledge {
         let branch_a = parse("json_data_branch_a", &input.json_data_branch_a)?;
         let branch_b = parse("json_data_branch_b", &input.json_data_branch_b)?;
         match merge(&base, &branch_a, &branch_b, &resolutions) {
-            Ok(outcome) => Ok(Output {
-                merged: true,
-                serialized: Some(crate::convert::client_document(&outcome.structure)),
-                dropped_relations: Some(outcome.dropped_relations).filter(|d| !d.is_empty()),
-                conflicts: None,
-            }),
+            Ok(outcome) => {
+                let unverified = crate::provenance::blocking(ctx, &outcome.structure);
+                if !unverified.is_empty() {
+                    return Ok(Output {
+                        merged: false,
+                        serialized: None,
+                        dropped_relations: None,
+                        conflicts: None,
+                        error: Some("Provenance verification failed in merged result.".into()),
+                        details: Some(crate::provenance::details(&unverified)),
+                    });
+                }
+                Ok(Output {
+                    merged: true,
+                    serialized: Some(crate::convert::client_document(&outcome.structure)),
+                    dropped_relations: Some(outcome.dropped_relations).filter(|d| !d.is_empty()),
+                    conflicts: None,
+                    error: None,
+                    details: None,
+                })
+            }
             Err(MergeError::Conflicts(list)) => Ok(Output {
                 merged: false,
                 serialized: None,
                 dropped_relations: None,
                 conflicts: Some(conflicts(&list)),
+                error: None,
+                details: None,
             }),
             Err(e) => Err(merge_error(e)),
         }

@@ -11,7 +11,7 @@ use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -117,6 +117,7 @@ pub(crate) struct QuerySubgraph;
 impl Tool for QuerySubgraph {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("seed_ids", Coercion::ListOfOne)];
     const META: ToolMeta = ToolMeta {
         name: "query_subgraph",
         description: "Return the neighbourhood of one or more seed objects in a session's graph (relations are \

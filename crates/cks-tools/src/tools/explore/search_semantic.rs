@@ -21,7 +21,7 @@ use cks_core::{KnowledgeObject, KnowledgeStructure};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 /// BM25 term-frequency saturation.
 const K1: f64 = 1.2;
@@ -83,6 +83,7 @@ pub(crate) struct SearchSemantic;
 impl Tool for SearchSemantic {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("query", "empty_query")];
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
         description: "Find the objects of a session that best match a text query and return their neighbourhood. \

@@ -19,7 +19,7 @@ use cks_runtime::RuntimeError;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 
 const BUNDLE_SCHEMA_VERSION: &str = "1.0";
 /// Longest parent chain followed for `lineage`.
@@ -42,6 +42,7 @@ pub(crate) struct ExportSession;
 impl Tool for ExportSession {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("include_structures", Coercion::Truthy)];
     const META: ToolMeta = ToolMeta {
         name: "export_session",
         description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \
@@ -110,6 +111,12 @@ impl Tool for ExportSession {
                 cks_json,
             });
         }
+        // The session's metadata with the head version's vector, as stored (for an imported
+        // session, the vector it was imported with).
+        let mut session_metadata = ctx.runtime.info(&id).await?.metadata;
+        if let Some(vector) = versions.last().and_then(|v| v.metadata.get("version_vector")) {
+            session_metadata.insert("version_vector".into(), vector.clone());
+        }
 
         let bundle = Bundle {
             cks_mcp_export: true,
@@ -121,7 +128,7 @@ impl Tool for ExportSession {
                 parent_version_id: info.parent_version_id,
                 closed: info.closed,
                 created_at: info.created_at,
-                metadata: info.metadata,
+                metadata: session_metadata,
             },
             current_structure,
             version_history: VersionHistory {

@@ -15,7 +15,7 @@ use cks_runtime::{CommitRequest, NewSession};
 use crate::context::ToolContext;
 use crate::convert::{BriefDiagnostic, brief_diagnostics, client_document, extensions, parse_json_data};
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 /// Results include the serialized structure by default up to this many objects.
 pub(crate) const SERIALIZE_LIMIT: usize = 2_000;
@@ -70,6 +70,10 @@ pub(crate) struct EvolveKnowledge;
 impl Tool for EvolveKnowledge {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[
+        ArgumentCode::malformed("operations", "invalid_operations"),
+        ArgumentCode::malformed("extensions", "unknown_extension"),
+    ];
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
         description: "Apply evolution operations to a session's knowledge structure (or to 'json_data', which \
@@ -129,7 +133,10 @@ impl Tool for EvolveKnowledge {
         };
         let operations_applied = operations.len() as u64;
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("evolve"))]);
-        let request = CommitRequest::operations(operations).with_metadata(metadata).with_extensions(extensions);
+        let request = CommitRequest::operations(operations)
+            .with_metadata(metadata)
+            .with_extensions(extensions.clone())
+            .with_provenance((*ctx.provenance).clone());
         let committed = ctx.runtime.commit(&session_id, request).await?;
         let include = input.return_structure.unwrap_or(committed.version.object_count as usize <= SERIALIZE_LIMIT);
         let (serialized, cascade_removed_relations) = ctx

@@ -66,6 +66,7 @@ impl Tool for SerializeKnowledge {
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
+        crate::provenance::require_verified(ctx, &structure, "serialize")?;
         Ok(Output::Document(client_document(&structure)))
     }
 }

@@ -7,16 +7,16 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use cks_core::KnowledgeStructure;
-use cks_core::validate::{Extension, ValidationOptions, validate};
+use cks_core::validate::{Extension, Severity, ValidationOptions, validate};
 use cks_runtime::NewSession;
 
 use crate::context::ToolContext;
 use crate::convert::{FullDiagnostic, extensions, full_diagnostics, parse_json_data};
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, Coercion, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -55,6 +55,11 @@ pub(crate) struct ValidateKnowledge;
 impl Tool for ValidateKnowledge {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[
+        ArgumentCode::malformed("json_data", "invalid_json"),
+        ArgumentCode::malformed("extensions", "unknown_extension"),
+    ];
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("json_data", Coercion::JsonText)];
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \
@@ -76,29 +81,22 @@ impl Tool for ValidateKnowledge {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let requested = extensions(&input.extensions)?;
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let report = ctx
-                .runtime
-                .read(&session_id, |structure, _| validate(structure, &options(structure, &requested)))
-                .await?;
+            let (valid, diagnostics) =
+                ctx.runtime.read(&session_id, |structure, _| judge(ctx, structure, &requested)).await?;
             return Ok(Output {
-                valid: report.is_valid(),
+                valid,
                 extensions_applied: input.extensions,
-                diagnostics: full_diagnostics(&report.diagnostics),
+                diagnostics,
                 session_id: Some(session_id),
                 version_id: None,
             });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(&json_data)?;
-        let report = validate(&structure, &options(&structure, &requested));
-        let mut result = Output {
-            valid: report.is_valid(),
-            extensions_applied: input.extensions,
-            diagnostics: full_diagnostics(&report.diagnostics),
-            session_id: None,
-            version_id: None,
-        };
-        if report.is_valid() {
+        let (valid, diagnostics) = judge(ctx, &structure, &requested);
+        let mut result =
+            Output { valid, extensions_applied: input.extensions, diagnostics, session_id: None, version_id: None };
+        if valid {
             let first_version = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
             let info = ctx
                 .runtime
@@ -109,6 +107,27 @@ impl Tool for ValidateKnowledge {
         }
         Ok(result)
     }
+}
+
+/// Validity and diagnostics of a structure: the core validator, then the provenance findings
+/// under the server's key (marked with the server as their source, as the reference does).
+fn judge(ctx: &ToolContext, structure: &KnowledgeStructure, requested: &[Extension]) -> (bool, Vec<FullDiagnostic>) {
+    let report = validate(structure, &options(structure, requested));
+    let provenance = crate::provenance::findings(ctx, structure);
+    let valid = report.is_valid() && !provenance.iter().any(|d| d.severity == Severity::Error);
+    let mut diagnostics = full_diagnostics(&report.diagnostics);
+    diagnostics.extend(provenance.iter().map(|d| {
+        let mut metadata = Map::new();
+        metadata.insert("location".into(), d.location.clone().map_or(Value::Null, Value::String));
+        FullDiagnostic {
+            code: d.code.to_string(),
+            severity: d.severity.as_str().to_owned(),
+            source: "mcp".into(),
+            message: d.message.clone(),
+            metadata,
+        }
+    }));
+    (valid, diagnostics)
 }
 
 /// The requested extensions, plus `verification_record` whenever the structure holds a
@@ -177,7 +196,7 @@ mod tests {
         assert_eq!(result["valid"], true, "{result}");
         assert!(result["session_id"].is_string());
         let number = call(&ctx, "validate_knowledge", json!({"json_data": 5})).await;
-        assert_eq!(number["error"], "invalid_parameter");
+        assert_eq!(number["error"], "invalid_json", "as the reference");
     }
 
     #[tokio::test]
@@ -203,7 +222,11 @@ mod tests {
         let result = call(&ctx, "validate_knowledge", json!({"json_data": data.to_string()})).await;
         assert_eq!(result["valid"], false);
         assert_eq!(result["extensions_applied"], json!([]), "only the requested ones are listed");
-        assert!(result["diagnostics"].as_array().unwrap().iter().all(|d| d["code"] == "CKS-EXT-VERIFICATION-RECORD"));
+        let diagnostics = result["diagnostics"].as_array().unwrap();
+        let core: Vec<&Value> = diagnostics.iter().filter(|d| d["source"] == "core").collect();
+        assert!(!core.is_empty() && core.iter().all(|d| d["code"] == "CKS-EXT-VERIFICATION-RECORD"), "{result}");
+        // Unsigned, so the server's provenance check reports it too.
+        assert!(diagnostics.iter().any(|d| d["source"] == "mcp"), "{result}");
         assert!(result.get("session_id").is_none());
     }
 }

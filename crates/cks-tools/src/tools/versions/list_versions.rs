@@ -101,7 +101,16 @@ mod tests {
         assert_eq!(versions[1]["seq"], 2);
         assert_eq!(versions[0]["object_count"], 1);
         assert_eq!(versions[1]["object_count"], 2);
-        assert_eq!(versions[1]["metadata"], json!({"tool": "evolve_knowledge", "operation": "evolve"}));
+        let metadata = &versions[1]["metadata"];
+        assert_eq!(metadata["tool"], "evolve_knowledge");
+        assert_eq!(metadata["operation"], "evolve");
+        let node = metadata["node_id"].as_str().unwrap();
+        assert_eq!(versions[0]["metadata"]["node_id"], node, "one node id per session");
+        let vector = metadata["version_vector"].as_object().unwrap();
+        assert_eq!(vector.len(), 2, "the session's node and the store's replica: {vector:?}");
+        assert_eq!(vector[node], 2);
+        assert!(vector.values().all(|count| count == 2));
+        assert!(versions[0]["metadata"]["version_vector"].as_object().unwrap().values().all(|count| count == 1));
         assert_eq!(
             keys(&versions[1]),
             ["created_at", "metadata", "object_count", "seq", "state_hash", "transaction_id", "version_id"]

@@ -112,8 +112,11 @@ mod tests {
         let last = versions.last().unwrap();
         assert_eq!(result["new_version_id"], last.version_id);
         assert_eq!(last.state_hash, versions[0].state_hash);
+        let mut metadata = last.metadata.clone();
+        assert_eq!(metadata.remove("version_vector").unwrap()[versions[0].metadata["node_id"].as_str().unwrap()], 3);
+        assert!(metadata.remove("node_id").is_some());
         assert_eq!(
-            serde_json::Value::Object(last.metadata.clone()),
+            serde_json::Value::Object(metadata),
             json!({"tool": "revert_version", "operation": "revert", "reverted_to": first})
         );
 
