@@ -75,7 +75,10 @@ impl FrameDecoder {
             match &mut self.state {
                 State::Line => {
                     let Some(end) = self.find_newline(buf) else {
-                        if buf.len() > self.max_message_bytes && !may_be_header(buf) {
+                        // A trailing `\r` may be the start of the line's `\r\n`, which is not
+                        // counted: the same measure as for a whole line below.
+                        let pending = buf.len() - usize::from(buf.last() == Some(&b'\r'));
+                        if pending > self.max_message_bytes && !may_be_header(buf) {
                             let mut scanner = IdScanner::default();
                             scanner.feed(buf);
                             buf.clear();
@@ -423,6 +426,18 @@ mod tests {
             out.push(d);
         }
         out
+    }
+
+    /// Found by the `stdio_framing` fuzz target: an over-size line must be over-size whatever
+    /// the read size, also when the reads split it before its first byte that rules out a header.
+    #[test]
+    fn an_over_size_line_is_over_size_whatever_the_read_size() {
+        let crash = include_bytes!("../../../../fuzz/corpus/stdio_framing/regression-oversize-line");
+        let (limit, input) = (16 + usize::from(crash[0]) * 8, &crash[2..]);
+        let whole = decode_all(input, input.len(), limit);
+        for chunk in [1, 2, 3, 17, 64] {
+            assert_eq!(decode_all(input, chunk, limit), whole, "read size {chunk}");
+        }
     }
 
     fn message(framing: Framing, body: &str) -> Decoded {
