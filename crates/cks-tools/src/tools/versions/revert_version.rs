@@ -62,6 +62,10 @@ impl Tool for RevertVersion {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        // An empty id names no version: the argument is missing, as the reference says.
+        if input.target_version_id.is_empty() {
+            return Err(ToolError::missing_parameter("target_version_id"));
+        }
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("revert"))]);
         let committed = ctx.runtime.revert(&input.session_id, &input.target_version_id, metadata).await?;
         let serialized = if input.return_structure.unwrap_or(committed.version.object_count <= SERIALIZE_LIMIT) {
@@ -94,6 +98,8 @@ mod tests {
             .await;
         assert_eq!(ids(&ctx, &sid).await, ["a", "b"]);
 
+        let empty = call(&ctx, "revert_version", json!({"session_id": sid, "target_version_id": ""})).await;
+        assert_eq!(empty["error"], "missing_parameter");
         let result = call(&ctx, "revert_version", json!({"session_id": sid, "target_version_id": first})).await;
         assert_eq!(
             keys(&result),
