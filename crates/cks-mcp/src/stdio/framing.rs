@@ -52,6 +52,8 @@ enum State {
     SkipLine(IdScanner),
     /// Skipping `remaining` bytes of an over-size body.
     SkipBody { remaining: usize, scanner: IdScanner },
+    /// Skipping the rest of an over-long header line (already reported), up to its newline.
+    SkipHeaderLine,
 }
 
 /// The framing decoder. Feed it with [`FrameDecoder::decode`] after each read.
@@ -126,15 +128,25 @@ impl FrameDecoder {
                     let mut length = *length;
                     let Some(end) = self.find_newline(buf) else {
                         if buf.len() > MAX_HEADER_LINE {
-                            self.reset(buf);
+                            // Everything buffered belongs to this line: drop it and the rest of
+                            // the line, whatever the read sizes were.
+                            buf.clear();
+                            self.scanned = 0;
+                            self.state = State::SkipHeaderLine;
                             return Some(bad_header("a header line is too long"));
                         }
-                        if eof && !buf.is_empty() {
+                        if eof {
                             self.reset(buf);
                             return Some(bad_header("the input ended inside the headers"));
                         }
                         return None;
                     };
+                    if end > MAX_HEADER_LINE {
+                        buf.advance(end + 1);
+                        self.scanned = 0;
+                        self.state = State::Line;
+                        return Some(bad_header("a header line is too long"));
+                    }
                     let line = buf.split_to(end + 1);
                     self.scanned = 0;
                     let text = trim(&line);
@@ -196,6 +208,19 @@ impl FrameDecoder {
                                 limit: self.max_message_bytes,
                                 id,
                             });
+                        }
+                        return None;
+                    }
+                },
+                State::SkipHeaderLine => match memchr(b'\n', buf) {
+                    Some(end) => {
+                        buf.advance(end + 1);
+                        self.state = State::Line;
+                    }
+                    None => {
+                        buf.clear();
+                        if eof {
+                            self.state = State::Line;
                         }
                         return None;
                     }
@@ -430,6 +455,22 @@ mod tests {
 
     /// Found by the `stdio_framing` fuzz target: an over-size line must be over-size whatever
     /// the read size, also when the reads split it before its first byte that rules out a header.
+    #[test]
+    fn header_faults_do_not_depend_on_the_read_size() {
+        // Found by the fuzz target: a header block cut off at the end of the input, and a header
+        // line over the header limit, must be reported the same way whether or not the reads split
+        // them.
+        let long = format!("Content-Length: 9\r\nX-Long: {}\n{{\"a\": 1}}\n", "y".repeat(MAX_HEADER_LINE + 10));
+        let cut = "Content-Length: 9\r\nContent-Type: x\r\n";
+        for input in [long.as_bytes(), cut.as_bytes()] {
+            let whole = decode_all(input, input.len(), 1 << 20);
+            assert!(matches!(whole.first(), Some(Decoded::BadHeader { .. })), "{whole:?}");
+            for chunk in [1, 7, 45, 4096] {
+                assert_eq!(decode_all(input, chunk, 1 << 20), whole, "read size {chunk}");
+            }
+        }
+    }
+
     #[test]
     fn an_over_size_line_is_over_size_whatever_the_read_size() {
         let crash = include_bytes!("../../../../fuzz/corpus/stdio_framing/regression-oversize-line");
