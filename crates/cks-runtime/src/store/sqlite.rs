@@ -246,27 +246,8 @@ impl Store for SqliteStore {
         let (row, state) = (row.clone(), initial_state.to_owned());
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            let inserted = tx
-                .execute(
-                    &format!(
-                        "INSERT OR IGNORE INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
-                    ),
-                    params![
-                        row.session_id,
-                        row.created_at,
-                        row.parent_session_id,
-                        row.parent_version_id,
-                        row.closed,
-                        row.metadata,
-                        row.snapshot_interval,
-                        row.head.seq,
-                        row.head.version_id,
-                        row.head.state_hash,
-                        row.head.object_count
-                    ],
-                )
-                .map_err(backend)?;
-            if inserted == 0 {
+            let inserted = insert_session(&tx, &row).map_err(backend)?;
+            if !inserted {
                 return Err(StoreError::SessionExists(row.session_id));
             }
             tx.execute(
@@ -517,25 +498,7 @@ impl Store for SqliteStore {
                     outcome.skipped.push(row.session_id.clone());
                     continue;
                 }
-                tx.prepare_cached(&format!(
-                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
-                ))
-                .and_then(|mut s| {
-                    s.execute(params![
-                        row.session_id,
-                        row.created_at,
-                        row.parent_session_id,
-                        row.parent_version_id,
-                        row.closed,
-                        row.metadata,
-                        row.snapshot_interval,
-                        row.head.seq,
-                        row.head.version_id,
-                        row.head.state_hash,
-                        row.head.object_count
-                    ])
-                })
-                .map_err(backend)?;
+                insert_session(&tx, row).map_err(backend)?;
                 let mut insert_snapshot = tx
                     .prepare_cached("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, ?2, ?3)")
                     .map_err(backend)?;
@@ -579,6 +542,27 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
+
+/// Inserts a session row; `false` when a session with its id is already stored.
+fn insert_session(tx: &rusqlite::Transaction<'_>, row: &SessionRow) -> rusqlite::Result<bool> {
+    let mut insert = tx.prepare_cached(&format!(
+        "INSERT OR IGNORE INTO sessions ({SESSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+    ))?;
+    let inserted = insert.execute(params![
+        row.session_id,
+        row.created_at,
+        row.parent_session_id,
+        row.parent_version_id,
+        row.closed,
+        row.metadata,
+        row.snapshot_interval,
+        row.head.seq,
+        row.head.version_id,
+        row.head.state_hash,
+        row.head.object_count
+    ])?;
+    Ok(inserted > 0)
 }
 
 #[cfg(test)]
