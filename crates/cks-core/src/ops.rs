@@ -10,8 +10,10 @@
 //! - `add_relation` checks the relation shape (≥ 2 string participants, non-empty type);
 //! - `add_object` whose structure holds both `participants` and `relation_type` is a relation and is
 //!   shape-checked like one (our model decides relation-ness from the structure alone);
-//! - `remove_relation` cascades like `remove_object`: relations that name the removed relation as a
-//!   participant go with it, so no operation can leave a dangling reference behind.
+//!
+//! As in the reference, `remove_object` also removes the relations naming the object, one level
+//! deep, and `remove_relation` removes only the relation: a relation that names a removed relation
+//! is left dangling, and the commit's validation refuses the change (`CKS-STRUCT-DANGLING-REF`).
 
 use serde_json::{Map, Value};
 use std::fmt;
@@ -446,14 +448,15 @@ fn apply_one(
             if !structure.contains(object_id) {
                 return Err(E::ObjectMissing(object_id.clone()));
             }
-            structure.remove_cascading(object_id, log);
+            structure.remove_with_relations(object_id, log);
             Ok(())
         }
         Operation::RemoveRelation { relation_id } => match structure.get(relation_id) {
             None => Err(E::RelationMissing(relation_id.clone())),
             Some(object) if !object.is_relation() => Err(E::NotARelation(relation_id.clone())),
             Some(_) => {
-                structure.remove_cascading(relation_id, log);
+                // Only the relation: one that names it is left for validation to refuse.
+                structure.remove(relation_id, log);
                 Ok(())
             }
         },

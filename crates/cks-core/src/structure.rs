@@ -246,6 +246,22 @@ impl KnowledgeStructure {
         }
     }
 
+    /// Removes an object and the relations that name it, one level deep (the `remove_object`
+    /// operation, as the reference applies it): a relation naming one of those relations is left
+    /// dangling for validation to refuse. Returns the removed ids (the object first).
+    pub fn remove_with_relations(&mut self, id: &str, log: &mut ChangeSet) -> Vec<String> {
+        if !self.remove(id, log) {
+            return Vec::new();
+        }
+        let mut removed = vec![id.to_owned()];
+        for relation in self.relations_of(id).to_vec() {
+            if self.remove(&relation, log) {
+                removed.push(relation);
+            }
+        }
+        removed
+    }
+
     /// Removes an object and, transitively, every relation that names a removed id.
     /// Returns the removed ids in removal order (the object first).
     pub fn remove_cascading(&mut self, id: &str, log: &mut ChangeSet) -> Vec<String> {
@@ -425,6 +441,21 @@ mod tests {
         assert_eq!(s, before);
         assert_eq!(s.root_hash(), before.root_hash());
         assert_eq!(s.relations_of("b").len(), 2);
+    }
+
+    #[test]
+    fn removing_with_relations_goes_one_level_deep() {
+        let mut s = KnowledgeStructure::from_objects([
+            node("a"),
+            node("b"),
+            rel("ab", "a", "b", "links"),
+            rel("about-ab", "b", "ab", "comments"),
+        ])
+        .unwrap();
+        let mut log = ChangeSet::default();
+        assert_eq!(s.remove_with_relations("a", &mut log), ["a", "ab"]);
+        assert_eq!(s.ids().collect::<Vec<_>>(), ["b", "about-ab"], "the relation naming 'ab' is left");
+        assert!(s.remove_with_relations("ghost", &mut log).is_empty());
     }
 
     #[test]

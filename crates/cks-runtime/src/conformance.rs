@@ -354,7 +354,7 @@ async fn runtime_revert_branch_merge(store: Arc<dyn Store>) {
     rt.commit(&branch.session_id, ops(json!([add("from-branch")]))).await.unwrap();
     rt.commit(&id, ops(json!([add("from-main")]))).await.unwrap();
     let report = rt.merge_branch(&id, &branch.session_id, None, &Default::default(), Map::new()).await.unwrap();
-    let MergeReport::Merged { committed: Some(committed), .. } = report else { panic!("merge commits: {report:?}") };
+    let MergeReport::Merged { committed, changed: true, .. } = report else { panic!("merge commits: {report:?}") };
     assert_eq!(committed.version.metadata["operation"], json!("merge"));
     let ids: Vec<String> = rt.read(&id, |s, _| s.ids().map(str::to_owned).collect()).await.unwrap();
     assert!(ids.contains(&"from-branch".to_owned()) && ids.contains(&"from-main".to_owned()), "{ids:?}");

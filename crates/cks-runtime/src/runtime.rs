@@ -125,7 +125,13 @@ pub struct Committed {
 /// The result of merging a branch.
 #[derive(Clone, Debug)]
 pub enum MergeReport {
-    Merged { committed: Option<Box<Committed>>, dropped_relations: Vec<String>, resolved: Vec<String> },
+    /// `changed` is false when the merge brought nothing new (the version then records the merge only).
+    Merged {
+        committed: Box<Committed>,
+        changed: bool,
+        dropped_relations: Vec<String>,
+        resolved: Vec<String>,
+    },
     Conflicts(Vec<Conflict>),
 }
 
@@ -786,6 +792,8 @@ impl Runtime {
                 Some(version_id) => self.version_state(target_id, version_id).await?,
                 None => self.state_at(target_id, 0).await?,
             },
+            // A session merged into itself is its own base: the merge changes nothing.
+            (None, _) if source_id == target_id => source.clone(),
             (None, _) => {
                 return Err(RuntimeError::NoMergeBase {
                     target_session_id: target_id.to_owned(),
@@ -804,28 +812,28 @@ impl Runtime {
             Err(merge::MergeError::Conflicts(conflicts)) => return Ok(MergeReport::Conflicts(conflicts)),
             Err(e) => return Err(e.into()),
         };
-        let committed = if outcome.structure.same_content(&state.structure) {
-            None
+        // Like the reference, every merge is recorded as a version, also one that changes nothing.
+        let changed = !outcome.structure.same_content(&state.structure);
+        let mut metadata = metadata;
+        metadata.entry("operation").or_insert_with(|| Value::String("merge".into()));
+        metadata.insert("source_session_id".into(), Value::String(source_id.to_owned()));
+        let head = state.row.head.seq;
+        let edit = if changed {
+            Edit::Replace { state: outcome.structure, if_head: Some(head) }
         } else {
-            let mut metadata = metadata;
-            metadata.entry("operation").or_insert_with(|| Value::String("merge".into()));
-            metadata.insert("source_session_id".into(), Value::String(source_id.to_owned()));
-            let head = state.row.head.seq;
-            let request = CommitRequest {
-                edit: Some(Edit::Replace { state: outcome.structure, if_head: Some(head) }),
-                metadata,
-                extensions: Vec::new(),
-                provenance: None,
-            };
-            match self.try_commit(target_id, &session.fresh_as_of, &mut state, &request).await? {
-                Attempt::Done(committed) => Some(Box::new(committed)),
-                Attempt::Conflict => {
-                    return Err(RuntimeError::ConcurrentModification { session_id: target_id.to_owned(), attempts: 1 });
-                }
+            // No change: an empty delta, so that no snapshot of the whole state is written.
+            Edit::Operations(Vec::new())
+        };
+        let request = CommitRequest { edit: Some(edit), metadata, extensions: Vec::new(), provenance: None };
+        let committed = match self.try_commit(target_id, &session.fresh_as_of, &mut state, &request).await? {
+            Attempt::Done(committed) => Box::new(committed),
+            Attempt::Conflict => {
+                return Err(RuntimeError::ConcurrentModification { session_id: target_id.to_owned(), attempts: 1 });
             }
         };
         Ok(MergeReport::Merged {
             committed,
+            changed,
             dropped_relations: outcome.dropped_relations,
             resolved: outcome.conflicts_resolved,
         })

@@ -57,9 +57,6 @@
 //! - `temporal_validity` reads the clock from [`ValidationOptions::now`] (default: `now_utc`).
 //! - The cks-mcp rule that forces `verification_record` when a `VerificationRecord` exists is a
 //!   server concern and is not applied here.
-//! - [`check_changes`] reports `CKS-SEM-CYCLE` at the source of the `derives` edge that closes
-//!   the cycle (the full validator reports at the DFS back-edge tail, which depends on the whole
-//!   graph).
 
 mod builtin;
 mod claim;

@@ -45,7 +45,7 @@ pub(crate) struct Output {
     /// The target session.
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<String>,
-    /// The target's new version (its current one when there was nothing to merge).
+    /// The target's new version (a merge that brings nothing new is recorded too).
     #[serde(skip_serializing_if = "Option::is_none")]
     version_id: Option<String>,
     /// The merged structure as canonical JSON (up to 2,000 objects unless `return_structure`).
@@ -57,7 +57,7 @@ pub(crate) struct Output {
     /// Conflicting ids settled by `resolutions`.
     #[serde(skip_serializing_if = "Option::is_none")]
     conflicts_resolved: Option<Vec<String>>,
-    /// True when the merge changed nothing (no version was committed).
+    /// True when the merge brought nothing new (its version has the same content as the one before).
     #[serde(skip_serializing_if = "Option::is_none")]
     no_op: Option<bool>,
 }
@@ -85,7 +85,7 @@ impl Tool for MergeBranch {
             result is {merged: false, message, conflicts: [{object_id, target_diff, source_diff}]}; retry with \
             'resolutions' for those ids. Relations left pointing at a deleted object are dropped and listed in \
             'dropped_relations' (the reference server dropped them silently). On success returns {merged: true, \
-            session_id, version_id, dropped_relations?, conflicts_resolved?, no_op? (nothing to merge), \
+            session_id, version_id, dropped_relations?, conflicts_resolved?, no_op? (it brought nothing new), \
             serialized (up to 2,000 objects unless 'return_structure' is set)}.",
         mutates_graph: true,
         creates_session: false,
@@ -110,7 +110,7 @@ impl Tool for MergeBranch {
                 RuntimeError::Merge(e) => merge_error(e),
                 other => other.into(),
             })?;
-        let (committed, dropped_relations, resolved) = match report {
+        let (committed, changed, dropped_relations, resolved) = match report {
             MergeReport::Conflicts(list) => {
                 return Ok(Output {
                     message: Some(CONFLICT_GUIDANCE.to_owned()),
@@ -118,15 +118,11 @@ impl Tool for MergeBranch {
                     ..Output::default()
                 });
             }
-            MergeReport::Merged { committed, dropped_relations, resolved } => (committed, dropped_relations, resolved),
-        };
-        let (version_id, object_count) = match &committed {
-            Some(c) => (Some(c.version.version_id.clone()), c.version.object_count),
-            None => {
-                let info = ctx.runtime.info(target).await?;
-                (info.latest_version_id, info.object_count)
+            MergeReport::Merged { committed, changed, dropped_relations, resolved } => {
+                (committed, changed, dropped_relations, resolved)
             }
         };
+        let object_count = committed.version.object_count;
         let serialized = if input.return_structure.unwrap_or(object_count <= SERIALIZE_LIMIT) {
             Some(ctx.runtime.read(target, |s, _| crate::convert::client_document(s)).await?)
         } else {
@@ -135,9 +131,9 @@ impl Tool for MergeBranch {
         Ok(Output {
             merged: true,
             session_id: Some(target.clone()),
-            version_id,
+            version_id: Some(committed.version.version_id.clone()),
             serialized,
-            no_op: committed.is_none().then_some(true),
+            no_op: (!changed).then_some(true),
             dropped_relations: Some(dropped_relations).filter(|d| !d.is_empty()),
             conflicts_resolved: Some(resolved).filter(|r| !r.is_empty()),
             ..Output::default()
@@ -195,11 +191,30 @@ mod tests {
         let serialized: Value = serde_json::from_str(result["serialized"].as_str().unwrap()).unwrap();
         assert_eq!(serialized["objects"].as_array().unwrap().len(), 5);
 
-        // Merging again changes nothing and commits nothing.
+        // Merging again changes nothing, but is recorded as a version (as by the reference).
+        let state_hash = last.state_hash.clone();
         let again = call(&ctx, "merge_branch", args).await;
         assert_eq!(again["no_op"], true);
-        assert_eq!(again["version_id"], last.version_id);
-        assert_eq!(ctx.runtime.list_versions(&target).await.unwrap().len(), versions.len());
+        let versions = ctx.runtime.list_versions(&target).await.unwrap();
+        let recorded = versions.last().unwrap();
+        assert_eq!(again["version_id"], recorded.version_id);
+        assert_ne!(recorded.version_id, last.version_id);
+        assert_eq!(recorded.state_hash, state_hash, "same content");
+    }
+
+    #[tokio::test]
+    async fn a_session_merged_into_itself_records_a_version_and_changes_nothing() {
+        let ctx = context();
+        let (target, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let before = ctx.runtime.list_versions(&target).await.unwrap();
+        let result =
+            call(&ctx, "merge_branch", json!({"target_session_id": target, "source_session_id": target})).await;
+        assert_eq!(result["merged"], true);
+        assert_eq!(result["no_op"], true);
+        let after = ctx.runtime.list_versions(&target).await.unwrap();
+        assert_eq!(after.len(), before.len() + 1);
+        assert_eq!(after.last().unwrap().state_hash, before.last().unwrap().state_hash);
+        assert_eq!(ids(&ctx, &target).await, ["a"]);
     }
 
     #[tokio::test]

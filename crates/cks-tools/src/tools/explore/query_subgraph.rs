@@ -20,9 +20,9 @@ pub(crate) struct Input {
     /// Objects to start from; omitted or empty returns the whole graph.
     #[serde(default)]
     pub(crate) seed_ids: Vec<String>,
-    /// Hops to follow from the seeds (default 1).
-    #[schemars(range(min = 0))]
-    pub(crate) depth: Option<u32>,
+    /// Hops to follow from the seeds (default 1; 0 or less returns the seeds alone, as in the
+    /// reference).
+    pub(crate) depth: Option<i64>,
     /// Follow only relations of these types.
     pub(crate) include_relation_types: Option<Vec<String>>,
     /// Return only objects of these types (seeds are always kept).
@@ -148,7 +148,7 @@ fn answer(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolEr
     } else {
         let query = SubgraphQuery {
             seed_ids: input.seed_ids.clone(),
-            depth: input.depth.unwrap_or(1) as usize,
+            depth: usize::try_from(input.depth.unwrap_or(1).max(0)).unwrap_or(usize::MAX),
             include_relation_types: input.include_relation_types,
             include_object_types: input.include_object_types,
             max_objects: input.max_objects.map(|n| n as usize),
@@ -299,6 +299,20 @@ mod tests {
         assert_eq!(result["is_truncated"], false);
         assert_eq!(result["truncation_reason"], json!(null));
         assert!(result["subgraph"].as_str().unwrap().contains("\"rab\""));
+    }
+
+    #[tokio::test]
+    async fn a_depth_of_zero_or_less_returns_the_seeds_alone() {
+        let ctx = context();
+        let sid = graph(&ctx).await;
+        for depth in [0, -3] {
+            let result =
+                call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["b"], "depth": depth})).await;
+            assert_eq!(result["returned_nodes"], 1, "depth {depth}: {result}");
+            assert_eq!(result["total_found_nodes"], 1);
+        }
+        let one = call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["b"], "depth": 1})).await;
+        assert!(one["returned_nodes"].as_u64().unwrap() > 1, "depth 1 follows relations: {one}");
     }
 
     #[tokio::test]

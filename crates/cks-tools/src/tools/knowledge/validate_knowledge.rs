@@ -1,9 +1,10 @@
 //! `validate_knowledge`: validate a structure given as `json_data` (and keep it as a new session
 //! when it is valid) or a session's current state.
 //!
-//! Unlike the reference, validating an existing session commits nothing: validation does not
-//! change the graph, so it adds no version. And only a valid `json_data` becomes a session: the
-//! reference also stores an invalid one (with no version), a state no commit could have produced.
+//! As in the reference, validating a session whose state passes records the check as a version
+//! (same content, the extensions checked in its metadata). Unlike the reference, only a valid
+//! `json_data` becomes a session: the reference also stores an invalid one (with no version), a
+//! state no commit could have produced.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use cks_core::KnowledgeStructure;
 use cks_core::validate::{Extension, Severity, ValidationOptions, validate};
-use cks_runtime::NewSession;
+use cks_runtime::{CommitRequest, NewSession};
 
 use crate::context::ToolContext;
 use crate::convert::{FullDiagnostic, extensions, full_diagnostics, parse_json_data};
@@ -23,7 +24,8 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::json_data")]
     pub(crate) json_data: Option<Value>,
-    /// Validate this session's current state instead of `json_data` (nothing is committed).
+    /// Validate this session's current state instead of `json_data` (when it passes, the check is
+    /// recorded as a version).
     pub(crate) session_id: Option<String>,
     /// Opt-in constraints for this call, by name (or code): embedding_projection,
     /// verification_record, type_hierarchy, relation_type, mutual_exclusion, functional_relation,
@@ -44,7 +46,8 @@ pub(crate) struct Output {
     /// `json_data`, which is not stored).
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<String>,
-    /// The first version of the new session a valid `json_data` became.
+    /// The first version of the new session a valid `json_data` became, or the version recording
+    /// that a session passed.
     #[serde(skip_serializing_if = "Option::is_none")]
     version_id: Option<String>,
 }
@@ -65,10 +68,11 @@ impl Tool for ValidateKnowledge {
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \
             'derives' relations binary and acyclic) plus any opt-in 'extensions'. Give 'json_data' to validate a \
             new structure — when valid it is stored as a new session and the result carries its 'session_id' and \
-            first 'version_id' — or 'session_id' to check a session's current state (read-only: unlike the \
-            reference server, this adds no version). Returns {valid, extensions_applied, diagnostics, session_id, \
-            version_id (new sessions only)}; an invalid json_data is not stored, so it has no session_id.",
-        mutates_graph: false,
+            first 'version_id' — or 'session_id' to check a session's current state (when it passes, the check is \
+            recorded as a version with the same content). Returns {valid, extensions_applied, diagnostics, \
+            session_id, version_id (when something was recorded)}; an invalid json_data is not stored, so it has \
+            no session_id.",
+        mutates_graph: true,
         creates_session: true,
         destructive: false,
         idempotent: false,
@@ -83,12 +87,19 @@ impl Tool for ValidateKnowledge {
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
             let (valid, diagnostics) =
                 ctx.runtime.read(&session_id, |structure, _| judge(ctx, structure, &requested)).await?;
+            let version_id = if valid {
+                let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
+                let check = CommitRequest::default().with_metadata(metadata).with_extensions(requested);
+                Some(ctx.runtime.commit(&session_id, check).await?.version.version_id)
+            } else {
+                None
+            };
             return Ok(Output {
                 valid,
                 extensions_applied: input.extensions,
                 diagnostics,
                 session_id: Some(session_id),
-                version_id: None,
+                version_id,
             });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
@@ -200,18 +211,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_session_is_checked_without_a_new_version() {
+    async fn a_session_that_passes_records_the_check_as_a_version() {
         let ctx = context();
         let id = session(&ctx, structure(vec![obj("a", "T", "A", json!({}))])).await;
+        let before = ctx.runtime.list_versions(&id).await.unwrap();
         let result =
             call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": ["confidence_bounds"]})).await;
-        assert_eq!(keys(&result), ["diagnostics", "extensions_applied", "session_id", "valid"]);
+        assert_eq!(keys(&result), ["diagnostics", "extensions_applied", "session_id", "valid", "version_id"]);
         assert_eq!(result["extensions_applied"], json!(["confidence_bounds"]));
-        assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), 1);
+        let after = ctx.runtime.list_versions(&id).await.unwrap();
+        assert_eq!(after.len(), before.len() + 1);
+        let recorded = after.last().unwrap();
+        assert_eq!(result["version_id"], json!(recorded.version_id));
+        assert_eq!(recorded.state_hash, before.last().unwrap().state_hash, "the content is unchanged");
+        assert_eq!(recorded.metadata["operation"], "validate");
+
         let unknown = call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": ["nope"]})).await;
         assert_eq!(unknown["error"], "unknown_extension");
         let not_a_list = call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": "nope"})).await;
         assert_eq!(not_a_list["error"], "unknown_extension", "as the reference, which reads a string as names");
+        assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), after.len(), "errors record nothing");
+    }
+
+    #[tokio::test]
+    async fn a_session_that_fails_an_extension_records_nothing() {
+        let ctx = context();
+        let id = session(&ctx, structure(vec![obj("s", "InferenceStep", "s", json!({"confidence": 1.5}))])).await;
+        let result =
+            call(&ctx, "validate_knowledge", json!({"session_id": id, "extensions": ["confidence_bounds"]})).await;
+        assert_eq!(result["valid"], false);
+        assert_eq!(result["diagnostics"][0]["code"], "CKS-EXT-CONFIDENCE-BOUNDS");
+        assert!(result.get("version_id").is_none());
+        assert_eq!(ctx.runtime.list_versions(&id).await.unwrap().len(), 1);
     }
 
     #[tokio::test]
