@@ -113,6 +113,9 @@ impl RegistryExecutor {
             let result = refusal("invalid_parameter", message);
             return Err((Value::Object(args), result));
         }
+        for flag in offer.switched_on {
+            args.insert((*flag).to_owned(), Value::Bool(true));
+        }
         Ok((tool, Value::Object(args)))
     }
 }

@@ -19,6 +19,8 @@ pub struct ChatTool {
     pub description: &'static str,
     /// The arguments offered (besides the session arguments, which the executor fills in).
     pub arguments: &'static [&'static str],
+    /// Boolean arguments the executor always sets to true (not offered to the model).
+    pub switched_on: &'static [&'static str],
 }
 
 /// The tools a chat is offered, in the order the model sees them (readers first, then writers,
@@ -30,22 +32,27 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
             it to list or count objects. With 'seed_ids' it returns those objects and everything related to them: \
             use it for 'what relates to X' (find X's id with search_semantic if you do not know it).",
         arguments: &["seed_ids", "depth", "include_relation_types", "include_object_types", "max_objects"],
+        // Nodes and typed edges read far more easily than a canonical document inside a string.
+        switched_on: &["compact_mode"],
     },
     ChatTool {
         name: "search_semantic",
         description: "Find objects by words from their name, type or content; returns the best matches with their \
             ids and related objects. Use it to find the id of an object mentioned by name.",
         arguments: &["query", "top_k", "depth"],
+        switched_on: &[],
     },
     ChatTool {
         name: "serialize_knowledge",
         description: "Read the whole graph as JSON text, every object with its full structure.",
         arguments: &[],
+        switched_on: &[],
     },
     ChatTool {
         name: "explain_knowledge",
         description: "Describe the graph in words: its types, counts and main relations.",
         arguments: &[],
+        switched_on: &[],
     },
     ChatTool {
         name: "evolve_knowledge",
@@ -53,50 +60,60 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
             version. To add an object: operations [{\"type\": \"add_object\", \"identity\": {\"id\": \"...\", \
             \"type\": \"...\", \"name\": \"...\"}}]. To relate objects: add_relation. All operations apply or none.",
         arguments: &["operations"],
+        switched_on: &[],
     },
     ChatTool {
         name: "suggest_evolution",
         description: "Try operations (same format as evolve_knowledge) without committing them, to see whether \
             they would be valid.",
         arguments: &["description", "operations"],
+        switched_on: &[],
     },
     ChatTool {
         name: "validate_knowledge",
-        description: "Check the graph against the validation rules; changes nothing.",
+        description: "Check the graph against the validation rules; changes no object (a passing check is \
+            recorded in the history).",
         arguments: &["extensions"],
+        switched_on: &[],
     },
     ChatTool {
         name: "detect_contradictions",
         description: "Find claims and relations in the graph that contradict each other; changes nothing.",
         arguments: &[],
+        switched_on: &[],
     },
     ChatTool {
         name: "visualize_graph",
         description: "Draw the graph, or the part around 'seed_ids', as a diagram (Mermaid text).",
         arguments: &["seed_ids", "depth", "max_objects"],
+        switched_on: &[],
     },
     ChatTool {
         name: "list_versions",
         description: "List the graph's history: its versions (commits), not its objects. Gives the version ids that \
             compare_versions, explain_diff and revert_version need.",
         arguments: &[],
+        switched_on: &[],
     },
     ChatTool {
         name: "compare_versions",
         description: "Show what changed since an earlier version. 'target_version_id' is a version id from \
             list_versions, never an object id.",
         arguments: &["target_version_id"],
+        switched_on: &[],
     },
     ChatTool {
         name: "explain_diff",
         description: "Explain in words what changed since an earlier version (a version id from list_versions).",
         arguments: &["target_version_id"],
+        switched_on: &[],
     },
     ChatTool {
         name: "revert_version",
         description: "Undo changes: make an earlier version (a version id from list_versions) the current state \
             again, as a new version. Only when the user asks to undo or restore.",
         arguments: &["target_version_id"],
+        switched_on: &[],
     },
 ];
 

@@ -206,6 +206,22 @@ async fn a_read_after_a_change_is_not_a_repeat() {
 }
 
 #[tokio::test]
+async fn a_chat_reads_the_graph_as_nodes_and_edges() {
+    let model = Scripted::new(vec![
+        tools(&[("query_subgraph", json!({})), ("query_subgraph", json!({"compact_mode": false}))]),
+        Answer::Text("done".into()),
+    ]);
+    let h = Harness::new(model);
+    let sid = h.session(graph("s")).await;
+    let out = h.chat(json!({"session_id": sid, "prompt": "what is there"})).await;
+    let records = out["tool_calls"].as_array().unwrap();
+    assert_eq!(records[0]["arguments"]["compact_mode"], true, "{}", records[0]);
+    let subgraph = &records[0]["result"]["subgraph"];
+    assert!(subgraph["nodes"].is_array() && subgraph["edges"].is_array(), "compact, not a document: {subgraph}");
+    assert_eq!(records[1]["result"]["error"], "invalid_parameter", "the switch is not the model's: {}", records[1]);
+}
+
+#[tokio::test]
 async fn output_tokens_per_llm_call_are_capped_and_configurable() {
     let model = Scripted::new(vec![Answer::Text("a".into())]);
     let h = Harness::new(model.clone());
