@@ -12,7 +12,9 @@ use cks_core::KnowledgeStructure;
 use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
-use crate::store::{Head, ImportedSession, ImportedVersion, NewVersion, SessionRow, Store, StoreError, VersionRow};
+use crate::store::{
+    GraphRow, Head, ImportedSession, ImportedVersion, NewVersion, SessionRow, Store, StoreError, VersionRow,
+};
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
 /// Opens a handle onto the storage under test.
@@ -24,6 +26,7 @@ pub async fn run_all(open: Open) {
     store_compare_and_swap(open()).await;
     store_chains(open()).await;
     store_imports(open()).await;
+    store_graph_registry(open.clone()).await;
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;
@@ -112,6 +115,66 @@ fn imported(id: &str, versions: u64, closed: bool) -> ImportedSession {
         initial_object_count: 0,
         versions,
     }
+}
+
+fn graph(name: &str, session_id: &str, updated_at: &str) -> GraphRow {
+    GraphRow {
+        name: name.into(),
+        session_id: session_id.into(),
+        description: format!("about {name}"),
+        tags: "a,b".into(),
+        created_at: updated_at.into(),
+        updated_at: updated_at.into(),
+        source_graph_name: None,
+        visibility: "private".into(),
+        team: None,
+        lifecycle_state: None,
+    }
+}
+
+/// Registry entries: upsert by name with created_at, lineage and lifecycle kept; newest first;
+/// removal leaves the session; an unknown session is refused; another handle sees everything.
+async fn store_graph_registry(open: Open) {
+    let store = open();
+    store.create_session(&row("g1"), "{}").await.unwrap();
+    store.create_session(&row("g2"), "{}").await.unwrap();
+
+    let first = GraphRow {
+        source_graph_name: Some("origin".into()),
+        lifecycle_state: Some("published".into()),
+        ..graph("alpha", "g1", "2026-01-01T00:00:01Z")
+    };
+    assert_eq!(store.put_graph(first.clone()).await.unwrap(), first);
+    store.put_graph(graph("beta", "g2", "2026-01-01T00:00:02Z")).await.unwrap();
+    let names = |rows: Vec<GraphRow>| rows.into_iter().map(|r| r.name).collect::<Vec<_>>();
+    assert_eq!(names(store.list_graphs().await.unwrap()), ["beta", "alpha"], "newest first");
+
+    // Re-registering replaces the entry but keeps what the new row leaves unset.
+    let again = GraphRow { description: "new".into(), ..graph("alpha", "g2", "2026-01-01T00:00:03Z") };
+    let stored = store.put_graph(again).await.unwrap();
+    assert_eq!(stored.session_id, "g2");
+    assert_eq!(stored.description, "new");
+    assert_eq!(stored.created_at, "2026-01-01T00:00:01Z", "created_at is kept");
+    assert_eq!(stored.source_graph_name.as_deref(), Some("origin"), "lineage is kept");
+    assert_eq!(stored.lifecycle_state.as_deref(), Some("published"), "lifecycle is kept");
+    assert_eq!(store.get_graph("alpha").await.unwrap(), Some(stored.clone()));
+    assert_eq!(names(store.list_graphs().await.unwrap()), ["alpha", "beta"]);
+
+    // Ties in updated_at are ordered by name.
+    store.put_graph(graph("aardvark", "g1", "2026-01-01T00:00:03Z")).await.unwrap();
+    assert_eq!(names(store.list_graphs().await.unwrap()), ["aardvark", "alpha", "beta"]);
+
+    let missing = store.put_graph(graph("ghost", "no-such-session", "2026-01-01T00:00:04Z")).await;
+    assert!(matches!(missing, Err(StoreError::SessionNotFound(_))), "{missing:?}");
+    assert_eq!(store.get_graph("ghost").await.unwrap(), None);
+
+    assert!(store.delete_graph("alpha").await.unwrap());
+    assert!(!store.delete_graph("alpha").await.unwrap(), "already gone");
+    assert!(store.load_session("g2").await.unwrap().is_some(), "the session stays");
+    assert_eq!(store.get_graph("alpha").await.unwrap(), None);
+
+    let other = open();
+    assert_eq!(names(other.list_graphs().await.unwrap()), ["aardvark", "beta"], "another handle sees the registry");
 }
 
 async fn store_imports(store: Arc<dyn Store>) {

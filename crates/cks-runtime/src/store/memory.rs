@@ -5,9 +5,10 @@ use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use super::registry::sort_newest_first;
 use super::{
-    Chain, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow,
-    check_imports, version_taken,
+    Chain, GraphRow, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
+    VersionRow, check_imports, version_taken,
 };
 
 #[derive(Debug, Default)]
@@ -32,6 +33,7 @@ struct Inner {
     sessions: HashMap<String, SessionData>,
     order: Vec<String>,
     version_index: HashMap<String, (String, u64)>,
+    graphs: HashMap<String, GraphRow>,
 }
 
 impl Default for SessionRow {
@@ -105,6 +107,32 @@ impl Store for MemoryStore {
             inner.sessions.insert(row.session_id.clone(), data);
             inner.order.push(row.session_id.clone());
             Ok(())
+        })
+    }
+
+    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
+        self.write(|inner| {
+            session(inner, &row.session_id)?;
+            let existing = inner.graphs.get(&row.name).cloned();
+            let stored = row.over(existing.as_ref());
+            inner.graphs.insert(stored.name.clone(), stored.clone());
+            Ok(stored)
+        })
+    }
+
+    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
+        self.with(|inner| Ok(inner.graphs.get(name).cloned()))
+    }
+
+    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
+        self.write(|inner| Ok(inner.graphs.remove(name).is_some()))
+    }
+
+    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
+        self.with(|inner| {
+            let mut rows: Vec<GraphRow> = inner.graphs.values().cloned().collect();
+            sort_newest_first(&mut rows);
+            Ok(rows)
         })
     }
 

@@ -8,7 +8,8 @@
 //! - a session row with its head (latest version sequence number, id and state hash);
 //! - version rows `1..=head_seq`, append-only, each either a delta against the previous state or
 //!   marked as a full snapshot;
-//! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state.
+//! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state;
+//! - the graph registry's entries ([`registry`]).
 //!
 //! Invariant: [`Store::import_sessions`] writes whole histories all or nothing (in the stores that
 //! can: SQLite and memory) and never touches a session that already exists.
@@ -17,10 +18,13 @@
 //! writes the version row, the optional snapshot and the new head together.
 
 pub mod memory;
+pub mod registry;
 pub mod sqlite;
 
 use async_trait::async_trait;
 use std::fmt::Debug;
+
+pub use registry::GraphRow;
 
 /// A session row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,6 +187,19 @@ pub trait Store: Send + Sync + Debug + 'static {
     async fn replica_id(&self) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+
+    /// Writes a registry entry (see [`registry`] for the rules when the name is taken) and returns
+    /// the entry as stored. The session must exist ([`StoreError::SessionNotFound`]).
+    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError>;
+
+    /// The registry entry under `name`.
+    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError>;
+
+    /// Removes the registry entry under `name` (never its session); false when there was none.
+    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError>;
+
+    /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
+    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
 
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes

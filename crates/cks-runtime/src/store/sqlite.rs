@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Chain, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow,
-    check_imports, version_taken,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
+    VersionRow, check_imports, version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -63,6 +63,21 @@ CREATE TABLE store_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 ) WITHOUT ROWID;
+"#,
+    r#"
+CREATE TABLE graph_registry (
+    name              TEXT PRIMARY KEY,
+    session_id        TEXT NOT NULL REFERENCES sessions(session_id),
+    description       TEXT NOT NULL,
+    tags              TEXT NOT NULL,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL,
+    source_graph_name TEXT,
+    visibility        TEXT NOT NULL,
+    team              TEXT,
+    lifecycle_state   TEXT
+) WITHOUT ROWID;
+CREATE INDEX graph_registry_by_update ON graph_registry (updated_at DESC, name);
 "#,
 ];
 
@@ -192,6 +207,30 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
+const GRAPH_COLUMNS: &str = "name, session_id, description, tags, created_at, updated_at, source_graph_name, \
+     visibility, team, lifecycle_state";
+
+fn graph_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GraphRow> {
+    Ok(GraphRow {
+        name: r.get(0)?,
+        session_id: r.get(1)?,
+        description: r.get(2)?,
+        tags: r.get(3)?,
+        created_at: r.get(4)?,
+        updated_at: r.get(5)?,
+        source_graph_name: r.get(6)?,
+        visibility: r.get(7)?,
+        team: r.get(8)?,
+        lifecycle_state: r.get(9)?,
+    })
+}
+
+fn graph_by_name(conn: &Connection, name: &str) -> Result<Option<GraphRow>, StoreError> {
+    conn.prepare_cached(&format!("SELECT {GRAPH_COLUMNS} FROM graph_registry WHERE name = ?1"))
+        .and_then(|mut s| s.query_row([name], graph_row).optional())
+        .map_err(backend)
+}
+
 const VERSION_COLUMNS: &str =
     "seq, version_id, transaction_id, created_at, state_hash, object_count, metadata, has_snapshot, delta";
 
@@ -266,6 +305,69 @@ impl Store for SqliteStore {
             conn.prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1"))
                 .and_then(|mut s| s.query_row([id], session_row).optional())
                 .map_err(backend)
+        })
+        .await
+    }
+
+    /// Read, merge and write in one immediate transaction, so two writers of one name serialise.
+    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
+        self.run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let session_exists = tx
+                .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
+                .and_then(|mut s| s.exists([&row.session_id]))
+                .map_err(backend)?;
+            if !session_exists {
+                return Err(StoreError::SessionNotFound(row.session_id));
+            }
+            let existing = graph_by_name(&tx, &row.name)?;
+            let stored = row.over(existing.as_ref());
+            tx.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO graph_registry ({GRAPH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+            ))
+            .and_then(|mut s| {
+                s.execute(params![
+                    stored.name,
+                    stored.session_id,
+                    stored.description,
+                    stored.tags,
+                    stored.created_at,
+                    stored.updated_at,
+                    stored.source_graph_name,
+                    stored.visibility,
+                    stored.team,
+                    stored.lifecycle_state
+                ])
+            })
+            .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
+        let name = name.to_owned();
+        self.run(move |conn| graph_by_name(conn, &name)).await
+    }
+
+    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            conn.execute("DELETE FROM graph_registry WHERE name = ?1", [name]).map(|n| n > 0).map_err(backend)
+        })
+        .await
+    }
+
+    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
+        self.run(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {GRAPH_COLUMNS} FROM graph_registry ORDER BY updated_at DESC, name"
+                ))
+                .map_err(backend)?;
+            let rows = stmt.query_map([], graph_row).map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
         })
         .await
     }
