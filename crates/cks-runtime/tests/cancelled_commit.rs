@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use cks_core::ops::parse_operations;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
-use cks_runtime::store::{Chain, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+use cks_runtime::store::{Chain, GraphRow, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
 use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig};
 
 const PASS: u8 = 0;
@@ -73,6 +73,18 @@ impl Store for StallingStore {
     }
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError> {
         self.inner.set_closed(session_id, closed).await
+    }
+    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
+        self.inner.put_graph(row).await
+    }
+    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
+        self.inner.get_graph(name).await
+    }
+    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
+        self.inner.delete_graph(name).await
+    }
+    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
+        self.inner.list_graphs().await
     }
 }
 
