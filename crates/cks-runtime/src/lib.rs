@@ -9,6 +9,7 @@ pub mod codec;
 pub mod conformance;
 pub mod error;
 pub mod events;
+pub mod gallery;
 pub mod import;
 pub mod reference_db;
 pub mod runtime;

@@ -178,7 +178,7 @@ pub const NODE_ID: &str = "node_id";
 /// The version metadata key of the version vector (`{node or replica id: commit count}`).
 pub const VERSION_VECTOR: &str = "version_vector";
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
 }
 

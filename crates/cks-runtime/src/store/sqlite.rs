@@ -362,9 +362,7 @@ impl Store for SqliteStore {
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
         self.run(|conn| {
             let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT {GRAPH_COLUMNS} FROM graph_registry ORDER BY updated_at DESC, name"
-                ))
+                .prepare_cached(&format!("SELECT {GRAPH_COLUMNS} FROM graph_registry ORDER BY updated_at DESC, name"))
                 .map_err(backend)?;
             let rows = stmt.query_map([], graph_row).map_err(backend)?;
             rows.collect::<Result<_, _>>().map_err(backend)
