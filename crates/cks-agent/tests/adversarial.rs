@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cks_agent::{AiChatConfig, CHAT_TOOLS, DENIED_TOOLS};
+use cks_runtime::gallery::{GraphFilter, Registration, Visibility};
 use cks_tools::{Tool, ToolContext, ToolError, ToolMeta};
 
 use support::{Answer, Harness, Scripted, graph};
@@ -68,8 +69,10 @@ macro_rules! trap {
 trap!(TrapExport, "export_storage");
 trap!(TrapImport, "import_storage");
 trap!(TrapMigrate, "migrate_storage");
-trap!(TrapRegister, "register_graph");
 trap!(TrapStop, "request_process_stop");
+
+/// The other session's graph, registered under this name before every case.
+const OTHER_GRAPH: &str = "the-other-graph";
 
 const NAMES: &[&str] = &[
     "evolve_knowledge",
@@ -90,6 +93,12 @@ const NAMES: &[&str] = &[
     "fork_sandbox",
     "close_session",
     "export_session",
+    "register_graph",
+    "unregister_graph",
+    "get_graph",
+    "list_graphs",
+    "search_graphs",
+    "update_graph_lifecycle",
     "ai_chat",
     "no_such_tool",
     "",
@@ -98,6 +107,8 @@ const NAMES: &[&str] = &[
 #[derive(Clone, Debug)]
 enum Junk {
     OtherSession,
+    /// The name under which the other session's graph is registered in the gallery.
+    OtherGraph,
     ChatSession,
     Text(String),
     Huge(usize),
@@ -112,6 +123,7 @@ enum Junk {
 fn junk() -> impl Strategy<Value = Junk> {
     let leaf = prop_oneof![
         4 => Just(Junk::OtherSession),
+        2 => Just(Junk::OtherGraph),
         1 => Just(Junk::ChatSession),
         2 => "[a-z_ -]{0,12}".prop_map(Junk::Text),
         1 => (1_000usize..40_000).prop_map(Junk::Huge),
@@ -131,6 +143,7 @@ fn junk() -> impl Strategy<Value = Junk> {
 fn render(junk: &Junk, other: &str, chat: &str) -> Value {
     match junk {
         Junk::OtherSession => json!(other),
+        Junk::OtherGraph => json!(OTHER_GRAPH),
         Junk::ChatSession => json!(chat),
         Junk::Text(t) => json!(t),
         Junk::Huge(n) => json!("x".repeat(*n)),
@@ -141,7 +154,9 @@ fn render(junk: &Junk, other: &str, chat: &str) -> Value {
         Junk::Object(fields) => {
             Value::Object(fields.iter().map(|(k, v)| (k.clone(), render(v, other, chat))).collect())
         }
-        Junk::AddObject(id) => json!([{"type": "add_object", "identity": {"id": id, "type": "T", "name": other}}]),
+        Junk::AddObject(id) => {
+            json!([{"type": "add_object", "identity": {"id": id, "type": "T", "name": other}}])
+        }
     }
 }
 
@@ -158,6 +173,9 @@ fn arguments() -> impl Strategy<Value = Vec<(String, Junk)>> {
         Just("target_version_id".to_owned()),
         Just("object_id".to_owned()),
         Just("query".to_owned()),
+        Just("name".to_owned()),
+        Just("state".to_owned()),
+        Just("team".to_owned()),
         "[a-z_]{1,12}",
     ];
     proptest::collection::vec((key, junk()), 0..6)
@@ -238,7 +256,6 @@ fn world() -> &'static World {
             r.register(Arc::new(TrapExport));
             r.register(Arc::new(TrapImport));
             r.register(Arc::new(TrapMigrate));
-            r.register(Arc::new(TrapRegister));
             r.register(Arc::new(TrapStop));
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -262,6 +279,21 @@ proptest! {
             let calls_before = world.model.calls();
             let other_before = h.state(&other).await;
             let third_before = h.state(&third).await;
+            let registered = h
+                .ctx
+                .runtime
+                .register_graph(Registration {
+                    name: OTHER_GRAPH.into(),
+                    session_id: other.clone(),
+                    description: "another session's graph".into(),
+                    tags: String::new(),
+                    visibility: Visibility::Public,
+                    team: None,
+                    source_graph_name: None,
+                    lifecycle: None,
+                })
+                .await
+                .unwrap();
             let mut events = h.ctx.runtime.subscribe();
 
             let out = h.chat(json!({"session_id": chat, "prompt": "do anything"})).await;
@@ -270,6 +302,8 @@ proptest! {
             assert!(world.model.calls() - calls_before <= 8, "the loop ended within the cap");
             assert_eq!(h.state(&other).await, other_before);
             assert_eq!(h.state(&third).await, third_before);
+            let graphs = h.ctx.runtime.graphs(&GraphFilter::default()).await.unwrap();
+            assert_eq!(graphs, [registered], "the gallery is unchanged");
             while let Ok(event) = events.try_recv() {
                 let kind = &event.kind;
                 assert_ne!(kind.event_type(), "SessionCreated", "no session was created");

@@ -116,7 +116,8 @@ impl Coercion {
 pub struct ToolMeta {
     pub name: &'static str,
     pub description: &'static str,
-    /// Changes the graph of an existing session (appends versions, closes it).
+    /// Changes stored state: the graph of an existing session (appends versions, closes it) or its
+    /// gallery entry.
     pub mutates_graph: bool,
     /// Creates new sessions.
     pub creates_session: bool,

@@ -3,6 +3,7 @@
 pub mod branches;
 pub mod explore;
 pub mod export;
+pub mod gallery;
 pub mod knowledge;
 pub mod llm;
 #[cfg(test)]
@@ -21,6 +22,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(branches::tools());
     tools.extend(explore::tools());
     tools.extend(export::tools());
+    tools.extend(gallery::tools());
     tools.extend(llm::tools());
     tools
 }

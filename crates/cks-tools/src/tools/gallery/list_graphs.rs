@@ -1,0 +1,60 @@
+//! `list_graphs`: the graphs a caller may discover, most recently updated first.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use cks_runtime::gallery::GraphFilter;
+
+use super::{GraphRecord, given};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{Coercion, Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// Only graphs whose tags contain this text (case-insensitive).
+    pub(crate) tag: Option<String>,
+    /// Only public graphs, even when 'team' is given.
+    #[serde(default)]
+    pub(crate) public_only: bool,
+    /// Also this team's graphs.
+    pub(crate) team: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    graphs: Vec<GraphRecord>,
+}
+
+pub(crate) struct ListGraphs;
+
+#[async_trait::async_trait]
+impl Tool for ListGraphs {
+    type Input = Input;
+    type Output = Output;
+    const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public_only", Coercion::Truthy)];
+    const META: ToolMeta = ToolMeta {
+        name: "list_graphs",
+        description: "List the gallery's graphs a caller may discover, most recently updated first: every public \
+            graph, plus the graphs of 'team' when one is given (never private ones: those are found by exact \
+            name with get_graph). Filter by 'tag' (a case-insensitive substring of the tags) or 'public_only'. \
+            'team' is a namespace the caller supplies, not authentication. Returns {graphs: [{name, session_id, \
+            description, tags, created_at, updated_at, public, visibility, team, source_graph_name, \
+            lifecycle_state}]}.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &[],
+        session_checks: &[],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        let filter =
+            GraphFilter { public_only: input.public_only, team: given(input.team), tag: given(input.tag), query: None };
+        let graphs = ctx.runtime.graphs(&filter).await?;
+        Ok(Output { graphs: graphs.into_iter().map(GraphRecord::from).collect() })
+    }
+}

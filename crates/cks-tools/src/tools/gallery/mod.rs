@@ -1,0 +1,206 @@
+//! The gallery: registered names for graphs, found again by name, listed and searched by who may
+//! see them, and moved through a lifecycle. Registry tools only: they read and write entries, never
+//! a graph's content, and none is offered to `ai_chat` (registration is for people).
+
+mod get_graph;
+mod list_graphs;
+mod register_graph;
+mod search_graphs;
+mod unregister_graph;
+mod update_graph_lifecycle;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+
+use cks_runtime::gallery::{GraphEntry, Visibility};
+
+use crate::error::ToolError;
+use crate::tool::DynTool;
+
+pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+    vec![
+        Arc::new(register_graph::RegisterGraph),
+        Arc::new(unregister_graph::UnregisterGraph),
+        Arc::new(get_graph::GetGraph),
+        Arc::new(list_graphs::ListGraphs),
+        Arc::new(search_graphs::SearchGraphs),
+        Arc::new(update_graph_lifecycle::UpdateGraphLifecycle),
+    ]
+}
+
+/// A registered graph, as every gallery tool returns it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct GraphRecord {
+    /// The registered name.
+    name: String,
+    /// The session holding the graph.
+    session_id: String,
+    description: String,
+    /// Comma-separated, as registered.
+    tags: String,
+    created_at: String,
+    updated_at: String,
+    /// True when `visibility` is `public`.
+    public: bool,
+    /// The registered name of the graph this one was cloned from.
+    source_graph_name: Option<String>,
+    /// `private`, `team` or `public`.
+    visibility: String,
+    team: Option<String>,
+    /// draft, published, active, stale, under_review or archived.
+    lifecycle_state: String,
+}
+
+impl From<GraphEntry> for GraphRecord {
+    fn from(entry: GraphEntry) -> Self {
+        GraphRecord {
+            public: entry.visibility == Visibility::Public,
+            visibility: entry.visibility.as_str().to_owned(),
+            lifecycle_state: entry.lifecycle.as_str().to_owned(),
+            name: entry.name,
+            session_id: entry.session_id,
+            description: entry.description,
+            tags: entry.tags,
+            created_at: entry.created_at,
+            updated_at: entry.updated_at,
+            source_graph_name: entry.source_graph_name,
+            team: entry.team,
+        }
+    }
+}
+
+/// The reference's answer for a name that is not registered.
+fn graph_not_found(name: &str) -> ToolError {
+    ToolError::new("graph_not_found", format!("No graph is registered under name '{name}'."))
+}
+
+/// A required text argument that must not be empty (the reference treats "" as missing).
+fn required<'a>(value: &'a str, parameter: &str) -> Result<&'a str, ToolError> {
+    if value.is_empty() { Err(ToolError::missing_parameter(parameter)) } else { Ok(value) }
+}
+
+/// An optional text argument, with "" read as absent (as the reference does).
+fn given(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::tools::versions::testing::{call, context, node, session};
+
+    fn names(result: &Value) -> Vec<&str> {
+        result["graphs"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect()
+    }
+
+    #[tokio::test]
+    async fn register_find_list_search_and_remove() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let registered = call(
+            &ctx,
+            "register_graph",
+            json!({"name": "Solar", "session_id": sid, "description": "Planets", "tags": "astronomy,space",
+                   "public": true}),
+        )
+        .await;
+        assert_eq!(
+            registered,
+            json!({"registered": true, "name": "Solar", "public": true, "visibility": "public", "team": null})
+        );
+        call(&ctx, "register_graph", json!({"name": "Notes", "session_id": sid})).await;
+        call(&ctx, "register_graph", json!({"name": "Lab", "session_id": sid, "visibility": "team", "team": "x"}))
+            .await;
+
+        let found = call(&ctx, "get_graph", json!({"name": "Notes"})).await;
+        assert_eq!(found["found"], true);
+        assert_eq!(found["session_id"], json!(sid));
+        assert_eq!(found["visibility"], "private");
+        assert_eq!(found["lifecycle_state"], "draft");
+        let keys: Vec<&String> = found.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "created_at",
+                "description",
+                "found",
+                "lifecycle_state",
+                "name",
+                "public",
+                "session_id",
+                "source_graph_name",
+                "tags",
+                "team",
+                "updated_at",
+                "visibility"
+            ]
+        );
+        assert_eq!(call(&ctx, "get_graph", json!({"name": "nope"})).await, json!({"found": false}));
+
+        assert_eq!(names(&call(&ctx, "list_graphs", json!({})).await), ["Solar"], "private and team graphs hidden");
+        assert_eq!(names(&call(&ctx, "list_graphs", json!({"team": "x"})).await), ["Lab", "Solar"]);
+        assert_eq!(names(&call(&ctx, "list_graphs", json!({"team": "x", "public_only": true})).await), ["Solar"]);
+        assert_eq!(names(&call(&ctx, "list_graphs", json!({"tag": "SPACE"})).await), ["Solar"]);
+        assert!(names(&call(&ctx, "list_graphs", json!({"tag": "biology"})).await).is_empty());
+        assert_eq!(names(&call(&ctx, "search_graphs", json!({"query": "planet"})).await), ["Solar"]);
+        assert!(names(&call(&ctx, "search_graphs", json!({"query": "notes"})).await).is_empty(), "private");
+        assert_eq!(call(&ctx, "search_graphs", json!({"query": "  "})).await["error"], "empty_query");
+
+        assert_eq!(
+            call(&ctx, "unregister_graph", json!({"name": "Solar"})).await,
+            json!({"unregistered": true, "name": "Solar"})
+        );
+        let again = call(&ctx, "unregister_graph", json!({"name": "Solar"})).await;
+        assert_eq!(again["error"], "graph_not_found");
+        assert!(ctx.runtime.info(&sid).await.is_ok(), "the session stays");
+    }
+
+    #[tokio::test]
+    async fn registration_errors() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let code = |v: Value| v["error"].as_str().unwrap().to_owned();
+        assert_eq!(
+            code(call(&ctx, "register_graph", json!({"name": "", "session_id": sid})).await),
+            "missing_parameter"
+        );
+        assert_eq!(code(call(&ctx, "register_graph", json!({"name": "n"})).await), "missing_parameter");
+        assert_eq!(
+            code(call(&ctx, "register_graph", json!({"name": "n", "session_id": "ghost"})).await),
+            "session_not_found"
+        );
+        let team = call(&ctx, "register_graph", json!({"name": "n", "session_id": sid, "visibility": "team"})).await;
+        assert_eq!(team["error"], "missing_parameter");
+        assert!(team["message"].as_str().unwrap().contains("team"));
+        let bad = call(&ctx, "register_graph", json!({"name": "n", "session_id": sid, "visibility": "everyone"})).await;
+        assert_eq!(bad["error"], "invalid_parameter");
+        assert_eq!(call(&ctx, "get_graph", json!({"name": "n"})).await, json!({"found": false}), "nothing stored");
+
+        ctx.runtime.close(&sid).await.unwrap();
+        let closed = call(&ctx, "register_graph", json!({"name": "n", "session_id": sid})).await;
+        assert_eq!(closed["error"], "session_not_found");
+    }
+
+    #[tokio::test]
+    async fn lifecycle_moves_as_allowed() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        call(&ctx, "register_graph", json!({"name": "g", "session_id": sid})).await;
+        let moved = call(&ctx, "update_graph_lifecycle", json!({"name": "g", "state": "published"})).await;
+        assert_eq!(moved, json!({"updated": true, "name": "g", "previous_state": "draft", "new_state": "published"}));
+        let same = call(&ctx, "update_graph_lifecycle", json!({"name": "g", "state": "published"})).await;
+        assert_eq!(same["updated"], false);
+        assert_eq!(same["reason"], "already in requested state");
+        let refused = call(&ctx, "update_graph_lifecycle", json!({"name": "g", "state": "draft"})).await;
+        assert_eq!(refused["error"], "invalid_state_transition");
+        assert_eq!(refused["allowed"], json!(["active", "under_review", "archived"]));
+        assert_eq!(refused["previous_state"], "published");
+        assert_eq!(call(&ctx, "get_graph", json!({"name": "g"})).await["lifecycle_state"], "published");
+        let unknown = call(&ctx, "update_graph_lifecycle", json!({"name": "h", "state": "active"})).await;
+        assert_eq!(unknown["error"], "graph_not_found");
+        let bad = call(&ctx, "update_graph_lifecycle", json!({"name": "g", "state": "retired"})).await;
+        assert_eq!(bad["error"], "invalid_parameter");
+    }
+}
