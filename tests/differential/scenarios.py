@@ -801,6 +801,59 @@ def mcp_surface_end():
     ]
 
 
+def gallery():
+    """The gallery's registry tools: registration, lookup, discovery by visibility, lifecycle."""
+    listing = ["graphs"]
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"gsid": "session_id"}),
+        call("validate_knowledge", {"json_data": Json(doc(obj("x", "Concept", "X")))}, save={"gsid2": "session_id"}),
+        call("register_graph", {"name": "solar-public", "session_id": V("gsid"), "public": True,
+                                "description": "The solar system – Sonnensystem", "tags": "astronomy,space"}),
+        call("register_graph", {"name": "solar-private", "session_id": V("gsid"), "description": "private notes"}),
+        call("register_graph", {"name": "solar-team", "session_id": V("gsid2"), "visibility": "team",
+                                "team": "astro", "tags": "Space"}),
+        call("register_graph", {"name": "bad-team", "session_id": V("gsid"), "visibility": "team"},
+             label="team without a team"),
+        call("register_graph", {"name": "bad-visibility", "session_id": V("gsid"), "visibility": "everyone"},
+             label="unknown visibility"),
+        call("register_graph", {"name": "", "session_id": V("gsid")}, label="empty name"),
+        call("register_graph", {"session_id": V("gsid")}, label="no name"),
+        call("register_graph", {"name": "ghost", "session_id": UNKNOWN_SESSION}, label="unknown session"),
+        call("register_graph", {"name": "nobody"}, label="no session"),
+        call("get_graph", {"name": "solar-private"}),
+        call("get_graph", {"name": "solar-team"}),
+        call("get_graph", {"name": "never-registered"}, label="unknown"),
+        call("get_graph", {}, label="no name"),
+        call("list_graphs", {"public_only": True}, unordered=listing),
+        call("list_graphs", {"team": "astro"}, unordered=listing),
+        call("list_graphs", {"team": "astro", "public_only": True}, unordered=listing),
+        call("list_graphs", {"tag": "SPACE", "team": "astro"}, unordered=listing),
+        call("list_graphs", {}, label="no filter", unordered=listing),
+        call("search_graphs", {"query": "sonnen"}, unordered=listing),
+        call("search_graphs", {"query": "SPACE", "team": "astro"}, unordered=listing),
+        call("search_graphs", {"query": "private"}, label="a private graph's words", unordered=listing),
+        call("search_graphs", {"query": "   "}, label="blank query"),
+        call("search_graphs", {}, label="no query"),
+        call("update_graph_lifecycle", {"name": "solar-private", "state": "published"}),
+        call("update_graph_lifecycle", {"name": "solar-private", "state": "published"}, label="same state"),
+        call("update_graph_lifecycle", {"name": "solar-private", "state": "draft"}, label="not allowed"),
+        call("update_graph_lifecycle", {"name": "solar-private", "state": "retired"}, label="unknown state"),
+        call("update_graph_lifecycle", {"name": "never-registered", "state": "active"}, label="unknown graph"),
+        call("update_graph_lifecycle", {"name": "solar-private"}, label="no state"),
+        call("register_graph", {"name": "solar-private", "session_id": V("gsid2"), "description": "moved"},
+             label="re-register"),
+        call("get_graph", {"name": "solar-private"}, label="after re-registering"),
+        call("unregister_graph", {"name": "solar-private"}),
+        call("unregister_graph", {"name": "solar-private"}, label="again"),
+        call("unregister_graph", {}, label="no name"),
+        call("get_graph", {"name": "solar-private"}, label="after unregistering"),
+        call("list_versions", {"session_id": V("gsid2")}, label="the session stays"),
+        call("close_session", {"session_id": V("gsid2")}),
+        call("register_graph", {"name": "closed", "session_id": V("gsid2")}, label="closed session"),
+        call("get_graph", {"name": "solar-team"}, label="its session closed"),
+    ]
+
+
 SCENARIOS = [
     ("mcp-start", mcp_surface_start),
     ("basics", knowledge_basics),
@@ -816,6 +869,7 @@ SCENARIOS = [
     ("provenance", provenance_and_validation),
     ("explore", exploring),
     ("exports", exports),
+    ("gallery", gallery),
     ("llm", llm_tools),
     ("bad-session-ids", session_tool_bad_ids),
     ("big", big_inputs),
