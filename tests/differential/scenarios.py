@@ -834,6 +834,22 @@ def gallery():
         call("search_graphs", {"query": "private"}, label="a private graph's words", unordered=listing),
         call("search_graphs", {"query": "   "}, label="blank query"),
         call("search_graphs", {}, label="no query"),
+        call("check_graph_freshness", {"name": "solar-public"}),
+        call("check_graph_freshness", {"name": "never-registered"}, label="unknown"),
+        call("check_graph_freshness", {}, label="no name"),
+        call("evolve_knowledge", {"session_id": V("gsid2"), "operations": [
+            {"type": "add_object", "identity": {"id": "sun", "type": "Star", "name": "Sol"}, "structure": {"k": 1}}]}),
+        call("compare_graphs", {"graph_a_name": "solar-public", "graph_b_name": "solar-team"}),
+        call("compare_graphs", {"graph_a_session_id": V("gsid"), "graph_b_name": "solar-team",
+                                "include_relations": False}, label="by id, no relations"),
+        call("compare_graphs", {"graph_a_name": "solar-public", "graph_a_session_id": V("gsid2"),
+                                "graph_b_name": "solar-public"}, label="the id wins"),
+        call("compare_graphs", {"graph_b_name": "solar-public"}, label="no side a"),
+        call("compare_graphs", {"graph_a_name": "solar-public"}, label="no side b"),
+        call("compare_graphs", {"graph_a_name": "never-registered", "graph_b_name": "solar-public"},
+             label="unknown name"),
+        call("compare_graphs", {"graph_a_session_id": UNKNOWN_SESSION, "graph_b_name": "solar-public"},
+             label="unknown session"),
         call("update_graph_lifecycle", {"name": "solar-private", "state": "published"}),
         call("update_graph_lifecycle", {"name": "solar-private", "state": "published"}, label="same state"),
         call("update_graph_lifecycle", {"name": "solar-private", "state": "draft"}, label="not allowed"),
@@ -851,6 +867,8 @@ def gallery():
         call("close_session", {"session_id": V("gsid2")}),
         call("register_graph", {"name": "closed", "session_id": V("gsid2")}, label="closed session"),
         call("get_graph", {"name": "solar-team"}, label="its session closed"),
+        call("compare_graphs", {"graph_a_name": "solar-team", "graph_b_name": "solar-public"},
+             label="a name whose session is closed"),
     ]
 
 

@@ -1,7 +1,9 @@
 //! The gallery: registered names for graphs, found again by name, listed and searched by who may
-//! see them, and moved through a lifecycle. Registry tools only: they read and write entries, never
-//! a graph's content, and none is offered to `ai_chat` (registration is for people).
+//! see them, moved through a lifecycle, checked for freshness, and compared across graphs. None is
+//! offered to `ai_chat`: registration is for people, and the cross-graph tools name a second session.
 
+mod check_graph_freshness;
+mod compare_graphs;
 mod get_graph;
 mod list_graphs;
 mod register_graph;
@@ -26,6 +28,8 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(list_graphs::ListGraphs),
         Arc::new(search_graphs::SearchGraphs),
         Arc::new(update_graph_lifecycle::UpdateGraphLifecycle),
+        Arc::new(check_graph_freshness::CheckGraphFreshness),
+        Arc::new(compare_graphs::CompareGraphs),
     ]
 }
 
@@ -68,6 +72,36 @@ impl From<GraphEntry> for GraphRecord {
             team: entry.team,
         }
     }
+}
+
+/// One side of a cross-graph call, resolved to an open session.
+struct Side {
+    session_id: String,
+    /// The registered name when the side was given by name, else the session id.
+    label: String,
+}
+
+/// A side given by session id (which wins) or by registered name; `prefix` names the arguments
+/// (`graph_a` for `graph_a_name` / `graph_a_session_id`).
+async fn resolve_side(
+    ctx: &crate::context::ToolContext,
+    name: Option<String>,
+    session_id: Option<String>,
+    prefix: &str,
+) -> Result<Side, ToolError> {
+    if let Some(session_id) = given(session_id) {
+        // The registry has already checked that the session exists and is open.
+        return Ok(Side { label: session_id.clone(), session_id });
+    }
+    let Some(name) = given(name) else {
+        return Err(ToolError::missing_parameter(&format!("{prefix}_name (or {prefix}_session_id)")));
+    };
+    let entry = ctx.runtime.graph(&name).await?.ok_or_else(|| graph_not_found(&name))?;
+    // A name can point at a session closed since: that session is gone, as for every tool.
+    if ctx.runtime.info(&entry.session_id).await?.closed {
+        return Err(cks_runtime::RuntimeError::SessionNotFound(entry.session_id).into());
+    }
+    Ok(Side { session_id: entry.session_id, label: name })
 }
 
 /// The reference's answer for a name that is not registered.
@@ -181,6 +215,78 @@ mod tests {
         ctx.runtime.close(&sid).await.unwrap();
         let closed = call(&ctx, "register_graph", json!({"name": "n", "session_id": sid})).await;
         assert_eq!(closed["error"], "session_not_found");
+    }
+
+    #[tokio::test]
+    async fn freshness_follows_the_last_update() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        call(&ctx, "register_graph", json!({"name": "g", "session_id": sid})).await;
+        assert_eq!(call(&ctx, "check_graph_freshness", json!({"name": "g"})).await, json!({"fresh": true}));
+        assert_eq!(call(&ctx, "check_graph_freshness", json!({"name": "h"})).await, json!({"found": false}));
+
+        // An entry last updated long ago.
+        let stored = ctx.runtime.store().get_graph("g").await.unwrap().unwrap();
+        let aged = cks_runtime::store::GraphRow { updated_at: "2020-01-01T00:00:00Z".into(), ..stored };
+        ctx.runtime.store().put_graph(aged).await.unwrap();
+        assert_eq!(
+            call(&ctx, "check_graph_freshness", json!({"name": "g"})).await,
+            json!({"fresh": false, "last_updated": "2020-01-01T00:00:00Z", "ttl_days": 7.0})
+        );
+    }
+
+    #[tokio::test]
+    async fn compare_by_name_or_session() {
+        let ctx = context();
+        let (a, _) = session(
+            &ctx,
+            json!([
+                node("x", "Claim", "X", json!({"v": 1})),
+                node("y", "Claim", "Y", json!({})),
+                node("only-a", "Claim", "A", json!({}))
+            ]),
+        )
+        .await;
+        let (b, _) = session(
+            &ctx,
+            json!([
+                node("x", "Claim", "X", json!({"v": 2})),
+                node("y", "Claim", "Y", json!({})),
+                node("only-b", "Claim", "B", json!({}))
+            ]),
+        )
+        .await;
+        call(&ctx, "register_graph", json!({"name": "A", "session_id": a})).await;
+        let result = call(&ctx, "compare_graphs", json!({"graph_a_name": "A", "graph_b_session_id": b})).await;
+        assert_eq!(result["graph_a"], "A");
+        assert_eq!(result["graph_b"], json!(b));
+        assert_eq!(result["graph_a_session_id"], json!(a));
+        assert_eq!(result["shared_object_ids"], json!(["x", "y"]));
+        assert_eq!(result["only_in_a"], json!(["only-a"]));
+        assert_eq!(result["only_in_b"], json!(["only-b"]));
+        assert_eq!((result["shared_object_count"].clone(), result["only_in_a_count"].clone()), (json!(2), json!(1)));
+        assert_eq!(
+            result["differences"],
+            json!([{"id": "x", "action": "modified", "type": "Claim", "name": "X",
+                    "changes": {"v": {"from": 1, "to": 2}}}])
+        );
+
+        let code = |v: Value| v["error"].as_str().unwrap().to_owned();
+        assert_eq!(code(call(&ctx, "compare_graphs", json!({"graph_b_session_id": b})).await), "missing_parameter");
+        assert_eq!(
+            code(call(&ctx, "compare_graphs", json!({"graph_a_name": "nope", "graph_b_session_id": b})).await),
+            "graph_not_found"
+        );
+        assert_eq!(
+            code(call(&ctx, "compare_graphs", json!({"graph_a_session_id": "ghost", "graph_b_session_id": b})).await),
+            "session_not_found"
+        );
+        ctx.runtime.close(&a).await.unwrap();
+        assert_eq!(
+            code(call(&ctx, "compare_graphs", json!({"graph_a_name": "A", "graph_b_session_id": b})).await),
+            "session_not_found",
+            "a name pointing at a closed session"
+        );
     }
 
     #[tokio::test]
