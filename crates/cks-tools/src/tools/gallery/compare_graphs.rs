@@ -78,8 +78,10 @@ impl Tool for CompareGraphs {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let a = resolve_side(ctx, input.graph_a_name, input.graph_a_session_id, "graph_a").await?;
-        let b = resolve_side(ctx, input.graph_b_name, input.graph_b_session_id, "graph_b").await?;
+        let a = resolve_side(ctx, input.graph_a_name, input.graph_a_session_id, "graph_a_name (or graph_a_session_id)")
+            .await?;
+        let b = resolve_side(ctx, input.graph_b_name, input.graph_b_session_id, "graph_b_name (or graph_b_session_id)")
+            .await?;
         // Side A is copied out (objects are shared, so this is cheap); B is read in place.
         let structure_a = ctx.runtime.read(&a.session_id, |s, _| s.clone()).await?;
         let include_relations = input.include_relations;
@@ -112,8 +114,8 @@ impl Tool for CompareGraphs {
             })
             .await?;
         Ok(Output {
-            graph_a: a.label,
-            graph_b: b.label,
+            graph_a: a.label(),
+            graph_b: b.label(),
             graph_a_session_id: a.session_id,
             graph_b_session_id: b.session_id,
             shared_object_count: shared.len(),

@@ -3,6 +3,7 @@
 //! offered to `ai_chat`: registration is for people, and the cross-graph tools name a second session.
 
 mod check_graph_freshness;
+mod clone_graph;
 mod compare_graphs;
 mod get_graph;
 mod list_graphs;
@@ -30,6 +31,7 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(update_graph_lifecycle::UpdateGraphLifecycle),
         Arc::new(check_graph_freshness::CheckGraphFreshness),
         Arc::new(compare_graphs::CompareGraphs),
+        Arc::new(clone_graph::CloneGraph),
     ]
 }
 
@@ -77,31 +79,38 @@ impl From<GraphEntry> for GraphRecord {
 /// One side of a cross-graph call, resolved to an open session.
 struct Side {
     session_id: String,
-    /// The registered name when the side was given by name, else the session id.
-    label: String,
+    /// The registered name, when the side was given by name.
+    name: Option<String>,
 }
 
-/// A side given by session id (which wins) or by registered name; `prefix` names the arguments
-/// (`graph_a` for `graph_a_name` / `graph_a_session_id`).
+impl Side {
+    /// How results name the side: its registered name, else its session id.
+    fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.session_id.clone())
+    }
+}
+
+/// A graph given by session id (which wins) or by registered name; `missing` names the arguments
+/// when neither is given (`graph_a_name (or graph_a_session_id)`).
 async fn resolve_side(
     ctx: &crate::context::ToolContext,
     name: Option<String>,
     session_id: Option<String>,
-    prefix: &str,
+    missing: &str,
 ) -> Result<Side, ToolError> {
     if let Some(session_id) = given(session_id) {
         // The registry has already checked that the session exists and is open.
-        return Ok(Side { label: session_id.clone(), session_id });
+        return Ok(Side { session_id, name: None });
     }
     let Some(name) = given(name) else {
-        return Err(ToolError::missing_parameter(&format!("{prefix}_name (or {prefix}_session_id)")));
+        return Err(ToolError::missing_parameter(missing));
     };
     let entry = ctx.runtime.graph(&name).await?.ok_or_else(|| graph_not_found(&name))?;
     // A name can point at a session closed since: that session is gone, as for every tool.
     if ctx.runtime.info(&entry.session_id).await?.closed {
         return Err(cks_runtime::RuntimeError::SessionNotFound(entry.session_id).into());
     }
-    Ok(Side { session_id: entry.session_id, label: name })
+    Ok(Side { session_id: entry.session_id, name: Some(name) })
 }
 
 /// The reference's answer for a name that is not registered.
@@ -286,6 +295,55 @@ mod tests {
             code(call(&ctx, "compare_graphs", json!({"graph_a_name": "A", "graph_b_session_id": b})).await),
             "session_not_found",
             "a name pointing at a closed session"
+        );
+    }
+
+    #[tokio::test]
+    async fn clone_into_a_new_session_or_into_a_target() {
+        let ctx = context();
+        let (src, _) = session(
+            &ctx,
+            json!([
+                node("a", "Claim", "A", json!({})),
+                node("b", "Claim", "B", json!({})),
+                crate::tools::versions::testing::relation("r", &["a", "b"], "supports")
+            ]),
+        )
+        .await;
+        call(&ctx, "register_graph", json!({"name": "src", "session_id": src})).await;
+        let copy = call(&ctx, "clone_graph", json!({"graph_name": "src", "copy_name": "copy", "tags": "t"})).await;
+        assert_eq!((copy["imported_objects"].clone(), copy["imported_relations"].clone()), (json!(2), json!(1)));
+        assert_eq!(copy["source_graph_name"], "src");
+        assert_eq!(copy["registered_as"], "copy");
+        let new = copy["session_id"].as_str().unwrap();
+        assert_ne!(new, src);
+        let versions = ctx.runtime.list_versions(new).await.unwrap();
+        assert_eq!(versions.len(), 1);
+        assert_eq!(copy["version_id"], json!(versions[0].version_id));
+        let entry = call(&ctx, "get_graph", json!({"name": "copy"})).await;
+        assert_eq!(entry["source_graph_name"], "src");
+        assert_eq!(entry["description"], "Clone of src.");
+        assert_eq!(entry["visibility"], "private");
+
+        // Into a target: only what it lacks, as one version; its own objects are kept as they are.
+        let (target, _) = session(&ctx, json!([node("a", "Claim", "Mine", json!({"k": 1}))])).await;
+        let into = call(&ctx, "clone_graph", json!({"source_session_id": src, "target_session_id": target})).await;
+        assert_eq!((into["imported_objects"].clone(), into["imported_relations"].clone()), (json!(1), json!(1)));
+        assert!(into.get("source_graph_name").is_none());
+        let name_of_a = ctx.runtime.read(&target, |s, _| s.get("a").unwrap().identity.name.clone()).await.unwrap();
+        assert_eq!(name_of_a, "Mine");
+        let again = call(&ctx, "clone_graph", json!({"source_session_id": src, "target_session_id": target})).await;
+        assert_eq!(again["version_id"], Value::Null);
+        assert_eq!(again["imported_objects"], 0);
+        assert!(again["message"].as_str().unwrap().contains("nothing to import"));
+        assert_eq!(ctx.runtime.list_versions(&src).await.unwrap().len(), 1, "the source is never changed");
+
+        let code = |v: Value| v["error"].as_str().unwrap().to_owned();
+        assert_eq!(code(call(&ctx, "clone_graph", json!({})).await), "missing_parameter");
+        assert_eq!(code(call(&ctx, "clone_graph", json!({"graph_name": "nope"})).await), "graph_not_found");
+        assert_eq!(
+            code(call(&ctx, "clone_graph", json!({"source_session_id": src, "target_session_id": "ghost"})).await),
+            "session_not_found"
         );
     }
 
