@@ -7,6 +7,7 @@ mod clone_graph;
 mod compare_graphs;
 mod get_graph;
 mod list_graphs;
+mod merge_graphs;
 mod register_graph;
 mod search_graphs;
 mod unregister_graph;
@@ -32,6 +33,7 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(check_graph_freshness::CheckGraphFreshness),
         Arc::new(compare_graphs::CompareGraphs),
         Arc::new(clone_graph::CloneGraph),
+        Arc::new(merge_graphs::MergeGraphs),
     ]
 }
 
@@ -345,6 +347,48 @@ mod tests {
             code(call(&ctx, "clone_graph", json!({"source_session_id": src, "target_session_id": "ghost"})).await),
             "session_not_found"
         );
+    }
+
+    #[tokio::test]
+    async fn merge_two_graphs_into_a_new_session() {
+        let ctx = context();
+        let (a, _) =
+            session(&ctx, json!([node("x", "Claim", "X", json!({"v": 1})), node("a", "Claim", "A", json!({}))])).await;
+        let (b, _) =
+            session(&ctx, json!([node("x", "Claim", "X", json!({"v": 2})), node("b", "Claim", "B", json!({}))])).await;
+        call(&ctx, "register_graph", json!({"name": "A", "session_id": a})).await;
+        let conflict = call(&ctx, "merge_graphs", json!({"graph_a_name": "A", "graph_b_session_id": b})).await;
+        assert_eq!(conflict["merged"], false);
+        assert_eq!(conflict["conflicts"][0]["object_id"], "x");
+        assert!(conflict.get("session_id").is_none(), "nothing created");
+
+        let merged = call(
+            &ctx,
+            "merge_graphs",
+            json!({"graph_a_name": "A", "graph_b_session_id": b, "resolutions": {"x": "branch_b"},
+                   "register_as": "AB"}),
+        )
+        .await;
+        assert_eq!(merged["merged"], true);
+        assert_eq!(merged["object_count"], 3);
+        assert_eq!(merged["registered_as"], "AB");
+        let new = merged["session_id"].as_str().unwrap();
+        let v = ctx.runtime.read(new, |s, _| s.get("x").unwrap().structure["v"].clone()).await.unwrap();
+        assert_eq!(v, 2);
+        assert_eq!(
+            call(&ctx, "get_graph", json!({"name": "AB"})).await["description"],
+            json!(format!("Merge of A and {b}."))
+        );
+        assert_eq!(ctx.runtime.list_versions(&a).await.unwrap().len(), 1, "side A unchanged");
+
+        // With a base where x was already {v: 1}, only B changed it: no conflict.
+        let with_base =
+            call(&ctx, "merge_graphs", json!({"graph_a_session_id": a, "graph_b_session_id": b, "base_session_id": a}))
+                .await;
+        assert_eq!(with_base["merged"], true, "{with_base}");
+        let bad =
+            call(&ctx, "merge_graphs", json!({"graph_a_name": "A", "graph_b_session_id": b, "resolutions": 5})).await;
+        assert_eq!(bad["error"], "invalid_resolutions");
     }
 
     #[tokio::test]
