@@ -13,7 +13,7 @@ use cks_runtime::gallery::{Registration, Visibility};
 use super::{given, resolve_side};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 use crate::tools::branches::{ConflictEntry, conflicts, merge_error};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -31,6 +31,8 @@ pub(crate) struct Input {
     /// The common ancestor by session id (wins over base_graph_name).
     pub(crate) base_session_id: Option<String>,
     /// Per conflicting id: "branch_a", "branch_b", null (drop it) or a complete object.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::object")]
     pub(crate) resolutions: Option<Value>,
     /// Register the merged session under this name.
     pub(crate) register_as: Option<String>,
@@ -76,6 +78,7 @@ pub(crate) struct MergeGraphs;
 impl Tool for MergeGraphs {
     type Input = Input;
     type Output = Output;
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::malformed("resolutions", "invalid_resolutions")];
     const META: ToolMeta = ToolMeta {
         name: "merge_graphs",
         description: "Three-way merge of two graphs into a new session (neither side is changed). Each side and \
