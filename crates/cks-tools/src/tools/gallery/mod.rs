@@ -6,6 +6,7 @@ mod check_graph_freshness;
 mod clone_graph;
 mod compare_graphs;
 mod get_graph;
+mod link_graphs;
 mod list_graphs;
 mod merge_graphs;
 mod register_graph;
@@ -34,6 +35,7 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(compare_graphs::CompareGraphs),
         Arc::new(clone_graph::CloneGraph),
         Arc::new(merge_graphs::MergeGraphs),
+        Arc::new(link_graphs::LinkGraphs),
     ]
 }
 
@@ -389,6 +391,48 @@ mod tests {
         let bad =
             call(&ctx, "merge_graphs", json!({"graph_a_name": "A", "graph_b_session_id": b, "resolutions": 5})).await;
         assert_eq!(bad["error"], "invalid_resolutions");
+    }
+
+    #[tokio::test]
+    async fn link_two_graphs_both_ways() {
+        let ctx = context();
+        let (a, _) = session(&ctx, json!([node("x", "Claim", "X", json!({"v": 1}))])).await;
+        let (b, _) = session(&ctx, json!([node("y", "Claim", "Y", json!({}))])).await;
+        call(&ctx, "register_graph", json!({"name": "A", "session_id": a})).await;
+        let args = json!({"graph_a_name": "A", "graph_b_session_id": b, "object_a_id": "x", "object_b_id": "y",
+                          "relation_type": "same_as"});
+        let linked = call(&ctx, "link_graphs", args.clone()).await;
+        assert_eq!(linked["linked"], true, "{linked}");
+        let relation_id = format!("cross-link:A:x:{b}:y:same_as");
+        assert_eq!(linked["relation_id"], json!(relation_id));
+        for (sid, version) in [(&a, &linked["graph_a_version"]), (&b, &linked["graph_b_version"])] {
+            let ids: Vec<String> = ctx.runtime.read(sid, |s, _| s.ids().map(str::to_owned).collect()).await.unwrap();
+            assert!(ids.contains(&"x".to_owned()) && ids.contains(&"y".to_owned()) && ids.contains(&relation_id));
+            assert_eq!(version, &json!(ctx.runtime.list_versions(sid).await.unwrap().last().unwrap().version_id));
+        }
+        assert_eq!(call(&ctx, "link_graphs", args.clone()).await["error"], "relation_already_exists");
+
+        // y exists in a third graph with other content: refused before anything is written.
+        let (c, _) =
+            session(&ctx, json!([node("y", "Claim", "Other", json!({"k": 2})), node("z", "Claim", "Z", json!({}))]))
+                .await;
+        let conflict = call(
+            &ctx,
+            "link_graphs",
+            json!({"graph_a_session_id": b, "graph_b_session_id": c, "object_a_id": "y", "object_b_id": "z",
+                   "relation_type": "near"}),
+        )
+        .await;
+        assert_eq!(conflict["error"], "duplicate_object_conflict", "{conflict}");
+        assert_eq!(ctx.runtime.list_versions(&b).await.unwrap().len(), 2, "graph A of that call was not written");
+
+        let code = |v: Value| v["error"].as_str().unwrap().to_owned();
+        let mut missing = args.clone();
+        missing["relation_type"] = json!("");
+        assert_eq!(code(call(&ctx, "link_graphs", missing).await), "missing_parameter");
+        let mut unknown = args;
+        unknown["object_a_id"] = json!("ghost");
+        assert_eq!(code(call(&ctx, "link_graphs", unknown).await), "object_not_found");
     }
 
     #[tokio::test]
