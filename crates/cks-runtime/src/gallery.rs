@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 use crate::store::GraphRow;
 use crate::{Runtime, RuntimeError};
@@ -173,18 +174,77 @@ pub struct GraphFilter {
 
 impl GraphFilter {
     pub fn admits(&self, entry: &GraphEntry) -> bool {
+        self.lowered().admits_indexed(&Indexed::new(entry.clone()))
+    }
+
+    fn lowered(&self) -> GraphFilter {
+        GraphFilter {
+            tag: self.tag.as_deref().map(str::to_lowercase),
+            query: self.query.as_deref().map(str::to_lowercase),
+            ..self.clone()
+        }
+    }
+}
+
+/// An entry with its searchable text lowercased once, when it is read from the store.
+#[derive(Debug)]
+struct Indexed {
+    entry: GraphEntry,
+    name: String,
+    description: String,
+    tags: String,
+}
+
+impl Indexed {
+    fn new(entry: GraphEntry) -> Self {
+        Indexed {
+            name: entry.name.to_lowercase(),
+            description: entry.description.to_lowercase(),
+            tags: entry.tags.to_lowercase(),
+            entry,
+        }
+    }
+}
+
+impl GraphFilter {
+    /// `self` with `tag` and `query` already lowercased.
+    fn admits_indexed(&self, indexed: &Indexed) -> bool {
+        let entry = &indexed.entry;
         let discoverable = match entry.visibility {
             Visibility::Public => true,
             Visibility::Team => !self.public_only && self.team.is_some() && entry.team == self.team,
             Visibility::Private => false,
         };
-        let contains = |haystack: &str, needle: &str| haystack.to_lowercase().contains(&needle.to_lowercase());
         discoverable
-            && self.tag.as_deref().is_none_or(|t| contains(&entry.tags, t))
+            && self.tag.as_deref().is_none_or(|t| indexed.tags.contains(t))
             && self
                 .query
                 .as_deref()
-                .is_none_or(|q| contains(&entry.name, q) || contains(&entry.description, q) || contains(&entry.tags, q))
+                .is_none_or(|q| indexed.name.contains(q) || indexed.description.contains(q) || indexed.tags.contains(q))
+    }
+}
+
+/// The registry as last read, valid while the store's change token stays where it was; the
+/// runtime's own writes clear it (a store's token need not move on its own connection's writes).
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    read: Mutex<Option<(u64, Arc<Vec<Indexed>>)>>,
+}
+
+impl Cache {
+    fn get(&self, token: Option<u64>) -> Option<Arc<Vec<Indexed>>> {
+        let read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        read.as_ref().filter(|(t, _)| Some(*t) == token).map(|(_, entries)| entries.clone())
+    }
+
+    fn put(&self, token: Option<u64>, entries: Arc<Vec<Indexed>>) {
+        if let Some(token) = token {
+            *self.read.lock().unwrap_or_else(|p| p.into_inner()) = Some((token, entries));
+        }
+    }
+
+    fn clear(&self) {
+        *self.read.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
@@ -219,7 +279,9 @@ impl Runtime {
             team: registration.team,
             lifecycle_state: registration.lifecycle.map(|l| l.as_str().to_owned()),
         };
-        Ok(self.store().put_graph(row).await?.into())
+        let stored = self.store().put_graph(row).await;
+        self.gallery.clear();
+        Ok(stored?.into())
     }
 
     /// The graph registered under `name`, whatever its visibility.
@@ -229,13 +291,28 @@ impl Runtime {
 
     /// Removes the registry entry (never the session); false when no graph had that name.
     pub async fn unregister_graph(&self, name: &str) -> Result<bool, RuntimeError> {
-        Ok(self.store().delete_graph(name).await?)
+        let deleted = self.store().delete_graph(name).await;
+        self.gallery.clear();
+        Ok(deleted?)
     }
 
     /// The registered graphs `filter` admits, most recently updated first.
     pub async fn graphs(&self, filter: &GraphFilter) -> Result<Vec<GraphEntry>, RuntimeError> {
-        let rows = self.store().list_graphs().await?;
-        Ok(rows.into_iter().map(GraphEntry::from).filter(|e| filter.admits(e)).collect())
+        // The token is read before the rows: a write landing in between moves it, so the next
+        // call reads again rather than trusting rows that may predate the write.
+        let token = self.store().change_token();
+        let entries = match self.gallery.get(token) {
+            Some(entries) => entries,
+            None => {
+                let rows = self.store().list_graphs().await?;
+                let entries: Arc<Vec<Indexed>> =
+                    Arc::new(rows.into_iter().map(|row| Indexed::new(row.into())).collect());
+                self.gallery.put(token, entries.clone());
+                entries
+            }
+        };
+        let filter = filter.lowered();
+        Ok(entries.iter().filter(|e| filter.admits_indexed(e)).map(|e| e.entry.clone()).collect())
     }
 
     /// Moves a registered graph to another lifecycle state when the transition is allowed.
@@ -252,7 +329,9 @@ impl Runtime {
         // Straight to the store: a graph whose session was closed can still be archived.
         let moved =
             GraphRow { updated_at: crate::runtime::now(), lifecycle_state: Some(to.as_str().to_owned()), ..row };
-        self.store().put_graph(moved).await?;
+        let stored = self.store().put_graph(moved).await;
+        self.gallery.clear();
+        stored?;
         Ok(Some(Transition::Moved { from, to }))
     }
 }
@@ -386,6 +465,30 @@ mod tests {
         assert!(rt.unregister_graph("hidden").await.unwrap());
         assert!(!rt.unregister_graph("hidden").await.unwrap());
         assert!(rt.info(&a).await.is_ok(), "unregistering never removes a session");
+    }
+
+    #[tokio::test]
+    async fn a_listing_sees_writes_made_through_another_connection() {
+        use crate::store::sqlite::{SqliteOptions, SqliteStore};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        let open = || {
+            let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+            Runtime::new(std::sync::Arc::new(store), crate::RuntimeConfig::default())
+        };
+        let (writer, reader) = (open(), open());
+        let sid = writer.create_session(Default::default(), Default::default()).await.unwrap().session_id;
+        let names = |graphs: Vec<GraphEntry>| graphs.into_iter().map(|g| g.name).collect::<Vec<_>>();
+        writer.register_graph(registration("one", &sid, Visibility::Public)).await.unwrap();
+        assert_eq!(names(reader.graphs(&GraphFilter::default()).await.unwrap()), ["one"]);
+        assert_eq!(names(reader.graphs(&GraphFilter::default()).await.unwrap()), ["one"], "from the cache");
+        writer.register_graph(registration("two", &sid, Visibility::Public)).await.unwrap();
+        let mut listed = names(reader.graphs(&GraphFilter::default()).await.unwrap());
+        listed.sort();
+        assert_eq!(listed, ["one", "two"], "the other connection's write is seen");
+        // And the runtime's own writes, which need not move its own connection's token.
+        reader.unregister_graph("one").await.unwrap();
+        assert_eq!(names(reader.graphs(&GraphFilter::default()).await.unwrap()), ["two"]);
     }
 
     #[test]

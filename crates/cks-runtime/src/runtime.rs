@@ -171,6 +171,8 @@ pub struct Runtime {
     events: broadcast::Sender<Event>,
     /// The store's replica id, read once.
     replica_id: OnceCell<Option<String>>,
+    /// The gallery's entries as last read from the store.
+    pub(crate) gallery: crate::gallery::Cache,
 }
 
 /// The session metadata key of a session's node id, and the version metadata key that repeats it.
@@ -238,7 +240,14 @@ impl Drop for InFlight<'_> {
 impl Runtime {
     pub fn new(store: Arc<dyn Store>, config: RuntimeConfig) -> Self {
         let (events, _) = broadcast::channel(config.event_capacity.max(1));
-        Runtime { store, config, cache: Mutex::new(Cache::default()), events, replica_id: OnceCell::new() }
+        Runtime {
+            store,
+            config,
+            cache: Mutex::new(Cache::default()),
+            events,
+            replica_id: OnceCell::new(),
+            gallery: Default::default(),
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
