@@ -1,6 +1,6 @@
 //! Graph exploration: subgraph queries, search, drawing, contradiction checks.
 
-mod detect_contradictions;
+pub(crate) mod detect_contradictions;
 mod query_subgraph;
 mod search_semantic;
 mod visualize_graph;

@@ -3,6 +3,7 @@
 //! offered to `ai_chat`: registration is for people, and the cross-graph tools name a second session.
 
 mod check_graph_freshness;
+mod check_graph_health;
 mod clone_graph;
 mod compare_graphs;
 mod get_graph;
@@ -32,6 +33,7 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(search_graphs::SearchGraphs),
         Arc::new(update_graph_lifecycle::UpdateGraphLifecycle),
         Arc::new(check_graph_freshness::CheckGraphFreshness),
+        Arc::new(check_graph_health::CheckGraphHealth),
         Arc::new(compare_graphs::CompareGraphs),
         Arc::new(clone_graph::CloneGraph),
         Arc::new(merge_graphs::MergeGraphs),
@@ -433,6 +435,52 @@ mod tests {
         let mut unknown = args;
         unknown["object_a_id"] = json!("ghost");
         assert_eq!(code(call(&ctx, "link_graphs", unknown).await), "object_not_found");
+    }
+
+    #[tokio::test]
+    async fn health_weighs_the_parts() {
+        let ctx = context();
+        let (healthy, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        call(&ctx, "register_graph", json!({"name": "ok", "session_id": healthy})).await;
+        let report = call(&ctx, "check_graph_health", json!({"name": "ok"})).await;
+        // 0.3 + 0.1 + 0.3 + 0.2 + 0.1 in floating point, summed in the reference's order.
+        assert_eq!(report["health_score"], 0.9999999999999999, "{report}");
+        assert_eq!(report["metrics"]["graph_size"], json!({"objects": 1, "relations": 0}));
+        assert_eq!(report["metrics"]["ttl_freshness"], json!({"fresh": true, "score": 1.0}));
+
+        // A Component (not confirmed current: -0.3) and one of two records checked long ago (-0.1).
+        let (mixed, _) = session(
+            &ctx,
+            json!([
+                node("c", "Component", "C", json!({"version": "1.0"})),
+                node("r1", "VerificationRecord", "R1", json!({"checked_at": "2020-01-01T00:00:00"})),
+                node(
+                    "r2",
+                    "VerificationRecord",
+                    "R2",
+                    json!({"checked_at": time::OffsetDateTime::now_utc()
+                       .format(&time::format_description::well_known::Rfc3339).unwrap()})
+                )
+            ]),
+        )
+        .await;
+        call(&ctx, "register_graph", json!({"name": "mixed", "session_id": mixed})).await;
+        let report = call(&ctx, "check_graph_health", json!({"name": "mixed"})).await;
+        let metrics = &report["metrics"];
+        assert_eq!(metrics["version_freshness"]["total"], 1);
+        assert_eq!(metrics["version_freshness"]["score"], 0.0);
+        assert_eq!(
+            (metrics["verification_coverage"]["fresh"].clone(), metrics["verification_coverage"]["total"].clone()),
+            (json!(1), json!(2))
+        );
+        let score = report["health_score"].as_f64().unwrap();
+        assert!((score - 0.6).abs() < 1e-9, "{report}");
+
+        assert_eq!(call(&ctx, "check_graph_health", json!({"name": "nope"})).await, json!({"found": false}));
+        ctx.runtime.close(&mixed).await.unwrap();
+        let gone = call(&ctx, "check_graph_health", json!({"name": "mixed"})).await;
+        assert_eq!(gone["error"], "session_not_available");
+        assert_eq!(gone["found"], true);
     }
 
     #[tokio::test]
