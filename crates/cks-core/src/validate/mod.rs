@@ -65,7 +65,7 @@ mod dates;
 mod ontology;
 mod projection;
 pub mod provenance;
-mod pyrepr;
+pub mod pyrepr;
 mod reasoning;
 mod temporal;
 mod verification;

@@ -15,7 +15,7 @@
 use serde_json::{Number, Value};
 
 /// Python `repr()` of a decoded JSON value.
-pub(crate) fn py_repr(value: &Value) -> String {
+pub fn py_repr(value: &Value) -> String {
     let mut out = String::new();
     write_repr(value, &mut out);
     out
@@ -27,7 +27,7 @@ pub(crate) fn py_repr_opt(value: Option<&Value>) -> String {
 }
 
 /// Python `str()` of a decoded JSON value: strings verbatim, everything else as `repr`.
-pub(crate) fn py_str(value: &Value) -> String {
+pub fn py_str(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         other => py_repr(other),
@@ -175,7 +175,7 @@ fn is_printable(c: char) -> bool {
 }
 
 /// Python truthiness of `structure.get(key)`: `None`, `False`, `0`, `0.0`, `""`, `[]`, `{}` are false.
-pub(crate) fn truthy(value: Option<&Value>) -> bool {
+pub fn truthy(value: Option<&Value>) -> bool {
     match value {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,

@@ -6,6 +6,7 @@ mod check_graph_freshness;
 mod check_graph_health;
 mod clone_graph;
 mod compare_graphs;
+mod explain_graph;
 mod get_graph;
 mod link_graphs;
 mod list_graphs;
@@ -34,6 +35,7 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(update_graph_lifecycle::UpdateGraphLifecycle),
         Arc::new(check_graph_freshness::CheckGraphFreshness),
         Arc::new(check_graph_health::CheckGraphHealth),
+        Arc::new(explain_graph::ExplainGraph),
         Arc::new(compare_graphs::CompareGraphs),
         Arc::new(clone_graph::CloneGraph),
         Arc::new(merge_graphs::MergeGraphs),
@@ -481,6 +483,46 @@ mod tests {
         let gone = call(&ctx, "check_graph_health", json!({"name": "mixed"})).await;
         assert_eq!(gone["error"], "session_not_available");
         assert_eq!(gone["found"], true);
+    }
+
+    #[tokio::test]
+    async fn explain_graph_writes_the_sections() {
+        use crate::tools::versions::testing::relation;
+        let ctx = context();
+        let (sid, _) = session(
+            &ctx,
+            json!([
+                node("core", "Component", "core", json!({"version": "1.2", "description": "the engine"})),
+                node("m1", "Module", "parser", json!({})),
+                node("m2", "Module", "loose", json!({})),
+                node("sw", "Sweeper", "cleaner", json!({})),
+                node("ag", "Agent", "critic", json!({"handles": ["gossip", "inference"]})),
+                node("t1", "Tool", "b-tool", json!({"category": "Read"})),
+                node("t2", "Tool", "a-tool", json!({})),
+                relation("m1-in-core", &["m1", "core"], "part_of"),
+                relation("sw-resolves", &["sw", "core"], "resolves"),
+                relation("c", &["m1", "m2"], "contradicts")
+            ]),
+        )
+        .await;
+        call(&ctx, "register_graph", json!({"name": "eco", "session_id": sid, "description": "An ecosystem"})).await;
+        let result = call(&ctx, "explain_graph", json!({"name": "eco"})).await;
+        assert_eq!(result["found"], true);
+        let report = result["report"].as_str().unwrap();
+        for expected in [
+            "# Graph: eco\n**Description:** An ecosystem\n",
+            "**Total Objects:** 7 **Total Relations:** 3",
+            "## Components\n- `core` (v1.2) — the engine",
+            "## Modules\n### core (1 modules)\n- `parser`\n### Other Modules (1 modules)\n- `loose`",
+            "## Sweepers (1)\n- `cleaner` — resolves: core",
+            "## Agents (1)\n- `critic` — handles: gossip, inference",
+            "## Tools (2)\n- **Other:** a-tool\n- **Read:** b-tool",
+            "## Anomalies\nNone detected",
+            "- **Contradictions:** 1",
+        ] {
+            assert!(report.contains(expected), "{expected:?} missing from:\n{report}");
+        }
+        assert_eq!(call(&ctx, "explain_graph", json!({"name": "nope"})).await, json!({"found": false}));
     }
 
     #[tokio::test]
