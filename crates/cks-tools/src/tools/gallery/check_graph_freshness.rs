@@ -11,7 +11,13 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 /// A registered graph not updated for this long is stale (the reference's seven days).
-pub(crate) const FRESHNESS_TTL_SECONDS: i64 = 7 * 24 * 3600;
+const FRESHNESS_TTL_SECONDS: i64 = 7 * 24 * 3600;
+
+/// Whether an entry updated at `updated_at` is fresh at `now`; `None` when the time cannot be read.
+pub(crate) fn is_fresh(updated_at: &str, now: OffsetDateTime) -> Option<bool> {
+    let updated = OffsetDateTime::parse(updated_at, &Rfc3339).ok()?;
+    Some((now - updated).whole_seconds() < FRESHNESS_TTL_SECONDS)
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -61,13 +67,9 @@ impl Tool for CheckGraphFreshness {
             return Ok(Output { found: Some(false), fresh: None, last_updated: None, ttl_days: None });
         };
         let ttl_days = Some(FRESHNESS_TTL_SECONDS as f64 / 86_400.0);
-        let Ok(updated) = OffsetDateTime::parse(&entry.updated_at, &Rfc3339) else {
-            return Ok(Output { found: None, fresh: Some(None), last_updated: Some(entry.updated_at), ttl_days });
-        };
-        let age = OffsetDateTime::now_utc() - updated;
-        if age.whole_seconds() < FRESHNESS_TTL_SECONDS {
-            return Ok(Output { found: None, fresh: Some(Some(true)), last_updated: None, ttl_days: None });
+        match is_fresh(&entry.updated_at, OffsetDateTime::now_utc()) {
+            Some(true) => Ok(Output { found: None, fresh: Some(Some(true)), last_updated: None, ttl_days: None }),
+            fresh => Ok(Output { found: None, fresh: Some(fresh), last_updated: Some(entry.updated_at), ttl_days }),
         }
-        Ok(Output { found: None, fresh: Some(Some(false)), last_updated: Some(entry.updated_at), ttl_days })
     }
 }

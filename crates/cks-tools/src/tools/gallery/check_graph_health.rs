@@ -9,7 +9,7 @@ use time::format_description::well_known::Rfc3339;
 
 use cks_core::KnowledgeStructure;
 
-use super::check_graph_freshness::FRESHNESS_TTL_SECONDS;
+use super::check_graph_freshness::is_fresh;
 use super::required;
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -148,9 +148,7 @@ impl Tool for CheckGraphHealth {
                 ..Output::default()
             });
         };
-        let fresh = OffsetDateTime::parse(&entry.updated_at, &Rfc3339)
-            .ok()
-            .map(|updated| (now - updated).whole_seconds() < FRESHNESS_TTL_SECONDS);
+        let fresh = is_fresh(&entry.updated_at, now);
         let ttl_freshness = TtlFreshness { fresh, score: if fresh == Some(true) { 1.0 } else { 0.0 } };
         let dead_letter = DeadLetter {
             count: 0,
