@@ -1,6 +1,7 @@
 //! The gallery: registered names for graphs, found again by name, listed and searched by who may
-//! see them, moved through a lifecycle, checked for freshness, and compared across graphs. None is
-//! offered to `ai_chat`: registration is for people, and the cross-graph tools name a second session.
+//! see them, moved through a lifecycle, checked (freshness, health), explained, and compared,
+//! cloned, merged and linked across graphs. None is offered to `ai_chat`: registration is for
+//! people, and the cross-graph tools name a second session.
 
 mod check_graph_freshness;
 mod check_graph_health;
