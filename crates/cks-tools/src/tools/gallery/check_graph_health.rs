@@ -10,7 +10,7 @@ use time::format_description::well_known::Rfc3339;
 use cks_core::KnowledgeStructure;
 
 use super::check_graph_freshness::is_fresh;
-use super::required;
+use super::{read_open, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
@@ -136,8 +136,7 @@ impl Tool for CheckGraphHealth {
             return Ok(Output { found: Some(false), ..Output::default() });
         };
         let now = OffsetDateTime::now_utc();
-        let open = ctx.runtime.info(&entry.session_id).await.is_ok_and(|info| !info.closed);
-        let measured = if open { ctx.runtime.read(&entry.session_id, |s, _| measure(s, now)).await.ok() } else { None };
+        let measured = read_open(ctx, &entry.session_id, |s| measure(s, now)).await;
         let Some((version_freshness, contradictions, verification_coverage, graph_size)) = measured else {
             return Ok(Output {
                 found: Some(true),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cks_core::validate::pyrepr::{py_str, truthy};
 use cks_core::{KnowledgeObject, KnowledgeStructure};
 
-use super::required;
+use super::{read_open, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
@@ -69,10 +69,8 @@ impl Tool for ExplainGraph {
         let Some(entry) = ctx.runtime.graph(&name).await? else {
             return Ok(Output::default());
         };
-        let open = ctx.runtime.info(&entry.session_id).await.is_ok_and(|info| !info.closed);
         let header = Header { name: &name, entry: &entry };
-        let report =
-            if open { ctx.runtime.read(&entry.session_id, |s, _| render(&header, s)).await.ok() } else { None };
+        let report = read_open(ctx, &entry.session_id, |s| render(&header, s)).await;
         let Some(report) = report else {
             return Ok(Output {
                 found: true,

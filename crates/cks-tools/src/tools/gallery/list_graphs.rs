@@ -1,11 +1,11 @@
 //! `list_graphs`: the graphs a caller may discover, most recently updated first.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use cks_runtime::gallery::GraphFilter;
 
-use super::{GraphRecord, given};
+use super::{Listing, given};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Coercion, Tool, ToolMeta};
@@ -21,17 +21,12 @@ pub(crate) struct Input {
     pub(crate) team: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct Output {
-    graphs: Vec<GraphRecord>,
-}
-
 pub(crate) struct ListGraphs;
 
 #[async_trait::async_trait]
 impl Tool for ListGraphs {
     type Input = Input;
-    type Output = Output;
+    type Output = Listing;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public_only", Coercion::Truthy)];
     const META: ToolMeta = ToolMeta {
         name: "list_graphs",
@@ -51,10 +46,9 @@ impl Tool for ListGraphs {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Listing, ToolError> {
         let filter =
             GraphFilter { public_only: input.public_only, team: given(input.team), tag: given(input.tag), query: None };
-        let graphs = ctx.runtime.graphs(&filter).await?;
-        Ok(Output { graphs: graphs.into_iter().map(GraphRecord::from).collect() })
+        Ok(ctx.runtime.graphs(&filter).await?.into())
     }
 }

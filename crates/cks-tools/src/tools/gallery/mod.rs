@@ -122,6 +122,32 @@ async fn resolve_side(
     Ok(Side { session_id: entry.session_id, name: Some(name) })
 }
 
+/// Runs `f` on the graph of an open session; `None` when the session is closed or gone (a
+/// registered name can outlive its session).
+async fn read_open<R>(
+    ctx: &crate::context::ToolContext,
+    session_id: &str,
+    f: impl FnOnce(&cks_core::KnowledgeStructure) -> R,
+) -> Option<R> {
+    let open = ctx.runtime.info(session_id).await.is_ok_and(|info| !info.closed);
+    if !open {
+        return None;
+    }
+    ctx.runtime.read(session_id, |s, _| f(s)).await.ok()
+}
+
+/// The entries a listing or search returns, most recently updated first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Listing {
+    graphs: Vec<GraphRecord>,
+}
+
+impl From<Vec<GraphEntry>> for Listing {
+    fn from(entries: Vec<GraphEntry>) -> Self {
+        Listing { graphs: entries.into_iter().map(GraphRecord::from).collect() }
+    }
+}
+
 /// The reference's answer for a name that is not registered.
 fn graph_not_found(name: &str) -> ToolError {
     ToolError::new("graph_not_found", format!("No graph is registered under name '{name}'."))

@@ -1,11 +1,11 @@
 //! `search_graphs`: the discoverable graphs whose name, description or tags contain a text.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use cks_runtime::gallery::GraphFilter;
 
-use super::{GraphRecord, given};
+use super::{Listing, given};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Coercion, Tool, ToolMeta};
@@ -23,17 +23,12 @@ pub(crate) struct Input {
     pub(crate) team: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct Output {
-    graphs: Vec<GraphRecord>,
-}
-
 pub(crate) struct SearchGraphs;
 
 #[async_trait::async_trait]
 impl Tool for SearchGraphs {
     type Input = Input;
-    type Output = Output;
+    type Output = Listing;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public_only", Coercion::Truthy)];
     const META: ToolMeta = ToolMeta {
         name: "search_graphs",
@@ -51,7 +46,7 @@ impl Tool for SearchGraphs {
         llm_exposed: false,
     };
 
-    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Listing, ToolError> {
         let query = input.query.trim();
         if query.is_empty() {
             return Err(ToolError::new("empty_query", "Query must not be empty."));
@@ -62,7 +57,6 @@ impl Tool for SearchGraphs {
             tag: given(input.tag),
             query: Some(query.to_owned()),
         };
-        let graphs = ctx.runtime.graphs(&filter).await?;
-        Ok(Output { graphs: graphs.into_iter().map(GraphRecord::from).collect() })
+        Ok(ctx.runtime.graphs(&filter).await?.into())
     }
 }
