@@ -2,49 +2,10 @@
 //! events stream, against the real router on 127.0.0.1:0.
 
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Duration;
 
-use cks_mcp::http::{HttpConfig, router};
-use cks_mcp::server::CksServer;
-use cks_runtime::store::memory::MemoryStore;
-use cks_runtime::{Runtime, RuntimeConfig};
-use cks_tools::Registry;
-
-struct TestServer {
-    base: String,
-    client: reqwest::Client,
-}
-
-async fn start(token: Option<&str>, max_body_bytes: usize) -> TestServer {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
-    let server = CksServer::new(runtime, Arc::new(Registry::standard()), cks_tools::LlmAccess::Absent);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let config = HttpConfig {
-        token: token.map(str::to_owned),
-        allowed_origins: vec!["https://studio.example.com".into()],
-        bind: Some(addr),
-        max_body_bytes,
-    };
-    tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
-    TestServer { base: format!("http://{addr}"), client: reqwest::Client::new() }
-}
-
-impl TestServer {
-    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
-        self.client.post(format!("{}/mcp", self.base)).json(body)
-    }
-}
-
-fn tool_call(name: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
-}
-
-fn text_result(reply: &Value) -> Value {
-    serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
-}
+mod support;
+use support::{TestServer, start, text_result, tool_call};
 
 #[tokio::test]
 async fn bare_tools_call_without_initialize() {
