@@ -8,6 +8,11 @@
 //! chat needs. The set does not grow with the registry: a new tool reaches chats only by an entry
 //! here (and `llm_exposed`), so the first request stays small (see the offer-size test).
 //!
+//! One tool per need: no second way to read the whole graph (`serialize_knowledge`), to try a change
+//! (`suggest_evolution`), to draw a part (`visualize_graph`) or to describe a change
+//! (`explain_diff`). Each duplicate cost every model prompt tokens and a weak one its choice: with
+//! them, a 135M-parameter local model answered "list the objects" with `evolve_knowledge`.
+//!
 //! Arguments a tool has but the chat is not offered (e.g. `json_data`, which would make
 //! `evolve_knowledge` create a new session) are refused by the executor, not merely hidden.
 
@@ -43,12 +48,6 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
         switched_on: &[],
     },
     ChatTool {
-        name: "serialize_knowledge",
-        description: "Read the whole graph as JSON text, every object with its full structure.",
-        arguments: &[],
-        switched_on: &[],
-    },
-    ChatTool {
         name: "explain_knowledge",
         description: "Describe the graph in words: its types, counts and main relations.",
         arguments: &[],
@@ -60,13 +59,6 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
             version. To add an object: operations [{\"type\": \"add_object\", \"identity\": {\"id\": \"...\", \
             \"type\": \"...\", \"name\": \"...\"}}]. To relate objects: add_relation. All operations apply or none.",
         arguments: &["operations"],
-        switched_on: &[],
-    },
-    ChatTool {
-        name: "suggest_evolution",
-        description: "Try operations (same format as evolve_knowledge) without committing them, to see whether \
-            they would be valid.",
-        arguments: &["description", "operations"],
         switched_on: &[],
     },
     ChatTool {
@@ -83,15 +75,9 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
         switched_on: &[],
     },
     ChatTool {
-        name: "visualize_graph",
-        description: "Draw the graph, or the part around 'seed_ids', as a diagram (Mermaid text).",
-        arguments: &["seed_ids", "depth", "max_objects"],
-        switched_on: &[],
-    },
-    ChatTool {
         name: "list_versions",
         description: "List the graph's history: its versions (commits), not its objects. Gives the version ids that \
-            compare_versions, explain_diff and revert_version need.",
+            compare_versions and revert_version need.",
         arguments: &[],
         switched_on: &[],
     },
@@ -99,12 +85,6 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
         name: "compare_versions",
         description: "Show what changed since an earlier version. 'target_version_id' is a version id from \
             list_versions, never an object id.",
-        arguments: &["target_version_id"],
-        switched_on: &[],
-    },
-    ChatTool {
-        name: "explain_diff",
-        description: "Explain in words what changed since an earlier version (a version id from list_versions).",
         arguments: &["target_version_id"],
         switched_on: &[],
     },

@@ -127,7 +127,7 @@ async fn the_deadline_bounds_each_tool_call_and_stops_the_next() {
 
 #[tokio::test]
 async fn the_bytes_of_a_turns_result_are_bounded() {
-    // Each serialize_knowledge result is about 1 KB; the bound lets the first in.
+    // Each query_subgraph result is about 1 KB; the bound lets the first in.
     let calls: Vec<Answer> = (0..4).map(|i| tools(&[("query_subgraph", json!({"max_objects": 10 + i}))])).collect();
     let mut script = calls;
     script.push(Answer::Text("done".into()));

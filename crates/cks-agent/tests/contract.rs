@@ -79,7 +79,7 @@ async fn s04_calls_are_pinned_to_the_chat_session() {
                 json!({"session_id": other, "operations": add_object("intruder")["operations"]}),
             ),
             ("query_subgraph".into(), json!({"session_id": other, "seed_ids": ["o-a"]})),
-            ("serialize_knowledge".into(), json!({"session_id": other})),
+            ("explain_knowledge".into(), json!({"session_id": other})),
         ])
     });
     let config = AiChatConfig { turn: cks_agent::TurnConfig { max_iterations: 2, ..AiChatConfig::default().turn } };
@@ -325,25 +325,25 @@ async fn s11_model_override() {
 async fn s13_results_are_json_text_capped_for_the_llm_only() {
     let mut config = AiChatConfig::default();
     config.turn.tool_result_cap = 300;
-    let model = Scripted::new(vec![tools(&[("serialize_knowledge", json!({}))]), Answer::Text("ok".into())]);
+    let model = Scripted::new(vec![tools(&[("query_subgraph", json!({}))]), Answer::Text("ok".into())]);
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "show"})).await;
-    let full = out["tool_calls"][0]["result"]["serialized"].as_str().unwrap();
+    let full = out["tool_calls"][0]["result"].to_string();
     assert!(full.contains("ünïcode ✓") && full.len() > 300, "tool_calls keeps the full result");
     let sent = model.request(1);
     let ContentBlock::ToolResult { content, .. } = &sent.messages.last().unwrap().content[0] else { panic!() };
     assert!(content.contains("[truncated: the result is"), "{content}");
     assert!(content.len() < 400);
 
-    let model = Scripted::new(vec![tools(&[("serialize_knowledge", json!({}))]), Answer::Text("ok".into())]);
+    let model = Scripted::new(vec![tools(&[("query_subgraph", json!({}))]), Answer::Text("ok".into())]);
     let h = Harness::new(model.clone());
     let sid = h.session(graph("s")).await;
     h.chat(json!({"session_id": sid, "prompt": "show"})).await;
     let request = model.request(1);
     let ContentBlock::ToolResult { content, .. } = &request.messages.last().unwrap().content[0] else { panic!() };
     let parsed: Value = serde_json::from_str(content).expect("JSON text");
-    assert!(parsed["serialized"].as_str().unwrap().contains("ünïcode ✓"), "non-ASCII kept, not escaped");
+    assert_eq!(parsed["subgraph"]["nodes"][0]["structure"]["note"], "ünïcode ✓", "non-ASCII kept, not escaped");
     assert!(content.contains("ünïcode"));
 }
 

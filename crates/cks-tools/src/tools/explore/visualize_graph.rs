@@ -79,7 +79,8 @@ impl Tool for VisualizeGraph {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id")],
-        llm_exposed: true,
+        // A diagram is for a screen, not for a model: a chat reads the same part with query_subgraph.
+        llm_exposed: false,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

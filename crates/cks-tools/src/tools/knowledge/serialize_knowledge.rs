@@ -56,7 +56,9 @@ impl Tool for SerializeKnowledge {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id").if_given()],
-        llm_exposed: true,
+        // A chat reads the whole graph with query_subgraph (nodes and edges); a second way to read it
+        // only costs a weak model its choice and every model prompt tokens.
+        llm_exposed: false,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

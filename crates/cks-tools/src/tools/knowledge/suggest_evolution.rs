@@ -134,7 +134,9 @@ impl Tool for SuggestEvolution {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::open("session_id")],
-        llm_exposed: true,
+        // A chat commits with evolve_knowledge, which checks the same way and can be reverted; a dry
+        // run beside it is a second, easily confused way to change the graph.
+        llm_exposed: false,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

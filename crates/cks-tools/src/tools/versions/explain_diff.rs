@@ -77,7 +77,8 @@ impl Tool for ExplainDiff {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id")],
-        llm_exposed: true,
+        // compare_versions gives a chat the same change as data, which the model puts in words itself.
+        llm_exposed: false,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
