@@ -173,14 +173,17 @@ pub(crate) async fn soak(
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let deadline = started + plan.duration;
+    // The load goes on a little past the last sample, so that every sample sees the server under
+    // load and none the connections closing at the end.
+    let load_deadline = deadline + Duration::from_secs(5);
     let mut workers = Vec::new();
     for seed in 0..2 {
-        workers.push(tokio::spawn(graph_worker(client.clone(), tally.clone(), deadline, plan.call_timeout, seed)));
+        workers.push(tokio::spawn(graph_worker(client.clone(), tally.clone(), load_deadline, plan.call_timeout, seed)));
     }
-    workers.push(tokio::spawn(branch_worker(client.clone(), tally.clone(), deadline, plan.call_timeout)));
-    workers.push(tokio::spawn(big_graph_worker(client.clone(), tally.clone(), deadline, plan.call_timeout)));
-    workers.push(tokio::spawn(http_worker(http, tally.clone(), deadline)));
-    workers.push(tokio::spawn(chat_worker(client.clone(), tally.clone(), deadline, plan.call_timeout)));
+    workers.push(tokio::spawn(branch_worker(client.clone(), tally.clone(), load_deadline, plan.call_timeout)));
+    workers.push(tokio::spawn(big_graph_worker(client.clone(), tally.clone(), load_deadline, plan.call_timeout)));
+    workers.push(tokio::spawn(http_worker(http, tally.clone(), load_deadline)));
+    workers.push(tokio::spawn(chat_worker(client.clone(), tally.clone(), load_deadline, plan.call_timeout)));
 
     let mut samples = Vec::new();
     let mut next = started;
