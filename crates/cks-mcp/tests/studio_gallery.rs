@@ -94,13 +94,19 @@ async fn the_gallery_pages_calls_and_the_fields_it_reads() {
 
     // The lifecycle badge offers only allowed transitions; the server re-checks them.
     let moved = s.call("update_graph_lifecycle", json!({"name": "physics", "state": "active"})).await;
-    assert_eq!((&moved["updated"], &moved["previous_state"], &moved["new_state"]), (&json!(true), &json!("published"), &json!("active")));
+    assert_eq!(
+        (&moved["updated"], &moved["previous_state"], &moved["new_state"]),
+        (&json!(true), &json!("published"), &json!("active"))
+    );
     let refused = s.call("update_graph_lifecycle", json!({"name": "physics", "state": "draft"})).await;
     assert!(refused["error"].is_string() && refused["message"].is_string(), "{refused}");
 
     // Compare selected: the three counts and the id lists of the modal.
     let compared = s
-        .call("compare_graphs", json!({"graph_a_name": "physics", "graph_b_name": "biology", "include_relations": true}))
+        .call(
+            "compare_graphs",
+            json!({"graph_a_name": "physics", "graph_b_name": "biology", "include_relations": true}),
+        )
         .await;
     assert_eq!(compared["shared_object_count"], 1);
     assert_eq!(compared["only_in_a_count"], 3);
@@ -127,8 +133,11 @@ async fn the_gallery_pages_calls_and_the_fields_it_reads() {
 
     // The cross-graph link form: both sides by session id, written to both graphs.
     let linked = s
-        .call("link_graphs", json!({"graph_a_session_id": physics, "graph_b_session_id": biology,
-            "object_a_id": "alpha", "object_b_id": "gamma", "relation_type": "references"}))
+        .call(
+            "link_graphs",
+            json!({"graph_a_session_id": physics, "graph_b_session_id": biology,
+            "object_a_id": "alpha", "object_b_id": "gamma", "relation_type": "references"}),
+        )
         .await;
     assert_eq!(linked["linked"], true, "{linked}");
     let relation = linked["relation_id"].as_str().unwrap();

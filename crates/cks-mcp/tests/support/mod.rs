@@ -54,4 +54,3 @@ pub(crate) fn tool_call(name: &str, arguments: Value) -> Value {
 pub(crate) fn text_result(reply: &Value) -> Value {
     serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
 }
-
