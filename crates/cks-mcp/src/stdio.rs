@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use rmcp::RoleServer;
-use rmcp::model::{JsonRpcMessage, RequestId};
+use rmcp::model::{ClientNotification, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
@@ -124,6 +124,7 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
                 if let JsonRpcMessage::Request(request) = &message {
                     self.routing().framing_by_id.insert(request.id.clone(), framing);
                 }
+                self.forget_if_cancelled(&message);
                 self.ready.push_back(message);
                 return;
             }
@@ -163,6 +164,7 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
                     if let JsonRpcMessage::Request(request) = &message {
                         batch.waiting.insert(request.id.clone());
                     }
+                    self.forget_if_cancelled(&message);
                     self.ready.push_back(message);
                 }
                 Err(error) => batch.replies.extend(invalid_request_answer(&item, &error)),
@@ -175,6 +177,17 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
         } else {
             self.routing().batches.push(batch);
         }
+    }
+
+    /// A cancelled request gets no answer from rmcp, so nothing would ever take its routing
+    /// entry: drop it now (and let a batch that waited only for it go out), or the map grows with
+    /// every cancellation and the batch never answers.
+    fn forget_if_cancelled(&mut self, message: &RxJsonRpcMessage<RoleServer>) {
+        let JsonRpcMessage::Notification(notification) = message else { return };
+        let ClientNotification::CancelledNotification(cancelled) = &notification.notification else { return };
+        let Some(id) = &cancelled.params.request_id else { return };
+        let answer = self.routing().forget(id);
+        self.answers.extend(answer);
     }
 
     /// Hands queued error answers to the writer; cancel-safe (an answer leaves the queue only
@@ -286,6 +299,20 @@ impl Routing {
         let framing = id.and_then(|id| self.framing_by_id.remove(id)).unwrap_or(self.last);
         Ok(Some(frame_bytes(framing, serde_json::to_vec(message)?)))
     }
+
+    /// Forgets a request that will not be answered; the answer of its batch when that batch now
+    /// has every other reply (nothing when none of its members is answered).
+    fn forget(&mut self, id: &RequestId) -> Option<Frame> {
+        self.framing_by_id.remove(id);
+        let index = self.batches.iter().position(|b| b.waiting.contains(id))?;
+        let batch = &mut self.batches[index];
+        batch.waiting.remove(id);
+        if !batch.waiting.is_empty() {
+            return None;
+        }
+        let batch = self.batches.swap_remove(index);
+        (!batch.replies.is_empty()).then(|| frame(batch.framing, &Value::Array(batch.replies)))
+    }
 }
 
 impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTransport<R> {
@@ -366,5 +393,46 @@ mod tests {
         let body = vec![b'7'; ONE_WRITE_BYTES + 10];
         let address = body.as_ptr();
         assert!(frame_bytes(Framing::Line, body).iter().any(|part| part.as_ptr() == address));
+    }
+
+    /// A transport fed `input` on stdin, with stdout readable.
+    fn transport_over(input: String) -> (StdioTransport<std::io::Cursor<Vec<u8>>>, tokio::io::DuplexStream) {
+        let (stdout, read_back) = tokio::io::duplex(1 << 16);
+        (StdioTransport::new(std::io::Cursor::new(input.into_bytes()), stdout, 1 << 20), read_back)
+    }
+
+    fn cancel(id: u64) -> String {
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}).to_string()
+    }
+
+    fn ping(id: u64) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_request_leaves_no_routing_behind() {
+        let input = format!("{}\n{}\n", ping(1), cancel(1));
+        let (mut transport, _stdout) = transport_over(input);
+        assert!(transport.receive().await.is_some());
+        assert_eq!(transport.routing().framing_by_id.len(), 1);
+        assert!(transport.receive().await.is_some());
+        assert!(transport.routing().framing_by_id.is_empty(), "the cancelled request is still routed");
+    }
+
+    #[tokio::test]
+    async fn a_batch_with_a_cancelled_member_is_answered_with_the_others() {
+        let input = format!("{}\n{}\n", Value::Array(vec![ping(1), ping(2)]), cancel(2));
+        let (mut transport, mut stdout) = transport_over(input);
+        for _ in 0..3 {
+            assert!(transport.receive().await.is_some());
+        }
+        let answer = JsonRpcMessage::response(rmcp::model::ServerResult::empty(()), RequestId::Number(1));
+        transport.send(answer).await.unwrap();
+        transport.close().await.unwrap();
+        let mut written = String::new();
+        stdout.read_to_string(&mut written).await.unwrap();
+        let replies: Value = serde_json::from_str(written.trim_end()).unwrap();
+        assert_eq!(replies.as_array().map(Vec::len), Some(1), "{written}");
+        assert_eq!(replies[0]["id"], 1);
     }
 }

@@ -61,6 +61,7 @@ impl RuntimeError {
             RuntimeError::ValidationFailed { .. } | RuntimeError::UnverifiedProvenance { .. } => "validation_failed",
             RuntimeError::ConcurrentModification { .. } => "concurrent_modification",
             RuntimeError::Merge(_) | RuntimeError::NoMergeBase { .. } => "merge_failed",
+            RuntimeError::Store(StoreError::Unavailable(_)) => "storage_unavailable",
             RuntimeError::Corrupt { .. } | RuntimeError::Store(_) => "internal_error",
         }
     }

@@ -2,10 +2,10 @@
 //!
 //! Slow subscribers lose the oldest events (the channel is bounded) rather than slowing commits.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One runtime event.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub event_id: String,
     pub created_at: String,
@@ -14,7 +14,7 @@ pub struct Event {
 }
 
 /// What happened.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event_type")]
 pub enum EventKind {
     SessionCreated { session_id: String },

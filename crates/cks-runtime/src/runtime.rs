@@ -238,8 +238,13 @@ impl Drop for InFlight<'_> {
 }
 
 impl Runtime {
+    /// A runtime over `store`. When other processes share the store, their events are re-published
+    /// here (this needs a tokio runtime; outside one, only this process's events are seen).
     pub fn new(store: Arc<dyn Store>, config: RuntimeConfig) -> Self {
         let (events, _) = broadcast::channel(config.event_capacity.max(1));
+        if let (Some(remote), Ok(handle)) = (store.remote_events(), tokio::runtime::Handle::try_current()) {
+            handle.spawn(forward_remote_events(remote, events.downgrade()));
+        }
         Runtime {
             store,
             config,
@@ -264,8 +269,10 @@ impl Runtime {
     }
 
     fn emit(&self, kind: EventKind) {
+        let event = Event { event_id: new_id(), created_at: now(), kind };
+        self.store.publish(&event);
         // No subscribers is not an error.
-        let _ = self.events.send(Event { event_id: new_id(), created_at: now(), kind });
+        let _ = self.events.send(event);
     }
 
     /// Number of sessions currently loaded in memory.
@@ -854,6 +861,23 @@ impl Runtime {
 pub struct Comparison {
     pub operations: Vec<Operation>,
     pub summary: diff::DiffSummary,
+}
+
+/// Re-publishes other processes' events to this runtime's subscribers until the runtime or the
+/// store's channel is gone. A subscriber that lags loses events, as with local ones.
+async fn forward_remote_events(mut remote: broadcast::Receiver<Event>, local: broadcast::WeakSender<Event>) {
+    loop {
+        match remote.recv().await {
+            Ok(event) => {
+                let Some(local) = local.upgrade() else { return };
+                let _ = local.send(event);
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "events from other replicas were dropped: this replica fell behind");
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 fn corrupt(id: &str, e: StoreError) -> RuntimeError {

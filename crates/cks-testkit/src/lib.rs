@@ -1,4 +1,5 @@
-//! Test support for the cks-mcp workspace: a scripted LLM provider server.
+//! Test support for the cks-mcp workspace: a scripted LLM provider server, and throw-away PostgreSQL
+//! servers ([`postgres`]).
 //!
 //! [`ProviderServer`] listens on `127.0.0.1` (a free port) and speaks four wire formats at once: Anthropic
 //! Messages, OpenAI-compatible chat completions, Google Gemini `generateContent` and Ollama `/api/chat`, each
@@ -37,6 +38,7 @@
 //! `reqwest::Client` panics, even for plain `http://`, unless a rustls crypto provider is installed first (e.g.
 //! `rustls::crypto::ring::default_provider().install_default()`).
 
+pub mod postgres;
 mod provider;
 mod script;
 mod server;

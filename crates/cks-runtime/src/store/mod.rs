@@ -135,6 +135,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("storage backend error: {0}")]
     Backend(String),
+    /// The storage cannot be reached now (a database restarting, a network fault); the operation
+    /// did not happen, or its outcome is unknown, and may be retried.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// The persistence contract every store implements (see the module docs for the invariants).
@@ -158,6 +162,16 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// `None` when the store cannot tell (then every access probes [`Store::head_seq`]). Must be
     /// cheap and must not block on IO: it is called on every read.
     fn change_token(&self) -> Option<u64> {
+        None
+    }
+
+    /// Tells the other processes on the same storage about an event of this one (best effort; the
+    /// stores no other process shares do nothing).
+    fn publish(&self, _event: &crate::events::Event) {}
+
+    /// The events other processes on the same storage published ([`Store::publish`]); `None`
+    /// when no other process can share the storage.
+    fn remote_events(&self) -> Option<tokio::sync::broadcast::Receiver<crate::events::Event>> {
         None
     }
 
@@ -257,13 +271,14 @@ pub(crate) fn initial_head(session: &ImportedSession) -> Head {
     }
 }
 
-pub(crate) fn version_taken(version_id: &str, owner: &str) -> StoreError {
+/// The error for an imported version id that another session already has.
+pub fn version_taken(version_id: &str, owner: &str) -> StoreError {
     StoreError::Corrupt(format!("version id '{version_id}' already exists (in session '{owner}')"))
 }
 
 /// Checks that each imported session is well-formed: versions numbered `1..=n`, each with a
 /// payload, the head naming the last one, and no version id twice.
-pub(crate) fn check_imports(sessions: &[ImportedSession]) -> Result<(), StoreError> {
+pub fn check_imports(sessions: &[ImportedSession]) -> Result<(), StoreError> {
     let mut seen = std::collections::HashSet::new();
     for session in sessions {
         let id = &session.row.session_id;

@@ -1,0 +1,603 @@
+//! The PostgreSQL store: the same rows as the SQLite store, in a database that several server
+//! processes (replicas behind a load balancer) share.
+//!
+//! - Commits are one transaction that compare-and-swaps the session head (`UPDATE … WHERE
+//!   head_seq = expected`, which row-locks the session), so concurrent writers on any replicas
+//!   stay linear and lose nothing: the loser sees [`StoreError::Conflict`] and the runtime retries.
+//! - There is no change token: a replica cannot know without asking whether another one has
+//!   committed, so every access checks the session's head (one indexed lookup) and reads are never
+//!   stale.
+//! - Events travel between replicas by `LISTEN`/`NOTIFY` on one channel ([`EVENT_CHANNEL`]): each
+//!   runtime's events are published, and every other process re-publishes them to its own
+//!   subscribers (`/events`). The listening connection reconnects by itself.
+//! - The schema is created and migrated on start, in one transaction under an advisory lock, so
+//!   replicas starting together against a new database do not race. Tables are prefixed `cks_`
+//!   and live in the connection's schema (choose one with `options=-csearch_path=…` in the URL).
+//! - Connection failures (the database restarting, refusing connections, a network fault) are
+//!   [`StoreError::Unavailable`]; pooled connections that broke are replaced on next use.
+
+mod connect;
+mod schema;
+
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Pool};
+use tokio::sync::broadcast;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{IsolationLevel, Row};
+
+use cks_runtime::events::Event;
+use cks_runtime::store::{
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
+    VersionRow,
+};
+
+pub use connect::{ConnectError, PostgresOptions, is_postgres_url};
+pub use schema::MIGRATIONS;
+
+/// The `NOTIFY` channel of runtime events.
+pub const EVENT_CHANNEL: &str = "cks_events";
+
+/// The PostgreSQL store (cheap to clone: clones share the pool and the event listener).
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: Pool,
+    /// This process's mark on the events it publishes, so its listener skips its own.
+    origin: String,
+    remote: broadcast::Sender<Event>,
+    /// Notifications go out on pooled connections, off the caller's path.
+    publisher: tokio::sync::mpsc::Sender<String>,
+}
+
+impl PostgresStore {
+    /// Connects (waiting up to the options' connect timeout), creates or migrates the schema, and
+    /// starts listening for other replicas' events.
+    pub async fn connect(url: &str, options: &PostgresOptions) -> Result<PostgresStore, ConnectError> {
+        let target = connect::Target::parse(url, options)?;
+        let pool = target.pool(options)?;
+        let mut client = pool.get().await.map_err(|e| target.explain(e))?;
+        schema::migrate(&mut client).await.map_err(ConnectError::Schema)?;
+        drop(client);
+        let origin = uuid::Uuid::new_v4().to_string();
+        let (remote, _) = broadcast::channel(1024);
+        tokio::spawn(connect::listen(target.clone(), origin.clone(), remote.clone()));
+        let (publisher, outbox) = tokio::sync::mpsc::channel(4096);
+        tokio::spawn(publish_events(pool.clone(), outbox));
+        Ok(PostgresStore { pool, origin, remote, publisher })
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> Result<i32, StoreError> {
+        let client = self.client().await?;
+        schema::version(&client).await
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|e| StoreError::Unavailable(format!("no database connection: {e}")))
+    }
+}
+
+/// Sends queued notifications; a notification that cannot be sent is dropped (events are best
+/// effort: the data itself is always read from the database).
+async fn publish_events(pool: Pool, mut outbox: tokio::sync::mpsc::Receiver<String>) {
+    while let Some(payload) = outbox.recv().await {
+        let sent = async {
+            let client = pool.get().await.map_err(|e| e.to_string())?;
+            let notify = client.prepare_cached("SELECT pg_notify($1, $2)").await.map_err(|e| e.to_string())?;
+            client.execute(&notify, &[&EVENT_CHANNEL, &payload]).await.map_err(|e| e.to_string())
+        };
+        if let Err(e) = sent.await {
+            tracing::debug!("an event was not sent to the other replicas: {e}");
+        }
+    }
+}
+
+/// The wire form of a published event.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Published {
+    origin: String,
+    event: Event,
+}
+
+/// The longest notification PostgreSQL accepts is 8,000 bytes; event texts (a rollback reason)
+/// are cut well below that.
+const MAX_REASON_CHARS: usize = 2_000;
+
+fn db_error(e: tokio_postgres::Error) -> StoreError {
+    let unavailable = match e.code() {
+        None => true,
+        Some(code) => [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::CONNECTION_EXCEPTION,
+            SqlState::CONNECTION_FAILURE,
+            SqlState::CONNECTION_DOES_NOT_EXIST,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::TOO_MANY_CONNECTIONS,
+        ]
+        .contains(code),
+    };
+    if unavailable { StoreError::Unavailable(e.to_string()) } else { StoreError::Backend(e.to_string()) }
+}
+
+/// Sequence numbers and counts are `u64` here and `BIGINT` there.
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn uint(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+const SESSION_COLUMNS: &str = "session_id, created_at, parent_session_id, parent_version_id, closed, metadata, \
+     snapshot_interval, head_seq, head_version_id, head_state_hash, object_count";
+
+fn session_row(r: &Row) -> SessionRow {
+    SessionRow {
+        session_id: r.get(0),
+        created_at: r.get(1),
+        parent_session_id: r.get(2),
+        parent_version_id: r.get(3),
+        closed: r.get(4),
+        metadata: r.get(5),
+        snapshot_interval: u32::try_from(r.get::<_, i32>(6)).unwrap_or(0),
+        head: Head { seq: uint(r.get(7)), version_id: r.get(8), state_hash: r.get(9), object_count: uint(r.get(10)) },
+    }
+}
+
+const GRAPH_COLUMNS: &str = "name, session_id, description, tags, created_at, updated_at, source_graph_name, \
+     visibility, team, lifecycle_state";
+
+fn graph_row(r: &Row) -> GraphRow {
+    GraphRow {
+        name: r.get(0),
+        session_id: r.get(1),
+        description: r.get(2),
+        tags: r.get(3),
+        created_at: r.get(4),
+        updated_at: r.get(5),
+        source_graph_name: r.get(6),
+        visibility: r.get(7),
+        team: r.get(8),
+        lifecycle_state: r.get(9),
+    }
+}
+
+const VERSION_ROW_COLUMNS: &str =
+    "seq, version_id, transaction_id, created_at, state_hash, object_count, metadata, has_snapshot";
+
+fn version_row(r: &Row) -> VersionRow {
+    VersionRow {
+        seq: uint(r.get(0)),
+        version_id: r.get(1),
+        transaction_id: r.get(2),
+        created_at: r.get(3),
+        state_hash: r.get(4),
+        object_count: uint(r.get(5)),
+        metadata: r.get(6),
+        has_snapshot: r.get(7),
+    }
+}
+
+fn stored_version(r: &Row) -> StoredVersion {
+    StoredVersion { row: version_row(r), delta: r.get(8) }
+}
+
+async fn versions_between(
+    client: &impl GenericClient,
+    id: &str,
+    after: u64,
+    upto: u64,
+) -> Result<Vec<StoredVersion>, StoreError> {
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {VERSION_ROW_COLUMNS}, delta FROM cks_versions \
+             WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq"
+        ))
+        .await
+        .map_err(db_error)?;
+    let rows = client.query(&statement, &[&id, &int(after), &int(upto)]).await.map_err(db_error)?;
+    Ok(rows.iter().map(stored_version).collect())
+}
+
+async fn session_exists(client: &impl GenericClient, id: &str) -> Result<bool, StoreError> {
+    let statement =
+        client.prepare_cached("SELECT 1 FROM cks_sessions WHERE session_id = $1").await.map_err(db_error)?;
+    Ok(client.query_opt(&statement, &[&id]).await.map_err(db_error)?.is_some())
+}
+
+/// Inserts a session row; `false` when a session with its id is already stored.
+async fn insert_session(client: &impl GenericClient, row: &SessionRow) -> Result<bool, StoreError> {
+    let statement = client
+        .prepare_cached(&format!(
+            "INSERT INTO cks_sessions ({SESSION_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) \
+             ON CONFLICT (session_id) DO NOTHING"
+        ))
+        .await
+        .map_err(db_error)?;
+    let inserted = client
+        .execute(
+            &statement,
+            &[
+                &row.session_id,
+                &row.created_at,
+                &row.parent_session_id,
+                &row.parent_version_id,
+                &row.closed,
+                &row.metadata,
+                &i32::try_from(row.snapshot_interval).unwrap_or(i32::MAX),
+                &int(row.head.seq),
+                &row.head.version_id,
+                &row.head.state_hash,
+                &int(row.head.object_count),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(inserted > 0)
+}
+
+async fn insert_snapshot(client: &impl GenericClient, id: &str, seq: u64, state: &str) -> Result<(), StoreError> {
+    let statement = client
+        .prepare_cached("INSERT INTO cks_snapshots (session_id, seq, state) VALUES ($1, $2, $3)")
+        .await
+        .map_err(db_error)?;
+    client.execute(&statement, &[&id, &int(seq), &state]).await.map_err(db_error)?;
+    Ok(())
+}
+
+/// Inserts a version row; a taken version id is [`StoreError::Corrupt`].
+async fn insert_version(
+    client: &impl GenericClient,
+    id: &str,
+    row: &VersionRow,
+    delta: Option<&str>,
+    has_snapshot: bool,
+) -> Result<(), StoreError> {
+    let statement = client
+        .prepare_cached(&format!(
+            "INSERT INTO cks_versions (session_id, {VERSION_ROW_COLUMNS}, delta) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
+        ))
+        .await
+        .map_err(db_error)?;
+    client
+        .execute(
+            &statement,
+            &[
+                &id,
+                &int(row.seq),
+                &row.version_id,
+                &row.transaction_id,
+                &row.created_at,
+                &row.state_hash,
+                &int(row.object_count),
+                &row.metadata,
+                &has_snapshot,
+                &delta,
+            ],
+        )
+        .await
+        .map_err(|e| {
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                StoreError::Corrupt(format!("version id '{}' already exists", row.version_id))
+            } else {
+                db_error(e)
+            }
+        })?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn publish(&self, event: &Event) {
+        let mut event = event.clone();
+        if let cks_runtime::events::EventKind::TransactionRolledBack { reason, .. } = &mut event.kind
+            && let Some((cut, _)) = reason.char_indices().nth(MAX_REASON_CHARS)
+        {
+            reason.truncate(cut);
+        }
+        let published = Published { origin: self.origin.clone(), event };
+        if let Ok(payload) = serde_json::to_string(&published) {
+            // A full outbox drops the event rather than slow a commit down.
+            let _ = self.publisher.try_send(payload);
+        }
+    }
+
+    fn remote_events(&self) -> Option<broadcast::Receiver<Event>> {
+        Some(self.remote.subscribe())
+    }
+
+    async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        if !insert_session(&tx, row).await? {
+            return Err(StoreError::SessionExists(row.session_id.clone()));
+        }
+        insert_snapshot(&tx, &row.session_id, 0, initial_state).await?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM cks_sessions WHERE session_id = $1"))
+            .await
+            .map_err(db_error)?;
+        Ok(client.query_opt(&statement, &[&id]).await.map_err(db_error)?.as_ref().map(session_row))
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM cks_sessions ORDER BY created_at COLLATE \"C\", session_id COLLATE \"C\""
+            ))
+            .await
+            .map_err(db_error)?;
+        Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(session_row).collect())
+    }
+
+    async fn head_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        let client = self.client().await?;
+        let statement =
+            client.prepare_cached("SELECT head_seq FROM cks_sessions WHERE session_id = $1").await.map_err(db_error)?;
+        Ok(client.query_opt(&statement, &[&id]).await.map_err(db_error)?.map(|r| uint(r.get(0))))
+    }
+
+    async fn append_version(&self, new: &NewVersion) -> Result<(), StoreError> {
+        if new.delta.is_none() && new.snapshot.is_none() {
+            return Err(StoreError::Corrupt("a version needs a delta or a snapshot".into()));
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let swap = tx
+            .prepare_cached(
+                "UPDATE cks_sessions SET head_seq = $1, head_version_id = $2, head_state_hash = $3, object_count = $4 \
+                 WHERE session_id = $5 AND head_seq = $6 AND NOT closed",
+            )
+            .await
+            .map_err(db_error)?;
+        let swapped = tx
+            .execute(
+                &swap,
+                &[
+                    &int(new.row.seq),
+                    &new.row.version_id,
+                    &new.row.state_hash,
+                    &int(new.row.object_count),
+                    &new.session_id,
+                    &int(new.expected_seq),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        if swapped == 0 || new.row.seq != new.expected_seq + 1 {
+            let found = tx
+                .query_opt("SELECT head_seq, closed FROM cks_sessions WHERE session_id = $1", &[&new.session_id])
+                .await
+                .map_err(db_error)?;
+            let session_id = new.session_id.clone();
+            return Err(match found {
+                None => StoreError::SessionNotFound(session_id),
+                Some(r) if r.get::<_, bool>(1) => StoreError::SessionClosed(session_id),
+                Some(r) => StoreError::Conflict { session_id, expected: new.expected_seq, found: uint(r.get(0)) },
+            });
+        }
+        insert_version(&tx, &new.session_id, &new.row, new.delta.as_deref(), new.snapshot.is_some()).await?;
+        if let Some(snapshot) = &new.snapshot {
+            insert_snapshot(&tx, &new.session_id, new.row.seq, snapshot).await?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn list_versions(&self, id: &str) -> Result<Vec<VersionRow>, StoreError> {
+        let client = self.client().await?;
+        if !session_exists(&client, id).await? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {VERSION_ROW_COLUMNS} FROM cks_versions WHERE session_id = $1 ORDER BY seq"
+            ))
+            .await
+            .map_err(db_error)?;
+        Ok(client.query(&statement, &[&id]).await.map_err(db_error)?.iter().map(version_row).collect())
+    }
+
+    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT session_id, seq FROM cks_versions WHERE version_id = $1")
+            .await
+            .map_err(db_error)?;
+        let row = client.query_opt(&statement, &[&version_id]).await.map_err(db_error)?;
+        Ok(row.map(|r| (r.get(0), uint(r.get(1)))))
+    }
+
+    /// One repeatable-read snapshot of the database, so the head, the snapshot and the versions
+    /// agree even while another replica commits.
+    async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db_error)?;
+        let head = tx
+            .query_opt("SELECT head_seq FROM cks_sessions WHERE session_id = $1", &[&id])
+            .await
+            .map_err(db_error)?
+            .map(|r| uint(r.get(0)));
+        match head {
+            None => return Err(StoreError::SessionNotFound(id.to_owned())),
+            Some(head) if seq > head => {
+                return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
+            }
+            Some(_) => {}
+        }
+        let snapshot = tx
+            .query_opt(
+                "SELECT seq, state FROM cks_snapshots WHERE session_id = $1 AND seq <= $2 ORDER BY seq DESC LIMIT 1",
+                &[&id, &int(seq)],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
+        let snapshot_seq = uint(snapshot.get(0));
+        let versions = versions_between(&tx, id, snapshot_seq, seq).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(Chain { snapshot_seq, snapshot: snapshot.get(1), versions })
+    }
+
+    async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
+        let client = self.client().await?;
+        versions_between(&client, id, after_seq, i64::MAX as u64).await
+    }
+
+    async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT state FROM cks_snapshots WHERE session_id = $1 AND seq = $2")
+            .await
+            .map_err(db_error)?;
+        Ok(client.query_opt(&statement, &[&id, &int(seq)]).await.map_err(db_error)?.map(|r| r.get(0)))
+    }
+
+    async fn set_closed(&self, id: &str, closed: bool) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let changed = client
+            .execute("UPDATE cks_sessions SET closed = $1 WHERE session_id = $2", &[&closed, &id])
+            .await
+            .map_err(db_error)?;
+        if changed == 0 {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// One id for the database, shared by every replica on it: they are one server.
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let fresh = uuid::Uuid::new_v4().to_string();
+        client
+            .execute(
+                "INSERT INTO cks_meta (key, value) VALUES ('replica_id', $1) ON CONFLICT (key) DO NOTHING",
+                &[&fresh],
+            )
+            .await
+            .map_err(db_error)?;
+        let row =
+            client.query_one("SELECT value FROM cks_meta WHERE key = 'replica_id'", &[]).await.map_err(db_error)?;
+        Ok(Some(row.get(0)))
+    }
+
+    /// Read, merge and write under a row lock on the name's entry (or the session's row when the
+    /// name is new), so two writers of one name serialise.
+    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // Writers of any registry entry queue on one advisory lock for the length of the
+        // transaction: a new name has no row to lock yet.
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::REGISTRY_LOCK]).await.map_err(db_error)?;
+        if !session_exists(&tx, &row.session_id).await? {
+            return Err(StoreError::SessionNotFound(row.session_id));
+        }
+        let existing = tx
+            .query_opt(&format!("SELECT {GRAPH_COLUMNS} FROM cks_graph_registry WHERE name = $1"), &[&row.name])
+            .await
+            .map_err(db_error)?
+            .as_ref()
+            .map(graph_row);
+        let stored = row.over(existing.as_ref());
+        tx.execute(
+            &format!(
+                "INSERT INTO cks_graph_registry ({GRAPH_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) \
+                 ON CONFLICT (name) DO UPDATE SET session_id = EXCLUDED.session_id, \
+                 description = EXCLUDED.description, tags = EXCLUDED.tags, created_at = EXCLUDED.created_at, \
+                 updated_at = EXCLUDED.updated_at, source_graph_name = EXCLUDED.source_graph_name, \
+                 visibility = EXCLUDED.visibility, team = EXCLUDED.team, lifecycle_state = EXCLUDED.lifecycle_state"
+            ),
+            &[
+                &stored.name,
+                &stored.session_id,
+                &stored.description,
+                &stored.tags,
+                &stored.created_at,
+                &stored.updated_at,
+                &stored.source_graph_name,
+                &stored.visibility,
+                &stored.team,
+                &stored.lifecycle_state,
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(stored)
+    }
+
+    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!("SELECT {GRAPH_COLUMNS} FROM cks_graph_registry WHERE name = $1"))
+            .await
+            .map_err(db_error)?;
+        Ok(client.query_opt(&statement, &[&name]).await.map_err(db_error)?.as_ref().map(graph_row))
+    }
+
+    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let deleted =
+            client.execute("DELETE FROM cks_graph_registry WHERE name = $1", &[&name]).await.map_err(db_error)?;
+        Ok(deleted > 0)
+    }
+
+    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {GRAPH_COLUMNS} FROM cks_graph_registry ORDER BY updated_at COLLATE \"C\" DESC, name COLLATE \"C\""
+            ))
+            .await
+            .map_err(db_error)?;
+        Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(graph_row).collect())
+    }
+
+    /// One transaction for the whole import: everything is written, or nothing.
+    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        cks_runtime::store::check_imports(sessions)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let mut outcome = ImportOutcome::default();
+        let owner_of =
+            tx.prepare_cached("SELECT session_id FROM cks_versions WHERE version_id = $1").await.map_err(db_error)?;
+        for session in sessions {
+            let row = &session.row;
+            if !insert_session(&tx, row).await? {
+                outcome.skipped.push(row.session_id.clone());
+                continue;
+            }
+            insert_snapshot(&tx, &row.session_id, 0, &session.initial_state).await?;
+            for version in &session.versions {
+                let v = &version.row;
+                if let Some(owner) = tx.query_opt(&owner_of, &[&v.version_id]).await.map_err(db_error)? {
+                    return Err(cks_runtime::store::version_taken(&v.version_id, &owner.get::<_, String>(0)));
+                }
+                insert_version(&tx, &row.session_id, v, version.delta.as_deref(), version.snapshot.is_some()).await?;
+                if let Some(snapshot) = &version.snapshot {
+                    insert_snapshot(&tx, &row.session_id, v.seq, snapshot).await?;
+                }
+            }
+            outcome.imported.push(row.session_id.clone());
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(outcome)
+    }
+}

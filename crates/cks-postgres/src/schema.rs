@@ -1,0 +1,100 @@
+//! The schema and its migrations. `cks_schema` holds the version; [`migrate`] brings a database
+//! up to date in one transaction under an advisory lock, so replicas that start together against
+//! an empty database create it once and the others wait, then find it done.
+
+use deadpool_postgres::GenericClient;
+
+use cks_runtime::store::StoreError;
+
+use crate::db_error;
+
+/// Advisory lock keys (any constants; they only have to differ from each other and from other
+/// applications' keys on the same database).
+const MIGRATION_LOCK: i64 = 0x0063_6b73_5f6d_6967; // "cks_mig"
+pub(crate) const REGISTRY_LOCK: i64 = 0x0063_6b73_5f72_6567; // "cks_reg"
+
+/// Schema migrations; entry `i` upgrades a database from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE cks_sessions (
+    session_id        TEXT PRIMARY KEY,
+    created_at        TEXT NOT NULL,
+    parent_session_id TEXT,
+    parent_version_id TEXT,
+    closed            BOOLEAN NOT NULL DEFAULT FALSE,
+    metadata          TEXT NOT NULL,
+    snapshot_interval INTEGER NOT NULL,
+    head_seq          BIGINT NOT NULL,
+    head_version_id   TEXT,
+    head_state_hash   TEXT NOT NULL,
+    object_count      BIGINT NOT NULL
+);
+CREATE TABLE cks_versions (
+    session_id     TEXT NOT NULL REFERENCES cks_sessions(session_id),
+    seq            BIGINT NOT NULL,
+    version_id     TEXT NOT NULL UNIQUE,
+    transaction_id TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    state_hash     TEXT NOT NULL,
+    object_count   BIGINT NOT NULL,
+    metadata       TEXT NOT NULL,
+    delta          TEXT,
+    has_snapshot   BOOLEAN NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE cks_snapshots (
+    session_id TEXT NOT NULL REFERENCES cks_sessions(session_id),
+    seq        BIGINT NOT NULL,
+    state      TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE cks_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE cks_graph_registry (
+    name              TEXT PRIMARY KEY,
+    session_id        TEXT NOT NULL REFERENCES cks_sessions(session_id),
+    description       TEXT NOT NULL,
+    tags              TEXT NOT NULL,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL,
+    source_graph_name TEXT,
+    visibility        TEXT NOT NULL,
+    team              TEXT,
+    lifecycle_state   TEXT
+);
+"#];
+
+/// Creates the schema or brings it up to date; refuses a database from a newer server.
+pub(crate) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(db_error)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS cks_schema (
+             id      INTEGER PRIMARY KEY CHECK (id = 1),
+             version INTEGER NOT NULL
+         );
+         INSERT INTO cks_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;",
+    )
+    .await
+    .map_err(db_error)?;
+    let current = version(&tx).await?;
+    let known = MIGRATIONS.len() as i32;
+    if current > known {
+        return Err(StoreError::Backend(format!(
+            "database schema version {current} is newer than this server supports ({known}); upgrade cks-mcp"
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
+        tx.batch_execute(sql).await.map_err(db_error)?;
+        tx.execute("UPDATE cks_schema SET version = $1 WHERE id = 1", &[&(index as i32 + 1)])
+            .await
+            .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)
+}
+
+pub(crate) async fn version(client: &impl GenericClient) -> Result<i32, StoreError> {
+    let row = client.query_one("SELECT version FROM cks_schema WHERE id = 1", &[]).await.map_err(db_error)?;
+    Ok(row.get(0))
+}
