@@ -40,6 +40,8 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Storage {
     Sqlite(PathBuf),
+    /// A PostgreSQL URL (it may hold a password: never print it).
+    Postgres(String),
     Memory,
 }
 
@@ -53,6 +55,8 @@ pub struct Config {
     pub http_token: Option<String>,
     /// `PRAGMA synchronous=FULL` for the SQLite store (`CKS_MCP_SQLITE_SYNCHRONOUS=full`).
     pub sqlite_synchronous_full: bool,
+    /// The PostgreSQL store's pool size (`CKS_MCP_PG_POOL_SIZE`).
+    pub pg_pool_size: usize,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
@@ -70,11 +74,7 @@ impl Config {
             .unwrap_or_else(|| home.join(".cks-mcp"));
         let storage = match env.get("CKS_MCP_DB_PATH").filter(|v| !v.is_empty()) {
             Some(path) if path == ":memory:" => Storage::Memory,
-            Some(path) if path.starts_with("postgres://") || path.starts_with("postgresql://") => {
-                anyhow::bail!(
-                    "CKS_MCP_DB_PATH names a PostgreSQL database, which this build does not support yet; use a SQLite file path"
-                )
-            }
+            Some(url) if cks_postgres::is_postgres_url(url) => Storage::Postgres(url.trim().to_owned()),
             Some(path) => Storage::Sqlite(PathBuf::from(path)),
             None => Storage::Sqlite(data_dir.join("cks_mcp.db")),
         };
@@ -94,6 +94,8 @@ impl Config {
         let get = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
         let http_token = get("CKS_MCP_HTTP_TOKEN").map(str::to_owned);
         let sqlite_synchronous_full = get("CKS_MCP_SQLITE_SYNCHRONOUS").is_some_and(|v| v.eq_ignore_ascii_case("full"));
+        // Checked above.
+        let pg_pool_size = get("CKS_MCP_PG_POOL_SIZE").and_then(|v| v.parse().ok()).unwrap_or(16);
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
@@ -131,6 +133,7 @@ impl Config {
             stdio: !cli.no_stdio,
             http_token,
             sqlite_synchronous_full,
+            pg_pool_size,
             allowed_origins,
             max_message_bytes,
             env,

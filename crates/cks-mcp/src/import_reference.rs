@@ -8,11 +8,9 @@
 use anyhow::{Context, bail};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cks_runtime::reference_db::{ReferenceData, read_reference_db};
-use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::{ImportReport, Runtime, RuntimeConfig};
 
 use crate::config::{Config, Storage};
@@ -36,19 +34,23 @@ pub struct ImportSummary {
 
 /// Runs the subcommand against the configured database.
 pub async fn run(args: &ImportReferenceArgs, config: &Config) -> anyhow::Result<()> {
-    let Storage::Sqlite(target) = &config.storage else {
-        bail!("CKS_MCP_DB_PATH is ':memory:': an import there would be lost at exit; point it at a database file");
-    };
-    if same_file(&args.path, target) {
-        bail!(
+    match &config.storage {
+        Storage::Memory => bail!(
+            "CKS_MCP_DB_PATH is ':memory:': an import there would be lost at exit; point it at a database file \
+             or a PostgreSQL database"
+        ),
+        Storage::Sqlite(target) if same_file(&args.path, target) => bail!(
             "{} is this server's own database path; move the reference's database aside (for example to \
              reference.db next to it) and import it from there",
             target.display()
-        );
+        ),
+        Storage::Sqlite(_) | Storage::Postgres(_) => {}
     }
-    let store = SqliteStore::open(target, &SqliteOptions::default())
-        .with_context(|| format!("opening the database at {}", target.display()))?;
-    let runtime = Runtime::new(Arc::new(store), RuntimeConfig::default());
+    let target = match &config.storage {
+        Storage::Sqlite(path) => path.display().to_string(),
+        _ => "PostgreSQL (CKS_MCP_DB_PATH)".to_owned(),
+    };
+    let runtime = Runtime::new(crate::open_store(config).await?, RuntimeConfig::default());
     let summary = import(&args.path, &runtime).await?;
     let report = &summary.report;
     if report.imported.is_empty() {
@@ -56,14 +58,14 @@ pub async fn run(args: &ImportReferenceArgs, config: &Config) -> anyhow::Result<
             "cks-mcp: nothing imported: all {} sessions of {} are already in {}",
             summary.sessions_found,
             args.path.display(),
-            target.display()
+            target
         );
     } else {
         eprintln!(
             "cks-mcp: imported {} sessions ({} versions) into {}; {} already there",
             report.imported.len(),
             report.versions,
-            target.display(),
+            target,
             report.skipped.len()
         );
     }
@@ -77,7 +79,7 @@ pub async fn run(args: &ImportReferenceArgs, config: &Config) -> anyhow::Result<
         "{}",
         json!({
             "source": args.path.display().to_string(),
-            "database": target.display().to_string(),
+            "database": target,
             "sessions_found": summary.sessions_found,
             "imported_sessions": report.imported.len(),
             "imported_versions": report.versions,

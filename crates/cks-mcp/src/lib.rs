@@ -59,9 +59,9 @@ fn init_logging(config: &Config) {
         .init();
 }
 
-/// Serves with a resolved configuration.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = match &config.storage {
+/// Opens the configured store (creating or migrating its schema).
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match &config.storage {
         Storage::Sqlite(path) => Arc::new(
             SqliteStore::open(
                 path,
@@ -69,17 +69,29 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             )
             .with_context(|| format!("opening the database at {}", path.display()))?,
         ),
+        Storage::Postgres(url) => {
+            let options = cks_postgres::PostgresOptions { pool_size: config.pg_pool_size, ..Default::default() };
+            Arc::new(cks_postgres::PostgresStore::connect(url, &options).await.context("CKS_MCP_DB_PATH")?)
+        }
         Storage::Memory => Arc::new(MemoryStore::new()),
-    };
+    })
+}
+
+/// Where the data is, in words (never a PostgreSQL URL: it may hold a password).
+pub fn describe_storage(config: &Config) -> String {
     match &config.storage {
-        Storage::Sqlite(path) => eprintln!(
-            "cks-mcp {}: data in {} (data directory {})",
-            env!("CARGO_PKG_VERSION"),
-            path.display(),
-            config.data_dir.display()
-        ),
-        Storage::Memory => eprintln!("cks-mcp {}: in-memory store, nothing is kept", env!("CARGO_PKG_VERSION")),
+        Storage::Sqlite(path) => {
+            format!("data in {} (data directory {})", path.display(), config.data_dir.display())
+        }
+        Storage::Postgres(_) => "data in PostgreSQL (CKS_MCP_DB_PATH)".into(),
+        Storage::Memory => "in-memory store, nothing is kept".into(),
     }
+}
+
+/// Serves with a resolved configuration.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let store = open_store(&config).await?;
+    eprintln!("cks-mcp {}: {}", env!("CARGO_PKG_VERSION"), describe_storage(&config));
     let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
     let mut registry = Registry::standard();
     registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));

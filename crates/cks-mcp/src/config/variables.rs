@@ -67,7 +67,14 @@ pub const GROUPS: &[Group] = &[
                 "CKS_MCP_DB_PATH",
                 Text,
                 Some("<data dir>/cks_mcp.db"),
-                "SQLite database file; ':memory:' keeps nothing",
+                "SQLite database file, or a PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE) \
+                 that several replicas share; ':memory:' keeps nothing",
+            ),
+            var(
+                "CKS_MCP_PG_POOL_SIZE",
+                whole(1, 1_000, "connections"),
+                Some("16"),
+                "PostgreSQL: the most connections one process opens (one more listens for other replicas' events)",
             ),
             var(
                 "CKS_MCP_SQLITE_SYNCHRONOUS",

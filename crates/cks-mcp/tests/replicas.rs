@@ -1,0 +1,315 @@
+//! Several `cks-mcp` processes on one PostgreSQL database behave as one server: a commit on one is
+//! read on another, `/events` on one streams the commits of another, and writers on the same
+//! session through different replicas lose no update.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use cks_testkit::postgres::TestDatabase;
+
+mod support;
+use support::{text_result, tool_call};
+
+/// One server process serving HTTP only, on a free loopback port.
+struct Replica {
+    child: Child,
+    base: String,
+    client: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+impl Replica {
+    async fn start(db_url: &str) -> Replica {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let data = tempfile::tempdir().unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+            .args(["--http", &format!("127.0.0.1:{port}"), "--no-stdio"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", data.path())
+            .env("CKS_MCP_DATA_DIR", data.path())
+            .env("CKS_MCP_DB_PATH", db_url)
+            .env("CKS_MCP_PG_POOL_SIZE", "8")
+            .env("CKS_MCP_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let replica =
+            Replica { child, base: format!("http://127.0.0.1:{port}"), client: reqwest::Client::new(), _data: data };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while replica.client.get(format!("{}/health", replica.base)).send().await.is_err() {
+            assert!(Instant::now() < deadline, "the replica did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        replica
+    }
+
+    /// A tool call; its result (which may be a business error).
+    async fn call(&self, name: &str, arguments: Value) -> Value {
+        let reply: Value = self
+            .client
+            .post(format!("{}/mcp", self.base))
+            .json(&tool_call(name, arguments))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        text_result(&reply)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn graph(ids: &[&str]) -> String {
+    let objects: Vec<Value> =
+        ids.iter().map(|id| json!({"identity": {"id": id, "type": "Note", "name": id}})).collect();
+    json!({"objects": objects, "relations": []}).to_string()
+}
+
+fn add(session: &str, id: &str) -> Value {
+    json!({"session_id": session, "operations": [
+        {"type": "add_object", "identity": {"id": id, "type": "Note", "name": id}}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_one_database_are_one_server() {
+    let db = TestDatabase::create();
+    let a = Replica::start(db.url()).await;
+    let b = Replica::start(db.url()).await;
+
+    // B streams the events of one session before anything happens there.
+    let created = a.call("validate_knowledge", json!({"json_data": graph(&["alpha"])})).await;
+    let session = created["session_id"].as_str().expect("a session").to_owned();
+    let events = b.client.get(format!("{}/events/{session}?event_types=VersionCreated", b.base)).send().await.unwrap();
+    assert_eq!(events.status(), 200);
+    let mut events = events.bytes_stream();
+    // The listener of B is up once B answers calls; a short pause covers its LISTEN round trip.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // A commit on A is read on B at once: B had the session loaded before the commit.
+    let before = b.call("query_subgraph", json!({"session_id": session, "seed_ids": ["alpha"], "depth": 1})).await;
+    assert_eq!(before["returned_nodes"], 1, "{before}");
+    let committed = a.call("evolve_knowledge", add(&session, "beta")).await;
+    let version = committed["version_id"].as_str().expect("committed").to_owned();
+    let on_b = b.call("query_subgraph", json!({"session_id": session, "seed_ids": ["beta"], "depth": 0})).await;
+    assert_eq!(on_b["returned_nodes"], 1, "B did not see A's commit: {on_b}");
+    assert!(on_b["subgraph"].as_str().unwrap_or_default().contains("\"beta\""), "{on_b}");
+
+    // /events on B streamed A's commit.
+    let mut text = String::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !text.contains(&version) {
+        let chunk = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), events.next())
+            .await
+            .unwrap_or_else(|_| panic!("B streamed no VersionCreated for A's commit; got {text:?}"))
+            .expect("the stream ended")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("VersionCreated"), "{text}");
+
+    // Writers on one session through both replicas at once: every commit lands.
+    let per_replica = 15;
+    let mut writers = Vec::new();
+    for (name, replica) in [("a", &a), ("b", &b)] {
+        for i in 0..per_replica {
+            let (client, base, session) = (replica.client.clone(), replica.base.clone(), session.clone());
+            writers.push(tokio::spawn(async move {
+                let reply: Value = client
+                    .post(format!("{base}/mcp"))
+                    .json(&tool_call("evolve_knowledge", add(&session, &format!("{name}-{i}"))))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                text_result(&reply)
+            }));
+        }
+    }
+    for writer in writers {
+        let result = writer.await.unwrap();
+        assert!(result.get("error").is_none(), "a concurrent commit failed: {result}");
+    }
+    for replica in [&a, &b] {
+        let versions = replica.call("list_versions", json!({"session_id": session})).await;
+        let count = versions["versions"].as_array().map(Vec::len).unwrap_or_default();
+        // The first version (the created state), beta, and every writer's commit.
+        assert_eq!(count, 2 + 2 * per_replica, "{versions}");
+        let all = replica.call("serialize_knowledge", json!({"session_id": session})).await;
+        let text = all.to_string();
+        for name in ["a", "b"] {
+            for i in 0..per_replica {
+                assert!(text.contains(&format!("{name}-{i}")), "{name}-{i} is missing");
+            }
+        }
+    }
+}
+
+/// What one writer saw: the ids whose commits were acknowledged (and when), and the errors of the
+/// rest.
+#[derive(Default, Debug)]
+struct Written {
+    acknowledged: Vec<(String, Instant)>,
+    failures: Vec<String>,
+}
+
+impl Written {
+    fn ids(&self) -> impl Iterator<Item = &String> {
+        self.acknowledged.iter().map(|(id, _)| id)
+    }
+}
+
+/// Commits one new object after another through `replica` until `stop` is set.
+fn writer(
+    client: reqwest::Client,
+    base: String,
+    session: String,
+    name: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Written> {
+    tokio::spawn(async move {
+        let mut written = Written::default();
+        let mut i = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            i += 1;
+            let id = format!("{name}-{i}");
+            let sent = client
+                .post(format!("{base}/mcp"))
+                .timeout(Duration::from_secs(60))
+                .json(&tool_call("evolve_knowledge", add(&session, &id)))
+                .send()
+                .await;
+            let reply: Value = match sent {
+                Ok(response) => match response.json().await {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        written.failures.push(format!("unreadable answer: {e}"));
+                        continue;
+                    }
+                },
+                // The replica itself is gone (the kill test): that writer is done.
+                Err(_) => break,
+            };
+            let result = text_result(&reply);
+            match result.get("error").and_then(Value::as_str) {
+                None => written.acknowledged.push((id, Instant::now())),
+                Some(code) => written.failures.push(format!("{code}: {}", result["message"])),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        written
+    })
+}
+
+/// The session's canonical text, as `replica` has it.
+async fn serialized(replica: &Replica, session: &str) -> String {
+    let all = replica.call("serialize_knowledge", json!({"session_id": session})).await;
+    all["serialized"].as_str().unwrap_or_else(|| panic!("no serialized text: {all}")).to_owned()
+}
+
+/// Whether the canonical text holds an object with this id.
+fn holds(text: &str, id: &str) -> bool {
+    text.contains(&format!("\"id\": \"{id}\"")) || text.contains(&format!("\"id\":\"{id}\""))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_loses_no_acknowledged_commit_and_the_replicas_reconnect() {
+    let mut server = cks_testkit::postgres::PgServer::start();
+    cks_testkit::postgres::psql(&server.admin_url(), "CREATE DATABASE cks");
+    let url = server.url("cks");
+    let a = Replica::start(&url).await;
+    let b = Replica::start(&url).await;
+    let created = a.call("validate_knowledge", json!({"json_data": graph(&["alpha"])})).await;
+    let session = created["session_id"].as_str().expect("a session").to_owned();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers = [
+        writer(a.client.clone(), a.base.clone(), session.clone(), "a", stop.clone()),
+        writer(b.client.clone(), b.base.clone(), session.clone(), "b", stop.clone()),
+    ];
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::task::block_in_place(|| server.stop());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::task::block_in_place(|| server.start_again());
+    let restarted = Instant::now();
+    // Long enough for both replicas to be back and commit again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let mut acknowledged = Vec::new();
+    let mut failures = Vec::new();
+    for (name, writer) in ["a", "b"].into_iter().zip(writers) {
+        let written = writer.await.unwrap();
+        assert!(written.acknowledged.len() > 2, "replica {name} committed too little: {written:?}");
+        // After the restart the replica commits again by itself.
+        assert!(
+            written.acknowledged.iter().any(|(_, at)| *at > restarted),
+            "replica {name} committed nothing after the restart: {written:?}"
+        );
+        acknowledged.extend(written.ids().cloned());
+        failures.extend(written.failures);
+    }
+    assert!(!failures.is_empty(), "the restart was not seen by any call");
+    for failure in &failures {
+        assert!(failure.starts_with("storage_unavailable: "), "a call failed otherwise: {failure}");
+    }
+    for replica in [&a, &b] {
+        let text = serialized(replica, &session).await;
+        for id in &acknowledged {
+            assert!(holds(&text, id), "acknowledged commit {id} is missing");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_commit_leaves_the_others_and_the_database_consistent() {
+    let db = TestDatabase::create();
+    let mut a = Replica::start(db.url()).await;
+    let b = Replica::start(db.url()).await;
+    let created = b.call("validate_knowledge", json!({"json_data": graph(&["alpha"])})).await;
+    let session = created["session_id"].as_str().expect("a session").to_owned();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on_a = writer(a.client.clone(), a.base.clone(), session.clone(), "a", stop.clone());
+    let on_b = writer(b.client.clone(), b.base.clone(), session.clone(), "b", stop.clone());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (on_a, on_b) = (on_a.await.unwrap(), on_b.await.unwrap());
+    assert!(on_b.failures.is_empty(), "B failed while A died: {:?}", on_b.failures);
+
+    // A replica that loads the session from scratch verifies every version's state hash on the
+    // way; it must agree with B, and hold every acknowledged commit of both.
+    let c = Replica::start(db.url()).await;
+    let on_c_text = serialized(&c, &session).await;
+    let graph_of = |text: &str| {
+        let mut document: Value = serde_json::from_str(text).unwrap();
+        document.as_object_mut().unwrap().remove("_cks_metadata");
+        document
+    };
+    let on_b_graph = graph_of(&serialized(&b, &session).await);
+    assert!(on_b_graph == graph_of(&on_c_text), "B and a fresh replica disagree");
+    for id in on_a.ids().chain(on_b.ids()) {
+        assert!(holds(&on_c_text, id), "acknowledged commit {id} is missing");
+    }
+    let versions = c.call("list_versions", json!({"session_id": session})).await;
+    let seqs: Vec<u64> = versions["versions"].as_array().unwrap().iter().filter_map(|v| v["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "history has holes: {seqs:?}");
+}
