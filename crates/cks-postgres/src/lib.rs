@@ -570,6 +570,18 @@ impl Store for PostgresStore {
         Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(graph_row).collect())
     }
 
+    async fn clear(&self) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.batch_execute(
+            "DELETE FROM cks_graph_registry; DELETE FROM cks_snapshots; DELETE FROM cks_versions; \
+             DELETE FROM cks_sessions;",
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         cks_runtime::store::check_imports(sessions)?;

@@ -141,8 +141,6 @@ impl Runtime {
                 head,
             },
             initial_state: codec::encode_state(&session.initial_state),
-            initial_state_hash: session.initial_state.root_hash().to_hex(),
-            initial_object_count: session.initial_state.len() as u64,
             versions,
         })
     }

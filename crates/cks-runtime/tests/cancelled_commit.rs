@@ -86,6 +86,9 @@ impl Store for StallingStore {
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
         self.inner.list_graphs().await
     }
+    async fn clear(&self) -> Result<(), StoreError> {
+        self.inner.clear().await
+    }
 }
 
 fn add(id: &str) -> CommitRequest {

@@ -136,6 +136,14 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn clear(&self) -> Result<(), StoreError> {
+        self.write(|inner| {
+            // Everything but the store's identity (not part of `Inner`).
+            *inner = Inner::default();
+            Ok(())
+        })
+    }
+
     async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.clone())))
     }

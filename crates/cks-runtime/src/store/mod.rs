@@ -99,15 +99,12 @@ pub struct ImportedVersion {
 }
 
 /// A whole session written at once (an import from another store or server): its row, whose head
-/// must be its last version (and `closed` its final state), its starting state (snapshot 0) and
-/// its versions `1..=head.seq` in order.
+/// must be its last version (or, without versions, its starting state) and whose `closed` is its
+/// final state, its starting state (snapshot 0) and its versions `1..=head.seq` in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImportedSession {
     pub row: SessionRow,
     pub initial_state: String,
-    /// The state hash and object count of `initial_state`.
-    pub initial_state_hash: String,
-    pub initial_object_count: u64,
     pub versions: Vec<ImportedVersion>,
 }
 
@@ -215,6 +212,10 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
 
+    /// Removes every session, version, snapshot and registry entry, in one transaction (a
+    /// restore in `clear` mode). The store's replica id is kept.
+    async fn clear(&self) -> Result<(), StoreError>;
+
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes
     /// nothing the second time); a version id already stored elsewhere is an error
@@ -261,14 +262,14 @@ pub trait Store: Send + Sync + Debug + 'static {
     }
 }
 
-/// The head of an imported session before its versions: its starting state.
-pub(crate) fn initial_head(session: &ImportedSession) -> Head {
-    Head {
-        seq: 0,
-        version_id: None,
-        state_hash: session.initial_state_hash.clone(),
-        object_count: session.initial_object_count,
+/// The head of an imported session before its versions are appended one by one: the row's head
+/// when it has none (then that is its starting state); otherwise a placeholder at sequence 0 that
+/// the first version's compare-and-swap replaces (stores see opaque states and cannot hash them).
+fn initial_head(session: &ImportedSession) -> Head {
+    if session.versions.is_empty() {
+        return session.row.head.clone();
     }
+    Head { seq: 0, version_id: None, state_hash: String::new(), object_count: 0 }
 }
 
 /// The error for an imported version id that another session already has.

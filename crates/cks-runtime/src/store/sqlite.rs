@@ -581,6 +581,18 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn clear(&self) -> Result<(), StoreError> {
+        self.run(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute_batch(
+                "DELETE FROM graph_registry; DELETE FROM snapshots; DELETE FROM versions; DELETE FROM sessions;",
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)
+        })
+        .await
+    }
+
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
