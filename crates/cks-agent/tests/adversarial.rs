@@ -263,9 +263,10 @@ fn world() -> &'static World {
             }
         });
         let harness = Harness::with_config(model.clone(), AiChatConfig::default(), |r| {
-            r.register(Arc::new(TrapExport));
-            r.register(Arc::new(TrapImport));
-            r.register(Arc::new(TrapMigrate));
+            // In place of the real storage tools, which are declared hidden from the model.
+            r.replace(Arc::new(TrapExport));
+            r.replace(Arc::new(TrapImport));
+            r.replace(Arc::new(TrapMigrate));
             r.register(Arc::new(TrapStop));
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

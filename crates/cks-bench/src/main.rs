@@ -8,6 +8,8 @@
 //! reference with ratios and the goals.
 
 mod client;
+mod postgres;
+mod replicas;
 mod report;
 mod scenarios;
 mod soak;
@@ -97,6 +99,21 @@ struct Cli {
     /// 10 % after the warm-up).
     #[arg(long, value_name = "MINUTES")]
     soak_minutes: Option<f64>,
+    /// Store into PostgreSQL instead of SQLite: a fresh database per measurement on the server
+    /// this admin URL names, or, given no URL, on a throw-away server started here (our server
+    /// only).
+    #[arg(long, value_name = "ADMIN_URL", num_args = 0..=1, default_missing_value = "")]
+    postgres: Option<String>,
+    /// Instead of the benchmark: the replicas run on PostgreSQL (implies --postgres), with these
+    /// replica counts, comma-separated [1,2,4].
+    #[arg(long, value_delimiter = ',', num_args = 0.., value_name = "COUNTS")]
+    replicas: Option<Vec<usize>>,
+    /// With --replicas: writers on distinct sessions, spread evenly over the replicas [16].
+    #[arg(long, default_value_t = 16)]
+    writers: usize,
+    /// With --replicas: seconds of writing per replica count [15].
+    #[arg(long, default_value_t = 15)]
+    replica_seconds: u64,
     /// Compare two JSON-lines files (ours, then the reference's) instead of running a benchmark.
     #[arg(long, num_args = 2, value_names = ["OURS", "REFERENCE"])]
     compare: Option<Vec<PathBuf>>,
@@ -214,9 +231,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let work = tempfile::Builder::new().prefix("cks-bench-").tempdir()?;
     let mut recorder = Recorder::new(name, out);
-    eprintln!("cks-bench: {} on {} ({:?})", recorder.server, command.program, plan);
-    let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);
-    bench.run_all().await?;
+    let postgres = (cli.postgres.is_some() || cli.replicas.is_some())
+        .then(|| postgres::Postgres::new(cli.postgres.as_deref().filter(|url| !url.is_empty())));
+    if let Some(counts) = &cli.replicas {
+        let plan = replicas::ReplicaPlan {
+            replica_counts: if counts.is_empty() { vec![1, 2, 4] } else { counts.clone() },
+            writers: cli.writers.max(1),
+            duration: Duration::from_secs(cli.replica_seconds.max(1)),
+            probe_interval: Duration::from_millis(20),
+        };
+        eprintln!("cks-bench: replicas on PostgreSQL ({plan:?})");
+        let postgres = postgres.as_ref().expect("--replicas runs on PostgreSQL");
+        replicas::run(&command, postgres, &plan, work.path(), &mut recorder).await?;
+    } else {
+        eprintln!("cks-bench: {} on {} ({:?})", recorder.server, command.program, plan);
+        let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);
+        bench.postgres = postgres;
+        bench.run_all().await?;
+    }
     let table = markdown_table(&recorder.records);
     if let Some(path) = &cli.markdown {
         std::fs::write(path, &table).with_context(|| format!("writing {}", path.display()))?;

@@ -12,6 +12,7 @@ use cks_core::sample::random_graph;
 use cks_testkit::{ProviderServer, Reply, ToolCall};
 
 use crate::client::{CallError, InFlight, McpClient, ServerCommand, dir_size};
+use crate::postgres::Postgres;
 use crate::report::{Recorder, quantile};
 
 /// What to measure, and how much.
@@ -119,6 +120,9 @@ pub(crate) struct Bench<'a> {
     pub(crate) plan: Plan,
     pub(crate) work: PathBuf,
     pub(crate) rec: &'a mut Recorder,
+    /// When set, each data directory's server stores into a fresh PostgreSQL database instead of
+    /// the SQLite file in it.
+    pub(crate) postgres: Option<Postgres>,
     counter: usize,
 }
 
@@ -163,6 +167,13 @@ impl<T> OrStop<T> for Result<T, CallError> {
     }
 }
 
+/// In a data directory of a PostgreSQL run: the URL of its database.
+const DATABASE_URL_FILE: &str = "database-url";
+
+fn dir_name(dir: &Path) -> String {
+    dir.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned())
+}
+
 /// The canonical JSON text of the deterministic sample graph of `objects` objects.
 pub(crate) fn sample_json(objects: u64) -> String {
     let half = (objects / 2) as usize;
@@ -171,18 +182,24 @@ pub(crate) fn sample_json(objects: u64) -> String {
 
 impl<'a> Bench<'a> {
     pub(crate) fn new(command: ServerCommand, plan: Plan, work: PathBuf, rec: &'a mut Recorder) -> Bench<'a> {
-        Bench { command, plan, work, rec, counter: 0 }
+        Bench { command, plan, work, rec, postgres: None, counter: 0 }
     }
 
     fn fresh_dir(&mut self, label: &str) -> anyhow::Result<PathBuf> {
         self.counter += 1;
         let dir = self.work.join(format!("{:03}-{label}", self.counter));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        if let Some(postgres) = &self.postgres {
+            std::fs::write(dir.join(DATABASE_URL_FILE), postgres.fresh_database(&dir_name(&dir)))?;
+        }
         Ok(dir)
     }
 
     fn spawn(&self, command: &ServerCommand, data: &Path) -> Result<McpClient, CallError> {
         let log = self.work.join("server-stderr.log");
+        let on_postgres = std::fs::read_to_string(data.join(DATABASE_URL_FILE))
+            .map(|url| command.clone().with_env(&[("CKS_MCP_DB_PATH", &url)]));
+        let command = on_postgres.as_ref().unwrap_or(command);
         McpClient::spawn(command, data, &log, self.plan.call_timeout).map_err(CallError::from)
     }
 

@@ -19,7 +19,7 @@ use tokio::sync::Mutex;
 
 use cks_testkit::{ProviderServer, Reply, ToolCall};
 
-use crate::client::{CallError, ConcurrentClient, McpClient, ServerCommand};
+use crate::client::{CallError, ConcurrentClient, HttpClient, McpClient, ServerCommand, free_port};
 use crate::scenarios::sample_json;
 
 /// How long and how hard.
@@ -168,7 +168,7 @@ pub(crate) async fn soak(
     client.initialize().await.map_err(|e| anyhow::anyhow!("initialize: {e}"))?;
     let pid = client.pid();
     let client = Arc::new(client.into_concurrent());
-    let http = Http::new(port).await?;
+    let http = HttpClient::new(port).await?;
 
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
@@ -358,57 +358,7 @@ async fn chat_worker(client: Arc<ConcurrentClient>, tally: Arc<Tally>, deadline:
     }
 }
 
-/// The bare JSON-RPC HTTP form: tool calls, and malformed requests that must get error answers.
-struct Http {
-    client: reqwest::Client,
-    url: String,
-}
-
-impl Http {
-    async fn new(port: u16) -> anyhow::Result<Http> {
-        // Plain HTTP on loopback, but reqwest wants a TLS provider chosen before any client exists.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = Http { client: reqwest::Client::new(), url: format!("http://127.0.0.1:{port}/mcp") };
-        // The listener comes up beside stdio; wait for it.
-        for _ in 0..100 {
-            if http.client.get(format!("http://127.0.0.1:{port}/health")).send().await.is_ok() {
-                return Ok(http);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        anyhow::bail!("the HTTP listener on port {port} did not come up")
-    }
-
-    async fn post(&self, body: String) -> Result<(u16, Value), CallError> {
-        let response = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| CallError::Failed(format!("HTTP: {e}")))?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| CallError::Failed(format!("HTTP body: {e}")))?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::String(text))))
-    }
-
-    async fn call(&self, name: &str, arguments: Value) -> Result<Value, CallError> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
-        let (status, answer) = self.post(body.to_string()).await?;
-        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
-        match serde_json::from_str::<Value>(text) {
-            Ok(result) if status == 200 && result.get("error").is_none() => Ok(result),
-            _ => Err(CallError::Failed(format!(
-                "{name} over HTTP: {status} {}",
-                crate::client::truncate(&answer.to_string(), 200)
-            ))),
-        }
-    }
-}
-
-async fn http_worker(http: Http, tally: Arc<Tally>, deadline: Instant) {
+async fn http_worker(http: HttpClient, tally: Arc<Tally>, deadline: Instant) {
     let created = http.call("validate_knowledge", json!({"json_data": sample_json(100)})).await;
     let Some(created) = tally.check("http_create", created).await else { return };
     let session = created["session_id"].as_str().unwrap_or_default().to_owned();
@@ -446,11 +396,6 @@ async fn http_worker(http: Http, tally: Arc<Tally>, deadline: Instant) {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// `VmRSS` of `/proc/<pid>/status`, in KiB.

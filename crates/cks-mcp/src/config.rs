@@ -34,6 +34,12 @@ pub enum Command {
     Serve,
     /// Import the Python reference server's SQLite database: every session with its history.
     ImportReference(crate::import_reference::ImportReferenceArgs),
+    /// Write a backup of everything stored (sessions with their history, the graph registry).
+    ExportStorage(crate::storage_commands::ExportArgs),
+    /// Restore a backup written by export-storage.
+    ImportStorage(crate::storage_commands::ImportArgs),
+    /// Copy everything stored into a new SQLite file or an empty PostgreSQL database.
+    MigrateStorage(crate::storage_commands::MigrateArgs),
 }
 
 /// Where the data lives.

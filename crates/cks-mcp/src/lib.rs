@@ -15,6 +15,7 @@ mod resources;
 pub mod secret;
 pub mod server;
 mod stdio;
+pub mod storage_commands;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,8 +41,12 @@ pub fn run() -> anyhow::Result<()> {
     init_logging(&config);
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    if let Some(Command::ImportReference(args)) = &cli.command {
-        return runtime.block_on(import_reference::run(args, &config));
+    match &cli.command {
+        Some(Command::ImportReference(args)) => return runtime.block_on(import_reference::run(args, &config)),
+        Some(Command::ExportStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::ImportStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::MigrateStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::Serve) | None => {}
     }
     runtime.block_on(serve(config))
 }

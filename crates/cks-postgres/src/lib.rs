@@ -570,7 +570,18 @@ impl Store for PostgresStore {
         Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(graph_row).collect())
     }
 
-    async fn clear(&self) -> Result<(), StoreError> {
+    /// One transaction for the whole import: everything is written, or nothing.
+    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        cks_runtime::store::check_imports(sessions)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let outcome = import_into(&tx, sessions).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(outcome)
+    }
+
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        cks_runtime::store::check_imports(sessions)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         tx.batch_execute(
@@ -579,37 +590,38 @@ impl Store for PostgresStore {
         )
         .await
         .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)
-    }
-
-    /// One transaction for the whole import: everything is written, or nothing.
-    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
-        cks_runtime::store::check_imports(sessions)?;
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let mut outcome = ImportOutcome::default();
-        let owner_of =
-            tx.prepare_cached("SELECT session_id FROM cks_versions WHERE version_id = $1").await.map_err(db_error)?;
-        for session in sessions {
-            let row = &session.row;
-            if !insert_session(&tx, row).await? {
-                outcome.skipped.push(row.session_id.clone());
-                continue;
-            }
-            insert_snapshot(&tx, &row.session_id, 0, &session.initial_state).await?;
-            for version in &session.versions {
-                let v = &version.row;
-                if let Some(owner) = tx.query_opt(&owner_of, &[&v.version_id]).await.map_err(db_error)? {
-                    return Err(cks_runtime::store::version_taken(&v.version_id, &owner.get::<_, String>(0)));
-                }
-                insert_version(&tx, &row.session_id, v, version.delta.as_deref(), version.snapshot.is_some()).await?;
-                if let Some(snapshot) = &version.snapshot {
-                    insert_snapshot(&tx, &row.session_id, v.seq, snapshot).await?;
-                }
-            }
-            outcome.imported.push(row.session_id.clone());
-        }
+        let outcome = import_into(&tx, sessions).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(outcome)
     }
+}
+
+/// Writes the sessions not stored yet, inside the caller's transaction.
+async fn import_into(
+    tx: &deadpool_postgres::Transaction<'_>,
+    sessions: &[ImportedSession],
+) -> Result<ImportOutcome, StoreError> {
+    let mut outcome = ImportOutcome::default();
+    let owner_of =
+        tx.prepare_cached("SELECT session_id FROM cks_versions WHERE version_id = $1").await.map_err(db_error)?;
+    for session in sessions {
+        let row = &session.row;
+        if !insert_session(tx, row).await? {
+            outcome.skipped.push(row.session_id.clone());
+            continue;
+        }
+        insert_snapshot(tx, &row.session_id, 0, &session.initial_state).await?;
+        for version in &session.versions {
+            let v = &version.row;
+            if let Some(owner) = tx.query_opt(&owner_of, &[&v.version_id]).await.map_err(db_error)? {
+                return Err(cks_runtime::store::version_taken(&v.version_id, &owner.get::<_, String>(0)));
+            }
+            insert_version(tx, &row.session_id, v, version.delta.as_deref(), version.snapshot.is_some()).await?;
+            if let Some(snapshot) = &version.snapshot {
+                insert_snapshot(tx, &row.session_id, v.seq, snapshot).await?;
+            }
+        }
+        outcome.imported.push(row.session_id.clone());
+    }
+    Ok(outcome)
 }

@@ -8,10 +8,10 @@
 //! the Python reference's dumps have for its embeddings and task queue are present and empty
 //! (this server keeps neither).
 //!
-//! Restoring is all or nothing: the sessions are written in one store transaction
-//! ([`Store::import_sessions`]); in `merge` mode sessions and registry names already stored are
-//! left alone, in `clear` mode the store is emptied first, in the same spirit (see
-//! [`Store::clear`]).
+//! Restoring is all or nothing: the sessions are written in one store transaction; in `merge`
+//! mode sessions and registry names already stored are left alone ([`Store::import_sessions`]),
+//! in `clear` mode everything stored is replaced, in the same transaction ([`Store::replace_all`]).
+//! The registry entries follow, one by one.
 
 use std::io::Write;
 
@@ -162,7 +162,7 @@ pub async fn dump_session(store: &dyn Store, row: &SessionRow) -> Result<DumpedS
 /// (done, total) after each session.
 pub async fn export(
     store: &dyn Store,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     progress: &mut (dyn FnMut(usize, usize) + Send),
 ) -> Result<Counts, BackupError> {
     let sessions = store.list_sessions().await?;
@@ -226,10 +226,10 @@ pub async fn restore(
     mode: Mode,
 ) -> Result<Counts, BackupError> {
     let imports: Vec<ImportedSession> = sessions.iter().map(to_import).collect();
-    if mode == Mode::Clear {
-        store.clear().await?;
-    }
-    let outcome = store.import_sessions(&imports).await?;
+    let outcome = match mode {
+        Mode::Merge => store.import_sessions(&imports).await?,
+        Mode::Clear => store.replace_all(&imports).await?,
+    };
     let mut counts = Counts { skipped: outcome.skipped.len() as u64, ..Counts::default() };
     for session in sessions.iter().filter(|s| outcome.imported.contains(&s.session_id)) {
         counts.sessions += 1;
@@ -348,5 +348,34 @@ impl From<DumpedGraph> for GraphRow {
             team: g.team,
             lifecycle_state: g.lifecycle_state,
         }
+    }
+}
+
+impl crate::Runtime {
+    /// Writes a backup of this runtime's whole store (see [`export`]).
+    pub async fn export_storage(
+        &self,
+        out: &mut (dyn Write + Send),
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> Result<Counts, BackupError> {
+        export(&**self.store(), out, progress).await
+    }
+
+    /// Restores a backup into this runtime's store (see [`restore`]); what was loaded or cached
+    /// before is forgotten, so every read after it sees the restored store.
+    pub async fn restore_storage(&self, dump: &Dump, mode: Mode) -> Result<Counts, BackupError> {
+        let restored = restore(&**self.store(), &dump.sessions, &dump.graphs, mode).await;
+        self.forget_loaded_sessions();
+        self.gallery.clear();
+        restored
+    }
+
+    /// Copies this runtime's whole store into `target`, leaving this one untouched (see [`copy`]).
+    pub async fn copy_storage_to(
+        &self,
+        target: &dyn Store,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> Result<Counts, BackupError> {
+        copy(&**self.store(), target, progress).await
     }
 }

@@ -45,9 +45,10 @@ async fn store_backup_and_restore(open: Open) {
     assert!(exported.sessions > 3 && exported.versions > 3 && exported.graphs > 0, "{exported:?}");
     assert_eq!(dump.sessions.len() as u64, exported.sessions);
 
-    store.clear().await.unwrap();
-    assert!(store.list_sessions().await.unwrap().is_empty(), "clear leaves sessions");
-    assert!(store.list_graphs().await.unwrap().is_empty(), "clear leaves registry entries");
+    // Replacing with nothing empties the store.
+    store.replace_all(&[]).await.unwrap();
+    assert!(store.list_sessions().await.unwrap().is_empty(), "replace_all leaves sessions");
+    assert!(store.list_graphs().await.unwrap().is_empty(), "replace_all leaves registry entries");
 
     let restored = backup::restore(&*store, &dump.sessions, &dump.graphs, Mode::Clear).await.unwrap();
     assert_eq!(

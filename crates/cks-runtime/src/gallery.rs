@@ -243,7 +243,7 @@ impl Cache {
         }
     }
 
-    fn clear(&self) {
+    pub(crate) fn clear(&self) {
         *self.read.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }

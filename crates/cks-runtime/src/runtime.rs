@@ -180,7 +180,8 @@ pub const NODE_ID: &str = "node_id";
 /// The version metadata key of the version vector (`{node or replica id: commit count}`).
 pub const VERSION_VECTOR: &str = "version_vector";
 
-pub(crate) fn now() -> String {
+/// The current time as the stores keep it (RFC 3339, UTC).
+pub fn now() -> String {
     time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
 }
 

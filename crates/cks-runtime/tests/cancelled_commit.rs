@@ -10,7 +10,10 @@ use tokio::sync::Notify;
 
 use cks_core::ops::parse_operations;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
-use cks_runtime::store::{Chain, GraphRow, NewVersion, SessionRow, Store, StoreError, StoredVersion, VersionRow};
+use cks_runtime::store::{
+    Chain, GraphRow, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
+    VersionRow,
+};
 use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig};
 
 const PASS: u8 = 0;
@@ -86,8 +89,8 @@ impl Store for StallingStore {
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
         self.inner.list_graphs().await
     }
-    async fn clear(&self) -> Result<(), StoreError> {
-        self.inner.clear().await
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        self.inner.replace_all(sessions).await
     }
 }
 

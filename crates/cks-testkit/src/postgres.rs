@@ -236,7 +236,7 @@ fn psql_program() -> PathBuf {
 }
 
 /// `url` with its database (the path) replaced by `name`.
-fn replace_database(url: &str, name: &str) -> String {
+pub fn replace_database(url: &str, name: &str) -> String {
     let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
     let after_scheme = base.find("://").map_or(0, |i| i + 3);
     let base = match base[after_scheme..].find('/') {

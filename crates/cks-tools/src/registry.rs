@@ -124,6 +124,13 @@ impl Registry {
         assert!(previous.is_none(), "tool '{}' registered twice", meta.name);
     }
 
+    /// Adds a tool in place of the one registered under its name, if any (a deployment's own
+    /// implementation of a standard tool; the tests' stand-ins).
+    pub fn replace(&mut self, tool: Arc<dyn DynTool>) {
+        self.tools.shift_remove(tool.meta().name);
+        self.register(tool);
+    }
+
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.tools.get(name)
     }

@@ -136,14 +136,6 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn clear(&self) -> Result<(), StoreError> {
-        self.write(|inner| {
-            // Everything but the store's identity (not part of `Inner`).
-            *inner = Inner::default();
-            Ok(())
-        })
-    }
-
     async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.clone())))
     }
@@ -240,44 +232,16 @@ impl Store for MemoryStore {
     /// Everything is checked under the one lock before anything is written: all or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
+        self.write(|inner| import_into(inner, sessions))
+    }
+
+    /// Built aside, then swapped in under the lock: all or nothing.
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        check_imports(sessions)?;
         self.write(|inner| {
-            let mut outcome = ImportOutcome::default();
-            let fresh: Vec<&ImportedSession> = sessions
-                .iter()
-                .filter(|s| {
-                    let exists = inner.sessions.contains_key(&s.row.session_id);
-                    if exists {
-                        outcome.skipped.push(s.row.session_id.clone());
-                    }
-                    !exists
-                })
-                .collect();
-            for session in &fresh {
-                for version in &session.versions {
-                    if let Some((owner, _)) = inner.version_index.get(&version.row.version_id) {
-                        return Err(version_taken(&version.row.version_id, owner));
-                    }
-                }
-            }
-            for session in fresh {
-                let id = session.row.session_id.clone();
-                let mut data = SessionData {
-                    row: session.row.clone(),
-                    versions: Vec::new(),
-                    snapshots: BTreeMap::from([(0, session.initial_state.clone())]),
-                };
-                for version in &session.versions {
-                    if let Some(snapshot) = &version.snapshot {
-                        data.snapshots.insert(version.row.seq, snapshot.clone());
-                    }
-                    let row = VersionRow { has_snapshot: version.snapshot.is_some(), ..version.row.clone() };
-                    inner.version_index.insert(row.version_id.clone(), (id.clone(), row.seq));
-                    data.versions.push(StoredVersion { row, delta: version.delta.clone() });
-                }
-                inner.sessions.insert(id.clone(), data);
-                inner.order.push(id.clone());
-                outcome.imported.push(id);
-            }
+            let mut fresh = Inner::default();
+            let outcome = import_into(&mut fresh, sessions)?;
+            *inner = fresh;
             Ok(outcome)
         })
     }
@@ -285,4 +249,46 @@ impl Store for MemoryStore {
     async fn replica_id(&self) -> Result<Option<String>, StoreError> {
         Ok(Some(self.replica_id.clone()))
     }
+}
+
+/// Writes the sessions not stored yet; fails before writing anything when a version id is taken.
+fn import_into(inner: &mut Inner, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+    let mut outcome = ImportOutcome::default();
+    let fresh: Vec<&ImportedSession> = sessions
+        .iter()
+        .filter(|s| {
+            let exists = inner.sessions.contains_key(&s.row.session_id);
+            if exists {
+                outcome.skipped.push(s.row.session_id.clone());
+            }
+            !exists
+        })
+        .collect();
+    for session in &fresh {
+        for version in &session.versions {
+            if let Some((owner, _)) = inner.version_index.get(&version.row.version_id) {
+                return Err(version_taken(&version.row.version_id, owner));
+            }
+        }
+    }
+    for session in fresh {
+        let id = session.row.session_id.clone();
+        let mut data = SessionData {
+            row: session.row.clone(),
+            versions: Vec::new(),
+            snapshots: BTreeMap::from([(0, session.initial_state.clone())]),
+        };
+        for version in &session.versions {
+            if let Some(snapshot) = &version.snapshot {
+                data.snapshots.insert(version.row.seq, snapshot.clone());
+            }
+            let row = VersionRow { has_snapshot: version.snapshot.is_some(), ..version.row.clone() };
+            inner.version_index.insert(row.version_id.clone(), (id.clone(), row.seq));
+            data.versions.push(StoredVersion { row, delta: version.delta.clone() });
+        }
+        inner.sessions.insert(id.clone(), data);
+        inner.order.push(id.clone());
+        outcome.imported.push(id);
+    }
+    Ok(outcome)
 }

@@ -212,9 +212,10 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
 
-    /// Removes every session, version, snapshot and registry entry, in one transaction (a
-    /// restore in `clear` mode). The store's replica id is kept.
-    async fn clear(&self) -> Result<(), StoreError>;
+    /// Replaces everything stored — every session, version, snapshot and registry entry — with
+    /// `sessions`, in one transaction: on any failure the store is left as it was. The store's
+    /// replica id is kept. (A restore in `clear` mode.)
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError>;
 
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes

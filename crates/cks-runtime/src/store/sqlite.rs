@@ -581,79 +581,88 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn clear(&self) -> Result<(), StoreError> {
-        self.run(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            tx.execute_batch(
-                "DELETE FROM graph_registry; DELETE FROM snapshots; DELETE FROM versions; DELETE FROM sessions;",
-            )
-            .map_err(backend)?;
-            tx.commit().map_err(backend)
-        })
-        .await
-    }
-
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
         let sessions = sessions.to_vec();
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            let mut outcome = ImportOutcome::default();
-            for session in &sessions {
-                let row = &session.row;
-                let exists = tx
-                    .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
-                    .and_then(|mut s| s.exists([&row.session_id]))
-                    .map_err(backend)?;
-                if exists {
-                    outcome.skipped.push(row.session_id.clone());
-                    continue;
-                }
-                insert_session(&tx, row).map_err(backend)?;
-                let mut insert_snapshot = tx
-                    .prepare_cached("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, ?2, ?3)")
-                    .map_err(backend)?;
-                insert_snapshot.execute(params![row.session_id, 0u64, session.initial_state]).map_err(backend)?;
-                let mut owner_of =
-                    tx.prepare_cached("SELECT session_id FROM versions WHERE version_id = ?1").map_err(backend)?;
-                let mut insert_version = tx
-                    .prepare_cached(&format!(
-                        "INSERT INTO versions (session_id, {VERSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
-                    ))
-                    .map_err(backend)?;
-                for version in &session.versions {
-                    let v = &version.row;
-                    let owner: Option<String> =
-                        owner_of.query_row([&v.version_id], |r| r.get(0)).optional().map_err(backend)?;
-                    if let Some(owner) = owner {
-                        return Err(version_taken(&v.version_id, &owner));
-                    }
-                    insert_version
-                        .execute(params![
-                            row.session_id,
-                            v.seq,
-                            v.version_id,
-                            v.transaction_id,
-                            v.created_at,
-                            v.state_hash,
-                            v.object_count,
-                            v.metadata,
-                            version.snapshot.is_some(),
-                            version.delta
-                        ])
-                        .map_err(backend)?;
-                    if let Some(snapshot) = &version.snapshot {
-                        insert_snapshot.execute(params![row.session_id, v.seq, snapshot]).map_err(backend)?;
-                    }
-                }
-                outcome.imported.push(row.session_id.clone());
-            }
+            let outcome = import_into(&tx, &sessions)?;
             tx.commit().map_err(backend)?;
             Ok(outcome)
         })
         .await
     }
+
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        check_imports(sessions)?;
+        let sessions = sessions.to_vec();
+        self.run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            tx.execute_batch(
+                "DELETE FROM graph_registry; DELETE FROM snapshots; DELETE FROM versions; DELETE FROM sessions;",
+            )
+            .map_err(backend)?;
+            let outcome = import_into(&tx, &sessions)?;
+            tx.commit().map_err(backend)?;
+            Ok(outcome)
+        })
+        .await
+    }
+}
+
+/// Writes the sessions not stored yet, inside the caller's transaction.
+fn import_into(tx: &rusqlite::Transaction<'_>, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+    let mut outcome = ImportOutcome::default();
+    for session in sessions {
+        let row = &session.row;
+        let exists = tx
+            .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
+            .and_then(|mut s| s.exists([&row.session_id]))
+            .map_err(backend)?;
+        if exists {
+            outcome.skipped.push(row.session_id.clone());
+            continue;
+        }
+        insert_session(tx, row).map_err(backend)?;
+        let mut insert_snapshot =
+            tx.prepare_cached("INSERT INTO snapshots (session_id, seq, state) VALUES (?1, ?2, ?3)").map_err(backend)?;
+        insert_snapshot.execute(params![row.session_id, 0u64, session.initial_state]).map_err(backend)?;
+        let mut owner_of =
+            tx.prepare_cached("SELECT session_id FROM versions WHERE version_id = ?1").map_err(backend)?;
+        let mut insert_version = tx
+            .prepare_cached(&format!(
+                "INSERT INTO versions (session_id, {VERSION_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+            ))
+            .map_err(backend)?;
+        for version in &session.versions {
+            let v = &version.row;
+            let owner: Option<String> =
+                owner_of.query_row([&v.version_id], |r| r.get(0)).optional().map_err(backend)?;
+            if let Some(owner) = owner {
+                return Err(version_taken(&v.version_id, &owner));
+            }
+            insert_version
+                .execute(params![
+                    row.session_id,
+                    v.seq,
+                    v.version_id,
+                    v.transaction_id,
+                    v.created_at,
+                    v.state_hash,
+                    v.object_count,
+                    v.metadata,
+                    version.snapshot.is_some(),
+                    version.delta
+                ])
+                .map_err(backend)?;
+            if let Some(snapshot) = &version.snapshot {
+                insert_snapshot.execute(params![row.session_id, v.seq, snapshot]).map_err(backend)?;
+            }
+        }
+        outcome.imported.push(row.session_id.clone());
+    }
+    Ok(outcome)
 }
 
 /// Inserts a session row; `false` when a session with its id is already stored.

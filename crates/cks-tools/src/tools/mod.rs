@@ -6,6 +6,7 @@ pub mod export;
 pub mod gallery;
 pub mod knowledge;
 pub mod llm;
+pub mod storage;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod versions;
@@ -24,5 +25,6 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(export::tools());
     tools.extend(gallery::tools());
     tools.extend(llm::tools());
+    tools.extend(storage::tools());
     tools
 }
