@@ -173,11 +173,14 @@ def check_tool_lists(reference, ours):
 
 
 class ServerPair:
-    """Both servers, started on fresh data directories with the same extra environment."""
+    """Both servers, started on fresh data directories with the same extra environment, and a
+    scratch directory for the files steps have them write (`V("scratch")`), removed with them."""
 
     def __init__(self, args, extra_env):
         self.dirs = [tempfile.TemporaryDirectory(prefix="cks-diff-ref-"),
-                     tempfile.TemporaryDirectory(prefix="cks-diff-ours-")]
+                     tempfile.TemporaryDirectory(prefix="cks-diff-ours-"),
+                     tempfile.TemporaryDirectory(prefix="cks-diff-files-")]
+        self.scratch = self.dirs[2].name
         self.reference = StdioServer(shlex.split(args.reference), {**server_env(self.dirs[0].name), **extra_env},
                                      REFERENCE_LINE_LIMIT, "reference")
         self.ours = StdioServer(shlex.split(args.ours), {**server_env(self.dirs[1].name), **extra_env},
@@ -193,9 +196,10 @@ class ServerPair:
 
 
 def setup_env(setup, fake_provider):
-    """The extra environment of a scenario's setup: none, or an LLM provider that is the scripted
-    one (`fake-llm`)."""
-    if setup is None:
+    """The extra environment of a scenario's setup: none (also for `own-store`, a pair of its own
+    whose stores hold only what its scenarios made), or an LLM provider that is the scripted one
+    (`fake-llm`)."""
+    if setup is None or setup == "own-store":
         return {}
     if setup == "fake-llm":
         return {"CKS_LLM_PROVIDER": "openai_compatible", "CKS_OPENAI_BASE_URL": fake_provider(),
@@ -309,7 +313,8 @@ class Results:
 def run_scenarios(pair, scenarios, only, results):
     """Runs each step on both servers, saves what later steps need and compares the answers."""
     pairing = IdPairing()
-    saved = {"reference": {}, "ours": {}}
+    # Both sides get the same scratch directory; a file name holding a saved id keeps them apart.
+    saved = {"reference": {"scratch": pair.scratch}, "ours": {"scratch": pair.scratch}}
     servers = (("reference", pair.reference), ("ours", pair.ours))
     for scenario_name, steps in scenarios:
         for index, step in enumerate(steps):

@@ -5,8 +5,11 @@ the start and at the end for that reason).
 
 A scenario is a function returning a list of steps; SCENARIOS lists them in running order, as
 (name, function) or (name, function, setup), where a setup names the environment the pair of
-servers it runs on is started with (driver.setup_env; "fake-llm": the scripted provider).
+servers it runs on is started with (driver.setup_env; "fake-llm": the scripted provider;
+"own-store": no extra environment, but a pair of its own).
 """
+
+import os
 
 from steps import Fmt, Json, Raw, V, call, rpc
 
@@ -931,6 +934,60 @@ def gallery():
     ]
 
 
+def storage():
+    """Backups of the whole store and copies of it, on a pair of its own (so the counts are of
+    this scenario's session and graph only). Every file goes into the pair's scratch directory
+    under a name holding the side's own session id, so neither server reads the other's files
+    (their backup formats differ). The restore that empties the store comes last."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    backup = Fmt("{}/backup-{}.json", "scratch", "ssid")
+    copy = Fmt("{}/copy-{}.db", "scratch", "ssid")
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"ssid": "session_id"}),
+        call("evolve_knowledge", {"session_id": V("ssid"), "operations": [
+            {"type": "add_object", "identity": {"id": "ceres", "type": "Dwarf", "name": "Ceres"}}]}),
+        call("register_graph", {"name": "solar-backup", "session_id": V("ssid"), "public": True}),
+        call("export_storage", {"output_path": backup}, save={"bfile": "file_path"}),
+        call("export_storage", {"output_path": Fmt("{}/small-{}.json", "scratch", "ssid"),
+                                "include_embeddings": False}, label="without embeddings"),
+        call("export_storage", {"output_path": Fmt("{}/no-such-dir/backup-{}.json", "scratch", "ssid")},
+             label="directory missing"),
+        call("export_storage", {"output_path": ""}, label="empty output_path"),
+        call("import_storage", {"file_path": V("bfile")}, label="own backup, merge by default"),
+        call("import_storage", {"file_path": V("bfile"), "mode": "merge"}, label="own backup, merge"),
+        call("list_versions", {"session_id": V("ssid")}, label="after merging"),
+        call("get_graph", {"name": "solar-backup"}, label="after merging"),
+        call("import_storage", {"file_path": Fmt("{}/missing.json", "scratch")}, label="no such file"),
+        call("import_storage", {"file_path": V("scratch")}, label="a directory"),
+        call("import_storage", {"file_path": os.path.join(here, "scenarios.py")}, label="not JSON"),
+        call("import_storage", {"file_path": os.path.join(here, "ledger.json")}, label="JSON, not a backup"),
+        call("import_storage", {"file_path": V("bfile"), "mode": "wipe"}, label="unknown mode"),
+        call("import_storage", {"file_path": ""}, label="empty file_path"),
+        call("import_storage", {}, label="no file_path"),
+        call("migrate_storage", {"target_backend": "sqlite", "target_path": copy}),
+        call("migrate_storage", {"target_backend": "sqlite", "target_path": copy}, label="target exists"),
+        call("migrate_storage", {"target_backend": "sqlite", "target_path": V("bfile")},
+             label="target is the backup"),
+        call("migrate_storage", {"target_backend": "mysql", "target_path": Fmt("{}/x-{}.db", "scratch", "ssid")},
+             label="unsupported backend"),
+        call("migrate_storage", {"target_backend": "postgres",
+                                 "target_path": "postgres://cks:secret@127.0.0.1:9/cks"}, label="postgres"),
+        call("migrate_storage", {"target_backend": "sqlite",
+                                 "target_path": Fmt("{}/no-such-dir/copy-{}.db", "scratch", "ssid")},
+             label="directory missing"),
+        call("migrate_storage", {"target_backend": "sqlite"}, label="no target_path"),
+        call("migrate_storage", {"target_path": Fmt("{}/y-{}.db", "scratch", "ssid")}, label="no target_backend"),
+        call("import_storage", {"file_path": copy}, label="a database file"),
+        call("list_versions", {"session_id": V("ssid")}, label="the store unchanged"),
+        call("evolve_knowledge", {"session_id": V("ssid"), "operations": [
+            {"type": "remove_object", "object_id": "ceres"}]}, label="after the backup"),
+        call("import_storage", {"file_path": V("bfile"), "mode": "clear"}, label="restore"),
+        call("list_versions", {"session_id": V("ssid")}, label="after restoring"),
+        call("serialize_knowledge", {"session_id": V("ssid")}, label="after restoring"),
+        call("get_graph", {"name": "solar-backup"}, label="after restoring"),
+    ]
+
+
 SCENARIOS = [
     ("mcp-start", mcp_surface_start),
     ("basics", knowledge_basics),
@@ -952,4 +1009,5 @@ SCENARIOS = [
     ("big", big_inputs),
     ("mcp-end", mcp_surface_end),
     ("llm-scripted", llm_scripted, "fake-llm"),
+    ("storage", storage, "own-store"),
 ]

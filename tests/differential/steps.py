@@ -3,7 +3,8 @@
 Values that each server generates for itself (session ids, version ids, texts it serialized) are
 saved under a name by one step (`save={"sid": "session_id"}`) and used by later ones as `V("sid")`;
 each server gets its own value. `Json(obj)` sends `obj` as a JSON string, after resolving any
-`V` inside it.
+`V` inside it. `V("scratch")` is a directory, the same for both servers, where steps may have them
+write files (give each side's file a name holding one of its own saved ids).
 """
 
 import json

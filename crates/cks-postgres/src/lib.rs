@@ -76,18 +76,28 @@ impl PostgresStore {
     }
 }
 
-/// Sends queued notifications; a notification that cannot be sent is dropped (events are best
-/// effort: the data itself is always read from the database).
+/// Sends queued notifications, everything queued so far in one round trip (one at a time, a
+/// burst of commits queued faster than they were sent and the other replicas heard of them
+/// late); a notification that cannot be sent is dropped (events are best effort: the data itself
+/// is always read from the database).
 async fn publish_events(pool: Pool, mut outbox: tokio::sync::mpsc::Receiver<String>) {
-    while let Some(payload) = outbox.recv().await {
+    const MAX_BATCH: usize = 512;
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while outbox.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let sent = async {
             let client = pool.get().await.map_err(|e| e.to_string())?;
-            let notify = client.prepare_cached("SELECT pg_notify($1, $2)").await.map_err(|e| e.to_string())?;
-            client.execute(&notify, &[&EVENT_CHANNEL, &payload]).await.map_err(|e| e.to_string())
+            let notify = client
+                .prepare_cached(
+                    "SELECT pg_notify($1, payload) FROM unnest($2::text[]) WITH ORDINALITY AS t(payload, n) ORDER BY n",
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            client.execute(&notify, &[&EVENT_CHANNEL, &batch]).await.map_err(|e| e.to_string())
         };
         if let Err(e) = sent.await {
-            tracing::debug!("an event was not sent to the other replicas: {e}");
+            tracing::debug!("{} events were not sent to the other replicas: {e}", batch.len());
         }
+        batch.clear();
     }
 }
 
@@ -278,14 +288,17 @@ async fn insert_version(
             ],
         )
         .await
-        .map_err(|e| {
-            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
-                StoreError::Corrupt(format!("version id '{}' already exists", row.version_id))
-            } else {
-                db_error(e)
-            }
-        })?;
+        .map_err(|e| version_insert_error(e, &row.version_id))?;
     Ok(())
+}
+
+/// A taken version id is [`StoreError::Corrupt`]; anything else is the database's error.
+fn version_insert_error(e: tokio_postgres::Error, version_id: &str) -> StoreError {
+    if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+        StoreError::Corrupt(format!("version id '{version_id}' already exists"))
+    } else {
+        db_error(e)
+    }
 }
 
 #[async_trait]
@@ -353,46 +366,57 @@ impl Store for PostgresStore {
         if new.delta.is_none() && new.snapshot.is_none() {
             return Err(StoreError::Corrupt("a version needs a delta or a snapshot".into()));
         }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let swap = tx
-            .prepare_cached(
-                "UPDATE cks_sessions SET head_seq = $1, head_version_id = $2, head_state_hash = $3, object_count = $4 \
-                 WHERE session_id = $5 AND head_seq = $6 AND NOT closed",
-            )
-            .await
-            .map_err(db_error)?;
-        let swapped = tx
-            .execute(
-                &swap,
-                &[
-                    &int(new.row.seq),
-                    &new.row.version_id,
-                    &new.row.state_hash,
-                    &int(new.row.object_count),
-                    &new.session_id,
-                    &int(new.expected_seq),
-                ],
-            )
-            .await
-            .map_err(db_error)?;
-        if swapped == 0 || new.row.seq != new.expected_seq + 1 {
-            let found = tx
-                .query_opt("SELECT head_seq, closed FROM cks_sessions WHERE session_id = $1", &[&new.session_id])
+        let client = self.client().await?;
+        let row = &new.row;
+        if row.seq == new.expected_seq + 1 {
+            // One statement, so one round trip and atomic on its own: the head moves only if it
+            // is still where the writer found it, and the version (and its snapshot) goes in with it.
+            let append = client
+                .prepare_cached(&format!(
+                    "WITH swapped AS (UPDATE cks_sessions SET head_seq = $2, head_version_id = $3, head_state_hash = $6, \
+                       object_count = $7 WHERE session_id = $1 AND head_seq = $11 AND NOT closed RETURNING session_id), \
+                     version AS (INSERT INTO cks_versions (session_id, {VERSION_ROW_COLUMNS}, delta) \
+                       SELECT session_id, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM swapped RETURNING seq), \
+                     snapshot AS (INSERT INTO cks_snapshots (session_id, seq, state) \
+                       SELECT $1, seq, $12 FROM version WHERE $12::text IS NOT NULL RETURNING seq) \
+                     SELECT (SELECT count(*) FROM version), (SELECT count(*) FROM snapshot)"
+                ))
                 .await
                 .map_err(db_error)?;
-            let session_id = new.session_id.clone();
-            return Err(match found {
-                None => StoreError::SessionNotFound(session_id),
-                Some(r) if r.get::<_, bool>(1) => StoreError::SessionClosed(session_id),
-                Some(r) => StoreError::Conflict { session_id, expected: new.expected_seq, found: uint(r.get(0)) },
-            });
+            let appended = client
+                .query_one(
+                    &append,
+                    &[
+                        &new.session_id,
+                        &int(row.seq),
+                        &row.version_id,
+                        &row.transaction_id,
+                        &row.created_at,
+                        &row.state_hash,
+                        &int(row.object_count),
+                        &row.metadata,
+                        &new.snapshot.is_some(),
+                        &new.delta.as_deref(),
+                        &int(new.expected_seq),
+                        &new.snapshot.as_deref(),
+                    ],
+                )
+                .await
+                .map_err(|e| version_insert_error(e, &row.version_id))?;
+            if appended.get::<_, i64>(0) == 1 {
+                return Ok(());
+            }
         }
-        insert_version(&tx, &new.session_id, &new.row, new.delta.as_deref(), new.snapshot.is_some()).await?;
-        if let Some(snapshot) = &new.snapshot {
-            insert_snapshot(&tx, &new.session_id, new.row.seq, snapshot).await?;
-        }
-        tx.commit().await.map_err(db_error)
+        let found = client
+            .query_opt("SELECT head_seq, closed FROM cks_sessions WHERE session_id = $1", &[&new.session_id])
+            .await
+            .map_err(db_error)?;
+        let session_id = new.session_id.clone();
+        Err(match found {
+            None => StoreError::SessionNotFound(session_id),
+            Some(r) if r.get::<_, bool>(1) => StoreError::SessionClosed(session_id),
+            Some(r) => StoreError::Conflict { session_id, expected: new.expected_seq, found: uint(r.get(0)) },
+        })
     }
 
     async fn list_versions(&self, id: &str) -> Result<Vec<VersionRow>, StoreError> {

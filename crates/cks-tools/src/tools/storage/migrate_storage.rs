@@ -1,8 +1,9 @@
 //! `migrate_storage`: copy everything in the live store into a new SQLite file or an empty
 //! PostgreSQL database, leaving the live store untouched; the server keeps running on the old one
 //! until it is restarted with `CKS_MCP_DB_PATH` naming the new one. It never writes into a file
-//! that exists or a database that already holds sessions, and a failed SQLite copy removes the
-//! file it started. A PostgreSQL URL is never echoed (it may hold a password).
+//! that exists or a database that already holds sessions, nor makes the directory of a new SQLite
+//! file, and a failed SQLite copy removes the file it started. A PostgreSQL URL is never echoed
+//! (it may hold a password).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -74,6 +75,13 @@ impl Tool for MigrateStorage {
                         "A file already exists at '{target}'. migrate_storage will not overwrite an existing \
                              database. Remove the file or choose a different target_path."
                     )));
+                }
+                // A mistyped directory is an error, as for export_storage, not a tree made on the fly.
+                if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
+                    return Err(ToolError::new(
+                        "target_unavailable",
+                        format!("No directory '{}' to create the database in.", dir.display()),
+                    ));
                 }
                 let store = SqliteStore::open(path, &SqliteOptions::default())
                     .map_err(|e| ToolError::new("target_unavailable", e.to_string()))?;

@@ -138,6 +138,11 @@ mod tests {
             call(&ctx, "migrate_storage", json!({"target_backend": "sqlite", "target_path": garbage.to_str()})).await;
         assert_eq!(result["error"], "target_exists", "{result}");
         assert_eq!(std::fs::read_to_string(&garbage).unwrap(), "{not json", "the existing file was touched");
+        let nested = dir.path().join("no-such-dir").join("new.db");
+        let result =
+            call(&ctx, "migrate_storage", json!({"target_backend": "sqlite", "target_path": nested.to_str()})).await;
+        assert_eq!(result["error"], "target_unavailable", "{result}");
+        assert!(!dir.path().join("no-such-dir").exists(), "the missing directory was made");
         let result = call(&ctx, "migrate_storage", json!({"target_backend": "mysql", "target_path": "x"})).await;
         assert_eq!(result["error"], "unsupported_backend", "{result}");
         let result = call(
