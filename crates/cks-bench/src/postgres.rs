@@ -41,4 +41,9 @@ impl Postgres {
         psql(&self.admin_url, &format!("CREATE DATABASE {name}"));
         replace_database(&self.admin_url, &name)
     }
+
+    /// The bytes the database at `url` takes on disk (0 when it cannot be read).
+    pub(crate) fn database_size(&self, url: &str) -> u64 {
+        psql(url, "SELECT pg_database_size(current_database())").parse().unwrap_or(0)
+    }
 }

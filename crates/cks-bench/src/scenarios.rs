@@ -823,7 +823,14 @@ impl<'a> Bench<'a> {
                 self.rec.value("peak_rss", Some(size), "MiB", kib as f64 / 1024.0, None);
                 done.insert("peak_rss");
             }
-            self.rec.value("disk_size", Some(size), "MiB", dir_size(&dir) as f64 / MIB, None);
+            let on_disk = match &self.postgres {
+                Some(postgres) => {
+                    let url = std::fs::read_to_string(dir.join(DATABASE_URL_FILE)).unwrap_or_default();
+                    postgres.database_size(&url)
+                }
+                None => dir_size(&dir),
+            };
+            self.rec.value("disk_size", Some(size), "MiB", on_disk as f64 / MIB, None);
             done.insert("disk_size");
 
             // Restart on the same data: time to the first successful query.

@@ -258,7 +258,9 @@ pub(crate) async fn listen(target: Target, origin: String, remote: broadcast::Se
                     let Some(remote) = remote.upgrade() else { return };
                     match serde_json::from_str::<Published>(notification.payload()) {
                         Ok(published) if published.origin != origin => {
-                            let _ = remote.send(published.event);
+                            for event in published.events {
+                                let _ = remote.send(event);
+                            }
                         }
                         Ok(_) => {}
                         Err(e) => tracing::debug!("ignoring an event notification that does not parse: {e}"),

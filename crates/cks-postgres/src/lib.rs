@@ -41,10 +41,8 @@ pub const EVENT_CHANNEL: &str = "cks_events";
 #[derive(Clone, Debug)]
 pub struct PostgresStore {
     pool: Pool,
-    /// This process's mark on the events it publishes, so its listener skips its own.
-    origin: String,
     remote: broadcast::Sender<Event>,
-    /// Notifications go out on pooled connections, off the caller's path.
+    /// Events (JSON) go out on pooled connections, off the caller's path.
     publisher: tokio::sync::mpsc::Sender<String>,
 }
 
@@ -57,12 +55,13 @@ impl PostgresStore {
         let mut client = pool.get().await.map_err(|e| target.explain(e))?;
         schema::migrate(&mut client).await.map_err(ConnectError::Schema)?;
         drop(client);
+        // This process's mark on the events it publishes, so its listener skips its own.
         let origin = uuid::Uuid::new_v4().to_string();
         let (remote, _) = broadcast::channel(1024);
         tokio::spawn(connect::listen(target.clone(), origin.clone(), remote.clone()));
         let (publisher, outbox) = tokio::sync::mpsc::channel(4096);
-        tokio::spawn(publish_events(pool.clone(), outbox));
-        Ok(PostgresStore { pool, origin, remote, publisher })
+        tokio::spawn(publish_events(pool.clone(), origin.clone(), outbox));
+        Ok(PostgresStore { pool, remote, publisher })
     }
 
     /// The schema version of the database.
@@ -76,14 +75,15 @@ impl PostgresStore {
     }
 }
 
-/// Sends queued notifications, everything queued so far in one round trip (one at a time, a
-/// burst of commits queued faster than they were sent and the other replicas heard of them
-/// late); a notification that cannot be sent is dropped (events are best effort: the data itself
-/// is always read from the database).
-async fn publish_events(pool: Pool, mut outbox: tokio::sync::mpsc::Receiver<String>) {
+/// Sends queued events, everything queued so far in one round trip and as few notifications as
+/// fit (sent one by one, a burst of commits queued faster than it went out, and every listener
+/// woke once per event); an event that cannot be sent is dropped (events are best effort: the
+/// data itself is always read from the database).
+async fn publish_events(pool: Pool, origin: String, mut outbox: tokio::sync::mpsc::Receiver<String>) {
     const MAX_BATCH: usize = 512;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while outbox.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let payloads = pack(&origin, &batch);
         let sent = async {
             let client = pool.get().await.map_err(|e| e.to_string())?;
             let notify = client
@@ -92,7 +92,7 @@ async fn publish_events(pool: Pool, mut outbox: tokio::sync::mpsc::Receiver<Stri
                 )
                 .await
                 .map_err(|e| e.to_string())?;
-            client.execute(&notify, &[&EVENT_CHANNEL, &batch]).await.map_err(|e| e.to_string())
+            client.execute(&notify, &[&EVENT_CHANNEL, &payloads]).await.map_err(|e| e.to_string())
         };
         if let Err(e) = sent.await {
             tracing::debug!("{} events were not sent to the other replicas: {e}", batch.len());
@@ -101,16 +101,41 @@ async fn publish_events(pool: Pool, mut outbox: tokio::sync::mpsc::Receiver<Stri
     }
 }
 
-/// The wire form of a published event.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Published {
-    origin: String,
-    event: Event,
+/// Packs events (each its JSON text) into as few [`Published`] payloads as stay under
+/// PostgreSQL's notification limit, in order.
+fn pack(origin: &str, events: &[String]) -> Vec<String> {
+    let head = format!("{{\"origin\":{},\"events\":[", serde_json::Value::from(origin));
+    let mut payloads = Vec::new();
+    let mut payload = head.clone();
+    for event in events {
+        let empty = payload.len() == head.len();
+        if !empty && payload.len() + 1 + event.len() + 2 > MAX_PAYLOAD_BYTES {
+            payload.push_str("]}");
+            payloads.push(std::mem::replace(&mut payload, head.clone()));
+        } else if !empty {
+            payload.push(',');
+        }
+        payload.push_str(event);
+    }
+    if payload.len() > head.len() {
+        payload.push_str("]}");
+        payloads.push(payload);
+    }
+    payloads
 }
 
-/// The longest notification PostgreSQL accepts is 8,000 bytes; event texts (a rollback reason)
-/// are cut well below that.
-const MAX_REASON_CHARS: usize = 2_000;
+/// The wire form of published events: this process's mark, and its events in order.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct Published {
+    pub(crate) origin: String,
+    pub(crate) events: Vec<Event>,
+}
+
+/// The longest notification PostgreSQL accepts is 8,000 bytes (a longer one fails the statement
+/// that sends it, and with it the batch); payloads stay under this.
+const MAX_PAYLOAD_BYTES: usize = 7_900;
+/// The longest one event may be, as JSON, so that it fits a payload with the origin around it.
+const MAX_EVENT_BYTES: usize = 7_000;
 
 fn db_error(e: tokio_postgres::Error) -> StoreError {
     let unavailable = match e.code() {
@@ -309,15 +334,25 @@ impl Store for PostgresStore {
 
     fn publish(&self, event: &Event) {
         let mut event = event.clone();
-        if let cks_runtime::events::EventKind::TransactionRolledBack { reason, .. } = &mut event.kind
-            && let Some((cut, _)) = reason.char_indices().nth(MAX_REASON_CHARS)
-        {
-            reason.truncate(cut);
-        }
-        let published = Published { origin: self.origin.clone(), event };
-        if let Ok(payload) = serde_json::to_string(&published) {
-            // A full outbox drops the event rather than slow a commit down.
-            let _ = self.publisher.try_send(payload);
+        // Only a rollback's reason can make an event long; it is cut until the event fits.
+        let mut room = MAX_EVENT_BYTES;
+        loop {
+            if let cks_runtime::events::EventKind::TransactionRolledBack { reason, .. } = &mut event.kind
+                && reason.len() > room / 2
+            {
+                let cut = (0..=room / 2).rev().find(|&i| reason.is_char_boundary(i)).unwrap_or(0);
+                reason.truncate(cut);
+            }
+            let Ok(payload) = serde_json::to_string(&event) else { return };
+            if payload.len() <= MAX_EVENT_BYTES {
+                // A full outbox drops the event rather than slow a commit down.
+                let _ = self.publisher.try_send(payload);
+                return;
+            }
+            if room == 0 {
+                return;
+            }
+            room /= 2;
         }
     }
 
@@ -648,4 +683,38 @@ async fn import_into(
         outcome.imported.push(row.session_id.clone());
     }
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cks_runtime::events::EventKind;
+
+    fn event(n: usize, reason_bytes: usize) -> Event {
+        Event {
+            event_id: format!("e{n}"),
+            created_at: "2026-12-01T00:00:00Z".into(),
+            kind: EventKind::TransactionRolledBack {
+                session_id: "s".into(),
+                transaction_id: format!("t{n}"),
+                reason: "é".repeat(reason_bytes / 2),
+            },
+        }
+    }
+
+    #[test]
+    fn events_are_packed_in_order_into_payloads_postgres_accepts() {
+        let events: Vec<Event> = (0..300).map(|n| event(n, if n % 7 == 0 { 6_000 } else { 40 })).collect();
+        let texts: Vec<String> = events.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+        let payloads = pack("origin-1", &texts);
+        assert!(payloads.len() > 1 && payloads.len() < texts.len(), "{} payloads", payloads.len());
+        let mut unpacked = Vec::new();
+        for payload in &payloads {
+            assert!(payload.len() <= MAX_PAYLOAD_BYTES, "{} bytes", payload.len());
+            let published: Published = serde_json::from_str(payload).unwrap();
+            assert_eq!(published.origin, "origin-1");
+            unpacked.extend(published.events);
+        }
+        assert_eq!(unpacked, events);
+    }
 }
