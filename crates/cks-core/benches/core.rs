@@ -73,3 +73,38 @@ fn query_subgraph_depth2_max50(bencher: Bencher, n: usize) {
     let query = SubgraphQuery { seed_ids: vec!["n1".into()], depth: 2, max_objects: Some(50), ..Default::default() };
     bencher.bench(|| query_subgraph(black_box(g), &query));
 }
+
+/// A search over the text index once it exists: a rare term (one object's number) alone, and with
+/// a word every sample node holds (its posting list is the whole graph).
+#[divan::bench(args = SIZES, consts = [false, true])]
+fn text_search<const COMMON_WORD: bool>(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    g.text_index();
+    let query = if COMMON_WORD { "sample 421" } else { "421" };
+    bencher.bench(|| g.text_index().rank(black_box(g), query, 3, 0.0));
+}
+
+/// Building the text index of a structure (the first search of a session).
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn text_index_build(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    bencher.bench(|| cks_core::text::TextIndex::build(black_box(g)));
+}
+
+/// `one_object_change_and_check` on a structure that has been searched: the change also updates
+/// the text index, twice (applied and undone).
+#[divan::bench(args = SIZES)]
+fn one_object_change_with_text_index(bencher: Bencher, n: usize) {
+    let mut g = graph(n).clone();
+    g.text_index();
+    let ops = parse_operations(&serde_json::json!([
+        {"type": "update_object", "object_id": "n7", "structure_patch": {"description": "changed words"}}
+    ]))
+    .unwrap();
+    bencher.bench_local(|| {
+        let changes = apply(&mut g, &ops).unwrap();
+        let hash = g.root_hash();
+        g.undo(changes);
+        hash
+    });
+}

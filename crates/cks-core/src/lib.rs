@@ -15,6 +15,7 @@ pub mod structure;
 pub mod subgraph;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod text;
 pub mod validate;
 
 pub use diff::{DiffSummary, diff, summarize};

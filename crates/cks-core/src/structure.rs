@@ -13,10 +13,11 @@
 
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
 use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
+use crate::text::TextIndex;
 
 /// An object together with its content hash.
 #[derive(Clone, Debug)]
@@ -96,7 +97,7 @@ pub enum StructureError {
 }
 
 /// An ordered set of knowledge objects with unique ids.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct KnowledgeStructure {
     objects: IndexMap<String, Entry>,
     /// participant id → relation ids naming it (each relation listed once per participant id).
@@ -104,6 +105,22 @@ pub struct KnowledgeStructure {
     /// `derives` source id → relation ids of the binary `derives` relations leaving it.
     derives_out: HashMap<String, Vec<String>>,
     root: RootAccumulator,
+    /// The text index, once the structure has been searched; kept up to date from then on.
+    text: OnceLock<Box<TextIndex>>,
+}
+
+impl Clone for KnowledgeStructure {
+    /// A copy without the text index: copies are made to be changed or handed out, seldom to be
+    /// searched, and one that is builds its own.
+    fn clone(&self) -> Self {
+        KnowledgeStructure {
+            objects: self.objects.clone(),
+            incidence: self.incidence.clone(),
+            derives_out: self.derives_out.clone(),
+            root: self.root,
+            text: OnceLock::new(),
+        }
+    }
 }
 
 impl PartialEq for KnowledgeStructure {
@@ -195,6 +212,17 @@ impl KnowledgeStructure {
         self.root == other.root
     }
 
+    /// The object with this id, its position and its id as stored.
+    pub fn entry_full(&self, id: &str) -> Option<(usize, &str, &Entry)> {
+        self.objects.get_full(id).map(|(position, id, entry)| (position, id.as_str(), entry))
+    }
+
+    /// The text index of this structure's searchable objects, built on first use and kept up to
+    /// date by every later change.
+    pub fn text_index(&self) -> &TextIndex {
+        self.text.get_or_init(|| Box::new(TextIndex::build(self)))
+    }
+
     /// All object ids, in order.
     pub fn ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.objects.keys().map(String::as_str)
@@ -220,7 +248,6 @@ impl KnowledgeStructure {
 
     /// Like [`Self::put`] for an entry whose shape was already checked and hash computed.
     pub fn put_entry(&mut self, entry: Entry, log: &mut ChangeSet) {
-        self.index_insert(&entry);
         let (index, previous) = match self.objects.get_full_mut(entry.object.id()) {
             Some((index, _, slot)) => (index, Some(std::mem::replace(slot, entry.clone()))),
             None => {
@@ -228,9 +255,12 @@ impl KnowledgeStructure {
                 (index, None)
             }
         };
+        // The old version leaves the indexes before the new one enters (as in `undo`): an id is
+        // never indexed twice.
         if let Some(previous) = &previous {
             self.index_remove(previous);
         }
+        self.index_insert(&entry);
         log.changes.push(Change::Put { index, previous, current: entry });
     }
 
@@ -300,6 +330,9 @@ impl KnowledgeStructure {
     fn index_insert(&mut self, entry: &Entry) {
         self.root.insert(&entry.hash);
         let object = &entry.object;
+        if let Some(text) = self.text.get_mut() {
+            text.insert(object);
+        }
         if let Some(relation) = object.relation() {
             let mut seen = HashSet::with_capacity(relation.participants.len());
             for participant in &relation.participants {
@@ -316,6 +349,9 @@ impl KnowledgeStructure {
     fn index_remove(&mut self, entry: &Entry) {
         self.root.remove(&entry.hash);
         let object = &entry.object;
+        if let Some(text) = self.text.get_mut() {
+            text.remove(object);
+        }
         let id = object.id();
         if let Some(relation) = object.relation() {
             // A repeated participant was indexed once (see `index_insert`), so it is unindexed once:
@@ -513,7 +549,10 @@ mod tests {
         fn run(s: &mut KnowledgeStructure, step: &Step, log: &mut ChangeSet) {
             match *step {
                 Step::PutNode(i, v) => {
-                    let Value::Object(st) = json!({"v": v}) else { unreachable!() };
+                    // Words that repeat across objects and versions, for the text index.
+                    let Value::Object(st) = json!({"v": v, "note": format!("w{} w{}", v % 5, v % 3)}) else {
+                        unreachable!()
+                    };
                     s.put(KnowledgeObject::new(Identity::new(format!("o{i}"), "Node", "n"), st), log).unwrap();
                 }
                 Step::PutRelation(r, a, b, derives) => {
@@ -541,6 +580,8 @@ mod tests {
                 let mut log = ChangeSet::default();
                 first.iter().for_each(|st| run(&mut s, st, &mut log));
                 prop_assert_eq!(s.root_hash(), s.root_hash_from_scratch());
+                // Searched from here on: the text index follows every later change.
+                s.text_index();
                 let checkpoint = s.clone();
                 let mut log = ChangeSet::default();
                 second.iter().for_each(|st| run(&mut s, st, &mut log));
@@ -558,12 +599,15 @@ mod tests {
                     b.sort();
                     prop_assert_eq!(a, b);
                 }
+                prop_assert_eq!(s.text_index(), &TextIndex::build(&s));
                 let mut replayed = checkpoint.clone();
                 replayed.apply_delta(&log.to_delta()).unwrap();
                 prop_assert_eq!(&replayed, &s);
+                prop_assert_eq!(replayed.text_index(), s.text_index());
                 s.undo(log);
                 prop_assert_eq!(&s, &checkpoint);
                 prop_assert_eq!(s.root_hash(), checkpoint.root_hash());
+                prop_assert_eq!(s.text_index(), &TextIndex::build(&checkpoint));
             }
         }
     }

@@ -72,7 +72,7 @@ pub enum Edit {
     Operations(Vec<Operation>),
     /// A whole new state (revert, merge). With `if_head`, the commit fails with
     /// `concurrent_modification` unless the session's head is still that sequence number.
-    Replace { state: KnowledgeStructure, if_head: Option<u64> },
+    Replace { state: Box<KnowledgeStructure>, if_head: Option<u64> },
 }
 
 /// A commit request.
@@ -93,7 +93,7 @@ impl CommitRequest {
     }
 
     pub fn replace(state: KnowledgeStructure) -> Self {
-        CommitRequest { edit: Some(Edit::Replace { state, if_head: None }), ..Default::default() }
+        CommitRequest { edit: Some(Edit::Replace { state: Box::new(state), if_head: None }), ..Default::default() }
     }
 
     pub fn with_metadata(mut self, metadata: Map<String, Value>) -> Self {
@@ -586,7 +586,7 @@ impl Runtime {
                 return Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts: 1 });
             }
             Edit::Replace { state: next, .. } => {
-                Applied::Replaced(std::mem::replace(&mut state.structure, next.clone()))
+                Applied::Replaced(std::mem::replace(&mut state.structure, KnowledgeStructure::clone(next)))
             }
         };
         let transaction_id = new_id();
@@ -836,7 +836,7 @@ impl Runtime {
         metadata.insert("source_session_id".into(), Value::String(source_id.to_owned()));
         let head = state.row.head.seq;
         let edit = if changed {
-            Edit::Replace { state: outcome.structure, if_head: Some(head) }
+            Edit::Replace { state: Box::new(outcome.structure), if_head: Some(head) }
         } else {
             // No change: an empty delta, so that no snapshot of the whole state is written.
             Edit::Operations(Vec::new())

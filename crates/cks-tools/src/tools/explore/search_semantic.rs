@@ -3,35 +3,20 @@
 //!
 //! The reference ranks by embedding similarity and fails (`not_found`) when no embedding model or
 //! stored embeddings are available. This server ranks with a built-in lexical model, so search
-//! always works: Okapi BM25 over each non-relation object's name (counted twice), type and the
-//! text of its structure (string, number and boolean values, nested values included), tokenised
-//! into lowercase alphanumeric runs with a small English stop-word list.
-//!
-//! The index is built per call from the session's current structure: correct and simple, and
-//! linear in the graph's text. An index kept up to date incrementally from each commit's changes
-//! is future work.
+//! always works: Okapi BM25 over the session's text index (`cks_core::text`: built on the first
+//! search, then kept up to date by every commit).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
 
+use std::collections::BTreeMap;
+
+use cks_core::KnowledgeStructure;
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
-use cks_core::{KnowledgeObject, KnowledgeStructure};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
-
-/// BM25 term-frequency saturation.
-const K1: f64 = 1.2;
-/// BM25 length normalisation.
-const B: f64 = 0.75;
-
-const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it", "its", "of", "on", "or",
-    "that", "the", "this", "to", "was", "were", "what", "which", "who", "with",
-];
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -120,11 +105,8 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
     let (seeds, scores) = match seeds {
         Some(seeds) => (seeds, None),
         None => {
-            let ranked: Vec<(&str, f64)> = rank(structure, input.query.as_deref().unwrap_or_default())
-                .into_iter()
-                .filter(|(_, s)| *s >= min_score)
-                .take(top_k)
-                .collect();
+            let query = input.query.as_deref().unwrap_or_default();
+            let ranked = structure.text_index().rank(structure, query, top_k, min_score);
             if ranked.is_empty() {
                 return Err(ToolError::new(
                     "not_found",
@@ -158,93 +140,6 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
         ranking: scores.as_ref().map(|_| "bm25".to_owned()),
         scores,
     })
-}
-
-/// Lowercase alphanumeric runs, stop words dropped.
-fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-        .map(str::to_lowercase)
-        .filter(|t| !STOP_WORDS.contains(&t.as_str()))
-}
-
-/// The searchable text of an object: name twice (names matter most), type, structure values.
-fn document(object: &KnowledgeObject) -> Vec<String> {
-    let mut text = String::new();
-    for part in [&object.identity.name, &object.identity.name, &object.identity.r#type] {
-        text.push_str(part);
-        text.push(' ');
-    }
-    for value in object.structure.values() {
-        flatten(value, &mut text);
-    }
-    tokens(&text).collect()
-}
-
-fn flatten(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => {}
-        Value::Bool(b) => out.push_str(if *b { "true " } else { "false " }),
-        Value::Number(n) => {
-            out.push_str(&n.to_string());
-            out.push(' ');
-        }
-        Value::String(s) => {
-            out.push_str(s);
-            out.push(' ');
-        }
-        Value::Array(items) => items.iter().for_each(|v| flatten(v, out)),
-        Value::Object(map) => map.values().for_each(|v| flatten(v, out)),
-    }
-}
-
-/// Non-relation objects with a positive BM25 score for `query`, best first (ties: structure order).
-fn rank<'a>(structure: &'a KnowledgeStructure, query: &str) -> Vec<(&'a str, f64)> {
-    let mut terms: Vec<String> = tokens(query).collect();
-    terms.sort_unstable();
-    terms.dedup();
-    if terms.is_empty() {
-        return Vec::new();
-    }
-    let docs: Vec<(&str, Vec<String>)> =
-        structure.objects().filter(|o| !o.is_relation()).map(|o| (o.id(), document(o))).collect();
-    if docs.is_empty() {
-        return Vec::new();
-    }
-    let n = docs.len() as f64;
-    let average = docs.iter().map(|(_, d)| d.len()).sum::<usize>() as f64 / n;
-    let mut frequencies: Vec<HashMap<&str, usize>> = Vec::with_capacity(docs.len());
-    let mut df: HashMap<&str, usize> = HashMap::new();
-    for (_, doc) in &docs {
-        let mut tf: HashMap<&str, usize> = HashMap::new();
-        for token in doc.iter().filter(|t| terms.binary_search(t).is_ok()) {
-            *tf.entry(token.as_str()).or_default() += 1;
-        }
-        for term in tf.keys() {
-            *df.entry(term).or_default() += 1;
-        }
-        frequencies.push(tf);
-    }
-    let mut scored: Vec<(usize, f64)> = frequencies
-        .iter()
-        .enumerate()
-        .filter(|(_, tf)| !tf.is_empty())
-        .map(|(i, tf)| {
-            let length = docs[i].1.len() as f64;
-            let score = tf
-                .iter()
-                .map(|(term, &f)| {
-                    let df = df[term] as f64;
-                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                    let f = f as f64;
-                    idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * length / average.max(1.0)))
-                })
-                .sum::<f64>();
-            (i, score)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    scored.into_iter().map(|(i, s)| (docs[i].0, s)).collect()
 }
 
 #[cfg(test)]
@@ -303,6 +198,37 @@ mod tests {
         assert_eq!(result["matched_seeds"], json!(["sun"]));
         let high = call(&ctx, "search_semantic", json!({"session_id": id, "query": "light", "min_score": 100.0})).await;
         assert_eq!(high["error"], "not_found");
+    }
+
+    #[tokio::test]
+    async fn commits_after_a_search_are_searched_too() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let search = |query: &'static str| {
+            let (ctx, id) = (ctx.clone(), id.clone());
+            async move {
+                call(&ctx, "search_semantic", json!({"session_id": id, "query": query, "top_k": 5, "depth": 0})).await
+            }
+        };
+        assert_eq!(search("green").await["matched_seeds"], json!(["chloro"]));
+        // The index now exists; these commits must reach it: an object added, one changed, one removed.
+        let ops = json!({"session_id": id, "operations": [
+            {"type": "add_object", "identity": {"id": "kelp", "type": "Alga", "name": "Kelp"},
+             "structure": {"content": "a green alga"}},
+            {"type": "update_object", "object_id": "chloro", "structure_patch": {"content": "a pigment"}},
+            {"type": "remove_object", "object_id": "sun"}]});
+        let committed = call(&ctx, "evolve_knowledge", ops).await;
+        assert!(committed.get("error").is_none(), "{committed}");
+        assert_eq!(search("green").await["matched_seeds"], json!(["kelp"]));
+        assert_eq!(search("heat").await["error"], "not_found");
+        assert_eq!(search("pigment").await["matched_seeds"], json!(["chloro"]));
+        // The scores are those of an index built from scratch over the new state.
+        let fresh = context();
+        let state = call(&ctx, "serialize_knowledge", json!({"session_id": id})).await;
+        let copy = session(&fresh, serde_json::from_str(state["serialized"].as_str().unwrap()).unwrap()).await;
+        let again =
+            call(&fresh, "search_semantic", json!({"session_id": copy, "query": "light energy", "top_k": 5})).await;
+        assert_eq!(search("light energy").await["scores"], again["scores"]);
     }
 
     #[tokio::test]

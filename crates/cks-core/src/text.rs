@@ -1,0 +1,234 @@
+//! Lexical search over a structure: Okapi BM25 over each non-relation object's name (counted
+//! twice: names matter most), type and the text of its structure (string, number and boolean
+//! values, nested values included), tokenised into lowercase alphanumeric runs with a small
+//! English stop-word list.
+//!
+//! The [`TextIndex`] (term → objects holding it, with counts; each object's length) is built the
+//! first time a structure is searched and from then on kept up to date by every change to the
+//! structure, so a query costs what its terms' posting lists cost, not a scan of the graph.
+//! Structures never searched carry no index.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::{KnowledgeObject, KnowledgeStructure};
+
+/// BM25 term-frequency saturation.
+const K1: f64 = 1.2;
+/// BM25 length normalisation.
+const B: f64 = 0.75;
+
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it", "its", "of", "on", "or",
+    "that", "the", "this", "to", "was", "were", "what", "which", "who", "with",
+];
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// The objects holding one term: object id → (the term's count in its text, its length in tokens).
+type Holders = Map<Box<str>, (u32, u32)>;
+
+/// The inverted index of a structure's searchable objects.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TextIndex {
+    /// term → the objects holding it; each object's length rides along in its postings so that
+    /// scoring needs no second lookup.
+    postings: Map<Box<str>, Holders>,
+    /// object id → its length in tokens.
+    lengths: Map<Box<str>, u32>,
+    total_length: u64,
+}
+
+impl TextIndex {
+    /// Indexes every searchable object of `structure`.
+    pub fn build(structure: &KnowledgeStructure) -> TextIndex {
+        let mut index = TextIndex::default();
+        for object in structure.objects() {
+            index.insert(object);
+        }
+        index
+    }
+
+    /// Adds an object's text (relations are not searchable and are ignored). The structure
+    /// removes an object's previous version before it adds the next.
+    pub(crate) fn insert(&mut self, object: &KnowledgeObject) {
+        if object.is_relation() {
+            return;
+        }
+        let id: Box<str> = object.id().into();
+        let counts = term_counts(object);
+        let length: u32 = counts.values().sum();
+        for (term, count) in counts {
+            self.postings.entry(term.into()).or_default().insert(id.clone(), (count, length));
+        }
+        self.lengths.insert(id, length);
+        self.total_length += u64::from(length);
+    }
+
+    /// Takes an object's text out again (the same version that was inserted).
+    pub(crate) fn remove(&mut self, object: &KnowledgeObject) {
+        if object.is_relation() {
+            return;
+        }
+        let id = object.id();
+        for term in term_counts(object).into_keys() {
+            if let Some(holders) = self.postings.get_mut(term.as_str()) {
+                holders.remove(id);
+                if holders.is_empty() {
+                    self.postings.remove(term.as_str());
+                }
+            }
+        }
+        if let Some(length) = self.lengths.remove(id) {
+            self.total_length -= u64::from(length);
+        }
+    }
+
+    /// Up to `limit` searchable objects scoring at least `min_score` (and above 0) in BM25 for
+    /// `query`, best first; ties in `structure`'s order. `structure` must be the indexed one.
+    /// The cost follows the posting lists of the query's terms, not the graph.
+    pub fn rank<'a>(
+        &self,
+        structure: &'a KnowledgeStructure,
+        query: &str,
+        limit: usize,
+        min_score: f64,
+    ) -> Vec<(&'a str, f64)> {
+        let mut terms: Vec<String> = tokens(query).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let n = self.lengths.len() as f64;
+        if terms.is_empty() || self.lengths.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let average = (self.total_length as f64 / n).max(1.0);
+        let mut postings: Vec<(f64, &Holders)> = terms
+            .iter()
+            .filter_map(|term| self.postings.get(term.as_str()))
+            .map(|holders| {
+                let df = holders.len() as f64;
+                ((1.0 + (n - df + 0.5) / (df + 0.5)).ln(), holders)
+            })
+            .collect();
+        let score = |idf: f64, (count, length): (u32, u32)| {
+            let f = f64::from(count);
+            idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * f64::from(length) / average))
+        };
+        let mut scored: Vec<(&str, f64)> = match postings.as_slice() {
+            [] => return Vec::new(),
+            // One term (the common case): no accumulation needed.
+            [(idf, holders)] => holders.iter().map(|(id, &posting)| (&**id, score(*idf, posting))).collect(),
+            _ => {
+                // Rarest terms first (MaxScore): a term adds at most idf × (K1 + 1) to a score, so
+                // once `limit` objects already score above what the terms left could give an
+                // object not seen yet, those terms' (long, common) lists are not walked: they
+                // only complete the scores of the objects seen.
+                postings.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let bound = |terms: &[(f64, &Holders)]| -> f64 { terms.iter().map(|(idf, _)| idf * (K1 + 1.0)).sum() };
+                let mut sums: Map<&str, f64> = Map::default();
+                let mut walked = postings.len();
+                for (i, (idf, holders)) in postings.iter().enumerate() {
+                    let unseen_at_most = bound(&postings[i..]);
+                    if i > 0 && sums.values().filter(|s| **s > unseen_at_most).count() >= limit {
+                        walked = i;
+                        break;
+                    }
+                    for (id, &posting) in *holders {
+                        *sums.entry(id).or_default() += score(*idf, posting);
+                    }
+                }
+                for (idf, holders) in &postings[walked..] {
+                    for (id, sum) in &mut sums {
+                        if let Some(&posting) = holders.get(*id) {
+                            *sum += score(*idf, posting);
+                        }
+                    }
+                }
+                sums.into_iter().collect()
+            }
+        };
+        scored.retain(|(_, s)| *s > 0.0 && *s >= min_score);
+        let by_score = |a: &(&str, f64), b: &(&str, f64)| b.1.total_cmp(&a.1);
+        if scored.len() > limit {
+            // Only the best `limit` (and whatever ties the last of them) need ordering.
+            scored.select_nth_unstable_by(limit - 1, by_score);
+            let cut = scored[limit - 1].1;
+            scored.retain(|(_, s)| *s >= cut);
+        }
+        let mut ranked: Vec<(usize, &'a str, f64)> = scored
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let (position, id, _) = structure.entry_full(id)?;
+                Some((position, id, score))
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+        ranked.truncate(limit);
+        ranked.into_iter().map(|(_, id, score)| (id, score)).collect()
+    }
+}
+
+/// Lowercase alphanumeric runs, stop words dropped.
+pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .filter(|t| !STOP_WORDS.contains(&t.as_str()))
+}
+
+/// How often each term occurs in an object's searchable text.
+fn term_counts(object: &KnowledgeObject) -> Map<String, u32> {
+    let mut text = String::new();
+    for part in [&object.identity.name, &object.identity.name, &object.identity.r#type] {
+        text.push_str(part);
+        text.push(' ');
+    }
+    for value in object.structure.values() {
+        flatten(value, &mut text);
+    }
+    let mut counts: Map<String, u32> = Map::default();
+    for token in tokens(&text) {
+        *counts.entry(token).or_default() += 1;
+    }
+    counts
+}
+
+fn flatten(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => {}
+        Value::Bool(b) => out.push_str(if *b { "true " } else { "false " }),
+        Value::Number(n) => {
+            out.push_str(&n.to_string());
+            out.push(' ');
+        }
+        Value::String(s) => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Array(items) => items.iter().for_each(|v| flatten(v, out)),
+        Value::Object(map) => map.values().for_each(|v| flatten(v, out)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sample::random_graph;
+
+    #[test]
+    fn the_best_few_are_the_head_of_the_full_ranking() {
+        let graph = random_graph(600, 300, 7);
+        let index = graph.text_index();
+        for query in ["t3 concept", "t7 t9 sample", "entity 12 t1", "number 5 t19 generated", "t4", "nothing here"] {
+            let everything = index.rank(&graph, query, usize::MAX, 0.0);
+            for limit in [1, 3, 10, 50] {
+                let best = index.rank(&graph, query, limit, 0.0);
+                let expected = &everything[..limit.min(everything.len())];
+                assert_eq!(best, expected, "{query:?}, limit {limit}");
+            }
+            let floor = everything.get(5).map_or(0.0, |(_, score)| *score);
+            let above: Vec<_> = everything.iter().filter(|(_, s)| *s >= floor).take(20).cloned().collect();
+            assert_eq!(index.rank(&graph, query, 20, floor), above, "{query:?} with min_score");
+        }
+        assert!(!index.rank(&graph, "t3 concept", 3, 0.0).is_empty());
+    }
+}
