@@ -1,6 +1,7 @@
 //! The replicas benchmark: 1, 2 and 4 `cks-mcp` processes serving HTTP on one PostgreSQL
 //! database, with writers on distinct sessions spread evenly over them, each committing one
-//! object at a time as fast as its answers come back. Measures the commits per second of all
+//! object at a time as fast as its answers come back (`return_structure: false`: the commit, not
+//! a copy of the growing graph with every answer). Measures the commits per second of all
 //! writers together; the updates lost (afterwards every session, read through another replica,
 //! must hold exactly the commits acknowledged to its writer); and the lag until another replica
 //! sees a commit: a probe commits on the first replica and waits for the commit's event on the
@@ -184,7 +185,8 @@ async fn write_until(server: Arc<HttpClient>, session: String, deadline: Instant
     let mut next = 0u64;
     while Instant::now() < deadline {
         next += 1;
-        let ops = json!({"session_id": w.session, "operations": [
+        // The commit alone: not the whole structure back after every commit.
+        let ops = json!({"session_id": w.session, "return_structure": false, "operations": [
             {"type": "add_object", "identity": {"id": format!("n{next}"), "type": "Note", "name": format!("N{next}")}}]});
         match server.call("evolve_knowledge", ops).await {
             Ok(_) => w.acknowledged += 1,
@@ -232,7 +234,7 @@ async fn probe_lag(
     let mut n = 0u64;
     while Instant::now() < deadline {
         n += 1;
-        let ops = json!({"session_id": session, "operations": [
+        let ops = json!({"session_id": session, "return_structure": false, "operations": [
             {"type": "add_object", "identity": {"id": format!("p{n}"), "type": "Note", "name": "probe"}}]});
         let committed = writer.call("evolve_knowledge", ops).await?;
         let acknowledged = Instant::now();

@@ -42,11 +42,20 @@ impl SoakPlan {
     }
 }
 
+/// How often RSS is read between two samples. A single reading says which transient (a large
+/// answer being built, a large graph being parsed) happened to be in flight at that instant; the
+/// median of a minute's readings is what the server holds, and flatness is judged on it.
+const RSS_READ_EVERY: Duration = Duration::from_secs(5);
+
 /// One sample of the server process.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Sample {
     pub(crate) seconds: f64,
+    /// The median of the RSS readings since the previous sample.
     pub(crate) rss_kib: u64,
+    /// The lowest and highest of those readings.
+    pub(crate) rss_min_kib: u64,
+    pub(crate) rss_max_kib: u64,
     pub(crate) fds: u64,
     pub(crate) calls: u64,
     pub(crate) unexpected_errors: u64,
@@ -72,8 +81,8 @@ impl SoakReport {
 
     pub(crate) fn markdown(&self, minutes: f64) -> String {
         let mut out = format!(
-            "Soak: {minutes} min, {} calls, {} unexpected errors; after warm-up RSS spread {:.1} %, descriptors \
-             spread {:.1} % (goal: 0 errors, both ≤ 10 %): **{}**\n\n",
+            "Soak: {minutes} min, {} calls, {} unexpected errors; after warm-up the spread of the per-minute \
+             RSS medians {:.1} %, descriptors spread {:.1} % (goal: 0 errors, both ≤ 10 %): **{}**\n\n",
             self.samples.last().map_or(0, |s| s.calls),
             self.unexpected_errors,
             self.rss_spread_percent,
@@ -81,13 +90,16 @@ impl SoakReport {
             if self.passed() { "met" } else { "missed" },
         );
         out.push_str(
-            "| minute | RSS (MiB) | open fds | calls so far | unexpected errors |\n|---:|---:|---:|---:|---:|\n",
+            "| minute | RSS median (MiB) | RSS lowest – highest (MiB) | open fds | calls so far | unexpected errors |\n\
+             |---:|---:|---:|---:|---:|---:|\n",
         );
         for s in &self.samples {
             out.push_str(&format!(
-                "| {:.1} | {:.1} | {} | {} | {} |\n",
+                "| {:.1} | {:.1} | {:.1} – {:.1} | {} | {} | {} |\n",
                 s.seconds / 60.0,
                 s.rss_kib as f64 / 1024.0,
+                s.rss_min_kib as f64 / 1024.0,
+                s.rss_max_kib as f64 / 1024.0,
                 s.fds,
                 s.calls,
                 s.unexpected_errors
@@ -189,20 +201,34 @@ pub(crate) async fn soak(
     let mut next = started;
     while Instant::now() < deadline {
         next += plan.sample_every;
-        tokio::time::sleep_until(next.min(deadline).into()).await;
+        let sample_at = next.min(deadline);
+        let mut readings = Vec::new();
+        loop {
+            let read_at = (Instant::now() + RSS_READ_EVERY).min(sample_at);
+            tokio::time::sleep_until(read_at.into()).await;
+            readings.push(vm_rss_kib(pid).context("the server is gone")?);
+            if read_at >= sample_at {
+                break;
+            }
+        }
+        readings.sort_unstable();
         // The provider server keeps every request it saw; the soak needs none of them.
         provider.clear_requests();
         let sample = Sample {
             seconds: started.elapsed().as_secs_f64(),
-            rss_kib: vm_rss_kib(pid).context("the server is gone")?,
+            rss_kib: readings[readings.len() / 2],
+            rss_min_kib: readings[0],
+            rss_max_kib: readings[readings.len() - 1],
             fds: open_fds(pid).context("the server is gone")?,
             calls: tally.calls.load(Ordering::Relaxed),
             unexpected_errors: tally.unexpected.load(Ordering::Relaxed),
         };
         eprintln!(
-            "soak: {:>5.1} min  RSS {:>7.1} MiB  fds {:>4}  calls {:>8}  unexpected {}",
+            "soak: {:>5.1} min  RSS {:>7.1} MiB ({:.1}–{:.1})  fds {:>4}  calls {:>8}  unexpected {}",
             sample.seconds / 60.0,
             sample.rss_kib as f64 / 1024.0,
+            sample.rss_min_kib as f64 / 1024.0,
+            sample.rss_max_kib as f64 / 1024.0,
             sample.fds,
             sample.calls,
             sample.unexpected_errors
