@@ -15,6 +15,10 @@
 //!   `add_relation` ops (target order, except that a relation naming another relation being added
 //!   comes after it).
 //!
+//! - The source side is a [`Base`]: a whole structure, or the target rewound through what changed
+//!   since ([`crate::Rewind`]); the second costs what changed, and only the order of the removals
+//!   may differ between the two (it follows the base's order, which a rewound base does not keep).
+//!
 //! The target must be referentially closed (every participant exists), as every structure built by
 //! operations is; otherwise the `add_relation` for a dangling relation fails when applied.
 
@@ -23,36 +27,72 @@ use std::collections::{HashMap, HashSet};
 
 use crate::object::{KnowledgeObject, PARTICIPANTS, RELATION_TYPE};
 use crate::ops::Operation;
+use crate::rewind::{Base, BaseView};
 use crate::structure::KnowledgeStructure;
 
 /// The operations that turn `source` into a structure with the same content as `target`.
 pub fn diff(source: &KnowledgeStructure, target: &KnowledgeStructure) -> Vec<Operation> {
+    diff_from(Base::Whole(source), target)
+}
+
+/// [`diff`] from any base: with a [`Base::Rewound`] one, the cost follows what changed between the
+/// two sides, not the size of either.
+pub fn diff_from(base: Base<'_>, target: &KnowledgeStructure) -> Vec<Operation> {
+    let source = BaseView::new(base, target);
     // Ids that are removed or modified, and the relations that a cascade from them would reach.
     let mut affected: IndexSet<&str> = IndexSet::new();
     let mut pending: Vec<&str> = Vec::new();
-    for entry in source.entries() {
-        let id = entry.object.id();
-        if target.entry(id).map(|t| t.hash) != Some(entry.hash) && affected.insert(id) {
+    let mut seed = |id| {
+        if affected.insert(id) {
             pending.push(id);
+        }
+    };
+    match base {
+        Base::Whole(structure) => {
+            for entry in structure.entries() {
+                if target.entry(entry.object.id()).map(|t| t.hash) != Some(entry.hash) {
+                    seed(entry.object.id());
+                }
+            }
+        }
+        Base::Rewound(rewind) => {
+            for (id, before) in rewind.changed() {
+                if let Some(before) = before.filter(|b| target.entry(id).map(|t| t.hash) != Some(b.hash)) {
+                    seed(before.object.id());
+                }
+            }
         }
     }
     while let Some(id) = pending.pop() {
         for relation in source.relations_of(id) {
-            if affected.insert(relation.as_str()) {
-                pending.push(relation.as_str());
+            if affected.insert(relation) {
+                pending.push(relation);
             }
         }
     }
 
     let mut ops = Vec::new();
-    push_removals(source, &affected, &mut ops);
+    push_removals(&source, &affected, &mut ops);
 
-    // Everything affected that the target still has, plus everything new in the target.
+    // Everything affected that the target still has, plus everything new in the target, in
+    // target order.
     let mut to_add: Vec<&KnowledgeObject> = Vec::new();
-    for entry in target.entries() {
-        let id = entry.object.id();
-        if affected.contains(id) || !source.contains(id) {
-            to_add.push(&entry.object);
+    match base {
+        Base::Whole(_) => {
+            for entry in target.entries() {
+                let id = entry.object.id();
+                if affected.contains(id) || !source.contains(id) {
+                    to_add.push(&entry.object);
+                }
+            }
+        }
+        Base::Rewound(rewind) => {
+            let added = rewind.changed().filter(|(_, before)| before.is_none()).map(|(id, _)| id);
+            let mut positions: Vec<usize> =
+                affected.iter().copied().chain(added).filter_map(|id| target.index_of(id)).collect();
+            positions.sort_unstable();
+            positions.dedup();
+            to_add.extend(positions.into_iter().filter_map(|i| target.entry_at(i)).map(|e| &*e.object));
         }
     }
     ops.extend(to_add.iter().filter(|o| !o.is_relation()).map(|o| add_op(o)));
@@ -65,7 +105,7 @@ pub fn diff(source: &KnowledgeStructure, target: &KnowledgeStructure) -> Vec<Ope
 /// name it), then plain objects. A simulated cascade keeps the ops valid even for cyclic relations
 /// (which only a parsed, never an evolved, structure can hold): an id already swept away by an
 /// earlier cascade gets no op of its own.
-fn push_removals<'s>(source: &'s KnowledgeStructure, affected: &IndexSet<&'s str>, ops: &mut Vec<Operation>) {
+fn push_removals<'s>(source: &BaseView<'s>, affected: &IndexSet<&'s str>, ops: &mut Vec<Operation>) {
     let is_relation = |id: &str| source.get(id).is_some_and(|o| o.is_relation());
     // Depth-first post-order over "is named by" edges, iterative so deep chains cannot overflow.
     let mut order: Vec<&'s str> = Vec::new();
@@ -74,13 +114,12 @@ fn push_removals<'s>(source: &'s KnowledgeStructure, affected: &IndexSet<&'s str
         if !seen.insert(start) {
             continue;
         }
-        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
-        while let Some((id, next)) = stack.pop() {
-            let namers = source.relations_of(id);
-            if let Some(namer) = namers.get(next) {
-                stack.push((id, next + 1));
-                if seen.insert(namer.as_str()) {
-                    stack.push((namer.as_str(), 0));
+        let mut stack: Vec<(&'s str, Vec<&'s str>, usize)> = vec![(start, source.relations_of(start), 0)];
+        while let Some((id, namers, next)) = stack.pop() {
+            if let Some(&namer) = namers.get(next) {
+                stack.push((id, namers, next + 1));
+                if seen.insert(namer) {
+                    stack.push((namer, source.relations_of(namer), 0));
                 }
             } else {
                 order.push(id);
@@ -102,14 +141,14 @@ fn push_removals<'s>(source: &'s KnowledgeStructure, affected: &IndexSet<&'s str
 }
 
 /// Marks `id` and everything its removal would cascade to as gone; false if it already was.
-fn sweep<'s>(source: &'s KnowledgeStructure, id: &'s str, gone: &mut HashSet<&'s str>) -> bool {
+fn sweep<'s>(source: &BaseView<'s>, id: &'s str, gone: &mut HashSet<&'s str>) -> bool {
     if gone.contains(id) {
         return false;
     }
     let mut stack = vec![id];
     while let Some(next) = stack.pop() {
         if gone.insert(next) {
-            stack.extend(source.relations_of(next).iter().map(String::as_str).filter(|r| !gone.contains(r)));
+            stack.extend(source.relations_of(next).into_iter().filter(|r| !gone.contains(r)));
         }
     }
     true
@@ -192,19 +231,47 @@ impl DiffSummary {
 /// Summarizes what changed from `source` to `target`. Relation or object is decided by
 /// `is_relation()` on the side that has the object (the target's version for modified ids).
 pub fn summarize(source: &KnowledgeStructure, target: &KnowledgeStructure) -> DiffSummary {
+    summarize_from(Base::Whole(source), target)
+}
+
+/// [`summarize`] from any base. From a [`Base::Rewound`] one the removed ids are listed in the
+/// order they were first changed (the base's own order is not kept).
+pub fn summarize_from(base: Base<'_>, target: &KnowledgeStructure) -> DiffSummary {
     let mut summary = DiffSummary::default();
-    for entry in target.entries() {
-        let object = &entry.object;
-        let list = match (source.entry(object.id()), object.is_relation()) {
+    let mut classify = |before: Option<&crate::structure::Entry>, after: &crate::structure::Entry| {
+        let object = &after.object;
+        let list = match (before, object.is_relation()) {
             (None, false) => &mut summary.added_objects,
             (None, true) => &mut summary.added_relations,
-            (Some(s), _) if s.hash == entry.hash => continue,
+            (Some(s), _) if s.hash == after.hash => return,
             (Some(_), false) => &mut summary.modified_objects,
             (Some(_), true) => &mut summary.modified_relations,
         };
         list.push(object.identity.id.clone());
-    }
-    for object in source.objects().filter(|o| !target.contains(o.id())) {
+    };
+    let source = BaseView::new(base, target);
+    let removed: Vec<&KnowledgeObject> = match base {
+        Base::Whole(structure) => {
+            for entry in target.entries() {
+                classify(structure.entry(entry.object.id()), entry);
+            }
+            structure.objects().filter(|o| !target.contains(o.id())).map(|o| &**o).collect()
+        }
+        Base::Rewound(rewind) => {
+            let mut present: Vec<(usize, &crate::structure::Entry)> =
+                rewind.changed().filter_map(|(id, _)| target.entry_full(id).map(|(i, _, e)| (i, e))).collect();
+            present.sort_unstable_by_key(|(i, _)| *i);
+            for (_, entry) in present {
+                classify(source.entry(entry.object.id()), entry);
+            }
+            rewind
+                .changed()
+                .filter(|(id, _)| !target.contains(id))
+                .filter_map(|(_, before)| before.map(|e| &*e.object))
+                .collect()
+        }
+    };
+    for object in removed {
         let list = if object.is_relation() { &mut summary.removed_relations } else { &mut summary.removed_objects };
         list.push(object.identity.id.clone());
     }
@@ -216,7 +283,8 @@ mod tests {
     use super::*;
     use crate::json::parse_str;
     use crate::ops::apply;
-    use crate::testing::{arb_edits, arb_structure, mutate};
+    use crate::rewind::Rewind;
+    use crate::testing::{arb_edits, arb_structure, mutate, mutate_logged};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -375,6 +443,35 @@ mod tests {
             prop_assert!(diff(&a, &a).is_empty());
             let summary = summarize(&a, &b);
             prop_assert_eq!(summary.is_empty(), a.same_content(&b));
+        }
+
+        #[test]
+        fn a_rewound_base_diffs_like_the_whole_one((a, edits) in arb_structure().prop_flat_map(|a| (Just(a), arb_edits()))) {
+            let (b, log) = mutate_logged(&a, &edits);
+            let mut rewind = Rewind::default();
+            rewind.record_change_set(&log);
+            prop_assert_eq!(rewind.root_hash(&b), a.root_hash());
+            let whole = wire(&diff(&a, &b));
+            let rewound_ops = diff_from(Base::Rewound(&rewind), &b);
+            let rewound = wire(&rewound_ops);
+            // Removals come first in both; only their order may differ.
+            let removals = |ops: &[String]| {
+                let mut removals: Vec<String> = ops.iter().filter(|o| o.starts_with("remove_")).cloned().collect();
+                removals.sort();
+                removals
+            };
+            prop_assert_eq!(removals(&whole), removals(&rewound));
+            let additions = |ops: &[String]| ops.iter().filter(|o| o.starts_with("add_")).cloned().collect::<Vec<_>>();
+            prop_assert_eq!(additions(&whole), additions(&rewound));
+            prop_assert!(applied(&a, &rewound_ops).same_content(&b));
+            let sorted = |mut ids: Vec<String>| { ids.sort(); ids };
+            let (w, r) = (summarize(&a, &b), summarize_from(Base::Rewound(&rewind), &b));
+            prop_assert_eq!(&w.added_objects, &r.added_objects);
+            prop_assert_eq!(&w.modified_objects, &r.modified_objects);
+            prop_assert_eq!(&w.added_relations, &r.added_relations);
+            prop_assert_eq!(&w.modified_relations, &r.modified_relations);
+            prop_assert_eq!(sorted(w.removed_objects), sorted(r.removed_objects));
+            prop_assert_eq!(sorted(w.removed_relations), sorted(r.removed_relations));
         }
     }
 }

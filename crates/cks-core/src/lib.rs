@@ -10,6 +10,7 @@ pub mod json;
 pub mod merge;
 pub mod object;
 pub mod ops;
+pub mod rewind;
 pub mod sample;
 pub mod structure;
 pub mod subgraph;
@@ -18,10 +19,11 @@ pub(crate) mod testing;
 pub mod text;
 pub mod validate;
 
-pub use diff::{DiffSummary, diff, summarize};
+pub use diff::{DiffSummary, diff, diff_from, summarize, summarize_from};
 pub use hash::{ContentHash, object_hash};
 pub use merge::{Conflict, MergeError, MergeOutcome, Resolution, Resolutions, merge, parse_resolutions};
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};
+pub use rewind::{Base, Rewind};
 pub use structure::{Change, ChangeSet, DeltaOp, Entry, KnowledgeStructure, NetChange, StructureError};
 pub use subgraph::{SubgraphQuery, SubgraphResult, estimate_tokens, query_subgraph};
 pub use validate::{

@@ -28,8 +28,12 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(object: KnowledgeObject) -> Self {
+        Entry::from_shared(Arc::new(object))
+    }
+
+    pub fn from_shared(object: Arc<KnowledgeObject>) -> Self {
         let hash = object_hash(&object);
-        Entry { object: Arc::new(object), hash }
+        Entry { object, hash }
     }
 }
 
@@ -169,6 +173,11 @@ impl KnowledgeStructure {
         self.objects.get_index_of(id)
     }
 
+    /// The entry at a position in canonical order.
+    pub fn entry_at(&self, position: usize) -> Option<&Entry> {
+        self.objects.get_index(position).map(|(_, e)| e)
+    }
+
     /// Objects in canonical (insertion) order.
     pub fn objects(&self) -> impl ExactSizeIterator<Item = &Arc<KnowledgeObject>> + '_ {
         self.objects.values().map(|e| &e.object)
@@ -196,6 +205,10 @@ impl KnowledgeStructure {
     /// The order-independent root hash (see [`crate::hash`]), maintained incrementally.
     pub fn root_hash(&self) -> ContentHash {
         self.root.root()
+    }
+
+    pub(crate) fn root_accumulator(&self) -> RootAccumulator {
+        self.root
     }
 
     /// Root hash recomputed from scratch; used by tests and reconstruction checks.
@@ -412,8 +425,7 @@ impl KnowledgeStructure {
                         self.undo(log);
                         return Err(e.into());
                     }
-                    let hash = object_hash(object);
-                    self.put_entry(Entry { object: object.clone(), hash }, &mut log);
+                    self.put_entry(Entry::from_shared(object.clone()), &mut log);
                 }
                 DeltaOp::Remove(id) => {
                     self.remove(id, &mut log);

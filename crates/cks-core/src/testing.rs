@@ -94,6 +94,11 @@ pub(crate) fn arb_edits() -> impl Strategy<Value = Vec<Edit>> {
 /// Applies the edits to a copy of `base`. Fresh ids are `x0`, `x1`, ... so that two branches
 /// edited from the same base can add the same id with different content (a conflict).
 pub(crate) fn mutate(base: &KnowledgeStructure, edits: &[Edit]) -> KnowledgeStructure {
+    mutate_logged(base, edits).0
+}
+
+/// [`mutate`], also returning the primitive changes it made.
+pub(crate) fn mutate_logged(base: &KnowledgeStructure, edits: &[Edit]) -> (KnowledgeStructure, ChangeSet) {
     let mut s = base.clone();
     let mut log = ChangeSet::default();
     for (n, edit) in edits.iter().enumerate() {
@@ -132,9 +137,8 @@ pub(crate) fn mutate(base: &KnowledgeStructure, edits: &[Edit]) -> KnowledgeStru
                 }
             }
         }
-        log.changes.clear();
     }
-    s
+    (s, log)
 }
 
 /// True when every relation's participants all exist (or are the relation itself).

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use std::collections::HashSet;
 
 use cks_core::validate::{self, ValidationOptions};
-use cks_core::{DeltaOp, KnowledgeStructure};
+use cks_core::{ChangeSet, DeltaOp, KnowledgeStructure};
 
 use crate::codec;
 use crate::error::RuntimeError;
@@ -98,7 +98,7 @@ impl Runtime {
         for (seq, version) in (1u64..).zip(&session.versions) {
             let state = &version.state;
             let delta = delta_between(&previous, state);
-            let changed = delta.as_ref().map_or(state.len() as u64, |d| d.len() as u64);
+            let changed = delta.as_ref().map_or(state.len() as u64, |d| d.changes.len() as u64);
             changes_since_snapshot += changed;
             let snapshot = delta.is_none()
                 || (seq - last_snapshot_seq >= u64::from(interval)
@@ -150,10 +150,10 @@ fn invalid(session_id: &str, detail: String) -> RuntimeError {
     RuntimeError::Corrupt { session_id: session_id.to_owned(), detail }
 }
 
-/// A delta that turns `from` into exactly `to` (content and object order), if a simple one does:
+/// The changes that turn `from` into exactly `to` (content and object order), if simple ones do:
 /// removals, then puts of the new and changed objects in `to`'s order, changed objects either
 /// replaced in place or moved to the end.
-fn delta_between(from: &KnowledgeStructure, to: &KnowledgeStructure) -> Option<Vec<DeltaOp>> {
+fn delta_between(from: &KnowledgeStructure, to: &KnowledgeStructure) -> Option<ChangeSet> {
     let removed = from.ids().filter(|id| !to.contains(id)).map(|id| DeltaOp::Remove(id.to_owned()));
     let removed: Vec<DeltaOp> = removed.collect();
     let changed: Vec<&str> = to
@@ -173,18 +173,20 @@ fn delta_between(from: &KnowledgeStructure, to: &KnowledgeStructure) -> Option<V
         .chain(changed.iter().map(|id| DeltaOp::Remove((*id).to_owned())))
         .chain(puts())
         .collect();
-    [in_place, moved].into_iter().find(|delta| reproduces(from, delta, to))
+    [in_place, moved].into_iter().find_map(|delta| reproduce(from, &delta, to))
 }
 
-fn reproduces(from: &KnowledgeStructure, delta: &[DeltaOp], to: &KnowledgeStructure) -> bool {
+/// The changes `delta` makes to `from`, if they lead to exactly `to`.
+fn reproduce(from: &KnowledgeStructure, delta: &[DeltaOp], to: &KnowledgeStructure) -> Option<ChangeSet> {
     let mut replayed = from.clone();
-    replayed.apply_delta(delta).is_ok() && replayed.ids().eq(to.ids()) && replayed.same_content(to)
+    let changes = replayed.apply_delta(delta).ok()?;
+    (replayed.ids().eq(to.ids()) && replayed.same_content(to)).then_some(changes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cks_core::{ChangeSet, Identity, KnowledgeObject};
+    use cks_core::{Identity, KnowledgeObject};
 
     fn structure(objects: &[(&str, i64)]) -> KnowledgeStructure {
         let mut s = KnowledgeStructure::new();
@@ -208,7 +210,7 @@ mod tests {
         ] {
             let delta = delta_between(&from, &to).expect("a delta");
             let mut replayed = from.clone();
-            replayed.apply_delta(&delta).unwrap();
+            replayed.apply_delta(&delta.to_delta()).unwrap();
             assert!(replayed.ids().eq(to.ids()) && replayed.same_content(&to));
         }
         // An unchanged object moved: no put/remove delta of changed objects reproduces it.

@@ -20,6 +20,6 @@ pub mod store;
 pub use error::RuntimeError;
 pub use import::{ImportReport, SessionImport, VersionImport};
 pub use runtime::{
-    CommitRequest, Committed, Comparison, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
+    CommitRequest, Committed, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
 };
 pub use session::{SessionInfo, VersionInfo};

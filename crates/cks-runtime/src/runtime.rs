@@ -23,7 +23,7 @@ use tokio::sync::{OnceCell, RwLock, broadcast};
 use cks_core::merge::{self, Conflict, Resolutions};
 use cks_core::ops::{self, Operation};
 use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, ValidationOptions};
-use cks_core::{ChangeSet, KnowledgeStructure, diff};
+use cks_core::{Base, ChangeSet, KnowledgeStructure, Rewind};
 
 use crate::codec;
 use crate::error::RuntimeError;
@@ -627,7 +627,7 @@ impl Runtime {
         let (delta, changed_ids, changed_count) = match &applied {
             Applied::Delta(changes) => {
                 let ids: Vec<String> = changes.net().into_keys().collect();
-                (Some(codec::encode_delta(&changes.to_delta())), ids, changes.changes.len() as u64)
+                (Some(codec::encode_delta(changes)), ids, changes.changes.len() as u64)
             }
             Applied::Replaced(previous) => {
                 let ids = changed_ids(previous, &state.structure);
@@ -744,24 +744,70 @@ impl Runtime {
         self.commit(id, CommitRequest::replace(target).with_metadata(metadata)).await
     }
 
-    /// Operations that turn `from_version`'s state into `to_version`'s (the current state when
-    /// `to_version` is `None`).
-    pub async fn compare(
+    /// Runs `f` on a version's state (the base) and the session's current state, as the two sides
+    /// of a comparison. When every version since the base recorded what it changed (deltas with
+    /// before-images), the base is the current state rewound through them: no old state is
+    /// rebuilt, and the cost follows the change. Otherwise (a revert or merge since, or deltas
+    /// written before before-images were kept) the base is rebuilt from snapshot and deltas.
+    pub async fn read_against<R>(
         &self,
         id: &str,
-        from_version: &str,
-        to_version: Option<&str>,
-    ) -> Result<Comparison, RuntimeError> {
-        let from = self.version_state(id, from_version).await?;
-        let compare = |to: &KnowledgeStructure| Comparison {
-            summary: diff::summarize(&from, to),
-            operations: diff::diff(&from, to),
-        };
-        match to_version {
-            Some(v) => Ok(compare(&self.version_state(id, v).await?)),
-            // Against the current state in place, under the read lock, rather than a copy of it.
-            None => self.read(id, |to, _| compare(to)).await,
+        version_id: &str,
+        f: impl FnOnce(Base<'_>, &KnowledgeStructure, &SessionInfo) -> R,
+    ) -> Result<R, RuntimeError> {
+        if version_id != EMPTY_STATE_VERSION_ID
+            && let Some((rewind, end_seq, expected_hash)) = self.rewind_to(id, version_id).await?
+        {
+            let mut f = Some(f);
+            let compared = self
+                .read(id, |current, info| {
+                    // A commit since the deltas were read, or a rewind that does not land on the
+                    // base's stored hash: rebuild instead.
+                    let lands = info.version_count == end_seq && rewind.root_hash(current).to_hex() == expected_hash;
+                    lands.then(|| (f.take().expect("called once"))(Base::Rewound(&rewind), current, info))
+                })
+                .await?;
+            return match compared {
+                Some(compared) => Ok(compared),
+                None => self.read_against_rebuilt(id, version_id, f.expect("not called")).await,
+            };
         }
+        self.read_against_rebuilt(id, version_id, f).await
+    }
+
+    async fn read_against_rebuilt<R>(
+        &self,
+        id: &str,
+        version_id: &str,
+        f: impl FnOnce(Base<'_>, &KnowledgeStructure, &SessionInfo) -> R,
+    ) -> Result<R, RuntimeError> {
+        let base = self.version_state(id, version_id).await?;
+        self.read(id, |current, info| f(Base::Whole(&base), current, info)).await
+    }
+
+    /// What the versions after `version_id` changed, with the head they lead to and the stored
+    /// hash of `version_id`'s state; `None` when some version since did not record it.
+    async fn rewind_to(&self, id: &str, version_id: &str) -> Result<Option<(Rewind, u64, String)>, RuntimeError> {
+        let not_found =
+            || RuntimeError::VersionNotFound { session_id: id.to_owned(), version_id: version_id.to_owned() };
+        let (owner, seq) = self.store.find_version(version_id).await?.ok_or_else(not_found)?;
+        if owner != id {
+            return Err(not_found());
+        }
+        let versions = self.store.load_versions_after(id, seq.saturating_sub(1)).await?;
+        let Some((base, since)) = versions.split_first().filter(|(base, _)| base.row.seq == seq) else {
+            return Ok(None);
+        };
+        let mut rewind = Rewind::default();
+        // Oldest first: an id's first change says what it was at the base.
+        for version in since {
+            let Some(delta) = &version.delta else { return Ok(None) };
+            if !codec::rewind_delta(delta, &mut rewind).map_err(|e| corrupt(id, e))? {
+                return Ok(None);
+            }
+        }
+        let end_seq = since.last().map_or(seq, |v| v.row.seq);
+        Ok(Some((rewind, end_seq, base.row.state_hash.clone())))
     }
 
     // ----- branches -----
@@ -855,13 +901,6 @@ impl Runtime {
             resolved: outcome.conflicts_resolved,
         })
     }
-}
-
-/// The difference between two versions.
-#[derive(Clone, Debug)]
-pub struct Comparison {
-    pub operations: Vec<Operation>,
-    pub summary: diff::DiffSummary,
 }
 
 /// Re-publishes other processes' events to this runtime's subscribers until the runtime or the
@@ -982,5 +1021,56 @@ mod tests {
         let snapshots: Vec<u64> =
             rt.list_versions(&id).await.unwrap().iter().filter(|v| v.is_snapshot).map(|v| v.seq).collect();
         assert_eq!(snapshots, [50], "one snapshot once 50 objects changed");
+    }
+
+    #[tokio::test]
+    async fn comparisons_rewind_the_current_state_unless_a_version_since_replaced_it() {
+        let rt =
+            Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig { snapshot_interval: 2, ..Default::default() });
+        let id = rt.create_session(random_graph(30, 40, 7), NewSession::default()).await.unwrap().session_id;
+        let commit = |ops: serde_json::Value| {
+            let rt = &rt;
+            let id = id.clone();
+            async move {
+                let ops = ops::parse_operations(&ops).unwrap();
+                rt.commit(&id, CommitRequest::operations(ops)).await.unwrap().version.version_id
+            }
+        };
+        let mut versions =
+            vec![commit(json!([{"type": "update_object", "object_id": "n1", "structure_patch": {"k": 1}}])).await];
+        versions.push(commit(json!([{"type": "remove_object", "object_id": "n2"}])).await);
+        versions.push(
+            commit(
+                json!([{"type": "add_object", "identity": {"id": "x", "type": "Claim", "name": "x"}, "structure": {}},
+                          {"type": "add_relation", "identity": {"id": "rx", "type": "Relation", "name": "rx"},
+                           "participants": ["x", "n3"], "relation_type": "about", "structure": {}}]),
+            )
+            .await,
+        );
+        let reverted = rt.revert(&id, &versions[0], Map::new()).await.unwrap().version.version_id;
+        versions.push(reverted);
+        versions.push(commit(json!([{"type": "update_object", "object_id": "n4", "structure_patch": {"k": 4}}])).await);
+
+        for (n, version) in versions.iter().enumerate() {
+            let (rewound, ops, summary) = rt
+                .read_against(&id, version, |base, current, _| {
+                    (
+                        matches!(base, Base::Rewound(_)),
+                        cks_core::diff_from(base, current),
+                        cks_core::summarize_from(base, current).modified_objects,
+                    )
+                })
+                .await
+                .unwrap();
+            // Only the versions after the revert (a whole-state replacement) are rewound.
+            assert_eq!(rewound, n >= 3, "version #{n}");
+            let mut base = rt.version_state(&id, version).await.unwrap();
+            let current = rt.read(&id, |s, _| s.clone()).await.unwrap();
+            assert_eq!(summary, cks_core::summarize(&base, &current).modified_objects, "version #{n}");
+            ops::apply(&mut base, &ops).unwrap();
+            assert!(base.same_content(&current), "version #{n}");
+        }
+        let unknown = rt.read_against(&id, "no-such-version", |_, _, _| ()).await.unwrap_err();
+        assert!(matches!(unknown, RuntimeError::VersionNotFound { .. }));
     }
 }

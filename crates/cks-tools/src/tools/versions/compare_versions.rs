@@ -58,11 +58,10 @@ impl Tool for CompareVersions {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let base = ctx.runtime.version_state(&input.session_id, &input.target_version_id).await?;
         let (summary, operations, current_version_id) = ctx
             .runtime
-            .read(&input.session_id, |current, info| {
-                let (summary, operations) = diff_report(&base, current);
+            .read_against(&input.session_id, &input.target_version_id, |base, current, info| {
+                let (summary, operations) = diff_report(base, current);
                 (summary, operations, info.latest_version_id.clone())
             })
             .await?;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 use cks_core::ops::Operation;
-use cks_core::{KnowledgeObject, KnowledgeStructure, diff, summarize};
+use cks_core::{Base, KnowledgeObject, KnowledgeStructure, diff_from, summarize_from};
 
 use super::field_level_diff;
 use crate::context::ToolContext;
@@ -82,22 +82,26 @@ impl Tool for ExplainDiff {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let base = ctx.runtime.version_state(&input.session_id, &input.target_version_id).await?;
-        let (summary, details) = ctx.runtime.read(&input.session_id, |current, _| explain(&base, current)).await?;
+        let (summary, details) = ctx
+            .runtime
+            .read_against(&input.session_id, &input.target_version_id, |base, current, _| explain(base, current))
+            .await?;
         Ok(Output { session_id: input.session_id, base_version_id: input.target_version_id, summary, details })
     }
 }
 
 /// The summary text and the details object.
-fn explain(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (String, Details) {
-    let changed = summarize(base, current);
+fn explain(base: Base<'_>, current: &KnowledgeStructure) -> (String, Details) {
+    let changed = summarize_from(base, current);
     let entries = |ids: &[String]| -> Vec<Value> {
         let sorted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
         sorted
             .into_iter()
             .map(|id| {
                 let mut entry = json!({"id": id});
-                if let Value::Object(fields) = field_level_diff(object(base, id), object(current, id)) {
+                if let Value::Object(fields) =
+                    field_level_diff(base.get(current, id).map(|o| &**o), object(current, id))
+                {
                     entry.as_object_mut().expect("an object").extend(fields);
                 }
                 entry
@@ -131,7 +135,7 @@ fn explain(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (String, 
         .chain(&changed.modified_relations)
         .map(String::as_str)
         .collect();
-    let relinked: Vec<String> = diff(base, current)
+    let relinked: Vec<String> = diff_from(base, current)
         .iter()
         .filter_map(|op| match op {
             Operation::RemoveRelation { relation_id } => Some(relation_id.as_str()),

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use cks_core::ops::Operation;
-use cks_core::{KnowledgeObject, KnowledgeStructure, diff, summarize};
+use cks_core::{Base, KnowledgeObject, KnowledgeStructure, diff_from, summarize_from};
 
 use crate::tool::DynTool;
 
@@ -35,8 +35,8 @@ pub(crate) fn wire_operations(operations: &[Operation]) -> Value {
 
 /// The diff from `base` to `current` in the shape compare_versions and fork_sandbox return:
 /// `{summary: {counts}, operations: [wire ops]}`.
-pub(crate) fn diff_report(base: &KnowledgeStructure, current: &KnowledgeStructure) -> (ChangeCounts, Value) {
-    let operations = diff(base, current);
+pub(crate) fn diff_report(base: Base<'_>, current: &KnowledgeStructure) -> (ChangeCounts, Value) {
+    let operations = diff_from(base, current);
     (ChangeCounts::of(base, current, &operations), wire_operations(&operations))
 }
 
@@ -58,7 +58,7 @@ pub(crate) struct ChangeCounts {
 }
 
 impl ChangeCounts {
-    fn of(base: &KnowledgeStructure, current: &KnowledgeStructure, operations: &[Operation]) -> Self {
+    fn of(base: Base<'_>, current: &KnowledgeStructure, operations: &[Operation]) -> Self {
         let mut counts = ChangeCounts::default();
         for operation in operations {
             match operation {
@@ -70,10 +70,10 @@ impl ChangeCounts {
             }
         }
         // The diff writes a rename as a removal plus an addition; count the renames themselves.
-        counts.renamed_objects = summarize(base, current)
+        counts.renamed_objects = summarize_from(base, current)
             .modified_objects
             .iter()
-            .filter(|id| match (base.get(id), current.get(id)) {
+            .filter(|id| match (base.get(current, id), current.get(id)) {
                 (Some(before), Some(after)) => before.identity.name != after.identity.name,
                 _ => false,
             })
