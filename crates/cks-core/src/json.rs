@@ -383,6 +383,16 @@ pub fn to_document_string(structure: &KnowledgeStructure, serialized_at: &str) -
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
+/// [`to_document_string`] without indentation or line breaks: the same keys and values, in the
+/// same order.
+pub fn to_compact_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
+    let mut out = Vec::with_capacity(structure.len() * 120 + 256);
+    Document { structure, serialized_at }
+        .serialize(&mut serde_json::Serializer::new(&mut out))
+        .expect("serializing to memory");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
 /// The canonical JSON value of a structure.
 pub fn to_value(structure: &KnowledgeStructure) -> Value {
     serde_json::to_value(Canonical(structure)).expect("serializing to memory")
@@ -597,6 +607,9 @@ mod tests {
     fn client_documents_carry_the_versioning_keys_and_read_back() {
         let s = parse_str(EARTH).unwrap();
         let text = to_document_string(&s, "2026-01-02T03:04:05.000006+00:00");
+        let compact = to_compact_document_string(&s, "2026-01-02T03:04:05.000006+00:00");
+        assert!(compact.len() < text.len() && !compact.contains('\n'));
+        assert_eq!(serde_json::from_str::<Value>(&compact).unwrap(), serde_json::from_str::<Value>(&text).unwrap());
         let value: Value = serde_json::from_str(&text).unwrap();
         let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, ["_cks_format_version", "_cks_metadata", "_cks_min_reader_version", "objects", "version"]);

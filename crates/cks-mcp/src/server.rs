@@ -89,12 +89,13 @@ impl CksServer {
             ctx.provenance = key.clone();
         }
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
+        let structured = self.registry.get(name).is_some_and(|tool| tool.output_schema.is_some());
         let value = self
             .registry
             .call(name, args, &ctx)
             .await
             .map_err(|e| ErrorData::new(ErrorCode::METHOD_NOT_FOUND, e.to_string(), None))?;
-        Ok(tool_result(value))
+        Ok(tool_result(value, structured))
     }
 
     pub async fn list_resources(&self) -> Result<Value, ErrorData> {
@@ -143,14 +144,16 @@ fn tool_entry(tool: &RegisteredTool) -> Value {
 }
 
 /// Wraps a tool's result: its JSON text as `content[0]` (what the reference sends and cks-studio
-/// parses) and, when it is an object, the object itself as `structuredContent`.
-pub fn tool_result(value: Value) -> CallToolResult {
+/// parses) and, for a tool that publishes an `outputSchema` (`structured`), the object itself as
+/// `structuredContent`.
+///
+/// MCP requires `structuredContent` only where an `outputSchema` promises it. The one tool without
+/// one, `serialize_knowledge`, returns documents of any size (and sometimes a bare string, which
+/// `structuredContent` cannot carry): its result travels once, as the text, rather than twice.
+pub fn tool_result(value: Value, structured: bool) -> CallToolResult {
     let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    // MCP's structuredContent is an object. A tool whose result is not one (serialize_knowledge's
-    // bare document) publishes no outputSchema, so its result travels as the text alone: the JSON
-    // literal a reference client reads from content[0].text.
-    result.structured_content = value.is_object().then_some(value);
+    result.structured_content = (structured && value.is_object()).then_some(value);
     result
 }
 
@@ -160,12 +163,15 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn objects_are_structured_and_other_results_are_text_only() {
-        let object = serde_json::to_value(tool_result(json!({"a": 1}))).unwrap();
+    fn objects_of_tools_with_an_output_schema_are_structured_and_other_results_are_text_only() {
+        let object = serde_json::to_value(tool_result(json!({"a": 1}), true)).unwrap();
         assert_eq!(object["content"], json!([{"type": "text", "text": "{\"a\":1}"}]));
         assert_eq!(object["structuredContent"], json!({"a": 1}));
+        let unpromised = serde_json::to_value(tool_result(json!({"a": 1}), false)).unwrap();
+        assert_eq!(unpromised["content"], object["content"]);
+        assert!(unpromised.get("structuredContent").is_none());
 
-        let document = serde_json::to_value(tool_result(json!("{\n  \"objects\": []\n}"))).unwrap();
+        let document = serde_json::to_value(tool_result(json!("{\n  \"objects\": []\n}"), true)).unwrap();
         let text = document["content"][0]["text"].as_str().unwrap();
         assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), json!("{\n  \"objects\": []\n}"));
         assert!(document.get("structuredContent").is_none());

@@ -25,7 +25,12 @@ fn small_fixture() -> PathBuf {
 async fn call(server: &CksServer, tool: &str, arguments: Value) -> Value {
     let Value::Object(arguments) = arguments else { unreachable!() };
     let result = server.call_tool(tool, Some(arguments), CallOptions::default()).await.unwrap();
-    result.structured_content.expect("every result has structured content")
+    let text = result.content[0].as_text().expect("a text block").text.as_str();
+    let value: Value = serde_json::from_str(text).expect("the text is JSON");
+    if let Some(structured) = result.structured_content {
+        assert_eq!(structured, value, "structuredContent and the text agree");
+    }
+    value
 }
 
 /// Ids named by a list of wire operations, by what happened to them: (added, removed, changed).

@@ -86,6 +86,11 @@ pub fn client_document(structure: &KnowledgeStructure) -> String {
     cks_json::to_document_string(structure, &serialized_at(time::OffsetDateTime::now_utc()))
 }
 
+/// [`client_document`] without indentation or line breaks.
+pub fn compact_client_document(structure: &KnowledgeStructure) -> String {
+    cks_json::to_compact_document_string(structure, &serialized_at(time::OffsetDateTime::now_utc()))
+}
+
 /// `serialized_at` as the reference writes it: ISO 8601 with microseconds and a `+00:00` offset.
 fn serialized_at(at: time::OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);
