@@ -63,6 +63,8 @@ pub struct Config {
     pub sqlite_synchronous_full: bool,
     /// The PostgreSQL store's pool size (`CKS_MCP_PG_POOL_SIZE`).
     pub pg_pool_size: usize,
+    /// The task queue's lease and retry limit (`CKS_TASK_LEASE_SECONDS`, `CKS_TASK_MAX_RETRIES`).
+    pub queue: cks_runtime::QueueConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
@@ -102,6 +104,13 @@ impl Config {
         let sqlite_synchronous_full = get("CKS_MCP_SQLITE_SYNCHRONOUS").is_some_and(|v| v.eq_ignore_ascii_case("full"));
         // Checked above.
         let pg_pool_size = get("CKS_MCP_PG_POOL_SIZE").and_then(|v| v.parse().ok()).unwrap_or(16);
+        let defaults = cks_runtime::QueueConfig::default();
+        let queue = cks_runtime::QueueConfig {
+            lease: get("CKS_TASK_LEASE_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .map_or(defaults.lease, std::time::Duration::from_secs),
+            max_retries: get("CKS_TASK_MAX_RETRIES").and_then(|v| v.parse().ok()).unwrap_or(defaults.max_retries),
+        };
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
@@ -140,6 +149,7 @@ impl Config {
             http_token,
             sqlite_synchronous_full,
             pg_pool_size,
+            queue,
             allowed_origins,
             max_message_bytes,
             env,

@@ -97,7 +97,8 @@ pub fn describe_storage(config: &Config) -> String {
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config).await?;
     eprintln!("cks-mcp {}: {}", env!("CARGO_PKG_VERSION"), describe_storage(&config));
-    let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
+    let runtime_config = RuntimeConfig { queue: config.queue.clone(), ..RuntimeConfig::default() };
+    let runtime = Arc::new(Runtime::new(store, runtime_config));
     let mut registry = Registry::standard();
     registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));
     let registry = Arc::new(registry);

@@ -13,11 +13,15 @@
 //! - The schema is created and migrated on start, in one transaction under an advisory lock, so
 //!   replicas starting together against a new database do not race. Tables are prefixed `cks_`
 //!   and live in the connection's schema (choose one with `options=-csearch_path=…` in the URL).
+//! - The durable task queue is one table, `cks_tasks` (`tasks.rs`): every change of state is one
+//!   statement, and a claim takes the oldest claimable row with `FOR UPDATE SKIP LOCKED`, so
+//!   workers on every replica share one queue and never claim the same task.
 //! - Connection failures (the database restarting, refusing connections, a network fault) are
 //!   [`StoreError::Unavailable`]; pooled connections that broke are replaced on next use.
 
 mod connect;
 mod schema;
+mod tasks;
 
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Pool};
@@ -27,8 +31,8 @@ use tokio_postgres::{IsolationLevel, Row};
 
 use cks_runtime::events::Event;
 use cks_runtime::store::{
-    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
-    VersionRow,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError,
+    StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
 };
 
 pub use connect::{ConnectError, PostgresOptions, is_postgres_url};
@@ -627,6 +631,53 @@ impl Store for PostgresStore {
             .await
             .map_err(db_error)?;
         Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(graph_row).collect())
+    }
+
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        tasks::enqueue(&self.client().await?, task).await
+    }
+
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        tasks::claim(&self.client().await?, task_type, now_ms, lease_ms).await
+    }
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        tasks::get(&self.client().await?, task_id).await
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        tasks::list(&self.client().await?, filter).await
+    }
+
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        tasks::complete(&self.client().await?, task).await
+    }
+
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        tasks::fail(&self.client().await?, task, retry_count, error, next_retry_at_ms).await
+    }
+
+    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+        tasks::dead_letter(&self.client().await?, task, error).await
+    }
+
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        tasks::retry_dead(&self.client().await?, task_id, now_ms).await
+    }
+
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        tasks::renew(&self.client().await?, task, now_ms).await
     }
 
     /// One transaction for the whole import: everything is written, or nothing.

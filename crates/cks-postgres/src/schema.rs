@@ -14,7 +14,8 @@ const MIGRATION_LOCK: i64 = 0x0063_6b73_5f6d_6967; // "cks_mig"
 pub(crate) const REGISTRY_LOCK: i64 = 0x0063_6b73_5f72_6567; // "cks_reg"
 
 /// Schema migrations; entry `i` upgrades a database from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE cks_sessions (
     session_id        TEXT PRIMARY KEY,
     created_at        TEXT NOT NULL,
@@ -63,7 +64,26 @@ CREATE TABLE cks_graph_registry (
     team              TEXT,
     lifecycle_state   TEXT
 );
-"#];
+"#,
+    // The durable task queue (`tasks.rs`).
+    r#"
+CREATE TABLE cks_tasks (
+    task_id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    task_type        TEXT NOT NULL,
+    session_id       TEXT NOT NULL,
+    payload          TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('PENDING', 'IN_PROGRESS', 'DEAD')),
+    retry_count      BIGINT NOT NULL DEFAULT 0,
+    last_error       TEXT,
+    next_retry_at_ms BIGINT NOT NULL,
+    claimed_at_ms    BIGINT,
+    created_at_ms    BIGINT NOT NULL,
+    dedup_key        TEXT UNIQUE
+);
+CREATE INDEX cks_tasks_by_age ON cks_tasks (created_at_ms, task_id);
+CREATE INDEX cks_tasks_by_session ON cks_tasks (session_id, status);
+"#,
+];
 
 /// Creates the schema or brings it up to date; refuses a database from a newer server.
 pub(crate) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {

@@ -13,7 +13,8 @@ use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
 use crate::store::{
-    GraphRow, Head, ImportedSession, ImportedVersion, NewVersion, SessionRow, Store, StoreError, VersionRow,
+    GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow, Store, StoreError, TaskFilter,
+    TaskRef, TaskStatus, VersionRow,
 };
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
@@ -27,6 +28,7 @@ pub async fn run_all(open: Open) {
     store_chains(open()).await;
     store_imports(open()).await;
     store_graph_registry(open.clone()).await;
+    store_task_queue(open.clone()).await;
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;
@@ -214,6 +216,121 @@ async fn store_graph_registry(open: Open) {
 
     let other = open();
     assert_eq!(names(other.list_graphs().await.unwrap()), ["aardvark", "beta"], "another handle sees the registry");
+}
+
+fn new_task(task_type: &str, session_id: &str, created_at_ms: i64, dedup_key: Option<&str>) -> NewTask {
+    NewTask {
+        task_type: task_type.into(),
+        session_id: session_id.into(),
+        payload: json!({"n": created_at_ms}).to_string(),
+        dedup_key: dedup_key.map(str::to_owned),
+        created_at_ms,
+    }
+}
+
+async fn store_task_queue(open: Open) {
+    let store = open();
+    // Other checks may have queued tasks: everything here uses types of its own.
+    let (a, b) = ("conformance_a", "conformance_b");
+    let first = store.enqueue_task(&new_task(a, "s1", 1_000, Some("finding-1"))).await.unwrap().unwrap();
+    let second = store.enqueue_task(&new_task(b, "s2", 1_001, None)).await.unwrap().unwrap();
+    let third = store.enqueue_task(&new_task(a, "s1", 1_002, None)).await.unwrap().unwrap();
+    assert!(first < second && second < third, "task ids increase");
+    assert_eq!(
+        store.enqueue_task(&new_task(a, "s1", 1_003, Some("finding-1"))).await.unwrap(),
+        None,
+        "a finding already queued is not queued again"
+    );
+
+    // Oldest claimable first; a task is not claimable before its time.
+    let claimed = store.claim_task(Some(a), 1_000, 100).await.unwrap().expect("the first task");
+    assert_eq!((claimed.task_id, claimed.status, claimed.claimed_at_ms), (first, TaskStatus::InProgress, Some(1_000)));
+    assert_eq!(claimed.payload, json!({"n": 1_000}).to_string());
+    assert!(store.claim_task(Some(a), 1_000, 100).await.unwrap().is_none(), "the third is not due yet");
+    assert_eq!(store.claim_task(Some(b), 1_001, 100).await.unwrap().unwrap().task_id, second);
+
+    // A lease that expired makes the task claimable again; the old holder's claim no longer holds.
+    assert_eq!(store.claim_task(Some(a), 1_099, 100).await.unwrap().unwrap().task_id, third);
+    let retaken = store.claim_task(Some(a), 1_100, 100).await.unwrap().expect("the expired claim");
+    assert_eq!((retaken.task_id, retaken.claimed_at_ms), (first, Some(1_100)));
+    assert!(!store.complete_task(TaskRef::claimed(&claimed)).await.unwrap(), "an expired claim cannot complete");
+    assert!(!store.renew_task(TaskRef::claimed(&claimed), 1_150).await.unwrap());
+    assert!(store.renew_task(TaskRef::claimed(&retaken), 1_150).await.unwrap());
+    let next = store.claim_task(Some(a), 1_200, 100).await.unwrap().map(|t| t.task_id);
+    assert_eq!(next, Some(third), "the renewed claim holds while the third's expired");
+    assert!(store.complete_task(TaskRef::any(third)).await.unwrap());
+    let renewed = TaskRef { task_id: first, claimed_at_ms: Some(1_150) };
+
+    // A failure puts it back with its count, error and retry time.
+    assert!(store.fail_task(renewed, 1, "provider timed out", 5_000).await.unwrap());
+    let failed = store.get_task(first).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            failed.status,
+            failed.retry_count,
+            failed.last_error.as_deref(),
+            failed.next_retry_at_ms,
+            failed.claimed_at_ms
+        ),
+        (TaskStatus::Pending, 1, Some("provider timed out"), 5_000, None)
+    );
+    assert!(store.claim_task(Some(a), 4_999, 100).await.unwrap().is_none());
+    let again = store.claim_task(Some(a), 5_000, 100).await.unwrap().unwrap();
+    assert_eq!((again.task_id, again.retry_count), (first, 1));
+
+    // Dead letters are kept, never claimed, still block their finding, and can be retried.
+    assert!(store.dead_letter_task(TaskRef::claimed(&again), "gave up").await.unwrap());
+    assert!(store.claim_task(Some(a), i64::MAX / 2, 100).await.unwrap().map(|t| t.task_id) != Some(first));
+    let dead = store
+        .list_tasks(&TaskFilter { status: Some(TaskStatus::Dead), task_type: Some(a.into()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(
+        dead.iter().map(|t| (t.task_id, t.last_error.as_deref())).collect::<Vec<_>>(),
+        [(first, Some("gave up"))]
+    );
+    assert_eq!(store.enqueue_task(&new_task(a, "s1", 6_000, Some("finding-1"))).await.unwrap(), None);
+    assert!(!store.retry_dead_task(second, 6_000).await.unwrap(), "only a dead task is retried");
+    // A restart sees the same queue.
+    let store = open();
+    assert!(store.retry_dead_task(first, 6_000).await.unwrap());
+    let retried = store.get_task(first).await.unwrap().unwrap();
+    assert_eq!((retried.status, retried.retry_count, retried.last_error), (TaskStatus::Pending, 0, None));
+
+    // Completing deletes the task and frees its finding.
+    assert!(store.complete_task(TaskRef::any(first)).await.unwrap());
+    assert!(store.get_task(first).await.unwrap().is_none());
+    assert!(!store.complete_task(TaskRef::any(first)).await.unwrap());
+    assert!(store.enqueue_task(&new_task(a, "s1", 7_000, Some("finding-1"))).await.unwrap().is_some());
+
+    let of_s2 = store
+        .list_tasks(&TaskFilter { session_id: Some("s2".into()), task_type: Some(b.into()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(of_s2.iter().map(|t| t.task_id).collect::<Vec<_>>(), [second]);
+
+    // Concurrent claimers on separate handles never share a task.
+    let c = "conformance_c";
+    let mut queued = Vec::new();
+    for n in 0..40 {
+        queued.push(store.enqueue_task(&new_task(c, "s3", 10_000 + n, None)).await.unwrap().unwrap());
+    }
+    let claimers = (0..6).map(|_| {
+        let store = open();
+        tokio::spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(task) = store.claim_task(Some(c), 20_000, 60_000).await.unwrap() {
+                mine.push(task.task_id);
+            }
+            mine
+        })
+    });
+    let mut claimed: Vec<i64> = futures_join(claimers).await.into_iter().flatten().collect();
+    claimed.sort_unstable();
+    assert_eq!(claimed, queued, "every task claimed exactly once");
+    for task_id in queued {
+        assert!(store.complete_task(TaskRef::any(task_id)).await.unwrap());
+    }
 }
 
 async fn store_imports(store: Arc<dyn Store>) {

@@ -16,6 +16,7 @@ pub mod reference_db;
 pub mod runtime;
 pub mod session;
 pub mod store;
+pub mod tasks;
 
 pub use error::RuntimeError;
 pub use import::{ImportReport, SessionImport, VersionImport};
@@ -23,3 +24,4 @@ pub use runtime::{
     CommitRequest, Committed, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
 };
 pub use session::{SessionInfo, VersionInfo};
+pub use tasks::{QueueConfig, TaskQueue};

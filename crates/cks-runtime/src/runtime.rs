@@ -30,6 +30,7 @@ use crate::error::RuntimeError;
 use crate::events::{Event, EventKind};
 use crate::session::{SessionInfo, SessionState, VersionInfo};
 use crate::store::{Head, NewVersion, SessionRow, Store, StoreError, VersionRow};
+use crate::tasks::{QueueConfig, TaskQueue};
 
 /// The version id that stands for "the empty structure" (as in the reference).
 pub const EMPTY_STATE_VERSION_ID: &str = "00000000-0000-0000-0000-000000000000";
@@ -51,6 +52,8 @@ pub struct RuntimeConfig {
     pub refresh_on_access: bool,
     /// Capacity of the event channel.
     pub event_capacity: usize,
+    /// The task queue's lease and retry limit.
+    pub queue: QueueConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -61,6 +64,7 @@ impl Default for RuntimeConfig {
             max_commit_attempts: 6,
             refresh_on_access: true,
             event_capacity: 256,
+            queue: QueueConfig::default(),
         }
     }
 }
@@ -258,6 +262,11 @@ impl Runtime {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The durable task queue in this runtime's store.
+    pub fn tasks(&self) -> TaskQueue {
+        TaskQueue::new(self.store.clone(), self.config.queue.clone())
     }
 
     pub fn config(&self) -> &RuntimeConfig {

@@ -11,8 +11,8 @@ use tokio::sync::Notify;
 use cks_core::ops::parse_operations;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::store::{
-    Chain, GraphRow, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
-    VersionRow,
+    Chain, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError, StoredVersion,
+    TaskFilter, TaskRef, TaskRow, VersionRow,
 };
 use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig};
 
@@ -91,6 +91,33 @@ impl Store for StallingStore {
     }
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         self.inner.replace_all(sessions).await
+    }
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        self.inner.enqueue_task(task).await
+    }
+    async fn claim_task(&self, ty: Option<&str>, now_ms: i64, lease_ms: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.inner.claim_task(ty, now_ms, lease_ms).await
+    }
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.inner.get_task(task_id).await
+    }
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        self.inner.list_tasks(filter).await
+    }
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        self.inner.complete_task(task).await
+    }
+    async fn fail_task(&self, task: TaskRef, retries: u32, error: &str, next_ms: i64) -> Result<bool, StoreError> {
+        self.inner.fail_task(task, retries, error, next_ms).await
+    }
+    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+        self.inner.dead_letter_task(task, error).await
+    }
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        self.inner.retry_dead_task(task_id, now_ms).await
+    }
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        self.inner.renew_task(task, now_ms).await
     }
 }
 

@@ -91,8 +91,9 @@ pub fn compact_client_document(structure: &KnowledgeStructure) -> String {
     cks_json::to_compact_document_string(structure, &serialized_at(time::OffsetDateTime::now_utc()))
 }
 
-/// `serialized_at` as the reference writes it: ISO 8601 with microseconds and a `+00:00` offset.
-fn serialized_at(at: time::OffsetDateTime) -> String {
+/// A time as the reference writes `serialized_at` and its other time stamps: ISO 8601 with
+/// microseconds and a `+00:00` offset.
+pub(crate) fn serialized_at(at: time::OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",

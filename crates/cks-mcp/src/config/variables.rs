@@ -117,6 +117,23 @@ pub const GROUPS: &[Group] = &[
         ],
     },
     Group {
+        heading: "Task queue (conflicts and other background work)",
+        variables: &[
+            var(
+                "CKS_TASK_LEASE_SECONDS",
+                whole(1, 86_400, "seconds"),
+                Some("300"),
+                "How long a claimed task is held without news before another worker may claim it",
+            ),
+            var(
+                "CKS_TASK_MAX_RETRIES",
+                whole(0, 1_000, "retries"),
+                Some("5"),
+                "Failed attempts retried (after 2^n seconds, at most an hour) before a task is dead-lettered",
+            ),
+        ],
+    },
+    Group {
         heading: "LLM providers (used by ai_chat and construct_knowledge)",
         variables: &[
             var("CKS_LLM_PROVIDER", Form::OneOf(PROVIDERS), Some("auto"), "Which provider answers LLM calls"),

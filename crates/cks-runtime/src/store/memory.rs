@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use super::registry::sort_newest_first;
 use super::{
-    Chain, GraphRow, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
-    VersionRow, check_imports, version_taken,
+    Chain, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError, StoredVersion,
+    TaskFilter, TaskRef, TaskRow, TaskStatus, VersionRow, check_imports, version_taken,
 };
 
 #[derive(Debug, Default)]
@@ -34,6 +34,16 @@ struct Inner {
     order: Vec<String>,
     version_index: HashMap<String, (String, u64)>,
     graphs: HashMap<String, GraphRow>,
+    /// By task id, which is also the order of creation.
+    tasks: BTreeMap<i64, TaskRow>,
+    last_task_id: i64,
+}
+
+impl Inner {
+    /// The task `task` names, if it holds.
+    fn held_task(&mut self, task: TaskRef) -> Option<&mut TaskRow> {
+        self.tasks.get_mut(&task.task_id).filter(|row| task.holds(row))
+    }
 }
 
 impl Default for SessionRow {
@@ -133,6 +143,135 @@ impl Store for MemoryStore {
             let mut rows: Vec<GraphRow> = inner.graphs.values().cloned().collect();
             sort_newest_first(&mut rows);
             Ok(rows)
+        })
+    }
+
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        self.write(|inner| {
+            if task.dedup_key.is_some() && inner.tasks.values().any(|t| t.dedup_key == task.dedup_key) {
+                return Ok(None);
+            }
+            inner.last_task_id += 1;
+            let task_id = inner.last_task_id;
+            inner.tasks.insert(
+                task_id,
+                TaskRow {
+                    task_id,
+                    task_type: task.task_type.clone(),
+                    session_id: task.session_id.clone(),
+                    payload: task.payload.clone(),
+                    status: TaskStatus::Pending,
+                    retry_count: 0,
+                    last_error: None,
+                    next_retry_at_ms: task.created_at_ms,
+                    claimed_at_ms: None,
+                    created_at_ms: task.created_at_ms,
+                    dedup_key: task.dedup_key.clone(),
+                },
+            );
+            Ok(Some(task_id))
+        })
+    }
+
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        self.write(|inner| {
+            let next = inner
+                .tasks
+                .values_mut()
+                .filter(|t| task_type.is_none_or(|ty| t.task_type == ty) && t.claimable(now_ms, lease_ms))
+                .min_by_key(|t| (t.created_at_ms, t.task_id));
+            Ok(next.map(|task| {
+                task.status = TaskStatus::InProgress;
+                task.claimed_at_ms = Some(now_ms);
+                task.clone()
+            }))
+        })
+    }
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.with(|inner| Ok(inner.tasks.get(&task_id).cloned()))
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        self.with(|inner| {
+            let mut rows: Vec<TaskRow> = inner.tasks.values().filter(|t| t.matches(filter)).cloned().collect();
+            rows.sort_by_key(|t| (t.created_at_ms, t.task_id));
+            Ok(rows)
+        })
+    }
+
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        self.write(|inner| {
+            let held = inner.held_task(task).is_some();
+            if held {
+                inner.tasks.remove(&task.task_id);
+            }
+            Ok(held)
+        })
+    }
+
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(|inner| {
+            Ok(inner
+                .held_task(task)
+                .map(|row| {
+                    row.status = TaskStatus::Pending;
+                    row.retry_count = retry_count;
+                    row.last_error = Some(error.to_owned());
+                    row.next_retry_at_ms = next_retry_at_ms;
+                    row.claimed_at_ms = None;
+                })
+                .is_some())
+        })
+    }
+
+    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+        self.write(|inner| {
+            Ok(inner
+                .held_task(task)
+                .map(|row| {
+                    row.status = TaskStatus::Dead;
+                    row.last_error = Some(error.to_owned());
+                    row.claimed_at_ms = None;
+                })
+                .is_some())
+        })
+    }
+
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        self.write(|inner| {
+            Ok(inner
+                .tasks
+                .get_mut(&task_id)
+                .filter(|row| row.status == TaskStatus::Dead)
+                .map(|row| {
+                    row.status = TaskStatus::Pending;
+                    row.retry_count = 0;
+                    row.last_error = None;
+                    row.next_retry_at_ms = now_ms;
+                })
+                .is_some())
+        })
+    }
+
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        self.write(|inner| {
+            Ok(inner
+                .held_task(task)
+                .filter(|row| row.status == TaskStatus::InProgress)
+                .map(|row| row.claimed_at_ms = Some(now_ms))
+                .is_some())
         })
     }
 

@@ -9,7 +9,8 @@
 //! - version rows `1..=head_seq`, append-only, each either a delta against the previous state or
 //!   marked as a full snapshot;
 //! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state;
-//! - the graph registry's entries ([`registry`]).
+//! - the graph registry's entries ([`registry`]);
+//! - the durable task queue ([`tasks`]).
 //!
 //! Invariant: [`Store::import_sessions`] writes whole histories all or nothing (in the stores that
 //! can: SQLite and memory) and never touches a session that already exists.
@@ -20,11 +21,13 @@
 pub mod memory;
 pub mod registry;
 pub mod sqlite;
+pub mod tasks;
 
 use async_trait::async_trait;
 use std::fmt::Debug;
 
 pub use registry::GraphRow;
+pub use tasks::{NewTask, TaskFilter, TaskRef, TaskRow, TaskStatus};
 
 /// A session row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,6 +214,49 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
+
+    /// Queues a task ([`tasks`]); `None`, and nothing written, when a task with the same
+    /// `dedup_key` exists.
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError>;
+
+    /// Claims the oldest claimable task (of `task_type` when given): a pending one whose retry
+    /// time has come, or one whose claim is older than `lease_ms`. Marks it in progress as of
+    /// `now_ms` and returns it so. Atomic: concurrent claims never return the same task.
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError>;
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError>;
+
+    /// Tasks matching `filter`, oldest first.
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError>;
+
+    /// Deletes a finished task; false when `task` names no task (or a claim that no longer holds).
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError>;
+
+    /// Returns a task to pending after a failed attempt, with its new `retry_count` and `error`,
+    /// claimable from `next_retry_at_ms`; false as for [`Store::complete_task`].
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Gives up on a task: dead, with `error`; false as for [`Store::complete_task`].
+    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError>;
+
+    /// Returns a dead task to pending, claimable at `now_ms`, its retry count and error cleared;
+    /// false unless the task is dead.
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// Renews a claim as of `now_ms` (the task's `claimed_at_ms` becomes `now_ms`); false unless
+    /// `task` still holds it.
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError>;
 
     /// Replaces everything stored — every session, version, snapshot and registry entry — with
     /// `sessions`, in one transaction: on any failure the store is left as it was. The store's

@@ -17,9 +17,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod tasks;
+
 use super::{
-    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, Store, StoreError, StoredVersion,
-    VersionRow, check_imports, version_taken,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError,
+    StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow, check_imports, version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -78,6 +80,23 @@ CREATE TABLE graph_registry (
     lifecycle_state   TEXT
 ) WITHOUT ROWID;
 CREATE INDEX graph_registry_by_update ON graph_registry (updated_at DESC, name);
+"#,
+    r#"
+CREATE TABLE tasks (
+    task_id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_type        TEXT NOT NULL,
+    session_id       TEXT NOT NULL,
+    payload          TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('PENDING', 'IN_PROGRESS', 'DEAD')),
+    retry_count      INTEGER NOT NULL DEFAULT 0,
+    last_error       TEXT,
+    next_retry_at_ms INTEGER NOT NULL,
+    claimed_at_ms    INTEGER,
+    created_at_ms    INTEGER NOT NULL,
+    dedup_key        TEXT UNIQUE
+);
+CREATE INDEX tasks_by_age ON tasks (created_at_ms, task_id);
+CREATE INDEX tasks_by_session ON tasks (session_id, status);
 "#,
 ];
 
@@ -592,6 +611,58 @@ impl Store for SqliteStore {
             Ok(outcome)
         })
         .await
+    }
+
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        let task = task.clone();
+        self.run(move |conn| tasks::enqueue(conn, &task)).await
+    }
+
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        let task_type = task_type.map(str::to_owned);
+        self.run(move |conn| tasks::claim(conn, task_type.as_deref(), now_ms, lease_ms)).await
+    }
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.run(move |conn| tasks::get(conn, task_id)).await
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        let filter = filter.clone();
+        self.run(move |conn| tasks::list(conn, &filter)).await
+    }
+
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        self.run(move |conn| tasks::complete(conn, task)).await
+    }
+
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let error = error.to_owned();
+        self.run(move |conn| tasks::fail(conn, task, retry_count, &error, next_retry_at_ms)).await
+    }
+
+    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+        let error = error.to_owned();
+        self.run(move |conn| tasks::dead_letter(conn, task, &error)).await
+    }
+
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        self.run(move |conn| tasks::retry_dead(conn, task_id, now_ms)).await
+    }
+
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        self.run(move |conn| tasks::renew(conn, task, now_ms)).await
     }
 
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {

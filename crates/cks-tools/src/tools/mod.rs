@@ -1,6 +1,7 @@
 //! Every tool, grouped by area; each group lists its tools in listing order.
 
 pub mod branches;
+pub mod conflicts;
 pub mod explore;
 pub mod export;
 pub mod gallery;
@@ -25,6 +26,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(export::tools());
     tools.extend(gallery::tools());
     tools.extend(llm::tools());
+    tools.extend(conflicts::tools());
     tools.extend(storage::tools());
     tools
 }

@@ -1,0 +1,123 @@
+//! `list_dead_lettered_conflicts`: the conflict tasks given up on, oldest first, for review. A
+//! report, not a work queue: nothing is claimed or removed.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use cks_runtime::store::{TaskFilter, TaskStatus};
+
+use super::{ConflictType, TaskView, store_error, timestamp};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    /// Only dead-lettered tasks of this type (default: both).
+    pub(crate) task_type: Option<ConflictType>,
+    /// Only dead-lettered tasks of this session (default: every session).
+    pub(crate) session_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct DeadTask {
+    #[serde(flatten)]
+    task: TaskView,
+    /// Why it was given up on.
+    last_error: Option<String>,
+    /// When it was queued.
+    created_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    tasks: Vec<DeadTask>,
+    count: usize,
+    supported: bool,
+}
+
+pub(crate) struct ListDeadLetteredConflicts;
+
+#[async_trait::async_trait]
+impl Tool for ListDeadLetteredConflicts {
+    type Input = Input;
+    type Output = Output;
+    const META: ToolMeta = ToolMeta {
+        name: "list_dead_lettered_conflicts",
+        description: "List the conflict tasks given up on (dead_letter_conflict_task, or failed more often than \
+            allowed), oldest first, for review: optionally only one task_type ('gossip_conflict' or \
+            'inference_conflict') or one session. Read-only. Returns {tasks: [{task_id, task_type, session_id, \
+            payload, retry_count, last_error, created_at}], count, supported: true}.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        let filter = TaskFilter {
+            status: Some(TaskStatus::Dead),
+            task_type: input.task_type.map(|t| t.as_str().to_owned()),
+            session_id: input.session_id.filter(|s| !s.is_empty()),
+        };
+        let conflict_types = [ConflictType::GossipConflict.as_str(), ConflictType::InferenceConflict.as_str()];
+        let tasks: Vec<DeadTask> = ctx
+            .runtime
+            .tasks()
+            .list(&filter)
+            .await
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|task| conflict_types.contains(&task.task_type.as_str()))
+            .map(|task| DeadTask {
+                last_error: task.last_error.clone(),
+                created_at: timestamp(task.created_at_ms),
+                task: TaskView::from(task),
+            })
+            .collect();
+        Ok(Output { count: tasks.len(), tasks, supported: true })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use cks_runtime::store::TaskRef;
+
+    use crate::tools::conflicts::testing::queue;
+    use crate::tools::test_support::{call, context};
+
+    #[tokio::test]
+    async fn lists_dead_conflicts_by_type_and_session_without_touching_them() {
+        let ctx = context();
+        let queue_dead = |task_type: &'static str, session: &'static str| {
+            let ctx = &ctx;
+            async move {
+                let id = queue(ctx, task_type, session, json!({"of": session})).await;
+                assert!(ctx.runtime.tasks().dead_letter(TaskRef::any(id), "no").await.unwrap());
+                id
+            }
+        };
+        let a = queue_dead("inference_conflict", "s1").await;
+        let b = queue_dead("gossip_conflict", "s2").await;
+        queue_dead("enrichment_request", "s1").await;
+        queue(&ctx, "inference_conflict", "s1", json!({})).await;
+        let ids = |v: &serde_json::Value| {
+            v["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].clone()).collect::<Vec<_>>()
+        };
+
+        let all = call(&ctx, "list_dead_lettered_conflicts", json!({})).await;
+        assert_eq!((ids(&all), all["count"].as_u64()), (vec![json!(a), json!(b)], Some(2)));
+        assert_eq!(all["tasks"][0]["payload"], json!({"of": "s1"}));
+        let of_s2 = call(&ctx, "list_dead_lettered_conflicts", json!({"session_id": "s2"})).await;
+        assert_eq!(ids(&of_s2), [json!(b)]);
+        let inference = call(&ctx, "list_dead_lettered_conflicts", json!({"task_type": "inference_conflict"})).await;
+        assert_eq!(ids(&inference), [json!(a)]);
+        assert_eq!(ids(&call(&ctx, "list_dead_lettered_conflicts", json!({})).await), ids(&all), "nothing drained");
+    }
+}
