@@ -934,6 +934,32 @@ def gallery():
     ]
 
 
+def conflict_queue():
+    """The conflict queue's tools on a pair of its own (so both queues start empty): claims of each
+    type, the dead-letter list and its filters, and every state change of a task id that names
+    nothing, with bad arguments."""
+    missing = 987654
+    return [
+        call("claim_conflict_task", {"task_type": "inference_conflict"}, label="empty queue"),
+        call("claim_conflict_task", {"task_type": "gossip_conflict"}, label="empty queue"),
+        call("claim_conflict_task", {"task_type": "projection"}, label="unknown type"),
+        call("claim_conflict_task", {}, label="no type"),
+        call("list_dead_lettered_conflicts", {}),
+        call("list_dead_lettered_conflicts", {"task_type": "gossip_conflict"}, label="one type"),
+        call("list_dead_lettered_conflicts", {"session_id": UNKNOWN_SESSION}, label="one session"),
+        call("list_dead_lettered_conflicts", {"task_type": "projection"}, label="unknown type"),
+        call("complete_conflict_task", {"task_id": missing}, label="unknown task"),
+        call("complete_conflict_task", {"task_id": "one"}, label="task_id not a number"),
+        call("complete_conflict_task", {}, label="no task_id"),
+        call("fail_conflict_task", {"task_id": missing, "retry_count": 1, "error": "timeout"}, label="unknown task"),
+        call("fail_conflict_task", {"task_id": missing, "error": "timeout"}, label="no retry_count"),
+        call("dead_letter_conflict_task", {"task_id": missing, "error": "unsure"}, label="unknown task"),
+        call("dead_letter_conflict_task", {"task_id": missing}, label="no error"),
+        call("retry_dead_letter", {"task_id": missing}, label="unknown task"),
+        call("retry_dead_letter", {}, label="no task_id"),
+    ]
+
+
 def storage():
     """Backups of the whole store and copies of it, on a pair of its own (so the counts are of
     this scenario's session and graph only). Every file goes into the pair's scratch directory
@@ -1010,4 +1036,5 @@ SCENARIOS = [
     ("mcp-end", mcp_surface_end),
     ("llm-scripted", llm_scripted, "fake-llm"),
     ("storage", storage, "own-store"),
+    ("conflict-queue", conflict_queue, "own-store"),
 ]
