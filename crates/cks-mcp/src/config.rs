@@ -65,6 +65,8 @@ pub struct Config {
     pub pg_pool_size: usize,
     /// The task queue's lease and retry limit (`CKS_TASK_LEASE_SECONDS`, `CKS_TASK_MAX_RETRIES`).
     pub queue: cks_runtime::QueueConfig,
+    /// Whether the sweepers run and how often (`CKS_SWEEPERS`, `CKS_SWEEP_INTERVAL_SECONDS`).
+    pub sweepers: cks_runtime::SweepersConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
@@ -111,6 +113,13 @@ impl Config {
                 .map_or(defaults.lease, std::time::Duration::from_secs),
             max_retries: get("CKS_TASK_MAX_RETRIES").and_then(|v| v.parse().ok()).unwrap_or(defaults.max_retries),
         };
+        let defaults = cks_runtime::SweepersConfig::default();
+        let sweepers = cks_runtime::SweepersConfig {
+            interval: get("CKS_SWEEP_INTERVAL_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .map_or(defaults.interval, std::time::Duration::from_secs),
+            start: get("CKS_SWEEPERS").is_none_or(|v| v.eq_ignore_ascii_case("on")),
+        };
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
@@ -150,6 +159,7 @@ impl Config {
             sqlite_synchronous_full,
             pg_pool_size,
             queue,
+            sweepers,
             allowed_origins,
             max_message_bytes,
             env,

@@ -27,7 +27,7 @@ use cks_agent::{AiChat, AiChatConfig};
 use cks_runtime::store::Store;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
-use cks_runtime::{Runtime, RuntimeConfig};
+use cks_runtime::{Runtime, RuntimeConfig, Sweepers};
 use cks_tools::{LlmAccess, Registry};
 
 use crate::config::{Cli, Command, Config, Storage};
@@ -107,7 +107,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
     let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
-    let server = CksServer::new(runtime, registry, llm).with_provenance(key);
+    let sweepers = Sweepers::start(runtime.clone(), &config.sweepers);
+    let server = CksServer::new(runtime, registry, llm).with_provenance(key).with_sweepers(sweepers.clone());
 
     let http = match config.http {
         Some(addr) => {
@@ -118,13 +119,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
         None => None,
     };
-    if config.stdio {
+    let served = if config.stdio {
         eprintln!("cks-mcp: MCP over stdio");
-        serve_stdio(server, config.max_message_bytes).await?;
+        serve_stdio(server, config.max_message_bytes).await
     } else if let Some(http) = http {
-        http.await.context("HTTP server task")??;
-    }
-    Ok(())
+        http.await.context("HTTP server task").and_then(|served| served)
+    } else {
+        Ok(())
+    };
+    // Each sweeper finishes the sweep it is in; what it queued is in the store already.
+    sweepers.shutdown().await;
+    served
 }
 
 async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Result<()> {

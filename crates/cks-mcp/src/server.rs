@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use tokio_util::sync::CancellationToken;
 
 use cks_core::validate::ProvenanceKey;
-use cks_runtime::Runtime;
+use cks_runtime::{Runtime, Sweepers};
 use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
 
 use crate::{prompts, resources};
@@ -25,6 +25,8 @@ pub struct CksServer {
     pub llm: LlmAccess,
     /// The key of `VerificationRecord` signatures; without one, each call gets a random key.
     pub provenance: Option<Arc<ProvenanceKey>>,
+    /// The background sweepers the agent tools report on and control.
+    pub sweepers: Option<Arc<Sweepers>>,
     tools: Arc<Vec<Value>>,
 }
 
@@ -44,7 +46,13 @@ impl std::fmt::Debug for CallOptions {
 impl CksServer {
     pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
         let tools = registry.iter().map(tool_entry).collect();
-        CksServer { runtime, registry, llm, provenance: None, tools: Arc::new(tools) }
+        CksServer { runtime, registry, llm, provenance: None, sweepers: None, tools: Arc::new(tools) }
+    }
+
+    /// Lets the agent tools see and control `sweepers`.
+    pub fn with_sweepers(mut self, sweepers: Arc<Sweepers>) -> Self {
+        self.sweepers = Some(sweepers);
+        self
     }
 
     /// Uses `key` to check (and, later, to make) provenance signatures.
@@ -83,6 +91,7 @@ impl CksServer {
         let mut ctx = ToolContext::new(self.runtime.clone());
         ctx.llm = self.llm.clone();
         ctx.registry = Some(self.registry.clone());
+        ctx.sweepers = self.sweepers.clone();
         ctx.progress = options.progress;
         ctx.cancel = options.cancel;
         if let Some(key) = &self.provenance {

@@ -16,6 +16,7 @@ pub mod reference_db;
 pub mod runtime;
 pub mod session;
 pub mod store;
+pub mod sweepers;
 pub mod tasks;
 
 pub use error::RuntimeError;
@@ -24,4 +25,5 @@ pub use runtime::{
     CommitRequest, Committed, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
 };
 pub use session::{SessionInfo, VersionInfo};
+pub use sweepers::{SweeperStatus, Sweepers, SweepersConfig};
 pub use tasks::{QueueConfig, TaskQueue};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cks_core::validate::ProvenanceKey;
 use cks_llm::LlmClient;
-use cks_runtime::Runtime;
+use cks_runtime::{Runtime, Sweepers};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
@@ -61,6 +61,8 @@ pub struct ToolContext {
     pub audit: Map<String, Value>,
     /// The server's key for `VerificationRecord` signatures.
     pub provenance: Arc<ProvenanceKey>,
+    /// The background sweepers, where the server runs them.
+    pub sweepers: Option<Arc<Sweepers>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -79,6 +81,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             audit: Map::new(),
             provenance: Arc::new(unguessable_key()),
+            sweepers: None,
         }
     }
 

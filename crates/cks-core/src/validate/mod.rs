@@ -81,6 +81,7 @@ use crate::structure::KnowledgeStructure;
 
 pub use builtin::check_changes;
 pub use provenance::{ProvenanceKey, check_provenance};
+pub use temporal::next_expiry;
 
 /// Code of the duplicate-identity check (cannot fire on a [`KnowledgeStructure`]).
 pub const UNIQUE_IDENTITY: &str = "CKS-STRUCT-UNIQUE-IDENTITY";

@@ -46,6 +46,19 @@ pub(crate) fn check(structure: &KnowledgeStructure, now: OffsetDateTime, out: &m
     }
 }
 
+/// The earliest `valid_until` still to come at `now` (read as the check reads it): when a
+/// structure that does not change will next have an object expire.
+pub fn next_expiry(structure: &KnowledgeStructure, now: OffsetDateTime) -> Option<OffsetDateTime> {
+    structure
+        .objects()
+        .filter_map(|object| match object.structure.get("valid_until") {
+            None | Some(Value::Null) => None,
+            Some(value) => temporal_instant(&py_str(value)),
+        })
+        .filter(|expiry| *expiry >= now)
+        .min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
@@ -67,6 +80,20 @@ mod tests {
             .filter(|d| d.code == "CKS-EXT-TEMPORAL-VALIDITY")
             .map(|d| (d.severity, d.location.unwrap_or_default(), d.message))
             .collect()
+    }
+
+    #[test]
+    fn the_next_expiry_is_the_earliest_still_to_come() {
+        let s = structure(vec![
+            obj("past", "Fact", json!({"valid_until": "2026-08-14"})),
+            obj("later", "Fact", json!({"valid_until": "2026-09-01"})),
+            obj("soon", "Fact", json!({"valid_until": "2026-08-15T13:00:00Z"})),
+            obj("bad", "Fact", json!({"valid_until": "someday"})),
+        ]);
+        let soon =
+            Date::from_calendar_date(2026, Month::August, 15).unwrap().with_time(Time::from_hms(13, 0, 0).unwrap());
+        assert_eq!(super::next_expiry(&s, now()), Some(soon.assume_utc()));
+        assert_eq!(super::next_expiry(&structure(vec![]), now()), None);
     }
 
     #[test]

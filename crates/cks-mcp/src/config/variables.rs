@@ -54,6 +54,8 @@ use Form::{LogFilter, Origins, Port, Text, Url};
 
 /// The synchronous modes offered for the SQLite store.
 pub const SYNCHRONOUS_MODES: &[&str] = &["normal", "full"];
+/// The values of an on/off switch.
+pub const SWITCH: &[&str] = &["on", "off"];
 /// The values of `CKS_LLM_PROVIDER`.
 pub const PROVIDERS: &[&str] = &["auto", "ollama", "anthropic", "google", "openai_compatible"];
 
@@ -117,8 +119,21 @@ pub const GROUPS: &[Group] = &[
         ],
     },
     Group {
-        heading: "Task queue (conflicts and other background work)",
+        heading: "Task queue and sweepers (conflicts and other background work)",
         variables: &[
+            var(
+                "CKS_SWEEPERS",
+                Form::OneOf(SWITCH),
+                Some("on"),
+                "on: the sweepers (see the list_agents tool) run from start-up, first after one interval; off: \
+                 only once start_agent starts them",
+            ),
+            var(
+                "CKS_SWEEP_INTERVAL_SECONDS",
+                whole(1, 604_800, "seconds"),
+                Some("3600"),
+                "Time between two sweeps of a sweeper (each looks only at the sessions changed since the last)",
+            ),
             var(
                 "CKS_TASK_LEASE_SECONDS",
                 whole(1, 86_400, "seconds"),

@@ -1,5 +1,6 @@
 //! Every tool, grouped by area; each group lists its tools in listing order.
 
+pub mod agents;
 pub mod branches;
 pub mod conflicts;
 pub mod explore;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(gallery::tools());
     tools.extend(llm::tools());
     tools.extend(conflicts::tools());
+    tools.extend(agents::tools());
     tools.extend(storage::tools());
     tools
 }

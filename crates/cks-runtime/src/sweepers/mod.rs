@@ -1,0 +1,385 @@
+//! Sweepers: supervised background re-checks that put what they find in the task queue
+//! ([`crate::tasks`]) for a person or a worker process to resolve. The reference calls them
+//! agents (`list_agents`, `start_agent`, ...).
+//!
+//! A sweep's cost follows the change, not the store: a sweeper looks only at the sessions that
+//! changed since its last sweep (it hears every commit, this process's and, through the store,
+//! other replicas'), plus the sessions whose own content said when to look again (a fact that
+//! expires at a known time). A server with thousands of idle sessions does no work per sweep.
+//! Only a sweeper's first pass, and a pass after it missed events, looks at every session.
+//!
+//! The checks are the opt-in validation extensions' own (`cks_core::validate`): a sweeper decides
+//! what to queue, never what a rule means. A finding is queued once while it is unresolved: the
+//! task's de-duplication key names the sweeper, the session and the finding.
+
+mod contradiction;
+mod temporal;
+
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+use cks_core::KnowledgeStructure;
+
+use crate::error::RuntimeError;
+use crate::events::EventKind;
+use crate::runtime::Runtime;
+
+/// One kind of background check.
+pub(crate) trait Sweep: Send + Sync + 'static {
+    /// The sweeper's name in `list_agents` (the reference's agent id).
+    fn agent_id(&self) -> &'static str;
+    /// The type of the tasks it queues.
+    fn task_type(&self) -> &'static str;
+    /// What one session's structure shows as of `now`.
+    fn check(&self, structure: &KnowledgeStructure, now: OffsetDateTime) -> Check;
+}
+
+/// One thing found in a session.
+pub(crate) struct Finding {
+    /// Names the finding within its session (de-duplication).
+    pub(crate) key: String,
+    pub(crate) payload: Value,
+}
+
+/// What a check of one session found, and when to look again if nothing changes.
+pub(crate) struct Check {
+    pub(crate) findings: Vec<Finding>,
+    pub(crate) recheck_at: Option<OffsetDateTime>,
+}
+
+/// The sweepers' settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepersConfig {
+    /// Time between the end of one sweep and the start of the next.
+    pub interval: Duration,
+    /// Whether the sweepers run from the start (otherwise `start_agent` starts them).
+    pub start: bool,
+}
+
+impl Default for SweepersConfig {
+    fn default() -> Self {
+        SweepersConfig { interval: Duration::from_secs(3_600), start: true }
+    }
+}
+
+/// What a sweeper reports about itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweeperStatus {
+    pub agent_id: &'static str,
+    pub task_type: &'static str,
+    pub running: bool,
+    pub interval: Duration,
+    /// When the last sweep started (ms since the epoch).
+    pub last_run_at_ms: Option<i64>,
+    pub last_run_duration: Option<Duration>,
+    /// Findings in the sessions the last sweep looked at (queued then or before).
+    pub last_result_count: Option<u64>,
+    /// Sessions the last sweep looked at.
+    pub last_sessions_checked: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+/// The sweepers of one runtime.
+pub struct Sweepers {
+    runtime: Arc<Runtime>,
+    sweepers: Vec<Arc<Sweeper>>,
+    feeder: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Sweepers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sweepers")
+            .field("agents", &self.sweepers.iter().map(|s| s.sweep.agent_id()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+struct Sweeper {
+    sweep: Box<dyn Sweep>,
+    interval: Duration,
+    state: Mutex<State>,
+    /// One sweep at a time (the loop's and `run_once`'s).
+    sweeping: tokio::sync::Mutex<()>,
+    /// The running loop, if any: its stop signal and task.
+    running: Mutex<Option<(watch::Sender<bool>, JoinHandle<()>)>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every session must be looked at (the first pass, or events were missed).
+    all: bool,
+    dirty: HashSet<String>,
+    /// (when, session): look again then even if nothing changed.
+    rechecks: BTreeSet<(i64, String)>,
+    recheck_of: HashMap<String, i64>,
+    last_run_at_ms: Option<i64>,
+    last_run_duration: Option<Duration>,
+    last_result_count: Option<u64>,
+    last_sessions_checked: Option<u64>,
+    last_error: Option<String>,
+}
+
+impl State {
+    fn schedule(&mut self, session_id: &str, at_ms: Option<i64>) {
+        if let Some(previous) = self.recheck_of.remove(session_id) {
+            self.rechecks.remove(&(previous, session_id.to_owned()));
+        }
+        if let Some(at_ms) = at_ms {
+            self.rechecks.insert((at_ms, session_id.to_owned()));
+            self.recheck_of.insert(session_id.to_owned(), at_ms);
+        }
+    }
+
+    /// Takes the sessions to look at now; `None` for "all of them".
+    fn take_due(&mut self, now_ms: i64) -> (bool, BTreeSet<String>) {
+        let mut due: BTreeSet<String> = self.dirty.drain().collect();
+        while let Some(first) = self.rechecks.first().filter(|(at, _)| *at <= now_ms).cloned() {
+            self.rechecks.remove(&first);
+            self.recheck_of.remove(&first.1);
+            due.insert(first.1);
+        }
+        (std::mem::take(&mut self.all), due)
+    }
+}
+
+fn millis(at: OffsetDateTime) -> i64 {
+    (at.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+impl Sweepers {
+    /// The standard sweepers of `runtime`, started when `config.start` says so. Must be called
+    /// inside a tokio runtime.
+    pub fn start(runtime: Arc<Runtime>, config: &SweepersConfig) -> Arc<Self> {
+        let kinds: Vec<Box<dyn Sweep>> = vec![Box::new(temporal::Expired), Box::new(contradiction::Contradictions)];
+        Self::with(runtime, config, kinds)
+    }
+
+    fn with(runtime: Arc<Runtime>, config: &SweepersConfig, kinds: Vec<Box<dyn Sweep>>) -> Arc<Self> {
+        let sweepers: Vec<Arc<Sweeper>> = kinds
+            .into_iter()
+            .map(|sweep| {
+                Arc::new(Sweeper {
+                    sweep,
+                    interval: config.interval,
+                    state: Mutex::new(State { all: true, ..State::default() }),
+                    sweeping: tokio::sync::Mutex::new(()),
+                    running: Mutex::new(None),
+                })
+            })
+            .collect();
+        // Subscribed before any sweep, so no commit falls between a sweep and the first event.
+        let feeder = tokio::spawn(feed(runtime.subscribe(), sweepers.clone()));
+        let this = Arc::new(Sweepers { runtime, sweepers, feeder });
+        if config.start {
+            for sweeper in &this.sweepers {
+                // The first pass looks at every session: not at start-up, which loads none.
+                sweeper.start(&this.runtime, false);
+            }
+        }
+        this
+    }
+
+    /// Every sweeper's status, in listing order.
+    pub fn statuses(&self) -> Vec<SweeperStatus> {
+        self.sweepers.iter().map(|s| s.status()).collect()
+    }
+
+    pub fn status(&self, agent_id: &str) -> Option<SweeperStatus> {
+        self.find(agent_id).map(|s| s.status())
+    }
+
+    /// Starts a sweeper (it sweeps at once); `None` for an unknown id. Starting a running one
+    /// changes nothing.
+    pub fn start_agent(&self, agent_id: &str) -> Option<SweeperStatus> {
+        let sweeper = self.find(agent_id)?;
+        sweeper.start(&self.runtime, true);
+        Some(sweeper.status())
+    }
+
+    /// Stops a sweeper after its current sweep; `None` for an unknown id.
+    pub async fn stop_agent(&self, agent_id: &str) -> Option<SweeperStatus> {
+        let sweeper = self.find(agent_id)?;
+        sweeper.stop().await;
+        Some(sweeper.status())
+    }
+
+    /// Runs one sweep of a sweeper now and returns its status; `None` for an unknown id.
+    pub async fn run_once(&self, agent_id: &str) -> Option<Result<SweeperStatus, RuntimeError>> {
+        let sweeper = self.find(agent_id)?;
+        Some(sweeper.sweep_once(&self.runtime).await.map(|()| sweeper.status()))
+    }
+
+    /// Stops every sweeper (each after its current sweep) and the event feed.
+    pub async fn shutdown(&self) {
+        for sweeper in &self.sweepers {
+            sweeper.stop().await;
+        }
+        self.feeder.abort();
+    }
+
+    fn find(&self, agent_id: &str) -> Option<&Arc<Sweeper>> {
+        self.sweepers.iter().find(|s| s.sweep.agent_id() == agent_id)
+    }
+}
+
+impl Drop for Sweepers {
+    fn drop(&mut self) {
+        self.feeder.abort();
+        for sweeper in &self.sweepers {
+            if let Some((_, handle)) = sweeper.running.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                handle.abort();
+            }
+        }
+    }
+}
+
+/// Marks the sessions each event touches as changed, in every sweeper.
+async fn feed(mut events: broadcast::Receiver<crate::events::Event>, sweepers: Vec<Arc<Sweeper>>) {
+    loop {
+        match events.recv().await {
+            Ok(event) => {
+                if let EventKind::VersionCreated { session_id, .. } | EventKind::SessionCreated { session_id } =
+                    &event.kind
+                {
+                    for sweeper in &sweepers {
+                        sweeper.lock().dirty.insert(session_id.clone());
+                    }
+                }
+            }
+            // Changes were missed: only a look at everything is sure to see them.
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                for sweeper in &sweepers {
+                    sweeper.lock().all = true;
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+impl Sweeper {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn status(&self) -> SweeperStatus {
+        let running =
+            self.running.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|(_, h)| !h.is_finished());
+        let state = self.lock();
+        SweeperStatus {
+            agent_id: self.sweep.agent_id(),
+            task_type: self.sweep.task_type(),
+            running,
+            interval: self.interval,
+            last_run_at_ms: state.last_run_at_ms,
+            last_run_duration: state.last_run_duration,
+            last_result_count: state.last_result_count,
+            last_sessions_checked: state.last_sessions_checked,
+            last_error: state.last_error.clone(),
+        }
+    }
+
+    fn start(self: &Arc<Self>, runtime: &Arc<Runtime>, sweep_first: bool) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.as_ref().is_some_and(|(_, handle)| !handle.is_finished()) {
+            return;
+        }
+        let (stop, stopped) = watch::channel(false);
+        let handle = tokio::spawn(self.clone().run(runtime.clone(), stopped, sweep_first));
+        *running = Some((stop, handle));
+    }
+
+    async fn stop(&self) {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((stop, handle)) = running {
+            let _ = stop.send(true);
+            let _ = handle.await;
+        }
+    }
+
+    async fn run(self: Arc<Self>, runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, mut sweep_now: bool) {
+        loop {
+            if sweep_now {
+                // A failed sweep is in the status; the next one tries again.
+                let _ = self.sweep_once(&runtime).await;
+            }
+            sweep_now = true;
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = stopped.changed() => return,
+            }
+        }
+    }
+
+    /// Looks at the sessions due and queues what it finds. On a failure the sessions not yet
+    /// looked at stay due, so nothing is skipped.
+    async fn sweep_once(&self, runtime: &Runtime) -> Result<(), RuntimeError> {
+        let _one_at_a_time = self.sweeping.lock().await;
+        let started = Instant::now();
+        let now = OffsetDateTime::now_utc();
+        let (all, mut due) = self.lock().take_due(millis(now));
+        let outcome = self.sweep_sessions(runtime, all, &mut due, now).await;
+        let mut state = self.lock();
+        state.last_run_at_ms = Some(millis(now));
+        state.last_run_duration = Some(started.elapsed());
+        match outcome {
+            Ok((sessions, findings)) => {
+                state.last_result_count = Some(findings);
+                state.last_sessions_checked = Some(sessions);
+                state.last_error = None;
+                Ok(())
+            }
+            Err(e) => {
+                state.all |= all;
+                state.dirty.extend(due);
+                state.last_error = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks `due` (every session when `all`), removing each session from `due` once it is
+    /// done; returns how many sessions were looked at and what they held.
+    async fn sweep_sessions(
+        &self,
+        runtime: &Runtime,
+        all: bool,
+        due: &mut BTreeSet<String>,
+        now: OffsetDateTime,
+    ) -> Result<(u64, u64), RuntimeError> {
+        if all {
+            due.extend(runtime.list_sessions().await?.into_iter().map(|s| s.session_id));
+        }
+        let queue = runtime.tasks();
+        let (agent_id, task_type) = (self.sweep.agent_id(), self.sweep.task_type());
+        let (mut sessions, mut findings) = (0, 0);
+        while let Some(session_id) = due.first().cloned() {
+            let check = match runtime.read(&session_id, |structure, _| self.sweep.check(structure, now)).await {
+                Ok(check) => check,
+                // Gone since it was listed (or never stored): nothing to look at.
+                Err(RuntimeError::SessionNotFound(_)) => {
+                    due.remove(&session_id);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for finding in &check.findings {
+                let key = format!("{agent_id}:{session_id}:{}", finding.key);
+                queue.enqueue(task_type, &session_id, &finding.payload, Some(key)).await?;
+            }
+            sessions += 1;
+            findings += check.findings.len() as u64;
+            self.lock().schedule(&session_id, check.recheck_at.map(millis));
+            due.remove(&session_id);
+        }
+        Ok((sessions, findings))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cks_core::json::parse_value;
+use cks_core::ops::parse_operations;
+
+use super::{Sweepers, SweepersConfig};
+use crate::store::memory::MemoryStore;
+use crate::store::{TaskFilter, TaskStatus};
+use crate::{CommitRequest, NewSession, Runtime, RuntimeConfig};
+
+fn runtime() -> Arc<Runtime> {
+    Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()))
+}
+
+fn idle() -> SweepersConfig {
+    SweepersConfig { interval: Duration::from_secs(3_600), start: false }
+}
+
+fn obj(id: &str, ty: &str, structure: Value) -> Value {
+    json!({"identity": {"id": id, "type": ty, "name": id}, "structure": structure})
+}
+
+fn rel(id: &str, a: &str, b: &str, ty: &str) -> Value {
+    obj(id, "Relation", json!({"participants": [a, b], "relation_type": ty}))
+}
+
+async fn session(runtime: &Runtime, objects: Vec<Value>) -> String {
+    let structure = parse_value(json!({"objects": objects})).unwrap();
+    runtime.create_session(structure, NewSession::default()).await.unwrap().session_id
+}
+
+async fn tasks(runtime: &Runtime, task_type: &str) -> Vec<(String, Value)> {
+    let filter = TaskFilter { task_type: Some(task_type.into()), ..Default::default() };
+    let rows = runtime.tasks().list(&filter).await.unwrap();
+    rows.into_iter().map(|t| (t.session_id, serde_json::from_str(&t.payload).unwrap())).collect()
+}
+
+async fn sweep(sweepers: &Sweepers, agent_id: &str) -> (u64, u64) {
+    let status = sweepers.run_once(agent_id).await.expect("a sweeper").expect("a sweep");
+    (status.last_sessions_checked.unwrap(), status.last_result_count.unwrap())
+}
+
+fn contradiction() -> Vec<Value> {
+    vec![
+        obj("rule", "MutualExclusionRule", json!({"relation_type_a": "supports", "relation_type_b": "contradicts"})),
+        obj("earth", "Planet", json!({})),
+        obj("theory", "Claim", json!({})),
+        rel("s1", "earth", "theory", "supports"),
+    ]
+}
+
+#[tokio::test]
+async fn a_sweep_queues_each_finding_once_and_looks_only_at_what_changed() {
+    let runtime = runtime();
+    let clean = session(&runtime, contradiction()).await;
+    let expired = obj("fact", "Fact", json!({"valid_until": "2001-01-01T00:00:00Z"}));
+    let stale = session(&runtime, vec![expired]).await;
+    let sweepers = Sweepers::with(
+        runtime.clone(),
+        &idle(),
+        vec![Box::new(super::contradiction::Contradictions), Box::new(super::temporal::Expired)],
+    );
+
+    // The first pass looks at every session.
+    assert_eq!(sweep(&sweepers, "contradiction").await, (2, 0));
+    assert_eq!(sweep(&sweepers, "temporal_staleness").await, (2, 1));
+    let expired_tasks = tasks(&runtime, "temporal_conflict").await;
+    assert_eq!(expired_tasks.len(), 1);
+    assert_eq!(expired_tasks[0].0, stale);
+    assert_eq!(expired_tasks[0].1["object_id"], "fact");
+    assert_eq!(expired_tasks[0].1["reason"], "valid_until_expired");
+
+    // A commit that introduces a contradiction: only that session is looked at, one task queued.
+    let ops = json!([{"type": "add_relation", "identity": {"id": "c1", "type": "Relation", "name": "c1"},
+                      "participants": ["earth", "theory"], "relation_type": "contradicts"}]);
+    runtime.commit(&clean, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "contradiction").await, (1, 1));
+    let found = tasks(&runtime, "contradiction_detected").await;
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].0.as_str(), &found[0].1["code"]), (clean.as_str(), &json!("CKS-EXT-MUTUAL-EXCLUSION")));
+
+    // Nothing changed: nothing looked at, nothing queued again — not even after a new commit
+    // elsewhere in the same session that leaves the finding as it was.
+    assert_eq!(sweep(&sweepers, "contradiction").await, (0, 0));
+    let ops = json!([{"type": "update_object", "object_id": "earth", "structure_patch": {"k": 1}}]);
+    runtime.commit(&clean, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "contradiction").await, (1, 1));
+    assert_eq!(tasks(&runtime, "contradiction_detected").await.len(), 1, "the same finding is queued once");
+    assert_eq!(tasks(&runtime, "temporal_conflict").await.len(), 1);
+    let pending = TaskFilter { status: Some(TaskStatus::Pending), ..Default::default() };
+    assert_eq!(runtime.tasks().list(&pending).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn an_unchanged_session_is_looked_at_again_when_its_next_fact_expires() {
+    let runtime = runtime();
+    let soon = (time::OffsetDateTime::now_utc() + time::Duration::milliseconds(1_500))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let id = session(&runtime, vec![obj("fact", "Fact", json!({"valid_until": soon}))]).await;
+    let sweepers = Sweepers::with(runtime.clone(), &idle(), vec![Box::new(super::temporal::Expired)]);
+    assert_eq!(sweep(&sweepers, "temporal_staleness").await, (1, 0));
+    assert_eq!(sweep(&sweepers, "temporal_staleness").await, (0, 0), "not due yet");
+    tokio::time::sleep(Duration::from_millis(1_700)).await;
+    assert_eq!(sweep(&sweepers, "temporal_staleness").await, (1, 1), "due when the fact expired");
+    assert_eq!(tasks(&runtime, "temporal_conflict").await[0].0, id);
+}
+
+#[tokio::test]
+async fn sweepers_start_sweep_and_stop() {
+    let runtime = runtime();
+    session(&runtime, contradiction()).await;
+    let sweepers =
+        Sweepers::start(runtime.clone(), &SweepersConfig { interval: Duration::from_millis(20), start: false });
+    let ids: Vec<&str> = sweepers.statuses().iter().map(|s| s.agent_id).collect();
+    assert_eq!(ids, ["temporal_staleness", "contradiction"]);
+    assert!(!sweepers.status("contradiction").unwrap().running);
+    assert!(sweepers.status("nope").is_none() && sweepers.start_agent("nope").is_none());
+
+    assert!(sweepers.start_agent("contradiction").unwrap().running);
+    let mut swept = None;
+    for _ in 0..200 {
+        swept = sweepers.status("contradiction").unwrap().last_sessions_checked;
+        if swept.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(swept, Some(1), "a started sweeper sweeps at once");
+    let stopped = sweepers.stop_agent("contradiction").await.unwrap();
+    assert!(!stopped.running);
+    assert!(!sweepers.status("temporal_staleness").unwrap().running, "the other was never started");
+    sweepers.shutdown().await;
+}

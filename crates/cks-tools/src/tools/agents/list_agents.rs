@@ -1,0 +1,72 @@
+//! `list_agents`: every background sweeper with its status.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::AgentRecord;
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Input {}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    agents: Vec<AgentRecord>,
+}
+
+pub(crate) struct ListAgents;
+
+#[async_trait::async_trait]
+impl Tool for ListAgents {
+    type Input = Input;
+    type Output = Output;
+    const META: ToolMeta = ToolMeta {
+        name: "list_agents",
+        description: "List the server's background sweepers, which re-check the sessions that changed and queue \
+            what they find as conflict tasks: 'temporal_staleness' (facts whose valid_until passed: \
+            temporal_conflict) and 'contradiction' (relations a MutualExclusionRule or FunctionalRelationRule \
+            forbids: contradiction_detected). Returns {agents: [{agent_id, kind: 'sweeper', task_type, running, \
+            interval_seconds, last_run_at, last_run_duration_ms, last_result_count, last_sessions_checked, \
+            last_error}]}; the last_* fields are null before a sweeper's first sweep.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &[],
+        session_checks: &[],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Output, ToolError> {
+        let statuses = ctx.sweepers.as_ref().map(|s| s.statuses()).unwrap_or_default();
+        Ok(Output { agents: statuses.into_iter().map(AgentRecord::from).collect() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::tools::agents::testing::context;
+    use crate::tools::test_support::call;
+
+    #[tokio::test]
+    async fn lists_every_sweeper_with_its_status() {
+        let listed = call(&context(), "list_agents", json!({})).await;
+        let agents = listed["agents"].as_array().unwrap();
+        let ids: Vec<&str> = agents.iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["temporal_staleness", "contradiction"]);
+        assert_eq!(agents[1]["task_type"], "contradiction_detected");
+        assert_eq!(
+            (agents[1]["running"].as_bool(), agents[1]["interval_seconds"].as_u64()),
+            (Some(false), Some(3_600))
+        );
+        assert!(agents[1]["last_run_at"].is_null() && agents[1]["last_error"].is_null());
+        let none = call(&crate::tools::test_support::context(), "list_agents", json!({})).await;
+        assert_eq!(none, json!({"agents": []}), "a server without sweepers lists none");
+    }
+}
