@@ -30,8 +30,48 @@ fn truthy_str(value: Option<&Value>) -> Option<&str> {
     }
 }
 
+/// One contradiction: the relations that cannot all hold, and where the check reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Contradiction {
+    pub code: &'static str,
+    /// The diagnostic's location: the id that names this contradiction.
+    pub location: String,
+    pub message: String,
+    /// The relations involved, sorted.
+    pub relation_ids: Vec<String>,
+}
+
+impl Contradiction {
+    fn new(code: &'static str, location: &str, message: String, mut relation_ids: Vec<String>) -> Self {
+        relation_ids.sort();
+        relation_ids.dedup();
+        Contradiction { code, location: location.to_owned(), message, relation_ids }
+    }
+}
+
+/// Every contradiction the two checks report, mutual exclusions first.
+pub fn contradictions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
+    let mut found = mutual_exclusions(structure);
+    found.extend(functional_violations(structure));
+    found
+}
+
+fn report(found: Vec<Contradiction>, out: &mut Vec<Diagnostic>) {
+    out.extend(found.into_iter().map(|c| semantic_error(c.code, c.message, &c.location)));
+}
+
 /// CKS-EXT-MUTUAL-EXCLUSION.
 pub(crate) fn check_mutual_exclusion(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
+    report(mutual_exclusions(structure), out);
+}
+
+/// CKS-EXT-FUNCTIONAL-RELATION.
+pub(crate) fn check_functional_relations(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
+    report(functional_violations(structure), out);
+}
+
+fn mutual_exclusions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
+    let mut out = Vec::new();
     let mut pairs: BTreeSet<(&str, &str)> = BTreeSet::new();
     for object in structure.objects() {
         if object.identity.r#type != "MutualExclusionRule" {
@@ -46,7 +86,7 @@ pub(crate) fn check_mutual_exclusion(structure: &KnowledgeStructure, out: &mut V
         }
     }
     if pairs.is_empty() {
-        return;
+        return out;
     }
 
     let mut by_type: HashMap<&str, HashMap<(&str, &str), &str>> = HashMap::new();
@@ -68,28 +108,30 @@ pub(crate) fn check_mutual_exclusion(structure: &KnowledgeStructure, out: &mut V
             let (Some(relation_a), Some(relation_b)) = (map_a.get(pair), map_b.get(pair)) else {
                 continue;
             };
-            out.push(semantic_error(
+            out.push(Contradiction::new(
                 MUTUAL_EXCLUSION_CODE,
+                relation_a,
                 format!(
                     "Relation '{relation_a}' (type '{type_a}') and relation '{relation_b}' (type '{type_b}') both \
                      connect '{source}' to '{target}', but a MutualExclusionRule declares these relation_types \
                      mutually exclusive."
                 ),
-                relation_a,
+                vec![(*relation_a).to_owned(), (*relation_b).to_owned()],
             ));
         }
     }
+    out
 }
 
-/// CKS-EXT-FUNCTIONAL-RELATION.
-pub(crate) fn check_functional_relations(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
+fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
+    let mut out = Vec::new();
     let functional: HashSet<&str> = structure
         .objects()
         .filter(|o| o.identity.r#type == "FunctionalRelationRule")
         .filter_map(|o| truthy_str(o.structure.get("relation_type")))
         .collect();
     if functional.is_empty() {
-        return;
+        return out;
     }
 
     let mut targets: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, &str>>> = BTreeMap::new();
@@ -114,18 +156,20 @@ pub(crate) fn check_functional_relations(structure: &KnowledgeStructure, out: &m
             let Some(location) = by_target.values().min() else {
                 continue;
             };
-            out.push(semantic_error(
+            out.push(Contradiction::new(
                 FUNCTIONAL_CODE,
+                location,
                 format!(
                     "Source '{source}' has {} distinct targets via functional relation_type '{relation_type}': {}. A \
                      FunctionalRelationRule declares this relation_type single-valued per source.",
                     target_ids.len(),
                     py_repr_str_list(&target_ids)
                 ),
-                location,
+                by_target.values().map(|id| (*id).to_owned()).collect(),
             ));
         }
     }
+    out
 }
 
 #[cfg(test)]

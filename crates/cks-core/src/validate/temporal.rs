@@ -46,6 +46,11 @@ pub(crate) fn check(structure: &KnowledgeStructure, now: OffsetDateTime, out: &m
     }
 }
 
+/// A `valid_until` value as the check reads it; `None` when it is malformed.
+pub fn valid_until_instant(value: &Value) -> Option<OffsetDateTime> {
+    temporal_instant(&py_str(value))
+}
+
 /// The earliest `valid_until` still to come at `now` (read as the check reads it): when a
 /// structure that does not change will next have an object expire.
 pub fn next_expiry(structure: &KnowledgeStructure, now: OffsetDateTime) -> Option<OffsetDateTime> {
@@ -53,7 +58,7 @@ pub fn next_expiry(structure: &KnowledgeStructure, now: OffsetDateTime) -> Optio
         .objects()
         .filter_map(|object| match object.structure.get("valid_until") {
             None | Some(Value::Null) => None,
-            Some(value) => temporal_instant(&py_str(value)),
+            Some(value) => valid_until_instant(value),
         })
         .filter(|expiry| *expiry >= now)
         .min()

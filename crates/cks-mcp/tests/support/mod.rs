@@ -2,6 +2,8 @@
 //! JSON-RPC form of a tool call that cks-studio sends.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub(crate) mod stdio;
+
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -5,13 +5,11 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use cks_core::KnowledgeStructure;
-use cks_core::validate::{Extension, Severity, ValidationOptions, validate};
+use cks_core::validate::contradictions;
 
 use super::{Check, Finding, Sweep};
 
 pub(crate) struct Contradictions;
-
-const EXTENSIONS: [Extension; 2] = [Extension::MutualExclusion, Extension::FunctionalRelation];
 
 impl Sweep for Contradictions {
     fn agent_id(&self) -> &'static str {
@@ -23,18 +21,12 @@ impl Sweep for Contradictions {
     }
 
     fn check(&self, structure: &KnowledgeStructure, _now: OffsetDateTime) -> Check {
-        let codes: Vec<&str> = EXTENSIONS.iter().map(|e| e.code()).collect();
-        let report = validate(structure, &ValidationOptions::with_extensions(EXTENSIONS));
-        let findings = report
-            .diagnostics
+        let findings = contradictions(structure)
             .into_iter()
-            .filter(|d| d.severity == Severity::Error && codes.contains(&d.code.as_str()))
-            .map(|d| {
-                let location = d.location.unwrap_or_default();
-                Finding {
-                    key: format!("{}:{location}", d.code),
-                    payload: json!({"code": d.code, "severity": "error", "message": d.message, "location": location}),
-                }
+            .map(|c| Finding {
+                key: format!("{}:{}", c.code, c.location),
+                payload: json!({"code": c.code, "severity": "error", "message": c.message, "location": c.location,
+                                "relation_ids": c.relation_ids}),
             })
             .collect();
         Check { findings, recheck_at: None }

@@ -82,6 +82,8 @@ pub struct SweeperStatus {
     /// Sessions the last sweep looked at.
     pub last_sessions_checked: Option<u64>,
     pub last_error: Option<String>,
+    /// Sweeps finished since start-up (failed ones included).
+    pub sweeps: u64,
 }
 
 /// The sweepers of one runtime.
@@ -122,6 +124,7 @@ struct State {
     last_result_count: Option<u64>,
     last_sessions_checked: Option<u64>,
     last_error: Option<String>,
+    sweeps: u64,
 }
 
 impl State {
@@ -281,6 +284,7 @@ impl Sweeper {
             last_result_count: state.last_result_count,
             last_sessions_checked: state.last_sessions_checked,
             last_error: state.last_error.clone(),
+            sweeps: state.sweeps,
         }
     }
 
@@ -327,6 +331,7 @@ impl Sweeper {
         let mut state = self.lock();
         state.last_run_at_ms = Some(millis(now));
         state.last_run_duration = Some(started.elapsed());
+        state.sweeps += 1;
         match outcome {
             Ok((sessions, findings)) => {
                 state.last_result_count = Some(findings);

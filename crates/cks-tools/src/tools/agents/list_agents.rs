@@ -30,7 +30,7 @@ impl Tool for ListAgents {
             temporal_conflict) and 'contradiction' (relations a MutualExclusionRule or FunctionalRelationRule \
             forbids: contradiction_detected). Returns {agents: [{agent_id, kind: 'sweeper', task_type, running, \
             interval_seconds, last_run_at, last_run_duration_ms, last_result_count, last_sessions_checked, \
-            last_error}]}; the last_* fields are null before a sweeper's first sweep.",
+            last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -50,6 +50,8 @@ pub(crate) struct AgentRecord {
     /// Sessions the last sweep looked at (those changed since the sweep before, or due again).
     last_sessions_checked: Option<u64>,
     last_error: Option<String>,
+    /// Sweeps finished since the server started.
+    sweeps_completed: u64,
 }
 
 impl From<SweeperStatus> for AgentRecord {
@@ -65,6 +67,7 @@ impl From<SweeperStatus> for AgentRecord {
             last_result_count: status.last_result_count,
             last_sessions_checked: status.last_sessions_checked,
             last_error: status.last_error,
+            sweeps_completed: status.sweeps,
         }
     }
 }

@@ -45,8 +45,8 @@ impl Tool for ListDeadLetteredConflicts {
     const META: ToolMeta = ToolMeta {
         name: "list_dead_lettered_conflicts",
         description: "List the conflict tasks given up on (dead_letter_conflict_task, or failed more often than \
-            allowed), oldest first, for review: optionally only one task_type ('gossip_conflict' or \
-            'inference_conflict') or one session. Read-only. Returns {tasks: [{task_id, task_type, session_id, \
+            allowed), oldest first, for review: optionally only one task_type ('gossip_conflict', \
+            'inference_conflict', 'contradiction_detected' or 'temporal_conflict') or one session. Read-only. Returns {tasks: [{task_id, task_type, session_id, \
             payload, retry_count, last_error, created_at}], count, supported: true}.",
         mutates_graph: false,
         creates_session: false,
@@ -64,7 +64,7 @@ impl Tool for ListDeadLetteredConflicts {
             task_type: input.task_type.map(|t| t.as_str().to_owned()),
             session_id: input.session_id.filter(|s| !s.is_empty()),
         };
-        let conflict_types = [ConflictType::GossipConflict.as_str(), ConflictType::InferenceConflict.as_str()];
+        let conflict_types = ConflictType::ALL.map(ConflictType::as_str);
         let tasks: Vec<DeadTask> = ctx
             .runtime
             .tasks()

@@ -112,53 +112,71 @@ impl Tool for EvolveKnowledge {
             Some(value @ Value::Array(_)) => parse_operations(value)?,
             Some(_) => return Err(ToolError::new("invalid_operations", "Operations must be a JSON array.")),
         };
-        let extensions = extensions(&input.extensions)?;
-        let removed: Vec<&str> = operations
-            .iter()
-            .filter_map(|op| match op {
-                Operation::RemoveObject { object_id } => Some(object_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        let (session_id, linked) = match (session_id, new_structure) {
-            (Some(id), _) => {
-                let linked = ctx.runtime.read(&id, |s, _| relations_naming(s, &removed)).await?;
-                (id, linked)
-            }
-            (None, Some(structure)) => {
-                let linked = relations_naming(&structure, &removed);
-                (ctx.runtime.create_session(structure, NewSession::default()).await?.session_id, linked)
-            }
+        // Checked before a json_data session is made, so a bad name leaves nothing behind.
+        extensions(&input.extensions)?;
+        let session_id = match (session_id, new_structure) {
+            (Some(id), _) => id,
+            (None, Some(structure)) => ctx.runtime.create_session(structure, NewSession::default()).await?.session_id,
             (None, None) => unreachable!("json_data was parsed when no session was named"),
         };
-        let operations_applied = operations.len() as u64;
-        let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("evolve"))]);
-        let request = CommitRequest::operations(operations)
-            .with_metadata(metadata)
-            .with_extensions(extensions.clone())
-            .with_provenance((*ctx.provenance).clone());
-        let committed = ctx.runtime.commit(&session_id, request).await?;
-        let include = input.return_structure.unwrap_or(committed.version.object_count as usize <= SERIALIZE_LIMIT);
-        let (serialized, cascade_removed_relations) = ctx
-            .runtime
-            .read(&session_id, |s, _| {
-                let gone = linked.into_iter().filter(|id| !s.contains(id)).collect::<Vec<_>>();
-                (include.then(|| client_document(s)), gone)
-            })
-            .await?;
-        Ok(Output {
-            evolved: true,
-            session_id,
-            version_id: committed.version.version_id,
-            operations_applied,
-            object_count: committed.version.object_count,
-            state_hash: committed.version.state_hash,
-            serialized,
-            cascade_removed_relations: (!cascade_removed_relations.is_empty()).then_some(cascade_removed_relations),
-            extensions_applied: (!input.extensions.is_empty()).then_some(input.extensions),
-            diagnostics: (!committed.warnings.is_empty()).then(|| brief_diagnostics(&committed.warnings)),
-        })
+        let change = Change { operations, extensions: input.extensions, return_structure: input.return_structure };
+        commit_operations(ctx, session_id, change, Self::META.name, [("operation", json!("evolve"))]).await
     }
+}
+
+/// What [`commit_operations`] commits.
+pub(crate) struct Change {
+    pub(crate) operations: Vec<Operation>,
+    /// Opt-in extensions the new state must pass, by name.
+    pub(crate) extensions: Vec<String>,
+    pub(crate) return_structure: Option<bool>,
+}
+
+/// Commits operations to a session as `evolve_knowledge` does, the version's metadata naming
+/// `tool` (and holding `metadata`); answers what `evolve_knowledge` answers.
+pub(crate) async fn commit_operations(
+    ctx: &ToolContext,
+    session_id: String,
+    change: Change,
+    tool: &str,
+    metadata: impl IntoIterator<Item = (&'static str, Value)>,
+) -> Result<Output, ToolError> {
+    let Change { operations, extensions: names, return_structure } = change;
+    let extensions = extensions(&names)?;
+    let removed: Vec<&str> = operations
+        .iter()
+        .filter_map(|op| match op {
+            Operation::RemoveObject { object_id } => Some(object_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let linked = ctx.runtime.read(&session_id, |s, _| relations_naming(s, &removed)).await?;
+    let operations_applied = operations.len() as u64;
+    let request = CommitRequest::operations(operations)
+        .with_metadata(ctx.version_metadata(tool, metadata))
+        .with_extensions(extensions)
+        .with_provenance((*ctx.provenance).clone());
+    let committed = ctx.runtime.commit(&session_id, request).await?;
+    let include = return_structure.unwrap_or(committed.version.object_count as usize <= SERIALIZE_LIMIT);
+    let (serialized, cascade_removed_relations) = ctx
+        .runtime
+        .read(&session_id, |s, _| {
+            let gone = linked.into_iter().filter(|id| !s.contains(id)).collect::<Vec<_>>();
+            (include.then(|| client_document(s)), gone)
+        })
+        .await?;
+    Ok(Output {
+        evolved: true,
+        session_id,
+        version_id: committed.version.version_id,
+        operations_applied,
+        object_count: committed.version.object_count,
+        state_hash: committed.version.state_hash,
+        serialized,
+        cascade_removed_relations: (!cascade_removed_relations.is_empty()).then_some(cascade_removed_relations),
+        extensions_applied: (!names.is_empty()).then_some(names),
+        diagnostics: (!committed.warnings.is_empty()).then(|| brief_diagnostics(&committed.warnings)),
+    })
 }
 
 /// The relations that name any of `ids`, in structure order.

@@ -1,6 +1,6 @@
 //! Knowledge lifecycle: validate, serialize, explain, evolve, suggest.
 
-mod evolve_knowledge;
+pub(crate) mod evolve_knowledge;
 mod explain_knowledge;
 mod serialize_knowledge;
 mod suggest_evolution;

@@ -1,0 +1,201 @@
+//! `resolve_contradiction`: lists a session's contradictions (relations a `MutualExclusionRule`
+//! or `FunctionalRelationRule` forbids together) or resolves the named ones by removing one
+//! relation of each, committed when asked.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+use cks_core::ops::Operation;
+use cks_core::validate::{Contradiction, contradictions};
+
+use super::{Resolution, resolution_task};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::{SessionCheck, Tool, ToolMeta};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct Input {
+    pub(crate) session_id: String,
+    /// The contradictions to resolve, by id (a contradiction_detected task's payload.location, or
+    /// an id from this tool's listing). Without them the tool only lists.
+    pub(crate) contradiction_ids: Option<Vec<String>>,
+    /// Commit the removals as a new version (default false: only propose them).
+    #[serde(default)]
+    pub(crate) commit: bool,
+    /// The conflict task this resolves: completed once the commit succeeds.
+    pub(crate) task_id: Option<i64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Listed {
+    id: String,
+    code: String,
+    severity: String,
+    message: String,
+    relation_ids: Vec<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Output {
+    Listing {
+        session_id: String,
+        contradiction_count: usize,
+        contradictions: Vec<Listed>,
+    },
+    Resolving {
+        session_id: String,
+        /// Per id: {contradiction_id, code, removed_relation_id}, or {contradiction_id, error, message}.
+        results: Vec<Value>,
+        /// The remove_relation operations (committed with 'commit').
+        operations: Vec<Value>,
+        #[serde(flatten)]
+        resolution: Resolution,
+    },
+}
+
+pub(crate) struct ResolveContradiction;
+
+#[async_trait::async_trait]
+impl Tool for ResolveContradiction {
+    type Input = Input;
+    type Output = Output;
+    const META: ToolMeta = ToolMeta {
+        name: "resolve_contradiction",
+        description: "Contradictions of a session: pairs of relations a MutualExclusionRule \
+            {relation_type_a, relation_type_b} forbids between the same two objects, and sources with several \
+            targets of a relation_type a FunctionalRelationRule {relation_type} makes single-valued. Without \
+            'contradiction_ids': lists them, {session_id, contradiction_count, contradictions: [{id, code, severity, \
+            message, relation_ids}]}. With them: resolves each by removing its alphabetically first relation, \
+            {session_id, results: [{contradiction_id, code, removed_relation_id} or {contradiction_id, error: \
+            'contradiction_not_found', message}], operations}; with 'commit': true the removals are committed \
+            (checked by mutual_exclusion and functional_relation) and the evolve_knowledge result is \
+            'commit_result'. 'task_id' names the contradiction_detected task this resolves: it is completed when \
+            the commit succeeds ('task_completed').",
+        mutates_graph: true,
+        creates_session: false,
+        destructive: true,
+        idempotent: false,
+        open_world: false,
+        session_fields: &["session_id"],
+        session_checks: &[SessionCheck::open("session_id")],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        let found = ctx.runtime.read(&input.session_id, |s, _| contradictions(s)).await?;
+        let Some(ids) = input.contradiction_ids.filter(|ids| !ids.is_empty()) else {
+            return Ok(Output::Listing {
+                session_id: input.session_id,
+                contradiction_count: found.len(),
+                contradictions: found.into_iter().map(listed).collect(),
+            });
+        };
+        let task = resolution_task(ctx, input.task_id, &input.session_id).await?;
+        let mut results = Vec::new();
+        let mut removed = BTreeSet::new();
+        let mut operations = Vec::new();
+        for id in ids {
+            // Ids can repeat across the two checks; the later contradiction answers, as in the reference.
+            match found.iter().rev().find(|c| c.location == id) {
+                None => results.push(json!({"contradiction_id": id, "error": "contradiction_not_found",
+                    "message": format!("No live contradiction '{id}' in session '{}'.", input.session_id)})),
+                Some(c) => {
+                    let relation = c.relation_ids[0].clone();
+                    results.push(json!({"contradiction_id": id, "code": c.code, "removed_relation_id": relation}));
+                    if removed.insert(relation.clone()) {
+                        operations.push(Operation::RemoveRelation { relation_id: relation });
+                    }
+                }
+            }
+        }
+        let wire = operations.iter().map(Operation::to_value).collect();
+        let extensions = ["mutual_exclusion", "functional_relation"];
+        let resolution =
+            Resolution::commit_if(ctx, input.commit, &input.session_id, operations, &extensions, Self::META.name, task)
+                .await;
+        Ok(Output::Resolving { session_id: input.session_id, results, operations: wire, resolution })
+    }
+}
+
+fn listed(c: Contradiction) -> Listed {
+    Listed {
+        id: c.location,
+        code: c.code.into(),
+        severity: "error".into(),
+        message: c.message,
+        relation_ids: c.relation_ids,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::tools::conflicts::testing::queue;
+    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    #[tokio::test]
+    async fn lists_then_resolves_by_removing_a_relation_and_completes_the_task() {
+        let ctx = context();
+        let id = session(
+            &ctx,
+            structure(vec![
+                obj(
+                    "rule",
+                    "MutualExclusionRule",
+                    "rule",
+                    json!({"relation_type_a": "supports", "relation_type_b": "contradicts"}),
+                ),
+                obj("e", "Planet", "Earth", json!({})),
+                obj("t", "Claim", "Theory", json!({})),
+                rel("s1", &["e", "t"], "supports"),
+                rel("c1", &["e", "t"], "contradicts"),
+            ]),
+        )
+        .await;
+        let listing = call(&ctx, "resolve_contradiction", json!({"session_id": id})).await;
+        assert_eq!(listing["contradiction_count"], 1);
+        let found = &listing["contradictions"][0];
+        assert_eq!((found["id"].as_str(), &found["relation_ids"]), (Some("c1"), &json!(["c1", "s1"])));
+
+        let task = queue(&ctx, "contradiction_detected", &id, json!({"location": "c1"})).await;
+        let proposal =
+            call(&ctx, "resolve_contradiction", json!({"session_id": id, "contradiction_ids": ["c1", "zz"]})).await;
+        assert_eq!(
+            proposal["results"][0],
+            json!({"contradiction_id": "c1", "code": "CKS-EXT-MUTUAL-EXCLUSION", "removed_relation_id": "c1"})
+        );
+        assert_eq!(proposal["results"][1]["error"], "contradiction_not_found");
+        assert_eq!(proposal["operations"], json!([{"type": "remove_relation", "relation_id": "c1"}]));
+        assert!(proposal.get("commit_result").is_none());
+
+        let resolved = call(
+            &ctx,
+            "resolve_contradiction",
+            json!({"session_id": id, "contradiction_ids": ["c1"], "commit": true, "task_id": task}),
+        )
+        .await;
+        assert_eq!(resolved["commit_result"]["evolved"], true, "{resolved}");
+        assert_eq!(resolved["task_completed"], true);
+        assert!(ctx.runtime.tasks().get(task).await.unwrap().is_none());
+        let versions = ctx.runtime.list_versions(&id).await.unwrap();
+        let metadata = &versions.last().unwrap().metadata;
+        assert_eq!(
+            (metadata["tool"].as_str(), metadata["task_id"].as_i64()),
+            (Some("resolve_contradiction"), Some(task))
+        );
+        let after = call(&ctx, "resolve_contradiction", json!({"session_id": id})).await;
+        assert_eq!(after["contradiction_count"], 0);
+
+        let other = call(
+            &ctx,
+            "resolve_contradiction",
+            json!({"session_id": id, "contradiction_ids": ["c1"], "task_id": 12345}),
+        )
+        .await;
+        assert_eq!(other["error"], "task_not_found");
+    }
+}
