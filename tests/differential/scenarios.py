@@ -960,6 +960,54 @@ def conflict_queue():
     ]
 
 
+def sweepers_and_resolutions():
+    """The sweeper tools, and the two resolution tools on a session holding a contradiction and an
+    expired fact (proposals only, then commits)."""
+    graph = doc(
+        obj("rule", "MutualExclusionRule", "rule", relation_type_a="supports", relation_type_b="contradicts"),
+        obj("fn-rule", "FunctionalRelationRule", "fn", relation_type="born_in"),
+        obj("earth", "Planet", "Earth"),
+        obj("theory", "Claim", "Theory"),
+        obj("paris", "City", "Paris"),
+        obj("rome", "City", "Rome"),
+        obj("fact", "Fact", "Old fact", valid_until="2001-01-01T00:00:00Z"),
+        obj("later", "Fact", "Later fact", valid_until="2999-01-01T00:00:00+00:00"),
+        rel("s1", ["earth", "theory"], "supports"),
+        rel("c1", ["earth", "theory"], "contradicts"),
+        rel("b1", ["earth", "paris"], "born_in"),
+        rel("b2", ["earth", "rome"], "born_in"),
+    )
+    return [
+        call("list_agents", {}),
+        call("agent_status", {"agent_id": "no-such-agent"}, label="unknown"),
+        call("start_agent", {"agent_id": "no-such-agent"}, label="unknown"),
+        call("stop_agent", {"agent_id": "no-such-agent"}, label="unknown"),
+        call("agent_status", {}, label="no agent_id"),
+        call("validate_knowledge", {"json_data": Json(graph)}, save={"rsid": "session_id"}),
+        call("resolve_contradiction", {"session_id": V("rsid")}, label="list"),
+        call("resolve_contradiction", {"session_id": V("rsid"), "contradiction_ids": ["c1", "b1", "nope"]},
+             label="proposal"),
+        call("resolve_contradiction", {"session_id": V("rsid"), "contradiction_ids": ["c1"], "commit": True},
+             label="commit"),
+        call("resolve_contradiction", {"session_id": V("rsid")}, label="after the commit"),
+        call("resolve_contradiction", {"session_id": UNKNOWN_SESSION}, label="unknown session"),
+        call("resolve_contradiction", {}, label="no session"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "fact"}, label="ignore by default"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "fact", "action": "archive"},
+             label="archive proposal"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "fact", "action": "bump"},
+             label="bump without days"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "fact", "action": "bump",
+                                           "extend_by_days": -1}, label="bump by a negative"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "fact", "action": "explode"},
+             label="unknown action"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "nope"}, label="unknown object"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "later", "action": "archive",
+                                           "commit": True}, label="archive commit"),
+        call("resolve_temporal_conflict", {"session_id": V("rsid")}, label="no object_id"),
+    ]
+
+
 def storage():
     """Backups of the whole store and copies of it, on a pair of its own (so the counts are of
     this scenario's session and graph only). Every file goes into the pair's scratch directory
@@ -1037,4 +1085,5 @@ SCENARIOS = [
     ("llm-scripted", llm_scripted, "fake-llm"),
     ("storage", storage, "own-store"),
     ("conflict-queue", conflict_queue, "own-store"),
+    ("sweepers-and-resolutions", sweepers_and_resolutions),
 ]

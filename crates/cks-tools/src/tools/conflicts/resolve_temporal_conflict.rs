@@ -59,6 +59,9 @@ pub(crate) struct Output {
     /// bump only.
     #[serde(skip_serializing_if = "Option::is_none")]
     new_valid_until: Option<String>,
+    /// archive only: when it was archived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archived_at: Option<String>,
     /// The update_object operation (bump and archive).
     #[serde(skip_serializing_if = "Option::is_none")]
     operations: Option<Vec<Value>>,
@@ -78,7 +81,7 @@ impl Tool for ResolveTemporalConflict {
             extends valid_until by 'extend_by_days' (> 0) from the later of now and the old value; 'archive' sets \
             archived: true and archived_at and removes valid_until; 'ignore' (default) acknowledges and changes \
             nothing. Returns {session_id, object_id, action, previous_valid_until and new_valid_until (bump), \
-            operations (bump, archive), acknowledged (ignore)}; with 'commit': true the change is committed (checked \
+            archived_at (archive), operations (bump, archive), acknowledged (ignore)}; with 'commit': true the change is committed (checked \
             by temporal_validity) and the evolve_knowledge result is 'commit_result'. 'task_id' names the task \
             this resolves: completed when the commit succeeds, or at once for ignore ('task_completed'). An unknown \
             object is object_not_found.",
@@ -118,6 +121,7 @@ impl Tool for ResolveTemporalConflict {
             acknowledged: None,
             previous_valid_until: None,
             new_valid_until: None,
+            archived_at: None,
             operations: None,
             resolution: Resolution::default(),
         };
@@ -135,13 +139,17 @@ impl Tool for ResolveTemporalConflict {
                 output.new_valid_until = Some(new_valid_until.clone());
                 [("valid_until".to_owned(), json!(new_valid_until))].into_iter().collect()
             }
-            Action::Archive => [
-                ("archived".to_owned(), json!(true)),
-                ("archived_at".to_owned(), json!(serialized_at(now))),
-                ("valid_until".to_owned(), Value::Null),
-            ]
-            .into_iter()
-            .collect(),
+            Action::Archive => {
+                let archived_at = serialized_at(now);
+                output.archived_at = Some(archived_at.clone());
+                [
+                    ("archived".to_owned(), json!(true)),
+                    ("archived_at".to_owned(), json!(archived_at)),
+                    ("valid_until".to_owned(), Value::Null),
+                ]
+                .into_iter()
+                .collect()
+            }
         };
         let operation = Operation::UpdateObject { object_id, structure_patch: patch, mode: PatchMode::Merge };
         output.operations = Some(vec![operation.to_value()]);
