@@ -957,6 +957,13 @@ def conflict_queue():
         call("dead_letter_conflict_task", {"task_id": missing}, label="no error"),
         call("retry_dead_letter", {"task_id": missing}, label="unknown task"),
         call("retry_dead_letter", {}, label="no task_id"),
+        call("review_dead_letter", {"task_id": missing}, label="unknown task"),
+        call("review_dead_letter", {}, label="no task_id"),
+        call("approve_resolution", {"task_id": missing, "resolution": {
+            "tool": "resolve_contradiction", "arguments": {"session_id": UNKNOWN_SESSION}}}, label="unknown task"),
+        call("approve_resolution", {"task_id": missing}, label="no resolution"),
+        call("reject_resolution", {"task_id": missing, "reason": "not a conflict"}, label="unknown task"),
+        call("reject_resolution", {}, label="no task_id"),
     ]
 
 

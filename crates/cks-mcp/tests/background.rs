@@ -1,6 +1,6 @@
 //! Background reasoning end to end: the real binary over stdio on SQLite, its sweepers finding a
 //! contradiction and an expired fact that a commit introduced, and the conflict tools claiming,
-//! resolving, failing and dead-lettering the tasks they queued.
+//! resolving, failing, dead-lettering, reviewing and approving the tasks they queued.
 
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -151,5 +151,17 @@ async fn sweeps_queue_each_finding_once_and_the_tools_resolve_them() {
     assert_eq!(dead["count"], 1);
     assert_eq!(mcp.call("retry_dead_letter", json!({"task_id": task_id})).await["retried"], true);
     let again = mcp.call("claim_conflict_task", json!({"task_type": "contradiction_detected"})).await["task"].clone();
-    assert_eq!((again["task_id"].clone(), again["retry_count"].as_u64()), (task_id, Some(0)));
+    assert_eq!((again["task_id"].clone(), again["retry_count"].as_u64()), (task_id.clone(), Some(0)));
+
+    // Given up on again, reviewed, and the proposed resolution approved: applied and completed.
+    let dead = mcp.call("dead_letter_conflict_task", json!({"task_id": task_id, "error": "needs a person"})).await;
+    assert_eq!(dead["dead_lettered"], true);
+    let review = mcp.call("review_dead_letter", json!({"task_id": task_id})).await;
+    assert_eq!(review["proposed_resolution"]["tool"], "resolve_contradiction");
+    let approved =
+        mcp.call("approve_resolution", json!({"task_id": task_id, "resolution": review["proposed_resolution"]})).await;
+    assert_eq!(approved["approved"], true, "{approved}");
+    assert_eq!(mcp.call("list_dead_lettered_conflicts", json!({})).await["count"], 0);
+    let listing = mcp.call("resolve_contradiction", json!({"session_id": session})).await;
+    assert_eq!(listing["contradiction_count"], 0);
 }

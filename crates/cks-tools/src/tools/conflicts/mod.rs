@@ -5,14 +5,18 @@
 //! version names the tool and the task. None is offered to `ai_chat` yet: the queue spans every
 //! session, and the resolutions change graphs on a person's or a worker's decision.
 
+mod approve_resolution;
 mod claim_conflict_task;
 mod complete_conflict_task;
 mod dead_letter_conflict_task;
 mod fail_conflict_task;
 mod list_dead_lettered_conflicts;
+mod reject_resolution;
 mod resolve_contradiction;
 mod resolve_temporal_conflict;
 mod retry_dead_letter;
+mod review;
+mod review_dead_letter;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -36,6 +40,9 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(dead_letter_conflict_task::DeadLetterConflictTask),
         Arc::new(list_dead_lettered_conflicts::ListDeadLetteredConflicts),
         Arc::new(retry_dead_letter::RetryDeadLetter),
+        Arc::new(review_dead_letter::ReviewDeadLetter),
+        Arc::new(approve_resolution::ApproveResolution),
+        Arc::new(reject_resolution::RejectResolution),
         Arc::new(resolve_contradiction::ResolveContradiction),
         Arc::new(resolve_temporal_conflict::ResolveTemporalConflict),
     ]
@@ -80,7 +87,7 @@ pub(crate) struct TaskView {
     task_type: String,
     session_id: String,
     /// The task's payload (its JSON, or the text as stored when it is not JSON).
-    payload: Value,
+    pub(crate) payload: Value,
     /// Failed attempts so far.
     retry_count: u32,
 }

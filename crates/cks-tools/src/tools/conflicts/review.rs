@@ -1,0 +1,87 @@
+//! What the dead-letter review tools share: which tool resolves each kind of conflict task, and
+//! the resolution proposed for a dead-lettered task.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use cks_runtime::store::{TaskRow, TaskStatus};
+
+use super::store_error;
+use crate::context::ToolContext;
+use crate::error::ToolError;
+
+/// The tools that resolve a conflict task, as approve_resolution names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ResolutionTool {
+    ResolveGossipConflict,
+    ArbitrateInferenceConflict,
+    RefreshVerification,
+    ResolveTemporalConflict,
+    ResolveContradiction,
+}
+
+impl ResolutionTool {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ResolutionTool::ResolveGossipConflict => "resolve_gossip_conflict",
+            ResolutionTool::ArbitrateInferenceConflict => "arbitrate_inference_conflict",
+            ResolutionTool::RefreshVerification => "refresh_verification",
+            ResolutionTool::ResolveTemporalConflict => "resolve_temporal_conflict",
+            ResolutionTool::ResolveContradiction => "resolve_contradiction",
+        }
+    }
+
+    /// The tool that resolves tasks of `task_type`.
+    pub(crate) fn for_task_type(task_type: &str) -> Option<Self> {
+        Some(match task_type {
+            "gossip_conflict" => ResolutionTool::ResolveGossipConflict,
+            "inference_conflict" => ResolutionTool::ArbitrateInferenceConflict,
+            "provenance_conflict" => ResolutionTool::RefreshVerification,
+            "temporal_conflict" => ResolutionTool::ResolveTemporalConflict,
+            "contradiction_detected" => ResolutionTool::ResolveContradiction,
+            _ => return None,
+        })
+    }
+}
+
+/// The dead-lettered task `task_id`, or the error `task_not_dead_lettered`.
+pub(crate) async fn dead_task(ctx: &ToolContext, task_id: i64) -> Result<TaskRow, ToolError> {
+    let task = ctx.runtime.tasks().get(task_id).await.map_err(store_error)?;
+    task.filter(|t| t.status == TaskStatus::Dead).ok_or_else(|| {
+        ToolError::new(
+            "task_not_dead_lettered",
+            format!("Task {task_id} is not dead-lettered (see list_dead_lettered_conflicts for those that are)."),
+        )
+        .with("task_id", task_id)
+    })
+}
+
+/// The call that would resolve `task`: `{tool, arguments}`, or `{error, message}` when there is none.
+pub(crate) fn propose(task: &TaskRow, payload: &Value) -> Value {
+    let cannot = |message: String| json!({"error": "cannot_propose", "message": message});
+    let Some(tool) = ResolutionTool::for_task_type(&task.task_type) else {
+        return json!({"error": "unknown_task_type",
+                      "message": format!("No known resolution tool for task_type '{}'.", task.task_type)});
+    };
+    let Value::Object(payload) = payload else {
+        return cannot("The task's payload is not a JSON object.".into());
+    };
+    let field = |name: &str| payload.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let session_id = task.session_id.as_str();
+    let arguments = match tool {
+        ResolutionTool::ResolveContradiction => match field("location") {
+            Some(location) => json!({"session_id": session_id, "contradiction_ids": [location], "commit": true}),
+            None => return cannot("The task's payload names no contradiction ('location').".into()),
+        },
+        ResolutionTool::ResolveTemporalConflict => match field("object_id") {
+            Some(object_id) => json!({"session_id": session_id, "object_id": object_id, "action": "bump",
+                                      "extend_by_days": 30, "commit": true}),
+            None => return cannot("The task's payload names no object ('object_id').".into()),
+        },
+        other => {
+            return cannot(format!("{} is not available on this server yet; resolve the task by hand.", other.name()));
+        }
+    };
+    json!({"tool": tool.name(), "arguments": arguments})
+}
