@@ -46,6 +46,14 @@ pub(crate) fn check(structure: &KnowledgeStructure, now: OffsetDateTime, out: &m
     }
 }
 
+/// The check's findings alone, as of `now` (without the always-on constraints a full
+/// validation runs first): what a sweeper looking for expired facts needs.
+pub fn expired_and_malformed(structure: &KnowledgeStructure, now: OffsetDateTime) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    check(structure, now, &mut out);
+    out
+}
+
 /// A `valid_until` value as the check reads it; `None` when it is malformed.
 pub fn valid_until_instant(value: &Value) -> Option<OffsetDateTime> {
     temporal_instant(&py_str(value))

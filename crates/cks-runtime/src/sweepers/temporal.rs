@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use cks_core::KnowledgeStructure;
-use cks_core::validate::{Extension, Severity, ValidationOptions, next_expiry, validate};
+use cks_core::validate::{Extension, Severity, expired_and_malformed, next_expiry};
 
 use super::{Check, Finding, Sweep};
 
@@ -22,11 +22,8 @@ impl Sweep for Expired {
     }
 
     fn check(&self, structure: &KnowledgeStructure, now: OffsetDateTime) -> Check {
-        let options =
-            ValidationOptions { now: Some(now), ..ValidationOptions::with_extensions([Extension::TemporalValidity]) };
         let code = Extension::TemporalValidity.code();
-        let findings = validate(structure, &options)
-            .diagnostics
+        let findings = expired_and_malformed(structure, now)
             .into_iter()
             // Errors are malformed dates, which validation reports to whoever commits them.
             .filter(|d| d.code == code && d.severity == Severity::Warning)
