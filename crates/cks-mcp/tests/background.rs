@@ -165,3 +165,50 @@ async fn sweeps_queue_each_finding_once_and_the_tools_resolve_them() {
     let listing = mcp.call("resolve_contradiction", json!({"session_id": session})).await;
     assert_eq!(listing["contradiction_count"], 0);
 }
+
+#[tokio::test]
+async fn a_killed_server_loses_no_task_and_its_claims_are_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env();
+    env.push(("CKS_TASK_LEASE_SECONDS", "2".into()));
+    let lease = Duration::from_secs(2);
+    let mut mcp = Mcp::start(dir.path(), &env).await;
+    let facts: Vec<Value> =
+        (0..3).map(|i| object(&format!("f{i}"), "Fact", json!({"valid_until": "2001-01-01T00:00:00Z"}))).collect();
+    let graph = json!({"objects": facts}).to_string();
+    let session = mcp.call("validate_knowledge", json!({"json_data": graph})).await["session_id"].clone();
+    assert_eq!(sweep(&mut mcp, "temporal_staleness").await["last_result_count"], 3);
+    let claimed = mcp.call("claim_conflict_task", json!({"task_type": "temporal_conflict"})).await["task"].clone();
+    let claimed_at = std::time::Instant::now();
+    assert_eq!(claimed["session_id"], session);
+
+    // Killed while holding a claim.
+    mcp.child.kill().await.unwrap();
+    drop(mcp);
+    let mut mcp = Mcp::start(dir.path(), &env).await;
+    // A sweep after the restart looks at everything again and queues nothing twice.
+    let status = sweep(&mut mcp, "temporal_staleness").await;
+    assert_eq!((status["last_sessions_checked"].as_u64(), status["last_result_count"].as_u64()), (Some(1), Some(3)));
+    let mut seen = Vec::new();
+    while let Some(task) =
+        Some(mcp.call("claim_conflict_task", json!({"task_type": "temporal_conflict"})).await["task"].clone())
+            .filter(|t| !t.is_null())
+    {
+        seen.push(task["task_id"].clone());
+    }
+    // On a slow machine the lease may have ended already; then the task was taken over in the loop.
+    if claimed_at.elapsed() < lease {
+        assert_eq!(seen.len(), 2, "the two unclaimed tasks");
+        assert!(!seen.contains(&claimed["task_id"]), "the killed server's claim holds until its lease ends");
+    }
+    tokio::time::sleep(lease.saturating_sub(claimed_at.elapsed()) + Duration::from_millis(100)).await;
+    let taken_over = mcp.call("claim_conflict_task", json!({"task_type": "temporal_conflict"})).await["task"].clone();
+    let mut ids: Vec<Value> = seen.clone();
+    if seen.len() == 2 {
+        assert_eq!(taken_over["task_id"], claimed["task_id"], "a lease that ended makes the task claimable again");
+        ids.push(taken_over["task_id"].clone());
+    }
+    ids.sort_by_key(|v| v.as_i64());
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "three findings, three tasks, none lost or doubled");
+}
