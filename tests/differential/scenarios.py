@@ -986,6 +986,9 @@ def sweepers_and_resolutions():
     )
     return [
         call("list_agents", {}),
+        call("list_inference_conflicts", {"peek": True}, label="peek"),
+        call("list_inference_conflicts", {"session_id": UNKNOWN_SESSION}, label="one session"),
+        call("list_inference_conflicts", {}),
         call("agent_status", {"agent_id": "no-such-agent"}, label="unknown"),
         call("start_agent", {"agent_id": "no-such-agent"}, label="unknown"),
         call("stop_agent", {"agent_id": "no-such-agent"}, label="unknown"),

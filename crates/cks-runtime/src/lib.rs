@@ -25,5 +25,5 @@ pub use runtime::{
     CommitRequest, Committed, EMPTY_STATE_VERSION_ID, Edit, MergeReport, NewSession, Runtime, RuntimeConfig,
 };
 pub use session::{SessionInfo, VersionInfo};
-pub use sweepers::{SweeperStatus, Sweepers, SweepersConfig};
+pub use sweepers::{InboxRecord, SweeperStatus, Sweepers, SweepersConfig};
 pub use tasks::{QueueConfig, TaskQueue};

@@ -180,6 +180,14 @@ pub(crate) fn check_supersession_chain(structure: &KnowledgeStructure, out: &mut
     }
 }
 
+/// The confidence conflicts alone (without the always-on constraints a full validation runs
+/// first): what a sweeper looking for them needs.
+pub fn confidence_conflicts(structure: &KnowledgeStructure) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    check_confidence_conflict(structure, &mut out);
+    out
+}
+
 /// CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT.
 pub(crate) fn check_confidence_conflict(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
     // conclusion → [(float(confidence), [step ids])], groups in first-seen order.

@@ -8,6 +8,7 @@ use cks_core::KnowledgeStructure;
 use cks_core::validate::contradictions;
 
 use super::{Check, Finding, Sweep};
+use crate::session::SessionInfo;
 
 pub(crate) struct Contradictions;
 
@@ -20,7 +21,7 @@ impl Sweep for Contradictions {
         "contradiction_detected"
     }
 
-    fn check(&self, structure: &KnowledgeStructure, _now: OffsetDateTime) -> Check {
+    fn check(&self, structure: &KnowledgeStructure, _info: &SessionInfo, _now: OffsetDateTime) -> Check {
         let findings = contradictions(structure)
             .into_iter()
             .map(|c| Finding {

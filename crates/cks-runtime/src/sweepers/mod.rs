@@ -13,10 +13,11 @@
 //! task's de-duplication key names the sweeper, the session and the finding.
 
 mod contradiction;
+mod inference;
 mod temporal;
 
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
@@ -28,6 +29,7 @@ use cks_core::KnowledgeStructure;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::runtime::Runtime;
+use crate::session::SessionInfo;
 
 /// One kind of background check.
 pub(crate) trait Sweep: Send + Sync + 'static {
@@ -36,8 +38,27 @@ pub(crate) trait Sweep: Send + Sync + 'static {
     /// The type of the tasks it queues.
     fn task_type(&self) -> &'static str;
     /// What one session's structure shows as of `now`.
-    fn check(&self, structure: &KnowledgeStructure, now: OffsetDateTime) -> Check;
+    fn check(&self, structure: &KnowledgeStructure, info: &SessionInfo, now: OffsetDateTime) -> Check;
+    /// Whether what it newly queues is also kept in the inbox (`list_inference_conflicts`).
+    fn keeps_inbox(&self) -> bool {
+        false
+    }
 }
+
+/// A finding kept in the inbox: what the reference's in-process conflict inbox holds, read and
+/// drained by `list_inference_conflicts` independently of the task queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxRecord {
+    pub record_id: String,
+    /// Seconds since the epoch.
+    pub detected_at: f64,
+    pub session_id: String,
+    /// The queued task's payload.
+    pub payload: Value,
+}
+
+/// The most inbox records kept; older ones make room.
+const INBOX_CAPACITY: usize = 1_000;
 
 /// One thing found in a session.
 pub(crate) struct Finding {
@@ -91,6 +112,7 @@ pub struct Sweepers {
     runtime: Arc<Runtime>,
     sweepers: Vec<Arc<Sweeper>>,
     feeder: JoinHandle<()>,
+    inbox: Arc<Mutex<VecDeque<InboxRecord>>>,
 }
 
 impl std::fmt::Debug for Sweepers {
@@ -103,6 +125,7 @@ impl std::fmt::Debug for Sweepers {
 
 struct Sweeper {
     sweep: Box<dyn Sweep>,
+    inbox: Arc<Mutex<VecDeque<InboxRecord>>>,
     interval: Duration,
     state: Mutex<State>,
     /// One sweep at a time (the loop's and `run_once`'s).
@@ -158,16 +181,22 @@ impl Sweepers {
     /// The standard sweepers of `runtime`, started when `config.start` says so. Must be called
     /// inside a tokio runtime.
     pub fn start(runtime: Arc<Runtime>, config: &SweepersConfig) -> Arc<Self> {
-        let kinds: Vec<Box<dyn Sweep>> = vec![Box::new(temporal::Expired), Box::new(contradiction::Contradictions)];
+        let kinds: Vec<Box<dyn Sweep>> = vec![
+            Box::new(inference::ConfidenceConflicts),
+            Box::new(temporal::Expired),
+            Box::new(contradiction::Contradictions),
+        ];
         Self::with(runtime, config, kinds)
     }
 
     fn with(runtime: Arc<Runtime>, config: &SweepersConfig, kinds: Vec<Box<dyn Sweep>>) -> Arc<Self> {
+        let inbox = Arc::new(Mutex::new(VecDeque::new()));
         let sweepers: Vec<Arc<Sweeper>> = kinds
             .into_iter()
             .map(|sweep| {
                 Arc::new(Sweeper {
                     sweep,
+                    inbox: inbox.clone(),
                     interval: config.interval,
                     state: Mutex::new(State { all: true, ..State::default() }),
                     sweeping: tokio::sync::Mutex::new(()),
@@ -177,7 +206,7 @@ impl Sweepers {
             .collect();
         // Subscribed before any sweep, so no commit falls between a sweep and the first event.
         let feeder = tokio::spawn(feed(runtime.subscribe(), sweepers.clone()));
-        let this = Arc::new(Sweepers { runtime, sweepers, feeder });
+        let this = Arc::new(Sweepers { runtime, sweepers, feeder, inbox });
         if config.start {
             for sweeper in &this.sweepers {
                 // The first pass looks at every session: not at start-up, which loads none.
@@ -215,6 +244,18 @@ impl Sweepers {
     pub async fn run_once(&self, agent_id: &str) -> Option<Result<SweeperStatus, RuntimeError>> {
         let sweeper = self.find(agent_id)?;
         Some(sweeper.sweep_once(&self.runtime).await.map(|()| sweeper.status()))
+    }
+
+    /// The inbox's records (of `session_id` only, when given), oldest first; `drain` removes the
+    /// records returned.
+    pub fn inbox(&self, session_id: Option<&str>, drain: bool) -> Vec<InboxRecord> {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
+        let wanted = |r: &InboxRecord| session_id.is_none_or(|s| r.session_id == s);
+        let records: Vec<InboxRecord> = inbox.iter().filter(|r| wanted(r)).cloned().collect();
+        if drain {
+            inbox.retain(|r| !wanted(r));
+        }
+        records
     }
 
     /// Stops every sweeper (each after its current sweep) and the event feed.
@@ -320,6 +361,19 @@ impl Sweeper {
         }
     }
 
+    fn keep(&self, session_id: &str, payload: &Value, now: OffsetDateTime) {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
+        if inbox.len() == INBOX_CAPACITY {
+            inbox.pop_front();
+        }
+        inbox.push_back(InboxRecord {
+            record_id: uuid::Uuid::new_v4().to_string(),
+            detected_at: now.unix_timestamp_nanos() as f64 / 1e9,
+            session_id: session_id.to_owned(),
+            payload: payload.clone(),
+        });
+    }
+
     /// Looks at the sessions due and queues what it finds. On a failure the sessions not yet
     /// looked at stay due, so nothing is skipped.
     async fn sweep_once(&self, runtime: &Runtime) -> Result<(), RuntimeError> {
@@ -364,7 +418,8 @@ impl Sweeper {
         let (agent_id, task_type) = (self.sweep.agent_id(), self.sweep.task_type());
         let (mut sessions, mut findings) = (0, 0);
         while let Some(session_id) = due.first().cloned() {
-            let check = match runtime.read(&session_id, |structure, _| self.sweep.check(structure, now)).await {
+            let check = match runtime.read(&session_id, |structure, info| self.sweep.check(structure, info, now)).await
+            {
                 Ok(check) => check,
                 // Gone since it was listed (or never stored): nothing to look at.
                 Err(RuntimeError::SessionNotFound(_)) => {
@@ -375,7 +430,10 @@ impl Sweeper {
             };
             for finding in &check.findings {
                 let key = format!("{agent_id}:{session_id}:{}", finding.key);
-                queue.enqueue(task_type, &session_id, &finding.payload, Some(key)).await?;
+                let queued = queue.enqueue(task_type, &session_id, &finding.payload, Some(key)).await?;
+                if queued.is_some() && self.sweep.keeps_inbox() {
+                    self.keep(&session_id, &finding.payload, now);
+                }
             }
             sessions += 1;
             findings += check.findings.len() as u64;

@@ -9,6 +9,7 @@ use cks_core::KnowledgeStructure;
 use cks_core::validate::{Extension, Severity, expired_and_malformed, next_expiry};
 
 use super::{Check, Finding, Sweep};
+use crate::session::SessionInfo;
 
 pub(crate) struct Expired;
 
@@ -21,7 +22,7 @@ impl Sweep for Expired {
         "temporal_conflict"
     }
 
-    fn check(&self, structure: &KnowledgeStructure, now: OffsetDateTime) -> Check {
+    fn check(&self, structure: &KnowledgeStructure, _info: &SessionInfo, now: OffsetDateTime) -> Check {
         let code = Extension::TemporalValidity.code();
         let findings = expired_and_malformed(structure, now)
             .into_iter()

@@ -117,7 +117,7 @@ async fn sweepers_start_sweep_and_stop() {
     let sweepers =
         Sweepers::start(runtime.clone(), &SweepersConfig { interval: Duration::from_millis(20), start: false });
     let ids: Vec<&str> = sweepers.statuses().iter().map(|s| s.agent_id).collect();
-    assert_eq!(ids, ["temporal_staleness", "contradiction"]);
+    assert_eq!(ids, ["inference_staleness", "temporal_staleness", "contradiction"]);
     assert!(!sweepers.status("contradiction").unwrap().running);
     assert!(sweepers.status("nope").is_none() && sweepers.start_agent("nope").is_none());
 
@@ -135,4 +135,38 @@ async fn sweepers_start_sweep_and_stop() {
     assert!(!stopped.running);
     assert!(!sweepers.status("temporal_staleness").unwrap().running, "the other was never started");
     sweepers.shutdown().await;
+}
+
+#[tokio::test]
+async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
+    let runtime = runtime();
+    let step = |id: &str, confidence: f64| {
+        obj(id, "InferenceStep", json!({"premises": ["p"], "conclusion": "c", "confidence": confidence}))
+    };
+    let objects = vec![obj("p", "Evidence", json!({})), obj("c", "Claim", json!({})), step("s1", 0.9), step("s2", 0.4)];
+    let id = session(&runtime, objects).await;
+    let calm = session(&runtime, vec![obj("x", "Claim", json!({}))]).await;
+    let sweepers = Sweepers::start(runtime.clone(), &idle());
+    assert_eq!(sweep(&sweepers, "inference_staleness").await, (2, 1));
+    let queued = tasks(&runtime, "inference_conflict").await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].0, id);
+    assert_eq!(queued[0].1["diagnostics"][0]["code"], "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT");
+    assert_eq!(queued[0].1["diagnostics"][0]["location"], "s1");
+
+    // The inbox: peeked, filtered by session, drained once.
+    assert_eq!(sweepers.inbox(Some(&calm), true), []);
+    let peeked = sweepers.inbox(None, false);
+    assert_eq!((peeked.len(), peeked[0].session_id.as_str()), (1, id.as_str()));
+    assert_eq!(peeked[0].payload, queued[0].1);
+    assert_eq!(sweepers.inbox(Some(&id), true), peeked);
+    assert_eq!(sweepers.inbox(None, true), []);
+
+    // The same conflicts are not queued again; a new one is.
+    let ops = json!([{"type": "update_object", "object_id": "p", "structure_patch": {"k": 1}}]);
+    runtime.commit(&id, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "inference_staleness").await, (1, 1));
+    assert_eq!(tasks(&runtime, "inference_conflict").await.len(), 1);
+    assert!(sweepers.inbox(None, false).is_empty());
 }

@@ -11,6 +11,7 @@ mod complete_conflict_task;
 mod dead_letter_conflict_task;
 mod fail_conflict_task;
 mod list_dead_lettered_conflicts;
+mod list_inference_conflicts;
 mod reject_resolution;
 mod resolve_contradiction;
 mod resolve_temporal_conflict;
@@ -34,6 +35,7 @@ use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
 
 pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
     vec![
+        Arc::new(list_inference_conflicts::ListInferenceConflicts),
         Arc::new(claim_conflict_task::ClaimConflictTask),
         Arc::new(complete_conflict_task::CompleteConflictTask),
         Arc::new(fail_conflict_task::FailConflictTask),
