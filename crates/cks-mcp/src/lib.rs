@@ -107,7 +107,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
     let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
-    let sweepers = Sweepers::start(runtime.clone(), &config.sweepers);
+    let sweepers = Sweepers::start(runtime.clone(), &config.sweepers).await?;
     let server = CksServer::new(runtime, registry, llm).with_provenance(key).with_sweepers(sweepers.clone());
 
     let http = match config.http {

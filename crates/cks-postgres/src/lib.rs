@@ -561,6 +561,26 @@ impl Store for PostgresStore {
         Ok(Some(row.get(0)))
     }
 
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let key = format!("setting.{key}");
+        let row = client.query_opt("SELECT value FROM cks_meta WHERE key = $1", &[&key]).await.map_err(db_error)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let key = format!("setting.{key}");
+        client
+            .execute(
+                "INSERT INTO cks_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[&key, &value],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
     /// Read, merge and write under a row lock on the name's entry (or the session's row when the
     /// name is new), so two writers of one name serialise.
     async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {

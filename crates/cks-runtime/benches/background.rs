@@ -55,7 +55,7 @@ fn sweep_10k_unchanged_sessions(bencher: Bencher) {
         for seed in 0..10_000 {
             runtime.create_session(random_graph(1, 0, seed), NewSession::default()).await.unwrap();
         }
-        let sweepers = Sweepers::start(runtime.clone(), &STOPPED);
+        let sweepers = Sweepers::start(runtime.clone(), &STOPPED).await.unwrap();
         // The first pass looks at every session.
         sweepers.run_once("contradiction").await.unwrap().unwrap();
         sweepers
@@ -73,7 +73,7 @@ fn sweep_after_one_commit_100k(bencher: Bencher, agent_id: &str) {
     let (sweepers, id) = tokio.block_on(async {
         let id =
             runtime.create_session(random_graph(50_000, 50_000, 7), NewSession::default()).await.unwrap().session_id;
-        let sweepers = Sweepers::start(runtime.clone(), &STOPPED);
+        let sweepers = Sweepers::start(runtime.clone(), &STOPPED).await.unwrap();
         sweepers.run_once(agent_id).await.unwrap().unwrap();
         (sweepers, id)
     });

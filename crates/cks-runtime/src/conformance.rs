@@ -29,6 +29,7 @@ pub async fn run_all(open: Open) {
     store_imports(open()).await;
     store_graph_registry(open.clone()).await;
     store_task_queue(open.clone()).await;
+    store_settings(open.clone()).await;
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;
@@ -331,6 +332,16 @@ async fn store_task_queue(open: Open) {
     for task_id in queued {
         assert!(store.complete_task(TaskRef::any(task_id)).await.unwrap());
     }
+}
+
+async fn store_settings(open: Open) {
+    let store = open();
+    assert_eq!(store.load_setting("conformance.flag").await.unwrap(), None);
+    store.save_setting("conformance.flag", "off").await.unwrap();
+    store.save_setting("conformance.flag", "on").await.unwrap();
+    // Another handle (a restart, another process) reads what was saved last.
+    assert_eq!(open().load_setting("conformance.flag").await.unwrap().as_deref(), Some("on"));
+    assert_eq!(store.load_setting("replica_id").await.unwrap(), None, "settings are apart from the store's own keys");
 }
 
 async fn store_imports(store: Arc<dyn Store>) {

@@ -119,6 +119,12 @@ impl Store for StallingStore {
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
         self.inner.renew_task(task, now_ms).await
     }
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.inner.load_setting(key).await
+    }
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.inner.save_setting(key, value).await
+    }
 }
 
 fn add(id: &str) -> CommitRequest {

@@ -37,6 +37,7 @@ struct Inner {
     /// By task id, which is also the order of creation.
     tasks: BTreeMap<i64, TaskRow>,
     last_task_id: i64,
+    settings: HashMap<String, String>,
 }
 
 impl Inner {
@@ -387,6 +388,17 @@ impl Store for MemoryStore {
 
     async fn replica_id(&self) -> Result<Option<String>, StoreError> {
         Ok(Some(self.replica_id.clone()))
+    }
+
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.with(|inner| Ok(inner.settings.get(key).cloned()))
+    }
+
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.write(|inner| {
+            inner.settings.insert(key.to_owned(), value.to_owned());
+            Ok(())
+        })
     }
 }
 

@@ -202,6 +202,13 @@ pub trait Store: Send + Sync + Debug + 'static {
         Ok(None)
     }
 
+    /// A setting the server keeps with its data (such as whether a sweeper should run), shared
+    /// by every process on the store; `None` when never saved.
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Saves a setting (replacing its value).
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
+
     /// Writes a registry entry (see [`registry`] for the rules when the name is taken) and returns
     /// the entry as stored. The session must exist ([`StoreError::SessionNotFound`]).
     async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError>;

@@ -600,6 +600,27 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = format!("setting.{key}");
+        self.run(move |conn| {
+            conn.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")
+                .and_then(|mut s| s.query_row([&key], |r| r.get(0)).optional())
+                .map_err(backend)
+        })
+        .await
+    }
+
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let (key, value) = (format!("setting.{key}"), value.to_owned());
+        self.run(move |conn| {
+            conn.prepare_cached("INSERT OR REPLACE INTO store_meta (key, value) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute([&key, &value]))
+                .map(drop)
+                .map_err(backend)
+        })
+        .await
+    }
+
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;

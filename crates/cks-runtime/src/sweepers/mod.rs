@@ -57,6 +57,10 @@ pub struct InboxRecord {
     pub payload: Value,
 }
 
+/// A sweeper's stored setting values: whether it should run.
+const RUNNING: &str = "running";
+const STOPPED: &str = "stopped";
+
 /// The most inbox records kept; older ones make room.
 const INBOX_CAPACITY: usize = 1_000;
 
@@ -178,18 +182,22 @@ fn millis(at: OffsetDateTime) -> i64 {
 }
 
 impl Sweepers {
-    /// The standard sweepers of `runtime`, started when `config.start` says so. Must be called
-    /// inside a tokio runtime.
-    pub fn start(runtime: Arc<Runtime>, config: &SweepersConfig) -> Arc<Self> {
+    /// The standard sweepers of `runtime`, each started when `config.start` says so and no
+    /// `stop_agent` since (kept in the store) said otherwise.
+    pub async fn start(runtime: Arc<Runtime>, config: &SweepersConfig) -> Result<Arc<Self>, RuntimeError> {
         let kinds: Vec<Box<dyn Sweep>> = vec![
             Box::new(inference::ConfidenceConflicts),
             Box::new(temporal::Expired),
             Box::new(contradiction::Contradictions),
         ];
-        Self::with(runtime, config, kinds)
+        Self::with(runtime, config, kinds).await
     }
 
-    fn with(runtime: Arc<Runtime>, config: &SweepersConfig, kinds: Vec<Box<dyn Sweep>>) -> Arc<Self> {
+    async fn with(
+        runtime: Arc<Runtime>,
+        config: &SweepersConfig,
+        kinds: Vec<Box<dyn Sweep>>,
+    ) -> Result<Arc<Self>, RuntimeError> {
         let inbox = Arc::new(Mutex::new(VecDeque::new()));
         let sweepers: Vec<Arc<Sweeper>> = kinds
             .into_iter()
@@ -207,13 +215,14 @@ impl Sweepers {
         // Subscribed before any sweep, so no commit falls between a sweep and the first event.
         let feeder = tokio::spawn(feed(runtime.subscribe(), sweepers.clone()));
         let this = Arc::new(Sweepers { runtime, sweepers, feeder, inbox });
-        if config.start {
-            for sweeper in &this.sweepers {
+        for sweeper in &this.sweepers {
+            let wanted = this.runtime.store().load_setting(&sweeper.setting()).await?;
+            if wanted.as_deref().map_or(config.start, |w| w == RUNNING) {
                 // The first pass looks at every session: not at start-up, which loads none.
                 sweeper.start(&this.runtime, false);
             }
         }
-        this
+        Ok(this)
     }
 
     /// Every sweeper's status, in listing order.
@@ -225,19 +234,22 @@ impl Sweepers {
         self.find(agent_id).map(|s| s.status())
     }
 
-    /// Starts a sweeper (it sweeps at once); `None` for an unknown id. Starting a running one
-    /// changes nothing.
-    pub fn start_agent(&self, agent_id: &str) -> Option<SweeperStatus> {
-        let sweeper = self.find(agent_id)?;
+    /// Starts a sweeper (it sweeps at once), here and after restarts; `None` for an unknown id.
+    /// Starting a running one changes nothing.
+    pub async fn start_agent(&self, agent_id: &str) -> Result<Option<SweeperStatus>, RuntimeError> {
+        let Some(sweeper) = self.find(agent_id) else { return Ok(None) };
+        self.runtime.store().save_setting(&sweeper.setting(), RUNNING).await?;
         sweeper.start(&self.runtime, true);
-        Some(sweeper.status())
+        Ok(Some(sweeper.status()))
     }
 
-    /// Stops a sweeper after its current sweep; `None` for an unknown id.
-    pub async fn stop_agent(&self, agent_id: &str) -> Option<SweeperStatus> {
-        let sweeper = self.find(agent_id)?;
+    /// Stops a sweeper after its current sweep, here and after restarts (other processes on the
+    /// store stop theirs at their next sweep); `None` for an unknown id.
+    pub async fn stop_agent(&self, agent_id: &str) -> Result<Option<SweeperStatus>, RuntimeError> {
+        let Some(sweeper) = self.find(agent_id) else { return Ok(None) };
+        self.runtime.store().save_setting(&sweeper.setting(), STOPPED).await?;
         sweeper.stop().await;
-        Some(sweeper.status())
+        Ok(Some(sweeper.status()))
     }
 
     /// Runs one sweep of a sweeper now and returns its status; `None` for an unknown id.
@@ -311,6 +323,11 @@ impl Sweeper {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The key of its stored "should run" setting.
+    fn setting(&self) -> String {
+        format!("sweeper.{}", self.sweep.agent_id())
+    }
+
     fn status(&self) -> SweeperStatus {
         let running =
             self.running.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|(_, h)| !h.is_finished());
@@ -357,6 +374,12 @@ impl Sweeper {
             tokio::select! {
                 _ = tokio::time::sleep(self.interval) => {}
                 _ = stopped.changed() => return,
+            }
+            // A stop_agent in another process sharing the store stops this one too.
+            if let Ok(Some(wanted)) = runtime.store().load_setting(&self.setting()).await
+                && wanted == STOPPED
+            {
+                return;
             }
         }
     }

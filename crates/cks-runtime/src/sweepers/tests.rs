@@ -57,11 +57,9 @@ async fn a_sweep_queues_each_finding_once_and_looks_only_at_what_changed() {
     let clean = session(&runtime, contradiction()).await;
     let expired = obj("fact", "Fact", json!({"valid_until": "2001-01-01T00:00:00Z"}));
     let stale = session(&runtime, vec![expired]).await;
-    let sweepers = Sweepers::with(
-        runtime.clone(),
-        &idle(),
-        vec![Box::new(super::contradiction::Contradictions), Box::new(super::temporal::Expired)],
-    );
+    let kinds: Vec<Box<dyn super::Sweep>> =
+        vec![Box::new(super::contradiction::Contradictions), Box::new(super::temporal::Expired)];
+    let sweepers = Sweepers::with(runtime.clone(), &idle(), kinds).await.unwrap();
 
     // The first pass looks at every session.
     assert_eq!(sweep(&sweepers, "contradiction").await, (2, 0));
@@ -102,7 +100,7 @@ async fn an_unchanged_session_is_looked_at_again_when_its_next_fact_expires() {
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
     let id = session(&runtime, vec![obj("fact", "Fact", json!({"valid_until": soon}))]).await;
-    let sweepers = Sweepers::with(runtime.clone(), &idle(), vec![Box::new(super::temporal::Expired)]);
+    let sweepers = Sweepers::with(runtime.clone(), &idle(), vec![Box::new(super::temporal::Expired)]).await.unwrap();
     assert_eq!(sweep(&sweepers, "temporal_staleness").await, (1, 0));
     assert_eq!(sweep(&sweepers, "temporal_staleness").await, (0, 0), "not due yet");
     tokio::time::sleep(Duration::from_millis(1_700)).await;
@@ -114,14 +112,14 @@ async fn an_unchanged_session_is_looked_at_again_when_its_next_fact_expires() {
 async fn sweepers_start_sweep_and_stop() {
     let runtime = runtime();
     session(&runtime, contradiction()).await;
-    let sweepers =
-        Sweepers::start(runtime.clone(), &SweepersConfig { interval: Duration::from_millis(20), start: false });
+    let config = SweepersConfig { interval: Duration::from_millis(20), start: false };
+    let sweepers = Sweepers::start(runtime.clone(), &config).await.unwrap();
     let ids: Vec<&str> = sweepers.statuses().iter().map(|s| s.agent_id).collect();
     assert_eq!(ids, ["inference_staleness", "temporal_staleness", "contradiction"]);
     assert!(!sweepers.status("contradiction").unwrap().running);
-    assert!(sweepers.status("nope").is_none() && sweepers.start_agent("nope").is_none());
+    assert!(sweepers.status("nope").is_none() && sweepers.start_agent("nope").await.unwrap().is_none());
 
-    assert!(sweepers.start_agent("contradiction").unwrap().running);
+    assert!(sweepers.start_agent("contradiction").await.unwrap().unwrap().running);
     let mut swept = None;
     for _ in 0..200 {
         swept = sweepers.status("contradiction").unwrap().last_sessions_checked;
@@ -131,10 +129,19 @@ async fn sweepers_start_sweep_and_stop() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(swept, Some(1), "a started sweeper sweeps at once");
-    let stopped = sweepers.stop_agent("contradiction").await.unwrap();
+    let stopped = sweepers.stop_agent("contradiction").await.unwrap().unwrap();
     assert!(!stopped.running);
     assert!(!sweepers.status("temporal_staleness").unwrap().running, "the other was never started");
     sweepers.shutdown().await;
+
+    // What start_agent and stop_agent decided outlives the process; the others follow the config.
+    sweepers.start_agent("temporal_staleness").await.unwrap();
+    sweepers.shutdown().await;
+    let config = SweepersConfig { interval: Duration::from_secs(3_600), start: true };
+    let restarted = Sweepers::start(runtime.clone(), &config).await.unwrap();
+    let running: Vec<bool> = restarted.statuses().iter().map(|s| s.running).collect();
+    assert_eq!(running, [true, true, false], "inference by the config, temporal started, contradiction stopped");
+    restarted.shutdown().await;
 }
 
 #[tokio::test]
@@ -146,7 +153,7 @@ async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
     let objects = vec![obj("p", "Evidence", json!({})), obj("c", "Claim", json!({})), step("s1", 0.9), step("s2", 0.4)];
     let id = session(&runtime, objects).await;
     let calm = session(&runtime, vec![obj("x", "Claim", json!({}))]).await;
-    let sweepers = Sweepers::start(runtime.clone(), &idle());
+    let sweepers = Sweepers::start(runtime.clone(), &idle()).await.unwrap();
     assert_eq!(sweep(&sweepers, "inference_staleness").await, (2, 1));
     let queued = tasks(&runtime, "inference_conflict").await;
     assert_eq!(queued.len(), 1);

@@ -57,7 +57,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_every_sweeper_with_its_status() {
-        let listed = call(&context(), "list_agents", json!({})).await;
+        let listed = call(&context().await, "list_agents", json!({})).await;
         let agents = listed["agents"].as_array().unwrap();
         let ids: Vec<&str> = agents.iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["inference_staleness", "temporal_staleness", "contradiction"]);

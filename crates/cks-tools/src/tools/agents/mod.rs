@@ -102,10 +102,10 @@ pub(crate) mod testing {
     use crate::context::ToolContext;
 
     /// A tool context with the standard sweepers, stopped.
-    pub(crate) fn context() -> ToolContext {
+    pub(crate) async fn context() -> ToolContext {
         let mut ctx = crate::tools::test_support::context();
         let config = SweepersConfig { interval: Duration::from_secs(3_600), start: false };
-        ctx.sweepers = Some(Sweepers::start(ctx.runtime.clone(), &config));
+        ctx.sweepers = Some(Sweepers::start(ctx.runtime.clone(), &config).await.expect("sweepers start"));
         ctx
     }
 }

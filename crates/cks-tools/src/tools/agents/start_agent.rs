@@ -14,7 +14,7 @@ impl Tool for StartAgent {
     const META: ToolMeta = ToolMeta {
         name: "start_agent",
         description: "Start a background sweeper by 'agent_id' (see list_agents) on this server: it sweeps at once, \
-            then every interval. Starting a running sweeper changes nothing. Returns its status (as agent_status), \
+            then every interval, and is started again after a restart. Starting a running sweeper changes nothing. Returns its status (as agent_status), \
             or {agent_id, found: false} for an id that names no sweeper.",
         mutates_graph: false,
         creates_session: false,
@@ -27,7 +27,10 @@ impl Tool for StartAgent {
     };
 
     async fn run(&self, ctx: &ToolContext, input: AgentInput) -> Result<AgentOutput, ToolError> {
-        let status = ctx.sweepers.as_ref().and_then(|s| s.start_agent(&input.agent_id));
+        let status = match &ctx.sweepers {
+            Some(sweepers) => sweepers.start_agent(&input.agent_id).await?,
+            None => None,
+        };
         Ok(AgentOutput::of(input.agent_id, status))
     }
 }

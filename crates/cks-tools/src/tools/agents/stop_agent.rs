@@ -13,8 +13,9 @@ impl Tool for StopAgent {
     type Output = AgentOutput;
     const META: ToolMeta = ToolMeta {
         name: "stop_agent",
-        description: "Stop a background sweeper by 'agent_id' (see list_agents) on this server, after the sweep in \
-            progress, if any, is done; what it queued stays queued. Changes made meanwhile are still seen by its next \
+        description: "Stop a background sweeper by 'agent_id' (see list_agents), after the sweep in progress, if any, \
+            is done; it stays stopped after a restart, and other servers on the same database stop theirs at their \
+            next sweep. What it queued stays queued. Changes made meanwhile are still seen by its next \
             sweep once it is started again. Returns its status (running: false), or {agent_id, found: false} for an \
             id that names no sweeper.",
         mutates_graph: false,
@@ -29,7 +30,7 @@ impl Tool for StopAgent {
 
     async fn run(&self, ctx: &ToolContext, input: AgentInput) -> Result<AgentOutput, ToolError> {
         let status = match &ctx.sweepers {
-            Some(sweepers) => sweepers.stop_agent(&input.agent_id).await,
+            Some(sweepers) => sweepers.stop_agent(&input.agent_id).await?,
             None => None,
         };
         Ok(AgentOutput::of(input.agent_id, status))
@@ -45,7 +46,7 @@ mod tests {
 
     #[tokio::test]
     async fn start_sweeps_and_stop_stops_and_unknown_ids_are_not_found() {
-        let ctx = context();
+        let ctx = context().await;
         let expired = json!({"identity": {"id": "f", "type": "Fact", "name": "f"},
                              "structure": {"valid_until": "2001-01-01"}});
         let id = session(&ctx, json!({"objects": [expired]})).await;

@@ -88,7 +88,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_what_the_sweeper_found_once_unless_peeking() {
-        let ctx = context();
+        let ctx = context().await;
         let step = |id: &str, confidence: f64| {
             obj(id, "InferenceStep", id, json!({"premises": ["p"], "conclusion": "c", "confidence": confidence}))
         };
