@@ -119,30 +119,15 @@ mod tests {
     use cks_runtime::store::TaskRef;
 
     use crate::registry::Registry;
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::tools::conflicts::testing::{contradicted_session, queue};
+    use crate::tools::test_support::{call, context, obj};
 
     #[tokio::test]
     async fn review_then_approve_or_reject_a_dead_letter() {
         let mut ctx = context();
         ctx.registry = Some(Arc::new(Registry::standard()));
-        let id = session(
-            &ctx,
-            structure(vec![
-                obj(
-                    "rule",
-                    "MutualExclusionRule",
-                    "rule",
-                    json!({"relation_type_a": "supports", "relation_type_b": "contradicts"}),
-                ),
-                obj("e", "Planet", "Earth", json!({})),
-                obj("t", "Claim", "Theory", json!({})),
-                rel("s1", &["e", "t"], "supports"),
-                rel("c1", &["e", "t"], "contradicts"),
-                obj("f", "Fact", "Fact", json!({"valid_until": "2001-01-01"})),
-            ]),
-        )
-        .await;
+        let fact = obj("f", "Fact", "Fact", json!({"valid_until": "2001-01-01"}));
+        let id = contradicted_session(&ctx, vec![fact]).await;
         let dead = |task_type: &'static str, payload: serde_json::Value| {
             let (ctx, id) = (&ctx, id.clone());
             async move {

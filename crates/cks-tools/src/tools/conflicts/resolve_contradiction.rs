@@ -134,28 +134,13 @@ fn listed(c: Contradiction) -> Listed {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::tools::conflicts::testing::{contradicted_session, queue};
+    use crate::tools::test_support::{call, context};
 
     #[tokio::test]
     async fn lists_then_resolves_by_removing_a_relation_and_completes_the_task() {
         let ctx = context();
-        let id = session(
-            &ctx,
-            structure(vec![
-                obj(
-                    "rule",
-                    "MutualExclusionRule",
-                    "rule",
-                    json!({"relation_type_a": "supports", "relation_type_b": "contradicts"}),
-                ),
-                obj("e", "Planet", "Earth", json!({})),
-                obj("t", "Claim", "Theory", json!({})),
-                rel("s1", &["e", "t"], "supports"),
-                rel("c1", &["e", "t"], "contradicts"),
-            ]),
-        )
-        .await;
+        let id = contradicted_session(&ctx, Vec::new()).await;
         let listing = call(&ctx, "resolve_contradiction", json!({"session_id": id})).await;
         assert_eq!(listing["contradiction_count"], 1);
         let found = &listing["contradictions"][0];
