@@ -177,6 +177,15 @@ impl State {
     }
 }
 
+/// What one sweep did.
+#[derive(Default)]
+struct Swept {
+    sessions: u64,
+    findings: u64,
+    /// The last session it could not read, and why.
+    skipped: Option<String>,
+}
+
 fn millis(at: OffsetDateTime) -> i64 {
     (at.unix_timestamp_nanos() / 1_000_000) as i64
 }
@@ -410,10 +419,10 @@ impl Sweeper {
         state.last_run_duration = Some(started.elapsed());
         state.sweeps += 1;
         match outcome {
-            Ok((sessions, findings)) => {
-                state.last_result_count = Some(findings);
-                state.last_sessions_checked = Some(sessions);
-                state.last_error = None;
+            Ok(swept) => {
+                state.last_result_count = Some(swept.findings);
+                state.last_sessions_checked = Some(swept.sessions);
+                state.last_error = swept.skipped;
                 Ok(())
             }
             Err(e) => {
@@ -426,30 +435,39 @@ impl Sweeper {
     }
 
     /// Checks `due` (every session when `all`), removing each session from `due` once it is
-    /// done; returns how many sessions were looked at and what they held.
+    /// done; says how many sessions were looked at and what they held.
     async fn sweep_sessions(
         &self,
         runtime: &Runtime,
         all: bool,
         due: &mut BTreeSet<String>,
         now: OffsetDateTime,
-    ) -> Result<(u64, u64), RuntimeError> {
+    ) -> Result<Swept, RuntimeError> {
         if all {
             due.extend(runtime.list_sessions().await?.into_iter().map(|s| s.session_id));
         }
         let queue = runtime.tasks();
         let (agent_id, task_type) = (self.sweep.agent_id(), self.sweep.task_type());
-        let (mut sessions, mut findings) = (0, 0);
+        let mut swept = Swept::default();
         while let Some(session_id) = due.first().cloned() {
-            let check = match runtime.read(&session_id, |structure, info| self.sweep.check(structure, info, now)).await
-            {
+            let read = runtime.read(&session_id, |structure, info| self.sweep.check(structure, info, now)).await;
+            let check = match read {
                 Ok(check) => check,
                 // Gone since it was listed (or never stored): nothing to look at.
                 Err(RuntimeError::SessionNotFound(_)) => {
                     due.remove(&session_id);
                     continue;
                 }
-                Err(e) => return Err(e),
+                // The store is away: stop here, and look at what is left next time.
+                Err(e @ RuntimeError::Store(_)) => return Err(e),
+                // One session that cannot be read (its stored history is damaged) must not keep
+                // the others from being looked at; it is looked at again when it changes.
+                Err(e) => {
+                    tracing::warn!(agent_id, session_id, error = %e, "a sweep skipped a session it could not read");
+                    swept.skipped = Some(format!("session '{session_id}' skipped: {e}"));
+                    due.remove(&session_id);
+                    continue;
+                }
             };
             for finding in &check.findings {
                 let key = format!("{agent_id}:{session_id}:{}", finding.key);
@@ -458,12 +476,12 @@ impl Sweeper {
                     self.keep(&session_id, &finding.payload, now);
                 }
             }
-            sessions += 1;
-            findings += check.findings.len() as u64;
+            swept.sessions += 1;
+            swept.findings += check.findings.len() as u64;
             self.lock().schedule(&session_id, check.recheck_at.map(millis));
             due.remove(&session_id);
         }
-        Ok((sessions, findings))
+        Ok(swept)
     }
 }
 

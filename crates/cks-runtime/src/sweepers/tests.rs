@@ -177,3 +177,19 @@ async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
     assert_eq!(tasks(&runtime, "inference_conflict").await.len(), 1);
     assert!(sweepers.inbox(None, false).is_empty());
 }
+
+#[tokio::test]
+async fn a_session_that_cannot_be_read_does_not_stop_the_sweep() {
+    let runtime = runtime();
+    let damaged = crate::store::SessionRow { session_id: "damaged".into(), ..Default::default() };
+    runtime.store().create_session(&damaged, "not a structure").await.unwrap();
+    let good = session(&runtime, contradiction()).await;
+    let ops = json!([{"type": "add_relation", "identity": {"id": "c1", "type": "Relation", "name": "c1"},
+                      "participants": ["earth", "theory"], "relation_type": "contradicts"}]);
+    runtime.commit(&good, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    let sweepers = Sweepers::start(runtime.clone(), &idle()).await.unwrap();
+    let status = sweepers.run_once("contradiction").await.unwrap().unwrap();
+    assert_eq!((status.last_sessions_checked, status.last_result_count), (Some(1), Some(1)));
+    assert!(status.last_error.unwrap().contains("'damaged'"));
+    assert_eq!(tasks(&runtime, "contradiction_detected").await.len(), 1);
+}
