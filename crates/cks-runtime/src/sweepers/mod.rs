@@ -2,11 +2,12 @@
 //! ([`crate::tasks`]) for a person or a worker process to resolve. The reference calls them
 //! agents (`list_agents`, `start_agent`, ...).
 //!
-//! A sweep's cost follows the change, not the store: a sweeper looks only at the sessions that
-//! changed since its last sweep (it hears every commit, this process's and, through the store,
-//! other replicas'), plus the sessions whose own content said when to look again (a fact that
-//! expires at a known time). A server with thousands of idle sessions does no work per sweep.
-//! Only a sweeper's first pass, and a pass after it missed events, looks at every session.
+//! Which sessions a sweep reads follows the change, not the store: a sweeper looks only at the
+//! sessions that changed since its last sweep (it hears every commit, this process's and, through
+//! the store, other replicas'), plus the sessions whose own content said when to look again (a
+//! fact that expires at a known time). A server with thousands of idle sessions does no work per
+//! sweep. Only a sweeper's first pass, and a pass after it missed events, looks at every session.
+//! A session it looks at is checked whole.
 //!
 //! The checks are the opt-in validation extensions' own (`cks_core::validate`): a sweeper decides
 //! what to queue, never what a rule means. A finding is queued once while it is unresolved: the
