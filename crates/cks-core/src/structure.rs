@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
 use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
 use crate::text::TextIndex;
+use crate::validate::ExpiryIndex;
 
 /// An object together with its content hash.
 #[derive(Clone, Debug)]
@@ -111,6 +112,8 @@ pub struct KnowledgeStructure {
     root: RootAccumulator,
     /// The text index, once the structure has been searched; kept up to date from then on.
     text: OnceLock<Box<TextIndex>>,
+    /// The `valid_until` index, once asked for; kept up to date from then on.
+    expiries: OnceLock<Box<ExpiryIndex>>,
 }
 
 impl Clone for KnowledgeStructure {
@@ -123,6 +126,7 @@ impl Clone for KnowledgeStructure {
             derives_out: self.derives_out.clone(),
             root: self.root,
             text: OnceLock::new(),
+            expiries: OnceLock::new(),
         }
     }
 }
@@ -236,6 +240,12 @@ impl KnowledgeStructure {
         self.text.get_or_init(|| Box::new(TextIndex::build(self)))
     }
 
+    /// The index of `valid_until`s, built on first use and kept up to date by every later
+    /// change.
+    pub fn expiry_index(&self) -> &ExpiryIndex {
+        self.expiries.get_or_init(|| Box::new(ExpiryIndex::build(self)))
+    }
+
     /// All object ids, in order.
     pub fn ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.objects.keys().map(String::as_str)
@@ -346,6 +356,9 @@ impl KnowledgeStructure {
         if let Some(text) = self.text.get_mut() {
             text.insert(object);
         }
+        if let Some(expiries) = self.expiries.get_mut() {
+            expiries.insert(object);
+        }
         if let Some(relation) = object.relation() {
             let mut seen = HashSet::with_capacity(relation.participants.len());
             for participant in &relation.participants {
@@ -364,6 +377,9 @@ impl KnowledgeStructure {
         let object = &entry.object;
         if let Some(text) = self.text.get_mut() {
             text.remove(object);
+        }
+        if let Some(expiries) = self.expiries.get_mut() {
+            expiries.remove(object);
         }
         let id = object.id();
         if let Some(relation) = object.relation() {

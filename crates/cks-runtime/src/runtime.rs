@@ -203,14 +203,14 @@ enum Attempt {
 /// A change applied to the cached structure, with what is needed to take it back.
 enum Applied {
     Delta(ChangeSet),
-    Replaced(KnowledgeStructure),
+    Replaced(Box<KnowledgeStructure>),
 }
 
 impl Applied {
     fn undo(self, structure: &mut KnowledgeStructure) {
         match self {
             Applied::Delta(changes) => structure.undo(changes),
-            Applied::Replaced(previous) => *structure = previous,
+            Applied::Replaced(previous) => *structure = *previous,
         }
     }
 }
@@ -595,7 +595,7 @@ impl Runtime {
                 return Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts: 1 });
             }
             Edit::Replace { state: next, .. } => {
-                Applied::Replaced(std::mem::replace(&mut state.structure, KnowledgeStructure::clone(next)))
+                Applied::Replaced(Box::new(std::mem::replace(&mut state.structure, KnowledgeStructure::clone(next))))
             }
         };
         let transaction_id = new_id();

@@ -83,7 +83,7 @@ pub use builtin::check_changes;
 pub use contradiction::{Contradiction, contradictions};
 pub use provenance::{ProvenanceKey, check_provenance};
 pub use reasoning::confidence_conflicts;
-pub use temporal::{expired_and_malformed, next_expiry, valid_until_instant};
+pub use temporal::{ExpiryIndex, expired_and_malformed, next_expiry, valid_until_instant};
 
 /// Code of the duplicate-identity check (cannot fire on a [`KnowledgeStructure`]).
 pub const UNIQUE_IDENTITY: &str = "CKS-STRUCT-UNIQUE-IDENTITY";

@@ -9,11 +9,13 @@
 //! `now` is injected through [`super::ValidationOptions::now`], so results are reproducible.
 
 use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
 use time::OffsetDateTime;
 
 use super::dates::temporal_instant;
 use super::pyrepr::{py_repr, py_str};
 use super::{Diagnostic, Severity, Stage};
+use crate::object::KnowledgeObject;
 use crate::structure::KnowledgeStructure;
 
 const CODE: &str = "CKS-EXT-TEMPORAL-VALIDITY";
@@ -25,24 +27,84 @@ pub(crate) fn check(structure: &KnowledgeStructure, now: OffsetDateTime, out: &m
             None | Some(Value::Null) => continue,
             Some(value) => value,
         };
-        let text = py_str(value);
-        match temporal_instant(&text) {
-            None => out.push(Diagnostic::new(
-                CODE,
-                Severity::Error,
-                Stage::Semantic,
-                format!("Object '{id}' has malformed 'valid_until': {}", py_repr(value)),
-                Some(id),
-            )),
-            Some(expiry) if expiry < now => out.push(Diagnostic::new(
-                CODE,
-                Severity::Warning,
-                Stage::Semantic,
-                format!("Object '{id}' expired at {text}."),
-                Some(id),
-            )),
+        match valid_until_instant(value) {
+            None => out.push(malformed(id, value)),
+            Some(expiry) if expiry < now => out.push(expired(id, value)),
             Some(_) => {}
         }
+    }
+}
+
+fn malformed(id: &str, value: &Value) -> Diagnostic {
+    let message = format!("Object '{id}' has malformed 'valid_until': {}", py_repr(value));
+    Diagnostic::new(CODE, Severity::Error, Stage::Semantic, message, Some(id))
+}
+
+fn expired(id: &str, value: &Value) -> Diagnostic {
+    let message = format!("Object '{id}' expired at {}.", py_str(value));
+    Diagnostic::new(CODE, Severity::Warning, Stage::Semantic, message, Some(id))
+}
+
+/// The objects of a structure that have a `valid_until`, ordered by it, kept by the structure
+/// once asked for ([`KnowledgeStructure::expiry_index`]) and updated with every change, so that
+/// what has expired, and when the next object will, costs a lookup instead of a scan.
+#[derive(Debug, Default)]
+pub struct ExpiryIndex {
+    /// (expiry, id) of every object with a readable `valid_until`.
+    by_time: BTreeSet<(OffsetDateTime, String)>,
+    /// id → its expiry, or `None` when its `valid_until` is malformed.
+    of: HashMap<String, Option<OffsetDateTime>>,
+}
+
+impl ExpiryIndex {
+    pub(crate) fn build(structure: &KnowledgeStructure) -> Self {
+        let mut index = ExpiryIndex::default();
+        for object in structure.objects() {
+            index.insert(object);
+        }
+        index
+    }
+
+    pub(crate) fn insert(&mut self, object: &KnowledgeObject) {
+        let value = match object.structure.get("valid_until") {
+            None | Some(Value::Null) => return,
+            Some(value) => value,
+        };
+        let expiry = valid_until_instant(value);
+        if let Some(at) = expiry {
+            self.by_time.insert((at, object.id().to_owned()));
+        }
+        self.of.insert(object.id().to_owned(), expiry);
+    }
+
+    pub(crate) fn remove(&mut self, object: &KnowledgeObject) {
+        if let Some(Some(at)) = self.of.remove(object.id()) {
+            self.by_time.remove(&(at, object.id().to_owned()));
+        }
+    }
+
+    /// What [`expired_and_malformed`] reports, from the index: the objects expired before `now`
+    /// (oldest first) and those whose `valid_until` is malformed.
+    pub fn diagnostics(&self, structure: &KnowledgeStructure, now: OffsetDateTime) -> Vec<Diagnostic> {
+        let value = |id: &str| structure.get(id).and_then(|o| o.structure.get("valid_until").cloned());
+        let mut out: Vec<Diagnostic> = self
+            .of
+            .iter()
+            .filter(|(_, expiry)| expiry.is_none())
+            .filter_map(|(id, _)| Some(malformed(id, &value(id)?)))
+            .collect();
+        out.sort_by(|a, b| a.location.cmp(&b.location));
+        for (_, id) in self.by_time.iter().take_while(|(at, _)| *at < now) {
+            if let Some(value) = value(id) {
+                out.push(expired(id, &value));
+            }
+        }
+        out
+    }
+
+    /// The earliest expiry still to come at `now`.
+    pub fn next(&self, now: OffsetDateTime) -> Option<OffsetDateTime> {
+        self.by_time.range((now, String::new())..).next().map(|(at, _)| *at)
     }
 }
 
@@ -93,6 +155,35 @@ mod tests {
             .filter(|d| d.code == "CKS-EXT-TEMPORAL-VALIDITY")
             .map(|d| (d.severity, d.location.unwrap_or_default(), d.message))
             .collect()
+    }
+
+    #[test]
+    fn the_index_answers_what_the_scan_does_through_changes() {
+        let mut s = structure(vec![
+            obj("past", "Fact", json!({"valid_until": "2026-08-14"})),
+            obj("later", "Fact", json!({"valid_until": "2026-09-01"})),
+            obj("bad", "Fact", json!({"valid_until": "someday"})),
+            obj("none", "Fact", json!({})),
+        ]);
+        let same = |s: &crate::structure::KnowledgeStructure| {
+            let key = |d: &super::Diagnostic| (d.location.clone(), d.severity, d.message.clone());
+            let mut scanned: Vec<_> = super::expired_and_malformed(s, now()).iter().map(key).collect();
+            let mut indexed: Vec<_> = s.expiry_index().diagnostics(s, now()).iter().map(key).collect();
+            scanned.sort();
+            indexed.sort();
+            assert_eq!(scanned, indexed);
+            assert_eq!(s.expiry_index().next(now()), super::next_expiry(s, now()));
+            scanned.len()
+        };
+        assert_eq!(same(&s), 2);
+        let mut log = crate::structure::ChangeSet::default();
+        s.put(obj("later", "Fact", json!({"valid_until": "2026-08-01"})), &mut log).unwrap();
+        s.put(obj("none", "Fact", json!({"valid_until": "2027-01-01"})), &mut log).unwrap();
+        s.put(obj("bad", "Fact", json!({"valid_until": null})), &mut log).unwrap();
+        s.remove("past", &mut log);
+        assert_eq!(same(&s), 1);
+        s.undo(log);
+        assert_eq!(same(&s), 2);
     }
 
     #[test]

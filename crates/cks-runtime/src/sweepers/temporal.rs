@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use cks_core::KnowledgeStructure;
-use cks_core::validate::{Extension, Severity, expired_and_malformed, next_expiry};
+use cks_core::validate::{Extension, Severity};
 
 use super::{Check, Finding, Sweep};
 use crate::session::SessionInfo;
@@ -24,7 +24,11 @@ impl Sweep for Expired {
 
     fn check(&self, structure: &KnowledgeStructure, _info: &SessionInfo, now: OffsetDateTime) -> Check {
         let code = Extension::TemporalValidity.code();
-        let findings = expired_and_malformed(structure, now)
+        // The structure's index of valid_until values: a lookup once built (the first sweep of a
+        // loaded session builds it), not a scan of every object.
+        let index = structure.expiry_index();
+        let findings = index
+            .diagnostics(structure, now)
             .into_iter()
             // Errors are malformed dates, which validation reports to whoever commits them.
             .filter(|d| d.code == code && d.severity == Severity::Warning)
@@ -39,6 +43,6 @@ impl Sweep for Expired {
                 })
             })
             .collect();
-        Check { findings, recheck_at: next_expiry(structure, now) }
+        Check { findings, recheck_at: index.next(now) }
     }
 }
