@@ -166,7 +166,7 @@ impl State {
         }
     }
 
-    /// Takes the sessions to look at now; `None` for "all of them".
+    /// Takes what is due now: whether every session is, and the sessions changed or due again.
     fn take_due(&mut self, now_ms: i64) -> (bool, BTreeSet<String>) {
         let mut due: BTreeSet<String> = self.dirty.drain().collect();
         while let Some(first) = self.rechecks.first().filter(|(at, _)| *at <= now_ms).cloned() {
