@@ -216,6 +216,12 @@ pub struct LlmConfig {
     pub http: HttpConfig,
     /// Output limit for calls that set none.
     pub default_max_tokens: u32,
+    /// `CKS_ARBITER_MODEL`: the model `arbitrate_inference_conflict` asks for when its call names
+    /// none (otherwise the provider's configured model).
+    pub arbiter_model: Option<String>,
+    /// `CKS_ARBITER_MAX_TOKENS`: the arbiter's output limit when its call sets none (its answer
+    /// is a small JSON decision).
+    pub arbiter_max_tokens: u32,
     /// Model-list cache lifetime (zero disables the cache).
     pub models_ttl: Duration,
     /// How long an `auto` decision is reused before Ollama is probed again (zero: probe every call).
@@ -272,6 +278,8 @@ impl LlmConfig {
         let default_max_tokens =
             number(&get, "CKS_LLM_MAX_TOKENS", "tokens")?.map_or(4096, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
         let models_ttl = Duration::from_secs(number(&get, "CKS_LLM_MODELS_TTL_SECONDS", "seconds")?.unwrap_or(300));
+        let arbiter_max_tokens = number(&get, "CKS_ARBITER_MAX_TOKENS", "tokens")?
+            .map_or(1024, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
         Ok(LlmConfig {
             provider,
             ollama,
@@ -280,6 +288,8 @@ impl LlmConfig {
             openai,
             http,
             default_max_tokens,
+            arbiter_model: get("CKS_ARBITER_MODEL"),
+            arbiter_max_tokens,
             models_ttl,
             auto_ttl: Duration::from_secs(30),
             telemetry_capacity: 1000,
@@ -382,6 +392,7 @@ mod tests {
         assert_eq!(c.openai.base_url, "https://api.openai.com/v1");
         assert_eq!(c.http.request_timeout, Duration::from_secs(120));
         assert_eq!(c.default_max_tokens, 4096);
+        assert_eq!((c.arbiter_model.as_deref(), c.arbiter_max_tokens), (None, 1024));
         assert_eq!(c.models_ttl, Duration::from_secs(300));
         assert!(c.anthropic.check_ready().is_err());
         assert!(c.ollama.check_ready().is_ok());

@@ -41,6 +41,7 @@
 //! | `confidence_bounds` | `CKS-EXT-CONFIDENCE-BOUNDS` | error | an `InferenceStep`'s `confidence`, when present, is a non-bool number in [0, 1] |
 //! | `supersession_chain` | `CKS-EXT-SUPERSESSION-CHAIN` | error | a truthy `superseded_by` names an existing `InferenceStep` with an equal `conclusion`, and supersession forms no cycle |
 //! | `inference_confidence_conflict` | `CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT` | warning | active `InferenceStep`s (own `superseded_by` falsy) sharing a conclusion agree on `confidence` |
+//! | `stale_premise` | `CKS-EXT-STALE-PREMISE` | warning | an active `InferenceStep` does not cite, among its `premises`, an `InferenceStep` that has itself been superseded |
 //! | `temporal_validity` | `CKS-EXT-TEMPORAL-VALIDITY` | warning / error | any object's non-null `valid_until` parses (error otherwise) and is not before `now` (warning otherwise) |
 //! | `claim_integrity` | `CKS-EXT-CLAIM-INTEGRITY` | error | a `Claim` has well-typed required fields, valid timestamps and id lists, resolving references, claim-typed support links, no self-reference and no id both supporting and contradicting |
 //!
@@ -82,7 +83,7 @@ use crate::structure::KnowledgeStructure;
 pub use builtin::check_changes;
 pub use contradiction::{Contradiction, contradictions};
 pub use provenance::{ProvenanceKey, check_provenance};
-pub use reasoning::confidence_conflicts;
+pub use reasoning::{confidence_conflicts, stale_premises};
 pub use temporal::{ExpiryIndex, expired_and_malformed, next_expiry, valid_until_instant};
 
 /// Code of the duplicate-identity check (cannot fire on a [`KnowledgeStructure`]).
@@ -211,12 +212,13 @@ pub enum Extension {
     ConfidenceBounds,
     SupersessionChain,
     InferenceConfidenceConflict,
+    StalePremise,
     TemporalValidity,
     ClaimIntegrity,
 }
 
 impl Extension {
-    pub const ALL: [Extension; 12] = [
+    pub const ALL: [Extension; 13] = [
         Extension::EmbeddingProjection,
         Extension::VerificationRecord,
         Extension::TypeHierarchy,
@@ -227,6 +229,7 @@ impl Extension {
         Extension::ConfidenceBounds,
         Extension::SupersessionChain,
         Extension::InferenceConfidenceConflict,
+        Extension::StalePremise,
         Extension::TemporalValidity,
         Extension::ClaimIntegrity,
     ];
@@ -244,6 +247,7 @@ impl Extension {
             Extension::ConfidenceBounds => "confidence_bounds",
             Extension::SupersessionChain => "supersession_chain",
             Extension::InferenceConfidenceConflict => "inference_confidence_conflict",
+            Extension::StalePremise => "stale_premise",
             Extension::TemporalValidity => "temporal_validity",
             Extension::ClaimIntegrity => "claim_integrity",
         }
@@ -262,6 +266,7 @@ impl Extension {
             Extension::ConfidenceBounds => "CKS-EXT-CONFIDENCE-BOUNDS",
             Extension::SupersessionChain => "CKS-EXT-SUPERSESSION-CHAIN",
             Extension::InferenceConfidenceConflict => "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT",
+            Extension::StalePremise => "CKS-EXT-STALE-PREMISE",
             Extension::TemporalValidity => "CKS-EXT-TEMPORAL-VALIDITY",
             Extension::ClaimIntegrity => "CKS-EXT-CLAIM-INTEGRITY",
         }
@@ -299,6 +304,7 @@ impl Extension {
             Extension::ConfidenceBounds => reasoning::check_confidence_bounds(structure, out),
             Extension::SupersessionChain => reasoning::check_supersession_chain(structure, out),
             Extension::InferenceConfidenceConflict => reasoning::check_confidence_conflict(structure, out),
+            Extension::StalePremise => reasoning::check_stale_premises(structure, out),
             Extension::TemporalValidity => {
                 let now = *now.get_or_insert_with(OffsetDateTime::now_utc);
                 temporal::check(structure, now, out);
@@ -497,7 +503,7 @@ mod tests {
             err.to_string(),
             "Unknown validation extension(s): zeta, alpha. Available extensions: claim_integrity, \
              confidence_bounds, embedding_projection, functional_relation, inference_confidence_conflict, \
-             inference_referential_integrity, mutual_exclusion, relation_type, supersession_chain, \
+             inference_referential_integrity, mutual_exclusion, relation_type, stale_premise, supersession_chain, \
              temporal_validity, type_hierarchy, verification_record."
         );
     }

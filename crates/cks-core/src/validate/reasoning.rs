@@ -1,6 +1,6 @@
 //! Reasoning-object extensions over `InferenceStep` objects (taken in structure order):
 //! `inference_referential_integrity`, `confidence_bounds`, `supersession_chain` and
-//! `inference_confidence_conflict`.
+//! `inference_confidence_conflict` and `stale_premise`.
 //!
 //! A step is **active** when its own `superseded_by` is falsy (the reference's code checks the
 //! step's own field, whatever its docstring says).
@@ -15,6 +15,8 @@
 //! - CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT (warning): active steps with a non-null conclusion
 //!   and a valid confidence are grouped by conclusion and by `float(confidence)`; a conclusion
 //!   with more than one distinct value gets one warning at its smallest step id.
+//! - CKS-EXT-STALE-PREMISE (warning): an active step whose `premises` cite an `InferenceStep` with a
+//!   truthy `superseded_by` gets one warning per such premise, located at the citing step.
 //!
 //! Decisions: a non-list `premises` means no premises; non-string ids are unknown; only string
 //! conclusions are grouped by the conflict check.
@@ -33,6 +35,7 @@ const REFERENTIAL_CODE: &str = "CKS-EXT-INFERENCE-REFERENTIAL-INTEGRITY";
 const BOUNDS_CODE: &str = "CKS-EXT-CONFIDENCE-BOUNDS";
 const CHAIN_CODE: &str = "CKS-EXT-SUPERSESSION-CHAIN";
 const CONFLICT_CODE: &str = "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT";
+const STALE_PREMISE_CODE: &str = "CKS-EXT-STALE-PREMISE";
 
 fn steps(structure: &KnowledgeStructure) -> impl Iterator<Item = &Arc<KnowledgeObject>> {
     structure.objects().filter(|o| o.identity.r#type == STEP_TYPE)
@@ -245,6 +248,47 @@ pub(crate) fn check_confidence_conflict(structure: &KnowledgeStructure, out: &mu
     }
 }
 
+/// The stale premises alone: what a sweeper looking for them needs.
+pub fn stale_premises(structure: &KnowledgeStructure) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    check_stale_premises(structure, &mut out);
+    out
+}
+
+/// CKS-EXT-STALE-PREMISE.
+pub(crate) fn check_stale_premises(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
+    for step in steps(structure) {
+        // A superseded step's own premises no longer matter going forward.
+        if truthy(step.structure.get("superseded_by")) {
+            continue;
+        }
+        let Some(Value::Array(premises)) = step.structure.get("premises") else {
+            continue;
+        };
+        for premise_id in premises.iter().filter_map(Value::as_str) {
+            let Some(premise) = structure.get(premise_id).filter(|p| p.identity.r#type == STEP_TYPE) else {
+                continue;
+            };
+            let successor = premise.structure.get("superseded_by");
+            if !truthy(successor) {
+                continue;
+            }
+            let successor = successor.map(py_str).unwrap_or_default();
+            out.push(Diagnostic::new(
+                STALE_PREMISE_CODE,
+                Severity::Warning,
+                Stage::Semantic,
+                format!(
+                    "InferenceStep '{}' cites '{premise_id}' as a premise, but '{premise_id}' has itself been \
+                     superseded_by '{successor}' -- consider citing the current step instead.",
+                    step.id()
+                ),
+                Some(step.id()),
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
@@ -391,5 +435,26 @@ mod tests {
             step("d", json!({"conclusion": "c"})),
         ];
         assert_eq!(run_ext(Extension::InferenceConfidenceConflict, objects), []);
+    }
+
+    #[test]
+    fn stale_premise_warns_per_superseded_step_cited_by_an_active_step() {
+        let objects = vec![
+            step("old", json!({"conclusion": "c", "superseded_by": "new"})),
+            step("new", json!({"conclusion": "c"})),
+            node("fact"),
+            // Cites the superseded step (once per citation) and things out of scope.
+            step("user", json!({"conclusion": "d", "premises": ["fact", "old", "new", "nowhere"]})),
+            // Superseded itself: its premises no longer matter.
+            step("gone", json!({"conclusion": "d", "premises": ["old"], "superseded_by": "user"})),
+            step("odd", json!({"conclusion": "d", "premises": "old"})),
+        ];
+        assert_eq!(
+            located(&run_ext(Extension::StalePremise, objects)),
+            pairs(&[(
+                "user",
+                "InferenceStep 'user' cites 'old' as a premise, but 'old' has itself been superseded_by 'new' -- consider citing the current step instead."
+            )])
+        );
     }
 }

@@ -188,6 +188,18 @@ pub const GROUPS: &[Group] = &[
                 "Retries of a failed LLM request after the first attempt",
             ),
             var(
+                "CKS_ARBITER_MODEL",
+                Text,
+                None,
+                "Model arbitrate_inference_conflict asks for (default: the provider's model)",
+            ),
+            var(
+                "CKS_ARBITER_MAX_TOKENS",
+                whole(1, u32::MAX as u64, "tokens"),
+                Some("1024"),
+                "Output token limit of arbitrate_inference_conflict's decision",
+            ),
+            var(
                 "CKS_LLM_MODELS_TTL_SECONDS",
                 whole(0, u64::MAX, "seconds"),
                 Some("300"),

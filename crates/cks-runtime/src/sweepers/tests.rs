@@ -160,6 +160,7 @@ async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
     assert_eq!(queued[0].0, id);
     assert_eq!(queued[0].1["diagnostics"][0]["code"], "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT");
     assert_eq!(queued[0].1["diagnostics"][0]["location"], "s1");
+    assert_eq!(queued[0].1["diagnostics"][0]["conclusion_id"], "c", "the conclusion arbitration takes");
 
     // The inbox: peeked, filtered by session, drained once.
     assert_eq!(sweepers.inbox(Some(&calm), true), []);
@@ -176,6 +177,24 @@ async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
     assert_eq!(sweep(&sweepers, "inference_staleness").await, (1, 1));
     assert_eq!(tasks(&runtime, "inference_conflict").await.len(), 1);
     assert!(sweepers.inbox(None, false).is_empty());
+
+    // s2 superseded by s1 settles the conflict, but a step citing s2 now rests on a stale premise.
+    let ops = json!([
+        {"type": "update_object", "object_id": "s2", "structure_patch": {"superseded_by": "s1"}},
+        {"type": "add_object", "identity": {"id": "s3", "type": "InferenceStep", "name": "s3"},
+         "structure": {"premises": ["s2"], "conclusion": "p"}}
+    ]);
+    runtime.commit(&id, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "inference_staleness").await, (1, 1));
+    let queued = tasks(&runtime, "inference_conflict").await;
+    assert_eq!(queued.len(), 2, "a new set of findings is a new task");
+    let diagnostics = &queued[1].1["diagnostics"];
+    assert_eq!(diagnostics.as_array().unwrap().len(), 1);
+    assert_eq!(diagnostics[0]["code"], "CKS-EXT-STALE-PREMISE");
+    assert_eq!(diagnostics[0]["location"], "s3");
+    assert!(diagnostics[0].get("conclusion_id").is_none());
+    assert_eq!(sweepers.inbox(Some(&id), true).len(), 1);
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! session, and the resolutions change graphs on a person's or a worker's decision.
 
 mod approve_resolution;
+mod arbitrate_inference_conflict;
 mod claim_conflict_task;
 mod complete_conflict_task;
 mod dead_letter_conflict_task;
@@ -36,6 +37,7 @@ use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
 pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
     vec![
         Arc::new(list_inference_conflicts::ListInferenceConflicts),
+        Arc::new(arbitrate_inference_conflict::ArbitrateInferenceConflict),
         Arc::new(claim_conflict_task::ClaimConflictTask),
         Arc::new(complete_conflict_task::CompleteConflictTask),
         Arc::new(fail_conflict_task::FailConflictTask),

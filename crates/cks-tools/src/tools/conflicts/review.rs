@@ -79,9 +79,38 @@ pub(crate) fn propose(task: &TaskRow, payload: &Value) -> Value {
                                       "extend_by_days": 30, "commit": true}),
             None => return cannot("The task's payload names no object ('object_id').".into()),
         },
+        ResolutionTool::ArbitrateInferenceConflict => {
+            let (conclusions, stale) = inference_findings(payload);
+            if !conclusions.is_empty() {
+                json!({"session_id": session_id, "conclusion_ids": conclusions, "auto_resolve": true, "commit": true})
+            } else if !stale.is_empty() {
+                json!({"session_id": session_id, "stale_premise_ids": stale, "commit": true})
+            } else {
+                return cannot("The task's payload names no confidence conflict or stale premise.".into());
+            }
+        }
         other => {
             return cannot(format!("{} is not available on this server yet; resolve the task by hand.", other.name()));
         }
     };
     json!({"tool": tool.name(), "arguments": arguments})
+}
+
+/// The conclusions in confidence conflict and the steps citing stale premises that an
+/// `inference_conflict` payload names, each sorted and without repeats. A confidence conflict's
+/// `location` is one of its steps; the conclusion is its `conclusion_id` (the reference's payloads
+/// lack it, and name the step: such a conflict cannot be arbitrated from the task alone).
+fn inference_findings(payload: &serde_json::Map<String, Value>) -> (Vec<&str>, Vec<&str>) {
+    let mut conclusions = std::collections::BTreeSet::new();
+    let mut stale = std::collections::BTreeSet::new();
+    let diagnostics = payload.get("diagnostics").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for diagnostic in diagnostics {
+        let text = |key: &str| diagnostic.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+        match text("code") {
+            Some("CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT") => conclusions.extend(text("conclusion_id")),
+            Some("CKS-EXT-STALE-PREMISE") => stale.extend(text("location")),
+            _ => {}
+        }
+    }
+    (conclusions.into_iter().collect(), stale.into_iter().collect())
 }

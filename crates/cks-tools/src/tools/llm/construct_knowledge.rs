@@ -226,7 +226,7 @@ impl Tool for ConstructKnowledge {
 }
 
 /// The first `chars` characters of `text`.
-fn prefix(text: &str, chars: usize) -> String {
+pub(crate) fn prefix(text: &str, chars: usize) -> String {
     text.chars().take(chars).collect()
 }
 
@@ -291,6 +291,29 @@ pub(crate) fn extract_json(raw: &str) -> Result<(String, Value), Extraction> {
         (None, false, Some(error)) => Err(Extraction::NotJson(error)),
         (None, false, None) => Err(Extraction::NoJson),
     }
+}
+
+/// The first JSON object (or, with `array`, the first JSON array) of a model's answer: in a
+/// ```json fenced block, another fenced block, or the answer itself, in that order. For tools
+/// whose answer is one small decision rather than a structure.
+pub(crate) fn first_json(raw: &str, array: bool) -> Result<Value, Extraction> {
+    let blocks = fenced_blocks(raw);
+    let json_blocks = blocks.iter().filter(|b| b.json).map(|b| b.body);
+    let other_blocks = blocks.iter().filter(|b| !b.json).map(|b| b.body);
+    let (mut unclosed, mut error) = (false, None);
+    for candidate in json_blocks.chain(other_blocks).chain(std::iter::once(raw)) {
+        let scan = scan(candidate);
+        if let Some((_, value)) = scan.values.into_iter().find(|(_, v)| v.is_array() == array) {
+            return Ok(value);
+        }
+        unclosed |= scan.unclosed;
+        error = error.or(scan.error);
+    }
+    Err(match (unclosed, error) {
+        (true, _) => Extraction::Truncated,
+        (false, Some(error)) => Extraction::NotJson(error),
+        (false, None) => Extraction::NoJson,
+    })
 }
 
 fn looks_like_structure(value: &Value) -> bool {

@@ -4,7 +4,7 @@
 //! None is offered to the LLM inside `ai_chat`: a chat model has no business spawning sessions,
 //! listing models or reading server metrics.
 
-mod construct_knowledge;
+pub(crate) mod construct_knowledge;
 mod get_llm_status;
 mod get_metrics;
 mod list_llm_models;
