@@ -688,8 +688,8 @@ impl Store for PostgresStore {
         tasks::fail(&self.client().await?, task, retry_count, error, next_retry_at_ms).await
     }
 
-    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
-        tasks::dead_letter(&self.client().await?, task, error).await
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
+        tasks::dead_letter(&self.client().await?, task, error, retry_count).await
     }
 
     async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {

@@ -134,11 +134,20 @@ pub(crate) async fn fail(
     .await
 }
 
-pub(crate) async fn dead_letter(client: &impl GenericClient, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+pub(crate) async fn dead_letter(
+    client: &impl GenericClient,
+    task: TaskRef,
+    error: &str,
+    retry_count: Option<u32>,
+) -> Result<bool, StoreError> {
+    let retry_count = retry_count.map(i64::from);
     change(
         client,
-        &format!("UPDATE cks_tasks SET status = 'DEAD', last_error = $3, claimed_at_ms = NULL WHERE {HELD}"),
-        &[&task.task_id, &task.claimed_at_ms, &error],
+        &format!(
+            "UPDATE cks_tasks SET status = 'DEAD', last_error = $3, retry_count = COALESCE($4, retry_count), \
+             claimed_at_ms = NULL WHERE {HELD}"
+        ),
+        &[&task.task_id, &task.claimed_at_ms, &error, &retry_count],
     )
     .await
 }

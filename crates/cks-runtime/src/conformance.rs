@@ -280,15 +280,15 @@ async fn store_task_queue(open: Open) {
     assert_eq!((again.task_id, again.retry_count), (first, 1));
 
     // Dead letters are kept, never claimed, still block their finding, and can be retried.
-    assert!(store.dead_letter_task(TaskRef::claimed(&again), "gave up").await.unwrap());
+    assert!(store.dead_letter_task(TaskRef::claimed(&again), "gave up", Some(2)).await.unwrap());
     assert!(store.claim_task(Some(a), i64::MAX / 2, 100).await.unwrap().map(|t| t.task_id) != Some(first));
     let dead = store
         .list_tasks(&TaskFilter { status: Some(TaskStatus::Dead), task_type: Some(a.into()), ..Default::default() })
         .await
         .unwrap();
     assert_eq!(
-        dead.iter().map(|t| (t.task_id, t.last_error.as_deref())).collect::<Vec<_>>(),
-        [(first, Some("gave up"))]
+        dead.iter().map(|t| (t.task_id, t.last_error.as_deref(), t.retry_count)).collect::<Vec<_>>(),
+        [(first, Some("gave up"), 2)]
     );
     assert_eq!(store.enqueue_task(&new_task(a, "s1", 6_000, Some("finding-1"))).await.unwrap(), None);
     assert!(!store.retry_dead_task(second, 6_000).await.unwrap(), "only a dead task is retried");

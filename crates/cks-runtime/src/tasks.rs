@@ -103,7 +103,7 @@ impl TaskQueue {
     pub async fn fail(&self, task: TaskRef, retry_count: u32, error: &str) -> Result<Failed, StoreError> {
         if retry_count > self.config.max_retries {
             let error = format!("{error} (gave up after {retry_count} failed attempts)");
-            return Ok(if self.store.dead_letter_task(task, &error).await? {
+            return Ok(if self.store.dead_letter_task(task, &error, Some(retry_count)).await? {
                 Failed::DeadLettered
             } else {
                 Failed::NotFound
@@ -118,7 +118,7 @@ impl TaskQueue {
     }
 
     pub async fn dead_letter(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
-        self.store.dead_letter_task(task, error).await
+        self.store.dead_letter_task(task, error, None).await
     }
 
     /// Returns a dead task to the queue, claimable now.

@@ -110,8 +110,8 @@ impl Store for StallingStore {
     async fn fail_task(&self, task: TaskRef, retries: u32, error: &str, next_ms: i64) -> Result<bool, StoreError> {
         self.inner.fail_task(task, retries, error, next_ms).await
     }
-    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
-        self.inner.dead_letter_task(task, error).await
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
+        self.inner.dead_letter_task(task, error, retry_count).await
     }
     async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
         self.inner.retry_dead_task(task_id, now_ms).await

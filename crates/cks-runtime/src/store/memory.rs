@@ -237,12 +237,13 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
         self.write(|inner| {
             Ok(inner
                 .held_task(task)
                 .map(|row| {
                     row.status = TaskStatus::Dead;
+                    row.retry_count = retry_count.unwrap_or(row.retry_count);
                     row.last_error = Some(error.to_owned());
                     row.claimed_at_ms = None;
                 })

@@ -254,8 +254,9 @@ pub trait Store: Send + Sync + Debug + 'static {
         next_retry_at_ms: i64,
     ) -> Result<bool, StoreError>;
 
-    /// Gives up on a task: dead, with `error`; false as for [`Store::complete_task`].
-    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError>;
+    /// Gives up on a task: dead, with `error` and, when given, the failed attempts counted so far;
+    /// false as for [`Store::complete_task`].
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError>;
 
     /// Returns a dead task to pending, claimable at `now_ms`, its retry count and error cleared;
     /// false unless the task is dead.

@@ -673,9 +673,9 @@ impl Store for SqliteStore {
         self.run(move |conn| tasks::fail(conn, task, retry_count, &error, next_retry_at_ms)).await
     }
 
-    async fn dead_letter_task(&self, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
         let error = error.to_owned();
-        self.run(move |conn| tasks::dead_letter(conn, task, &error)).await
+        self.run(move |conn| tasks::dead_letter(conn, task, &error, retry_count)).await
     }
 
     async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {

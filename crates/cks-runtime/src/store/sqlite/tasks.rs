@@ -109,11 +109,17 @@ pub(super) fn fail(
     .map_err(backend)
 }
 
-pub(super) fn dead_letter(conn: &Connection, task: TaskRef, error: &str) -> Result<bool, StoreError> {
+pub(super) fn dead_letter(
+    conn: &Connection,
+    task: TaskRef,
+    error: &str,
+    retry_count: Option<u32>,
+) -> Result<bool, StoreError> {
     conn.prepare_cached(&format!(
-        "UPDATE tasks SET status = 'DEAD', last_error = ?3, claimed_at_ms = NULL WHERE {HELD}"
+        "UPDATE tasks SET status = 'DEAD', last_error = ?3, retry_count = COALESCE(?4, retry_count), \
+         claimed_at_ms = NULL WHERE {HELD}"
     ))
-    .and_then(|mut s| s.execute(params![task.task_id, task.claimed_at_ms, error]))
+    .and_then(|mut s| s.execute(params![task.task_id, task.claimed_at_ms, error, retry_count]))
     .map(|n| n > 0)
     .map_err(backend)
 }

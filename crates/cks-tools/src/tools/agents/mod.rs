@@ -63,7 +63,8 @@ impl From<SweeperStatus> for AgentRecord {
             running: status.running,
             interval_seconds: status.interval.as_secs(),
             last_run_at: status.last_run_at_ms.map(timestamp),
-            last_run_duration_ms: status.last_run_duration.map(|d| d.as_secs_f64() * 1_000.0),
+            // Microseconds, as the reference measures; no binary-fraction noise in the digits.
+            last_run_duration_ms: status.last_run_duration.map(|d| d.as_micros() as f64 / 1_000.0),
             last_result_count: status.last_result_count,
             last_sessions_checked: status.last_sessions_checked,
             last_error: status.last_error,
