@@ -64,7 +64,7 @@ async function check(title, body) {
     console.log(`ok ${step} - ${title}`)
   } catch (error) {
     console.log(`not ok ${step} - ${title}`)
-    if (screenshots) await page.screenshot({ path: `${screenshots}/step-${step}.png`, fullPage: true })
+    if (screenshots) await page.screenshot({ path: `${screenshots}/gallery-step-${step}.png`, fullPage: true })
     throw error
   }
 }
