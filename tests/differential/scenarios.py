@@ -1018,6 +1018,50 @@ def sweepers_and_resolutions():
     ]
 
 
+def arbitration_and_gossip():
+    """arbitrate_inference_conflict on two disputed conclusions and a settled one, the gossip list,
+    and resolve_gossip_conflict on a branch that conflicts with its parent and on one that does not."""
+    def step(id_, conclusion, confidence):
+        return obj(id_, "InferenceStep", id_, premises=["p"], conclusion=conclusion, confidence=confidence,
+                   operator="inductive", justification="because " + id_)
+    graph = doc(
+        obj("p", "Evidence", "p"), obj("c", "Claim", "c"), obj("e", "Claim", "e"),
+        step("a", "c", 0.9), step("b", "c", 0.4), step("only", "e", 0.5),
+    )
+    update = lambda v: [{"type": "update_object", "object_id": "p", "structure_patch": {"v": v}}]
+    return [
+        call("validate_knowledge", {"json_data": Json(graph)}, save={"asid": "session_id"}),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "c"}, label="shown"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "e"}, label="one step"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "c", "winner_id": "x"},
+             label="winner not active"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "c", "commit": True},
+             label="commit without a decision"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "c", "winner_id": "b",
+                                              "reasoning": "better argued"}, label="decided"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "c", "winner_id": "b",
+                                              "commit": True}, label="committed"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_id": "c"}, label="settled"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid")}, label="no conclusion"),
+        call("arbitrate_inference_conflict", {"session_id": V("asid"), "conclusion_ids": ["c", "e"]},
+             label="batch"),
+        call("arbitrate_inference_conflict", {"session_id": UNKNOWN_SESSION, "conclusion_id": "c"},
+             label="unknown session"),
+        call("list_gossip_conflicts", {}),
+        call("list_gossip_conflicts", {"session_id": V("asid"), "peek": True}, label="one session"),
+        call("create_branch", {"session_id": V("asid")}, save={"gbranch": "session_id"}),
+        call("evolve_knowledge", {"session_id": V("asid"), "operations": update(1)}, label="target edit"),
+        call("evolve_knowledge", {"session_id": V("gbranch"), "operations": update(2)}, label="branch edit"),
+        call("resolve_gossip_conflict", {"target_session_id": V("asid"), "source_session_id": V("gbranch")},
+             label="conflict"),
+        call("create_branch", {"session_id": V("asid")}, save={"gclean": "session_id"}),
+        call("resolve_gossip_conflict", {"target_session_id": V("asid"), "source_session_id": V("gclean")},
+             label="clean"),
+        call("resolve_gossip_conflict", {"target_session_id": V("asid"), "source_session_id": UNKNOWN_SESSION},
+             label="unknown source"),
+    ]
+
+
 def storage():
     """Backups of the whole store and copies of it, on a pair of its own (so the counts are of
     this scenario's session and graph only). Every file goes into the pair's scratch directory
@@ -1096,4 +1140,5 @@ SCENARIOS = [
     ("storage", storage, "own-store"),
     ("conflict-queue", conflict_queue, "own-store"),
     ("sweepers-and-resolutions", sweepers_and_resolutions),
+    ("arbitration-and-gossip", arbitration_and_gossip),
 ]

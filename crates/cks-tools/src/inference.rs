@@ -94,8 +94,9 @@ impl<'a> StepIndex<'a> {
 /// `{step_id, name, operator, confidence, justification, superseded_by}`.
 ///
 /// `truncated` is `null` for a fully explained entry, else why it was not expanded: `"cycle"` (the
-/// object is its own ancestor in this chain), `"already_explained"` (expanded earlier in this
-/// tree: shared premises are expanded once, which keeps the tree linear in the graph's size),
+/// object is its own ancestor in this chain), `"already_explained"` (an inferred object expanded
+/// earlier in this tree: shared premises are expanded once, which keeps the tree linear in the
+/// graph's size; a base fact has nothing to expand and is shown again in full),
 /// `"max_depth"` (deeper than [`MAX_DEPTH`]) or `"max_nodes"` (the tree already holds
 /// [`MAX_NODES`] entries). The root adds `is_truncated` (a `max_depth` or `max_nodes` stub
 /// exists), `base_facts` (the expanded objects no active step concludes: what the belief finally
@@ -145,7 +146,9 @@ impl<'a> Walker<'a, '_> {
             None
         } else if self.path.contains(&id) {
             Some("cycle")
-        } else if self.expanded.contains(id) {
+        } else if self.expanded.contains(id) && self.index.active(id).next().is_some() {
+            // A base fact seen before is shown again in full: it is a leaf, so the tree stays
+            // linear in the graph's size.
             Some("already_explained")
         } else if self.path.len() >= MAX_DEPTH {
             Some("max_depth")
@@ -162,7 +165,7 @@ impl<'a> Walker<'a, '_> {
         let mut active = Vec::new();
         let mut superseded = Vec::new();
         if expand {
-            self.expanded.insert(id);
+            let first_time = self.expanded.insert(id);
             self.path.push(id);
             for step in self.index.active(id) {
                 active.push(self.step(step));
@@ -179,7 +182,7 @@ impl<'a> Walker<'a, '_> {
                 }));
             }
             self.path.pop();
-            if active.is_empty() {
+            if active.is_empty() && first_time {
                 self.base_facts.push(id);
             }
         }
@@ -279,6 +282,27 @@ mod tests {
         assert_eq!((missing["exists"].as_bool(), missing["has_inference"].as_bool()), (Some(false), Some(false)));
         assert_eq!(missing["active_steps"], json!([]));
         assert_eq!(missing["base_facts"], json!([]));
+    }
+
+    #[test]
+    fn a_shared_base_fact_is_shown_in_full_and_a_shared_inference_once() {
+        let s = cks_core::json::parse_value(structure(vec![
+            obj("p", "Fact", "P", json!({})),
+            obj("m", "Claim", "M", json!({})),
+            obj("c", "Claim", "C", json!({})),
+            step("sm", &["p"], "m", None),
+            step("s1", &["p", "m"], "c", None),
+            step("s2", &["p", "m"], "c", None),
+        ]))
+        .unwrap();
+        let e = explain(&s, "c");
+        let second = &e["active_steps"][1]["premises"];
+        assert_eq!((second[0]["truncated"].clone(), second[0]["has_inference"].clone()), (Value::Null, json!(false)));
+        assert_eq!(
+            (second[1]["truncated"].clone(), second[1]["has_inference"].clone()),
+            (json!("already_explained"), Value::Null)
+        );
+        assert_eq!(e["base_facts"], json!(["p"]), "listed once");
     }
 
     #[test]

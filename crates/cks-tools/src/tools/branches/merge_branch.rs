@@ -36,12 +36,12 @@ pub(crate) struct Input {
 /// `conflicts`).
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub(crate) struct Output {
-    merged: bool,
+    pub(crate) merged: bool,
     /// On conflict: what to do next.
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    conflicts: Option<Vec<ConflictEntry>>,
+    pub(crate) conflicts: Option<Vec<ConflictEntry>>,
     /// The target session.
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<String>,

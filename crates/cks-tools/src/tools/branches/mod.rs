@@ -3,7 +3,7 @@
 mod close_session;
 mod create_branch;
 mod fork_sandbox;
-mod merge_branch;
+pub(crate) mod merge_branch;
 mod merge_knowledge;
 
 use schemars::JsonSchema;

@@ -96,7 +96,8 @@ impl Tool for ApproveResolution {
             .map_err(|e| refuse("tool_unavailable", format!("{} is not available on this server: {e}", tool.name())))?;
         let committed = result.get("commit_result").is_some_and(|c| c.get("error").is_none());
         let acknowledged = result.get("acknowledged") == Some(&Value::Bool(true));
-        if result.get("error").is_some() || !(committed || acknowledged) {
+        let merged = result.get("merged") == Some(&Value::Bool(true));
+        if result.get("error").is_some() || !(committed || acknowledged || merged) {
             return Ok(Output {
                 approved: false,
                 task_id: input.task_id,
@@ -184,7 +185,7 @@ mod tests {
         let review = call(&ctx, "review_dead_letter", json!({"task_id": expired})).await;
         assert_eq!(review["proposed_resolution"]["arguments"]["action"], "bump");
 
-        let gossip = dead("gossip_conflict", json!({"source_session_id": "x"})).await;
+        let gossip = dead("gossip_conflict", json!({"conflicts": ["x"]})).await;
         let review = call(&ctx, "review_dead_letter", json!({"task_id": gossip})).await;
         assert_eq!(review["proposed_resolution"]["error"], "cannot_propose");
         let other = dead("graph_outdated", json!({})).await;

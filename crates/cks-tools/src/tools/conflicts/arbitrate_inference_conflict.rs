@@ -25,7 +25,7 @@ use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::inference::{STEP_TYPE, explain, truthy};
 use crate::tool::{SessionCheck, Tool, ToolMeta};
-use crate::tools::llm::construct_knowledge::{Extraction, first_json, prefix};
+use crate::tools::llm::json_answer::{JsonAnswer, ask_json};
 
 /// What the arbiter weighs, returned as `policy` so a calling model can decide by the same rules,
 /// and sent as the arbiter's system prompt.
@@ -54,9 +54,6 @@ else, one object per conclusion in the order given: {\"conclusion_id\": \"<id>\"
 \"confidence_in_decision\": <0.0 to 1.0>}";
 
 const CONFIDENCE_EXTENSIONS: [&str; 2] = ["inference_confidence_conflict", "supersession_chain"];
-/// Most characters of a model's answer quoted back in a parse error.
-const RAW_OUTPUT_CHARS: usize = 1000;
-
 fn policy() -> String {
     format!("{CRITERIA}\n\n{SINGLE_ANSWER}")
 }
@@ -281,53 +278,20 @@ fn model_decision(answer: &Value, ids: &[String], model: &str) -> Result<Decisio
     })
 }
 
-/// What one arbiter call answered: the parsed JSON, the model, and the provider (for the version's
-/// metadata).
-struct Answer {
-    value: Value,
-    model: String,
-    provider: &'static str,
-}
-
-/// Asks the configured LLM; `array` says whether the answer is a batch (a JSON array).
-async fn ask(ctx: &ToolContext, input: &Input, prompt: String, array: bool) -> Result<Answer, ToolError> {
-    let client = ctx.llm.client().map_err(call_failed)?;
-    let config = client.config();
-    let system = format!("{CRITERIA}\n\n{}", if array { BATCH_ANSWER } else { SINGLE_ANSWER });
+/// Asks the configured LLM by the policy; `array` says whether the answer is a batch (a JSON array).
+async fn ask(ctx: &ToolContext, input: &Input, prompt: String, array: bool) -> Result<JsonAnswer, ToolError> {
+    let config = ctx.llm.client().ok().map(|c| c.config());
     let request = ChatRequest {
-        model: input.model.clone().filter(|m| !m.trim().is_empty()).or_else(|| config.arbiter_model.clone()),
-        system: Some(system),
-        max_tokens: Some(input.max_tokens.unwrap_or(config.arbiter_max_tokens)),
+        model: input
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| config.and_then(|c| c.arbiter_model.clone())),
+        system: Some(format!("{CRITERIA}\n\n{}", if array { BATCH_ANSWER } else { SINGLE_ANSWER })),
+        max_tokens: input.max_tokens.or(config.map(|c| c.arbiter_max_tokens)),
         ..ChatRequest::from_prompt(prompt)
     };
-    let response = tokio::select! {
-        response = client.chat(request) => response.map_err(|e| call_failed(crate::tools::llm::llm_error(&e)))?,
-        () = ctx.cancel.cancelled() => {
-            return Err(ToolError::new("cancelled", "arbitrate_inference_conflict was cancelled before the model answered."));
-        }
-    };
-    let raw = response.text();
-    let value = first_json(&raw, array).map_err(|why| {
-        let message = match why {
-            Extraction::NoJson if array => "No JSON array found in the model's answer.".to_owned(),
-            Extraction::NoJson => "No JSON object found in the model's answer.".to_owned(),
-            Extraction::Truncated => "The model's answer ends inside an unfinished JSON value.".to_owned(),
-            Extraction::NotJson(detail) => format!("The model's answer holds no well-formed JSON: {detail}"),
-        };
-        ToolError::new("llm_output_parse_error", message)
-            .with("raw_output", config.redactor.redact(&prefix(&raw, RAW_OUTPUT_CHARS)))
-    })?;
-    Ok(Answer { value, model: config.redactor.redact(&response.model), provider: response.provider.as_str() })
-}
-
-/// An LLM that could not be reached or failed to answer is `internal_error`, as the reference
-/// reports it; `error_kind` says which.
-fn call_failed(mut error: ToolError) -> ToolError {
-    if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
-        error.code = "internal_error".into();
-        error.message = format!("Internal error: LLM arbiter call failed: {}", error.message);
-    }
-    error
+    ask_json(ctx, request, array, ArbitrateInferenceConflict::META.name, "LLM arbiter call").await
 }
 
 fn steps_text(steps: &[Value]) -> String {

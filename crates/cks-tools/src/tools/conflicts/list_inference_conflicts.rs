@@ -27,8 +27,8 @@ pub(crate) struct Conflict {
     session_id: String,
     /// The session's head version when the sweep found it.
     version_id: Value,
-    /// [{code, severity, message, location}]; a confidence conflict's message names the disputed
-    /// conclusion.
+    /// [{code, severity, message, location}], plus a confidence conflict's `conclusion_id` (its
+    /// location is one of the disagreeing steps).
     diagnostics: Value,
 }
 
@@ -47,9 +47,10 @@ impl Tool for ListInferenceConflicts {
     const META: ToolMeta = ToolMeta {
         name: "list_inference_conflicts",
         description: "Inference conflicts found in the background by the 'inference_staleness' sweeper (active \
-            InferenceSteps reaching one conclusion with disagreeing confidence) that have not been listed yet, oldest \
+            InferenceSteps reaching one conclusion with disagreeing confidence, or citing a step since superseded as a \
+            premise) that have not been listed yet, oldest \
             first: {conflicts: [{record_id, detected_at (seconds since the epoch), session_id, version_id, \
-            diagnostics: [{code, severity, message, location}]}], count}. Each finding is returned once unless \
+            diagnostics: [{code, severity, message, location, conclusion_id (confidence conflicts)}]}], count}. Each finding is returned once unless \
             'peek' is true; 'session_id' keeps one session's. Kept in memory (lost on restart); the same findings \
             are also queued as inference_conflict tasks (claim_conflict_task), which listing leaves alone.",
         mutates_graph: false,

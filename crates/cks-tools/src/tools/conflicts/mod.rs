@@ -12,9 +12,11 @@ mod complete_conflict_task;
 mod dead_letter_conflict_task;
 mod fail_conflict_task;
 mod list_dead_lettered_conflicts;
+mod list_gossip_conflicts;
 mod list_inference_conflicts;
 mod reject_resolution;
 mod resolve_contradiction;
+mod resolve_gossip_conflict;
 mod resolve_temporal_conflict;
 mod retry_dead_letter;
 mod review;
@@ -38,6 +40,8 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
     vec![
         Arc::new(list_inference_conflicts::ListInferenceConflicts),
         Arc::new(arbitrate_inference_conflict::ArbitrateInferenceConflict),
+        Arc::new(list_gossip_conflicts::ListGossipConflicts),
+        Arc::new(resolve_gossip_conflict::ResolveGossipConflict),
         Arc::new(claim_conflict_task::ClaimConflictTask),
         Arc::new(complete_conflict_task::CompleteConflictTask),
         Arc::new(fail_conflict_task::FailConflictTask),

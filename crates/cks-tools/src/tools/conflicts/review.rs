@@ -79,6 +79,10 @@ pub(crate) fn propose(task: &TaskRow, payload: &Value) -> Value {
                                       "extend_by_days": 30, "commit": true}),
             None => return cannot("The task's payload names no object ('object_id').".into()),
         },
+        ResolutionTool::ResolveGossipConflict => match field("source_session_id") {
+            Some(source) => json!({"target_session_id": session_id, "source_session_id": source}),
+            None => return cannot("The task's payload names no source session ('source_session_id').".into()),
+        },
         ResolutionTool::ArbitrateInferenceConflict => {
             let (conclusions, stale) = inference_findings(payload);
             if !conclusions.is_empty() {

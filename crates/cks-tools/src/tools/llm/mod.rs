@@ -7,6 +7,7 @@
 pub(crate) mod construct_knowledge;
 mod get_llm_status;
 mod get_metrics;
+pub(crate) mod json_answer;
 mod list_llm_models;
 
 use std::sync::Arc;

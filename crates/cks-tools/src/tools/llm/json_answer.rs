@@ -1,0 +1,64 @@
+//! One call to the configured LLM whose answer is a small JSON decision (an object, or an array
+//! for a batch): what the conflict tools that let a model decide share.
+
+use serde_json::Value;
+
+use cks_llm::ChatRequest;
+
+use super::construct_knowledge::{Extraction, first_json, prefix};
+use super::llm_error;
+use crate::context::ToolContext;
+use crate::error::ToolError;
+
+/// Most characters of a model's answer quoted back in a parse error.
+const RAW_OUTPUT_CHARS: usize = 1000;
+
+/// A model's answer, read as JSON.
+pub(crate) struct JsonAnswer {
+    pub(crate) value: Value,
+    /// The model that answered (redacted).
+    pub(crate) model: String,
+    pub(crate) provider: &'static str,
+}
+
+/// Sends `request` and takes the first JSON object (with `array`, array) from the answer.
+///
+/// Errors, as the reference reports them: a provider that is not configured or failed is
+/// `internal_error` ("Internal error: `{what}` failed: ...", `error_kind` tells which), an answer
+/// without such JSON is `llm_output_parse_error` with the start of the answer in `raw_output`, and
+/// a call the caller gave up on is `cancelled`.
+pub(crate) async fn ask_json(
+    ctx: &ToolContext,
+    request: ChatRequest,
+    array: bool,
+    tool: &str,
+    what: &str,
+) -> Result<JsonAnswer, ToolError> {
+    let failed = |mut error: ToolError| {
+        if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
+            error.code = "internal_error".into();
+            error.message = format!("Internal error: {what} failed: {}", error.message);
+        }
+        error
+    };
+    let client = ctx.llm.client().map_err(failed)?;
+    let response = tokio::select! {
+        response = client.chat(request) => response.map_err(|e| failed(llm_error(&e)))?,
+        () = ctx.cancel.cancelled() => {
+            return Err(ToolError::new("cancelled", format!("{tool} was cancelled before the model answered.")));
+        }
+    };
+    let raw = response.text();
+    let redactor = &client.config().redactor;
+    let value = first_json(&raw, array).map_err(|why| {
+        let message = match why {
+            Extraction::NoJson if array => "No JSON array found in the model's answer.".to_owned(),
+            Extraction::NoJson => "No JSON object found in the model's answer.".to_owned(),
+            Extraction::Truncated => "The model's answer ends inside an unfinished JSON value.".to_owned(),
+            Extraction::NotJson(detail) => format!("The model's answer holds no well-formed JSON: {detail}"),
+        };
+        ToolError::new("llm_output_parse_error", message)
+            .with("raw_output", redactor.redact(&prefix(&raw, RAW_OUTPUT_CHARS)))
+    })?;
+    Ok(JsonAnswer { value, model: redactor.redact(&response.model), provider: response.provider.as_str() })
+}
