@@ -11,6 +11,7 @@ pub mod conformance;
 pub mod error;
 pub mod events;
 pub mod gallery;
+pub mod health;
 pub mod import;
 pub mod reference_db;
 pub mod runtime;

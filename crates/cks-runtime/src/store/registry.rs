@@ -7,7 +7,7 @@
 //! its lineage or its lifecycle. Removing an entry never touches its session.
 
 /// One registry entry as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GraphRow {
     pub name: String,
     pub session_id: String,

@@ -14,6 +14,7 @@
 //! task's de-duplication key names the sweeper, the session and the finding.
 
 mod contradiction;
+mod graphs;
 mod inference;
 mod temporal;
 
@@ -29,8 +30,11 @@ use cks_core::KnowledgeStructure;
 
 use crate::error::RuntimeError;
 use crate::events::EventKind;
+use crate::gallery::{GraphEntry, GraphFilter};
+use crate::health::{GraphContent, GraphHealth, is_fresh};
 use crate::runtime::Runtime;
 use crate::session::SessionInfo;
+use crate::store::{TaskFilter, TaskStatus};
 
 /// One kind of background check.
 pub(crate) trait Sweep: Send + Sync + 'static {
@@ -38,8 +42,19 @@ pub(crate) trait Sweep: Send + Sync + 'static {
     fn agent_id(&self) -> &'static str;
     /// The type of the tasks it queues.
     fn task_type(&self) -> &'static str;
-    /// What one session's structure shows as of `now`.
-    fn check(&self, structure: &KnowledgeStructure, info: &SessionInfo, now: OffsetDateTime) -> Check;
+    /// What one session's structure shows as of `now` (sweeps over sessions).
+    fn check(&self, _structure: &KnowledgeStructure, _info: &SessionInfo, _now: OffsetDateTime) -> Check {
+        Check { findings: Vec::new(), recheck_at: None }
+    }
+    /// For a sweep over registered graphs rather than sessions: what it reads of each graph.
+    fn over_graphs(&self) -> Option<graphs::GraphReads> {
+        None
+    }
+    /// What one registered graph shows as of `now` (sweeps over graphs); `health` when asked for
+    /// and its session could be read.
+    fn check_graph(&self, _entry: &GraphEntry, _health: Option<&GraphHealth>, _now: OffsetDateTime) -> Check {
+        Check { findings: Vec::new(), recheck_at: None }
+    }
     /// Whether what it newly queues is also kept in the inbox (`list_inference_conflicts`).
     fn keeps_inbox(&self) -> bool {
         false
@@ -144,9 +159,12 @@ struct State {
     /// Every session must be looked at (the first pass, or events were missed).
     all: bool,
     dirty: HashSet<String>,
-    /// (when, session): look again then even if nothing changed.
+    /// (when, session, or graph name for a sweep over graphs): look again then even if nothing
+    /// changed.
     rechecks: BTreeSet<(i64, String)>,
     recheck_of: HashMap<String, i64>,
+    /// A sweep over graphs: each graph's entry as last looked at (name → updated_at).
+    graphs_seen: HashMap<String, String>,
     last_run_at_ms: Option<i64>,
     last_run_duration: Option<Duration>,
     last_result_count: Option<u64>,
@@ -198,6 +216,8 @@ impl Sweepers {
         let kinds: Vec<Box<dyn Sweep>> = vec![
             Box::new(inference::ConfidenceConflicts),
             Box::new(temporal::Expired),
+            Box::new(graphs::Freshness),
+            Box::new(graphs::Health),
             Box::new(contradiction::Contradictions),
         ];
         Self::with(runtime, config, kinds).await
@@ -414,7 +434,10 @@ impl Sweeper {
         let started = Instant::now();
         let now = OffsetDateTime::now_utc();
         let (all, mut due) = self.lock().take_due(millis(now));
-        let outcome = self.sweep_sessions(runtime, all, &mut due, now).await;
+        let outcome = match self.sweep.over_graphs() {
+            None => self.sweep_sessions(runtime, all, &mut due, now).await,
+            Some(reads) => self.sweep_graphs(runtime, all, &mut due, reads, now).await,
+        };
         let mut state = self.lock();
         state.last_run_at_ms = Some(millis(now));
         state.last_run_duration = Some(started.elapsed());
@@ -447,8 +470,7 @@ impl Sweeper {
         if all {
             due.extend(runtime.list_sessions().await?.into_iter().map(|s| s.session_id));
         }
-        let queue = runtime.tasks();
-        let (agent_id, task_type) = (self.sweep.agent_id(), self.sweep.task_type());
+        let agent_id = self.sweep.agent_id();
         let mut swept = Swept::default();
         while let Some(session_id) = due.first().cloned() {
             let read = runtime.read(&session_id, |structure, info| self.sweep.check(structure, info, now)).await;
@@ -470,13 +492,7 @@ impl Sweeper {
                     continue;
                 }
             };
-            for finding in &check.findings {
-                let key = format!("{agent_id}:{session_id}:{}", finding.key);
-                let queued = queue.enqueue(task_type, &session_id, &finding.payload, Some(key)).await?;
-                if queued.is_some() && self.sweep.keeps_inbox() {
-                    self.keep(&session_id, &finding.payload, now);
-                }
-            }
+            self.queue(runtime, &session_id, &session_id, &check, now).await?;
             swept.sessions += 1;
             swept.findings += check.findings.len() as u64;
             self.lock().schedule(&session_id, check.recheck_at.map(millis));
@@ -484,7 +500,85 @@ impl Sweeper {
         }
         Ok(swept)
     }
+
+    /// Queues a check's findings on `session_id`, each once while unresolved (named within
+    /// `subject`: the session, or the graph).
+    async fn queue(
+        &self,
+        runtime: &Runtime,
+        subject: &str,
+        session_id: &str,
+        check: &Check,
+        now: OffsetDateTime,
+    ) -> Result<(), RuntimeError> {
+        let (agent_id, task_type) = (self.sweep.agent_id(), self.sweep.task_type());
+        for finding in &check.findings {
+            let key = format!("{agent_id}:{subject}:{}", finding.key);
+            let queued = runtime.tasks().enqueue(task_type, session_id, &finding.payload, Some(key)).await?;
+            if queued.is_some() && self.sweep.keeps_inbox() {
+                self.keep(session_id, &finding.payload, now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks at the registered graphs that are due: every one when `all`, else those whose entry
+    /// changed, whose name is in `due` (due again by time) or, for a sweep that reads the graphs,
+    /// whose session is (changed).
+    async fn sweep_graphs(
+        &self,
+        runtime: &Runtime,
+        all: bool,
+        due: &mut BTreeSet<String>,
+        reads: graphs::GraphReads,
+        now: OffsetDateTime,
+    ) -> Result<Swept, RuntimeError> {
+        let entries = runtime.graphs(&GraphFilter::default()).await?;
+        let mut dead_letters: Option<HashMap<String, usize>> = None;
+        let mut swept = Swept::default();
+        for entry in &entries {
+            let seen = self.lock().graphs_seen.get(&entry.name) == Some(&entry.updated_at);
+            let session_changed = reads.health && due.contains(&entry.session_id);
+            if !(all || !seen || session_changed || due.contains(&entry.name)) {
+                continue;
+            }
+            let health = if reads.health {
+                let content = match runtime.read(&entry.session_id, |s, _| GraphContent::measure(s, now)).await {
+                    Ok(content) => content,
+                    Err(e @ RuntimeError::Store(_)) => return Err(e),
+                    // A graph whose session is gone or closed has no health to report.
+                    Err(_) => continue,
+                };
+                if dead_letters.is_none() {
+                    dead_letters = Some(count_dead_letters(runtime).await?);
+                }
+                let dead = dead_letters.as_ref().and_then(|d| d.get(&entry.session_id)).copied().unwrap_or(0);
+                Some(GraphHealth { content, fresh: is_fresh(&entry.updated_at, now), dead_letters: dead })
+            } else {
+                None
+            };
+            let check = self.sweep.check_graph(entry, health.as_ref(), now);
+            self.queue(runtime, &entry.name, &entry.session_id, &check, now).await?;
+            swept.sessions += 1;
+            swept.findings += check.findings.len() as u64;
+            let mut state = self.lock();
+            state.graphs_seen.insert(entry.name.clone(), entry.updated_at.clone());
+            state.schedule(&entry.name, check.recheck_at.map(millis));
+        }
+        due.clear();
+        Ok(swept)
+    }
 }
 
 #[cfg(test)]
 mod tests;
+
+/// Dead-lettered tasks per session.
+async fn count_dead_letters(runtime: &Runtime) -> Result<HashMap<String, usize>, RuntimeError> {
+    let dead = TaskFilter { status: Some(TaskStatus::Dead), ..TaskFilter::default() };
+    let mut counts = HashMap::new();
+    for task in runtime.tasks().list(&dead).await? {
+        *counts.entry(task.session_id).or_insert(0) += 1;
+    }
+    Ok(counts)
+}

@@ -115,7 +115,7 @@ async fn sweepers_start_sweep_and_stop() {
     let config = SweepersConfig { interval: Duration::from_millis(20), start: false };
     let sweepers = Sweepers::start(runtime.clone(), &config).await.unwrap();
     let ids: Vec<&str> = sweepers.statuses().iter().map(|s| s.agent_id).collect();
-    assert_eq!(ids, ["inference_staleness", "temporal_staleness", "contradiction"]);
+    assert_eq!(ids, ["inference_staleness", "temporal_staleness", "graph_freshness", "graph_health", "contradiction"]);
     assert!(!sweepers.status("contradiction").unwrap().running);
     assert!(sweepers.status("nope").is_none() && sweepers.start_agent("nope").await.unwrap().is_none());
 
@@ -140,7 +140,7 @@ async fn sweepers_start_sweep_and_stop() {
     let config = SweepersConfig { interval: Duration::from_secs(3_600), start: true };
     let restarted = Sweepers::start(runtime.clone(), &config).await.unwrap();
     let running: Vec<bool> = restarted.statuses().iter().map(|s| s.running).collect();
-    assert_eq!(running, [true, true, false], "inference by the config, temporal started, contradiction stopped");
+    assert_eq!(running, [true, true, true, true, false], "the config starts all but the stopped contradiction");
     restarted.shutdown().await;
 }
 
@@ -211,4 +211,62 @@ async fn a_session_that_cannot_be_read_does_not_stop_the_sweep() {
     assert_eq!((status.last_sessions_checked, status.last_result_count), (Some(1), Some(1)));
     assert!(status.last_error.unwrap().contains("'damaged'"));
     assert_eq!(tasks(&runtime, "contradiction_detected").await.len(), 1);
+}
+
+#[tokio::test]
+async fn graph_sweeps_report_outdated_and_unhealthy_graphs_and_look_again_only_when_due() {
+    use crate::store::GraphRow;
+    let runtime = runtime();
+    let healthy = session(&runtime, vec![obj("x", "Claim", json!({}))]).await;
+    let mut contradicted = contradiction();
+    contradicted.push(rel("c1", "earth", "theory", "contradicts"));
+    let sick = session(&runtime, contradicted).await;
+    let graph = |name: &str, session_id: &str, updated_at: &str| GraphRow {
+        name: name.into(),
+        session_id: session_id.into(),
+        updated_at: updated_at.into(),
+        created_at: updated_at.into(),
+        visibility: "public".into(),
+        ..GraphRow::default()
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let recent = (now - time::Duration::days(1)).format(&time::format_description::well_known::Rfc3339).unwrap();
+    runtime.store().put_graph(graph("old", &healthy, "2001-01-01T00:00:00Z")).await.unwrap();
+    runtime.store().put_graph(graph("fresh", &healthy, &recent)).await.unwrap();
+    runtime.store().put_graph(graph("contradicted", &sick, "2001-01-01T00:00:00Z")).await.unwrap();
+    let sweepers = Sweepers::start(runtime.clone(), &idle()).await.unwrap();
+
+    assert_eq!(sweep(&sweepers, "graph_freshness").await, (3, 2));
+    let outdated = tasks(&runtime, "graph_outdated").await;
+    let mut names: Vec<(&str, &str)> =
+        outdated.iter().map(|(session, p)| (p["name"].as_str().unwrap(), session.as_str())).collect();
+    names.sort();
+    assert_eq!(names, [("contradicted", sick.as_str()), ("old", healthy.as_str())]);
+    assert_eq!(
+        (outdated[0].1["reason"].as_str(), outdated[0].1["ttl_seconds"].as_i64()),
+        (Some("ttl_expired"), Some(604_800))
+    );
+
+    // Health: outdated and contradicted, 0.6; only outdated, 0.9.
+    assert_eq!(sweep(&sweepers, "graph_health").await, (3, 1));
+    let unhealthy = tasks(&runtime, "health_check").await;
+    assert_eq!(unhealthy.len(), 1);
+    assert_eq!((unhealthy[0].0.as_str(), unhealthy[0].1["name"].as_str()), (sick.as_str(), Some("contradicted")));
+    assert_eq!(unhealthy[0].1["metrics"]["contradictions"], 0.0);
+    assert!((unhealthy[0].1["health_score"].as_f64().unwrap() - 0.6).abs() < 1e-9);
+    assert_eq!(unhealthy[0].1["min_score"], 0.7);
+
+    // Nothing changed: nothing is looked at again.
+    assert_eq!(sweep(&sweepers, "graph_health").await, (0, 0));
+    assert_eq!(sweep(&sweepers, "graph_freshness").await, (0, 0));
+    // A commit to a graph's session, or a changed entry, brings that graph back.
+    let ops = json!([{"type": "remove_relation", "relation_id": "s1"}]);
+    runtime.commit(&sick, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "graph_health").await, (1, 0), "healthy again");
+    runtime.store().put_graph(graph("old", &healthy, &recent)).await.unwrap();
+    assert_eq!(sweep(&sweepers, "graph_freshness").await, (1, 0));
+    // Health looks at the two entries that changed since its last sweep: 0.9 (outdated) and 1.0.
+    runtime.store().put_graph(graph("fresh", &healthy, "2002-01-01T00:00:00Z")).await.unwrap();
+    assert_eq!(sweep(&sweepers, "graph_health").await, (2, 0));
 }

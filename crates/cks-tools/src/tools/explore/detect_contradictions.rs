@@ -71,11 +71,6 @@ impl Tool for DetectContradictions {
     }
 }
 
-/// How many contradictions `detect_contradictions` finds in a structure.
-pub(crate) fn contradiction_count(structure: &KnowledgeStructure) -> usize {
-    contradictions(structure).contradiction_count
-}
-
 fn contradictions(structure: &KnowledgeStructure) -> Output {
     let report = validate(structure, &ValidationOptions::with_extensions(CHECKS));
     let found: Vec<_> = report.diagnostics.into_iter().filter(|d| CHECKS.iter().any(|c| c.code() == d.code)).collect();

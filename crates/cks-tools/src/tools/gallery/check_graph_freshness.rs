@@ -1,9 +1,9 @@
 //! `check_graph_freshness`: whether a registered graph was updated within the freshness TTL.
 
+use cks_runtime::health::{FRESHNESS_TTL, is_fresh};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::required;
 use crate::context::ToolContext;
@@ -11,14 +11,6 @@ use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
 
 /// A registered graph not updated for this long is stale (the reference's seven days).
-const FRESHNESS_TTL_SECONDS: i64 = 7 * 24 * 3600;
-
-/// Whether an entry updated at `updated_at` is fresh at `now`; `None` when the time cannot be read.
-pub(crate) fn is_fresh(updated_at: &str, now: OffsetDateTime) -> Option<bool> {
-    let updated = OffsetDateTime::parse(updated_at, &Rfc3339).ok()?;
-    Some((now - updated).whole_seconds() < FRESHNESS_TTL_SECONDS)
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
     /// The registered name of the graph.
@@ -66,7 +58,7 @@ impl Tool for CheckGraphFreshness {
         let Some(entry) = ctx.runtime.graph(required(&input.name, "name")?).await? else {
             return Ok(Output { found: Some(false), fresh: None, last_updated: None, ttl_days: None });
         };
-        let ttl_days = Some(FRESHNESS_TTL_SECONDS as f64 / 86_400.0);
+        let ttl_days = Some(FRESHNESS_TTL.whole_seconds() as f64 / 86_400.0);
         match is_fresh(&entry.updated_at, OffsetDateTime::now_utc()) {
             Some(true) => Ok(Output { found: None, fresh: Some(Some(true)), last_updated: None, ttl_days: None }),
             fresh => Ok(Output { found: None, fresh: Some(fresh), last_updated: Some(entry.updated_at), ttl_days }),

@@ -7,17 +7,14 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use cks_core::KnowledgeStructure;
+use cks_runtime::health::{GraphContent, GraphHealth, is_fresh};
+use cks_runtime::store::{TaskFilter, TaskStatus};
 
-use super::check_graph_freshness::is_fresh;
 use super::{read_open, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
-use crate::tools::explore::detect_contradictions::contradiction_count;
-
-/// A VerificationRecord checked longer ago than this no longer counts as coverage.
-const COVERAGE_TTL_SECONDS: i64 = 30 * 24 * 3600;
+use crate::tools::conflicts::store_error;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -95,7 +92,6 @@ struct Coverage {
 struct DeadLetter {
     count: usize,
     score: f64,
-    note: &'static str,
 }
 
 #[derive(Debug, Default, Serialize, JsonSchema)]
@@ -117,7 +113,7 @@ impl Tool for CheckGraphHealth {
             component versions confirmed current (this server does not fetch them, so a graph with Component \
             objects scores 0 there), 0.1 × entry updated within 7 days, 0.3 × no contradictions, 0.2 × share of \
             VerificationRecords checked within 30 days (1 when there are none), 0.1 × no dead-lettered \
-            conflict tasks (this server has no conflict queue yet: always 1). Returns {name, session_id, \
+            conflict tasks of the graph's session (0.5 when there are). Returns {name, session_id, \
             health_score, metrics: {version_freshness, ttl_freshness, contradictions, verification_coverage, \
             dead_letter, graph_size}, timestamp}; {found: false} for an unknown name.",
         mutates_graph: false,
@@ -136,8 +132,7 @@ impl Tool for CheckGraphHealth {
             return Ok(Output { found: Some(false), ..Output::default() });
         };
         let now = OffsetDateTime::now_utc();
-        let measured = read_open(ctx, &entry.session_id, |s| measure(s, now)).await;
-        let Some((version_freshness, contradictions, verification_coverage, graph_size)) = measured else {
+        let Some(content) = read_open(ctx, &entry.session_id, |s| GraphContent::measure(s, now)).await else {
             return Ok(Output {
                 found: Some(true),
                 error: Some("session_not_available".into()),
@@ -147,19 +142,24 @@ impl Tool for CheckGraphHealth {
                 ..Output::default()
             });
         };
-        let fresh = is_fresh(&entry.updated_at, now);
-        let ttl_freshness = TtlFreshness { fresh, score: if fresh == Some(true) { 1.0 } else { 0.0 } };
-        let dead_letter = DeadLetter {
-            count: 0,
-            score: 1.0,
-            note: "this server keeps no conflict queue yet; nothing is dead-lettered",
+        let dead =
+            TaskFilter { status: Some(TaskStatus::Dead), session_id: Some(entry.session_id.clone()), task_type: None };
+        let dead_letters = ctx.runtime.tasks().list(&dead).await.map_err(store_error)?.len();
+        let health = GraphHealth { content, fresh: is_fresh(&entry.updated_at, now), dead_letters };
+        let content = &health.content;
+        let version_freshness = VersionFreshness {
+            up_to_date: 0,
+            total: content.components,
+            score: health.version_score(),
+            note: "component versions are not fetched by this server, so none is confirmed current",
         };
-        // Summed in the reference's order, so equal inputs give the same float.
-        let health_score = 0.3 * version_freshness.score
-            + 0.1 * ttl_freshness.score
-            + 0.3 * contradictions.score
-            + 0.2 * verification_coverage.score
-            + 0.1 * dead_letter.score;
+        let ttl_freshness = TtlFreshness { fresh: health.fresh, score: health.freshness_score() };
+        let contradictions = Contradictions { count: content.contradictions, score: health.contradiction_score() };
+        let verification_coverage =
+            Coverage { fresh: content.records_fresh, total: content.records, score: health.coverage_score() };
+        let dead_letter = DeadLetter { count: dead_letters, score: health.dead_letter_score() };
+        let graph_size = GraphSize { objects: content.objects, relations: content.relations };
+        let health_score = health.score();
         Ok(Output {
             name: Some(name),
             session_id: Some(entry.session_id),
@@ -176,39 +176,4 @@ impl Tool for CheckGraphHealth {
             ..Output::default()
         })
     }
-}
-
-/// The parts read from the graph itself.
-fn measure(
-    structure: &KnowledgeStructure,
-    now: OffsetDateTime,
-) -> (VersionFreshness, Contradictions, Coverage, GraphSize) {
-    let of_type = |ty: &'static str| structure.objects().filter(move |o| o.identity.r#type == ty);
-    let components = of_type("Component").count();
-    let version_freshness = VersionFreshness {
-        up_to_date: 0,
-        total: components,
-        score: if components == 0 { 1.0 } else { 0.0 },
-        note: "component versions are not fetched by this server, so none is confirmed current",
-    };
-    let count = contradiction_count(structure);
-    let contradictions = Contradictions { count, score: if count == 0 { 1.0 } else { 0.0 } };
-    let records: Vec<_> = of_type("VerificationRecord").collect();
-    // A time without an offset is UTC, as the reference reads it.
-    let checked_recently = |checked_at: &str| {
-        OffsetDateTime::parse(checked_at, &Rfc3339)
-            .or_else(|_| OffsetDateTime::parse(&format!("{checked_at}Z"), &Rfc3339))
-            .is_ok_and(|at| (now - at).whole_seconds() <= COVERAGE_TTL_SECONDS)
-    };
-    let fresh = records
-        .iter()
-        .filter(|r| r.structure.get("checked_at").and_then(|v| v.as_str()).is_some_and(checked_recently))
-        .count();
-    let verification_coverage = Coverage {
-        fresh,
-        total: records.len(),
-        score: if records.is_empty() { 1.0 } else { fresh as f64 / records.len() as f64 },
-    };
-    let graph_size = GraphSize { objects: structure.len(), relations: structure.relations().count() };
-    (version_freshness, contradictions, verification_coverage, graph_size)
 }

@@ -1,0 +1,161 @@
+//! The health of a registered graph, one score from 0.0 to 1.0 weighted as the reference weighs
+//! it: what `check_graph_health` reports and what the `graph_health` and `graph_freshness`
+//! sweepers watch. One definition, so a score never differs between the tool and a sweep.
+//!
+//! | part | weight | score |
+//! |---|---|---|
+//! | component versions | 0.3 | 1 without `Component` objects; else 0 (versions are not fetched) |
+//! | entry freshness | 0.1 | 1 when the registry entry was updated within 7 days |
+//! | contradictions | 0.3 | 1 without `mutual_exclusion` / `functional_relation` contradictions |
+//! | verification coverage | 0.2 | share of `VerificationRecord`s checked within 30 days (1 without any) |
+//! | dead letters | 0.1 | 1 without dead-lettered tasks of the graph's session, else 0.5 |
+
+use time::format_description::well_known::Rfc3339;
+use time::{Duration, OffsetDateTime};
+
+use cks_core::KnowledgeStructure;
+use cks_core::validate::contradictions;
+
+/// How long a registry entry stays fresh after an update.
+pub const FRESHNESS_TTL: Duration = Duration::days(7);
+/// How long a verification counts after its check.
+pub const COVERAGE_TTL: Duration = Duration::days(30);
+
+/// A time as the registry and `VerificationRecord`s write it (RFC 3339; one without an offset is
+/// UTC, as the reference reads it).
+pub fn parse_time(text: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(text, &Rfc3339).or_else(|_| OffsetDateTime::parse(&format!("{text}Z"), &Rfc3339)).ok()
+}
+
+/// Whether an entry updated at `updated_at` is fresh at `now`; `None` when the time cannot be read.
+pub fn is_fresh(updated_at: &str, now: OffsetDateTime) -> Option<bool> {
+    let updated = OffsetDateTime::parse(updated_at, &Rfc3339).ok()?;
+    Some(now - updated < FRESHNESS_TTL)
+}
+
+/// What the graph itself shows: counted once, scored by [`GraphHealth`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GraphContent {
+    pub components: usize,
+    pub contradictions: usize,
+    pub records: usize,
+    /// Records checked within [`COVERAGE_TTL`] of `now`.
+    pub records_fresh: usize,
+    pub objects: usize,
+    pub relations: usize,
+    /// When the next fresh record stops counting (the score can change then without a commit).
+    pub next_record_expiry: Option<OffsetDateTime>,
+}
+
+impl GraphContent {
+    pub fn measure(structure: &KnowledgeStructure, now: OffsetDateTime) -> Self {
+        let mut content = GraphContent {
+            contradictions: contradictions(structure).len(),
+            objects: structure.len(),
+            relations: structure.relations().count(),
+            ..GraphContent::default()
+        };
+        for object in structure.objects() {
+            match object.identity.r#type.as_str() {
+                "Component" => content.components += 1,
+                "VerificationRecord" => {
+                    content.records += 1;
+                    let checked = object.structure.get("checked_at").and_then(|v| v.as_str()).and_then(parse_time);
+                    if let Some(expiry) = checked.map(|at| at + COVERAGE_TTL).filter(|expiry| *expiry >= now) {
+                        content.records_fresh += 1;
+                        content.next_record_expiry = Some(content.next_record_expiry.map_or(expiry, |e| e.min(expiry)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        content
+    }
+}
+
+/// A graph's health at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GraphHealth {
+    pub content: GraphContent,
+    /// The entry's freshness; `None` when its time cannot be read.
+    pub fresh: Option<bool>,
+    /// Dead-lettered tasks of the graph's session.
+    pub dead_letters: usize,
+}
+
+impl GraphHealth {
+    pub fn version_score(&self) -> f64 {
+        if self.content.components == 0 { 1.0 } else { 0.0 }
+    }
+
+    pub fn freshness_score(&self) -> f64 {
+        if self.fresh == Some(true) { 1.0 } else { 0.0 }
+    }
+
+    pub fn contradiction_score(&self) -> f64 {
+        if self.content.contradictions == 0 { 1.0 } else { 0.0 }
+    }
+
+    pub fn coverage_score(&self) -> f64 {
+        match self.content.records {
+            0 => 1.0,
+            total => self.content.records_fresh as f64 / total as f64,
+        }
+    }
+
+    pub fn dead_letter_score(&self) -> f64 {
+        if self.dead_letters == 0 { 1.0 } else { 0.5 }
+    }
+
+    /// The weighted score, summed in the reference's order so equal inputs give the same float.
+    pub fn score(&self) -> f64 {
+        0.3 * self.version_score()
+            + 0.1 * self.freshness_score()
+            + 0.3 * self.contradiction_score()
+            + 0.2 * self.coverage_score()
+            + 0.1 * self.dead_letter_score()
+    }
+
+    /// When the score next changes by itself (the entry or a record ages), if it does.
+    pub fn next_change(&self, updated_at: &str) -> Option<OffsetDateTime> {
+        let entry_ages = (self.fresh == Some(true))
+            .then(|| OffsetDateTime::parse(updated_at, &Rfc3339).ok())
+            .flatten()
+            .map(|at| at + FRESHNESS_TTL);
+        [entry_ages, self.content.next_record_expiry].into_iter().flatten().min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn at(text: &str) -> OffsetDateTime {
+        OffsetDateTime::parse(text, &Rfc3339).unwrap()
+    }
+
+    #[test]
+    fn measures_and_scores_as_weighted() {
+        let structure = cks_core::json::parse_value(json!({"objects": [
+            {"identity": {"id": "c", "type": "Component", "name": "c"}, "structure": {"version": "1.0"}},
+            {"identity": {"id": "r1", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "2026-11-20T00:00:00Z"}},
+            {"identity": {"id": "r2", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "2026-01-01T00:00:00"}},
+            {"identity": {"id": "r3", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "never"}},
+        ]}))
+        .unwrap();
+        let now = at("2026-12-01T00:00:00Z");
+        let content = GraphContent::measure(&structure, now);
+        assert_eq!((content.components, content.records, content.records_fresh), (1, 3, 1));
+        assert_eq!(content.next_record_expiry, Some(at("2026-12-20T00:00:00Z")));
+        let health = GraphHealth { content, fresh: is_fresh("2026-11-28T00:00:00Z", now), dead_letters: 2 };
+        assert_eq!(health.fresh, Some(true));
+        let expected = 0.3 * 0.0 + 0.1 * 1.0 + 0.3 * 1.0 + 0.2 * (1.0 / 3.0) + 0.1 * 0.5;
+        assert_eq!(health.score(), expected);
+        // The entry ages on Dec 5, before the record does.
+        assert_eq!(health.next_change("2026-11-28T00:00:00Z"), Some(at("2026-12-05T00:00:00Z")));
+        assert_eq!(is_fresh("2026-11-20T00:00:00Z", now), Some(false));
+        assert_eq!(is_fresh("yesterday", now), None);
+    }
+}

@@ -1,0 +1,97 @@
+//! The sweepers over registered graphs (the gallery): `graph_freshness` queues a
+//! `graph_outdated` task for an entry not updated within its TTL, and `graph_health` a
+//! `health_check` task for a graph whose health score fell below the bar. Both score with
+//! [`crate::health`], as `check_graph_freshness` and `check_graph_health` do.
+//!
+//! A sweep lists the registry (one read) and looks again only at a graph whose entry changed,
+//! whose session changed, or whose score can have changed with time since (the entry or a
+//! verification record aged).
+
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::{Check, Finding, Sweep};
+use crate::gallery::GraphEntry;
+use crate::health::{FRESHNESS_TTL, GraphHealth, is_fresh};
+
+/// The score below which a graph is reported (the reference's default).
+pub(crate) const MIN_HEALTH_SCORE: f64 = 0.7;
+
+pub(crate) struct Freshness;
+
+impl Sweep for Freshness {
+    fn agent_id(&self) -> &'static str {
+        "graph_freshness"
+    }
+
+    fn task_type(&self) -> &'static str {
+        "graph_outdated"
+    }
+
+    fn over_graphs(&self) -> Option<GraphReads> {
+        Some(GraphReads { health: false })
+    }
+
+    fn check_graph(&self, entry: &GraphEntry, _health: Option<&GraphHealth>, now: OffsetDateTime) -> Check {
+        match is_fresh(&entry.updated_at, now) {
+            Some(false) => Check {
+                findings: vec![Finding {
+                    // Updated and outdated again is a new finding.
+                    key: entry.updated_at.clone(),
+                    payload: json!({"name": entry.name, "session_id": entry.session_id,
+                        "updated_at": entry.updated_at, "ttl_seconds": FRESHNESS_TTL.whole_seconds(),
+                        "reason": "ttl_expired"}),
+                }],
+                recheck_at: None,
+            },
+            // A fresh entry ages at a known time; one whose time cannot be read never does.
+            _ => Check {
+                findings: Vec::new(),
+                recheck_at: crate::health::parse_time(&entry.updated_at).map(|at| at + FRESHNESS_TTL),
+            },
+        }
+    }
+}
+
+pub(crate) struct Health;
+
+impl Sweep for Health {
+    fn agent_id(&self) -> &'static str {
+        "graph_health"
+    }
+
+    fn task_type(&self) -> &'static str {
+        "health_check"
+    }
+
+    fn over_graphs(&self) -> Option<GraphReads> {
+        Some(GraphReads { health: true })
+    }
+
+    fn check_graph(&self, entry: &GraphEntry, health: Option<&GraphHealth>, _now: OffsetDateTime) -> Check {
+        let Some(health) = health else { return Check { findings: Vec::new(), recheck_at: None } };
+        let recheck_at = health.next_change(&entry.updated_at);
+        let score = health.score();
+        if score >= MIN_HEALTH_SCORE {
+            return Check { findings: Vec::new(), recheck_at };
+        }
+        let finding = Finding {
+            // Reported once while its task is open; again after it is settled if still unhealthy.
+            key: String::new(),
+            payload: json!({"name": entry.name, "session_id": entry.session_id, "health_score": score,
+                "metrics": {"version_freshness": health.version_score(), "ttl_freshness": health.freshness_score(),
+                            "contradictions": health.contradiction_score(),
+                            "verification_coverage": health.coverage_score(),
+                            "dead_letter": health.dead_letter_score()},
+                "min_score": MIN_HEALTH_SCORE}),
+        };
+        Check { findings: vec![finding], recheck_at }
+    }
+}
+
+/// What a sweep over graphs reads besides the registry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GraphReads {
+    /// Each graph's health (its session and its dead letters).
+    pub(crate) health: bool,
+}
