@@ -7,6 +7,7 @@
 pub mod diff;
 pub mod hash;
 pub mod json;
+mod kinds;
 pub mod merge;
 pub mod object;
 pub mod ops;

@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
+use crate::kinds::KindIndex;
 use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
 use crate::text::TextIndex;
 use crate::validate::ExpiryIndex;
@@ -114,6 +115,8 @@ pub struct KnowledgeStructure {
     text: OnceLock<Box<TextIndex>>,
     /// The `valid_until` index, once asked for; kept up to date from then on.
     expiries: OnceLock<Box<ExpiryIndex>>,
+    /// The index by type and relation type, once asked for; kept up to date from then on.
+    kinds: OnceLock<Box<KindIndex>>,
 }
 
 impl Clone for KnowledgeStructure {
@@ -127,6 +130,7 @@ impl Clone for KnowledgeStructure {
             root: self.root,
             text: OnceLock::new(),
             expiries: OnceLock::new(),
+            kinds: OnceLock::new(),
         }
     }
 }
@@ -246,6 +250,29 @@ impl KnowledgeStructure {
         self.expiries.get_or_init(|| Box::new(ExpiryIndex::build(self)))
     }
 
+    /// The objects whose type is `ty`, in structure order (an index built on first use and kept up
+    /// to date by every later change: the cost follows how many there are, not the structure).
+    pub fn objects_of_type(&self, ty: &str) -> Vec<&Arc<KnowledgeObject>> {
+        self.in_order(self.kind_index().of_type(ty))
+    }
+
+    /// The relations whose `relation_type` is `relation_type`, in structure order (same index).
+    pub fn relations_of_type(&self, relation_type: &str) -> Vec<&Arc<KnowledgeObject>> {
+        self.in_order(self.kind_index().of_relation_type(relation_type))
+    }
+
+    fn kind_index(&self) -> &KindIndex {
+        self.kinds.get_or_init(|| Box::new(KindIndex::build(self)))
+    }
+
+    fn in_order<'a>(&'a self, ids: impl Iterator<Item = &'a str>) -> Vec<&'a Arc<KnowledgeObject>> {
+        let mut found: Vec<(usize, &Arc<KnowledgeObject>)> = ids
+            .filter_map(|id| self.objects.get_full(id).map(|(position, _, entry)| (position, &entry.object)))
+            .collect();
+        found.sort_unstable_by_key(|(position, _)| *position);
+        found.into_iter().map(|(_, object)| object).collect()
+    }
+
     /// All object ids, in order.
     pub fn ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.objects.keys().map(String::as_str)
@@ -359,6 +386,9 @@ impl KnowledgeStructure {
         if let Some(expiries) = self.expiries.get_mut() {
             expiries.insert(object);
         }
+        if let Some(kinds) = self.kinds.get_mut() {
+            kinds.insert(object);
+        }
         if let Some(relation) = object.relation() {
             let mut seen = HashSet::with_capacity(relation.participants.len());
             for participant in &relation.participants {
@@ -380,6 +410,9 @@ impl KnowledgeStructure {
         }
         if let Some(expiries) = self.expiries.get_mut() {
             expiries.remove(object);
+        }
+        if let Some(kinds) = self.kinds.get_mut() {
+            kinds.remove(object);
         }
         let id = object.id();
         if let Some(relation) = object.relation() {
@@ -608,8 +641,9 @@ mod tests {
                 let mut log = ChangeSet::default();
                 first.iter().for_each(|st| run(&mut s, st, &mut log));
                 prop_assert_eq!(s.root_hash(), s.root_hash_from_scratch());
-                // Searched from here on: the text index follows every later change.
+                // Searched from here on: the text and kind indexes follow every later change.
                 s.text_index();
+                s.kind_index();
                 let checkpoint = s.clone();
                 let mut log = ChangeSet::default();
                 second.iter().for_each(|st| run(&mut s, st, &mut log));
@@ -628,6 +662,7 @@ mod tests {
                     prop_assert_eq!(a, b);
                 }
                 prop_assert_eq!(s.text_index(), &TextIndex::build(&s));
+                prop_assert_eq!(s.kind_index(), &KindIndex::build(&s));
                 let mut replayed = checkpoint.clone();
                 replayed.apply_delta(&log.to_delta()).unwrap();
                 prop_assert_eq!(&replayed, &s);
@@ -636,6 +671,7 @@ mod tests {
                 prop_assert_eq!(&s, &checkpoint);
                 prop_assert_eq!(s.root_hash(), checkpoint.root_hash());
                 prop_assert_eq!(s.text_index(), &TextIndex::build(&checkpoint));
+                prop_assert_eq!(s.kind_index(), &KindIndex::build(&checkpoint));
             }
         }
     }

@@ -67,7 +67,7 @@ fn sweep_10k_unchanged_sessions(bencher: Bencher) {
 }
 
 /// A sweep after a one-object commit to a 100,000-object session (the commit is not timed).
-#[divan::bench(args = ["contradiction", "temporal_staleness"], sample_count = 20, sample_size = 1)]
+#[divan::bench(args = ["contradiction", "inference_staleness", "temporal_staleness"], sample_count = 20, sample_size = 1)]
 fn sweep_after_one_commit_100k(bencher: Bencher, agent_id: &str) {
     let (tokio, runtime, _dir) = sqlite_runtime();
     let (sweepers, id) = tokio.block_on(async {

@@ -73,10 +73,7 @@ pub(crate) fn check_functional_relations(structure: &KnowledgeStructure, out: &m
 fn mutual_exclusions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     let mut out = Vec::new();
     let mut pairs: BTreeSet<(&str, &str)> = BTreeSet::new();
-    for object in structure.objects() {
-        if object.identity.r#type != "MutualExclusionRule" {
-            continue;
-        }
+    for object in structure.objects_of_type("MutualExclusionRule") {
         let a = truthy_str(object.structure.get("relation_type_a"));
         let b = truthy_str(object.structure.get("relation_type_b"));
         if let (Some(a), Some(b)) = (a, b)
@@ -89,13 +86,18 @@ fn mutual_exclusions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
         return out;
     }
 
+    // Only the relation types a rule names are read (in structure order: the last relation of a
+    // type between a pair wins).
     let mut by_type: HashMap<&str, HashMap<(&str, &str), &str>> = HashMap::new();
-    for object in structure.relations() {
-        let Some(relation) = object.relation() else {
+    for relation_type in pairs.iter().flat_map(|(a, b)| [*a, *b]) {
+        if by_type.contains_key(relation_type) {
             continue;
-        };
-        if let Some(pair) = binary(&relation) {
-            by_type.entry(relation.relation_type).or_default().insert(pair, object.id());
+        }
+        let of_type = by_type.entry(relation_type).or_default();
+        for object in structure.relations_of_type(relation_type) {
+            if let Some(pair) = object.relation().as_ref().and_then(binary) {
+                of_type.insert(pair, object.id());
+            }
         }
     }
 
@@ -126,8 +128,8 @@ fn mutual_exclusions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
 fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     let mut out = Vec::new();
     let functional: HashSet<&str> = structure
-        .objects()
-        .filter(|o| o.identity.r#type == "FunctionalRelationRule")
+        .objects_of_type("FunctionalRelationRule")
+        .into_iter()
         .filter_map(|o| truthy_str(o.structure.get("relation_type")))
         .collect();
     if functional.is_empty() {
@@ -135,15 +137,11 @@ fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     }
 
     let mut targets: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, &str>>> = BTreeMap::new();
-    for object in structure.relations() {
-        let Some(relation) = object.relation() else {
-            continue;
-        };
-        if !functional.contains(relation.relation_type) {
-            continue;
-        }
-        if let Some((source, target)) = binary(&relation) {
-            targets.entry(relation.relation_type).or_default().entry(source).or_default().insert(target, object.id());
+    for relation_type in functional {
+        for object in structure.relations_of_type(relation_type) {
+            if let Some((source, target)) = object.relation().as_ref().and_then(binary) {
+                targets.entry(relation_type).or_default().entry(source).or_default().insert(target, object.id());
+            }
         }
     }
 

@@ -38,7 +38,7 @@ const CONFLICT_CODE: &str = "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT";
 const STALE_PREMISE_CODE: &str = "CKS-EXT-STALE-PREMISE";
 
 fn steps(structure: &KnowledgeStructure) -> impl Iterator<Item = &Arc<KnowledgeObject>> {
-    structure.objects().filter(|o| o.identity.r#type == STEP_TYPE)
+    structure.objects_of_type(STEP_TYPE).into_iter()
 }
 
 /// Whether a JSON value, used as an id, names an existing object.

@@ -1,0 +1,59 @@
+//! The index of a structure's objects by type and of its relations by relation type, kept by the
+//! structure once asked for ([`KnowledgeStructure::objects_of_type`],
+//! [`KnowledgeStructure::relations_of_type`]) and updated with every change. Rules that look at a
+//! few kinds of object (the `InferenceStep`s, the rule objects, the relation types a rule names)
+//! then cost what those kinds hold, not the whole graph.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::object::KnowledgeObject;
+use crate::structure::KnowledgeStructure;
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct KindIndex {
+    by_type: HashMap<String, HashSet<String>>,
+    by_relation_type: HashMap<String, HashSet<String>>,
+}
+
+impl KindIndex {
+    pub(crate) fn build(structure: &KnowledgeStructure) -> Self {
+        let mut index = KindIndex::default();
+        for object in structure.objects() {
+            index.insert(object);
+        }
+        index
+    }
+
+    pub(crate) fn insert(&mut self, object: &KnowledgeObject) {
+        let id = object.id().to_owned();
+        if let Some(relation) = object.relation() {
+            self.by_relation_type.entry(relation.relation_type.to_owned()).or_default().insert(id.clone());
+        }
+        self.by_type.entry(object.identity.r#type.clone()).or_default().insert(id);
+    }
+
+    pub(crate) fn remove(&mut self, object: &KnowledgeObject) {
+        let id = object.id();
+        if let Some(relation) = object.relation() {
+            remove(&mut self.by_relation_type, relation.relation_type, id);
+        }
+        remove(&mut self.by_type, &object.identity.r#type, id);
+    }
+
+    pub(crate) fn of_type(&self, ty: &str) -> impl Iterator<Item = &str> + '_ {
+        self.by_type.get(ty).into_iter().flatten().map(String::as_str)
+    }
+
+    pub(crate) fn of_relation_type(&self, relation_type: &str) -> impl Iterator<Item = &str> + '_ {
+        self.by_relation_type.get(relation_type).into_iter().flatten().map(String::as_str)
+    }
+}
+
+fn remove(index: &mut HashMap<String, HashSet<String>>, key: &str, id: &str) {
+    if let Some(ids) = index.get_mut(key) {
+        ids.remove(id);
+        if ids.is_empty() {
+            index.remove(key);
+        }
+    }
+}
