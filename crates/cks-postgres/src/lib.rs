@@ -581,6 +581,25 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let client = self.client().await?;
+        let prefix = format!("setting.{prefix}");
+        let rows = client
+            .query(
+                "SELECT key, value FROM cks_meta WHERE left(key, length($1)) = $1 ORDER BY key COLLATE \"C\"",
+                &[&prefix],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(|r| (r.get::<_, String>(0)["setting.".len()..].to_owned(), r.get(1))).collect())
+    }
+
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let key = format!("setting.{key}");
+        Ok(client.execute("DELETE FROM cks_meta WHERE key = $1", &[&key]).await.map_err(db_error)? > 0)
+    }
+
     /// Read, merge and write under a row lock on the name's entry (or the session's row when the
     /// name is new), so two writers of one name serialise.
     async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {

@@ -342,6 +342,21 @@ async fn store_settings(open: Open) {
     // Another handle (a restart, another process) reads what was saved last.
     assert_eq!(open().load_setting("conformance.flag").await.unwrap().as_deref(), Some("on"));
     assert_eq!(store.load_setting("replica_id").await.unwrap(), None, "settings are apart from the store's own keys");
+
+    // Listed by prefix, sorted by key; deleted one by one.
+    let prefix = format!("conformance.list-{}.", uuid::Uuid::new_v4());
+    for (key, value) in [("b", "2"), ("a", "1"), ("a.x", "3")] {
+        store.save_setting(&format!("{prefix}{key}"), value).await.unwrap();
+    }
+    store.save_setting("conformance.elsewhere", "x").await.unwrap();
+    let listed = open().list_settings(&prefix).await.unwrap();
+    let expected: Vec<(String, String)> =
+        [("a", "1"), ("a.x", "3"), ("b", "2")].iter().map(|(k, v)| (format!("{prefix}{k}"), (*v).to_owned())).collect();
+    assert_eq!(listed, expected);
+    assert!(store.delete_setting(&format!("{prefix}a")).await.unwrap());
+    assert!(!store.delete_setting(&format!("{prefix}a")).await.unwrap(), "already gone");
+    assert_eq!(store.list_settings(&prefix).await.unwrap().len(), 2);
+    assert_eq!(store.list_settings("conformance.no-such-prefix.").await.unwrap(), []);
 }
 
 async fn store_imports(store: Arc<dyn Store>) {

@@ -125,6 +125,14 @@ impl Store for StallingStore {
     async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
         self.inner.save_setting(key, value).await
     }
+
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.list_settings(prefix).await
+    }
+
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
+        self.inner.delete_setting(key).await
+    }
 }
 
 fn add(id: &str) -> CommitRequest {

@@ -401,6 +401,23 @@ impl Store for MemoryStore {
             Ok(())
         })
     }
+
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.with(|inner| {
+            let mut found: Vec<(String, String)> = inner
+                .settings
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            found.sort();
+            Ok(found)
+        })
+    }
+
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
+        self.write(|inner| Ok(inner.settings.remove(key).is_some()))
+    }
 }
 
 /// Writes the sessions not stored yet; fails before writing anything when a version id is taken.

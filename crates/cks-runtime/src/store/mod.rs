@@ -209,6 +209,12 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// Saves a setting (replacing its value).
     async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
 
+    /// The settings whose keys start with `prefix`, as (key, value) sorted by key.
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Forgets a setting; whether it existed.
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError>;
+
     /// Writes a registry entry (see [`registry`] for the rules when the name is taken) and returns
     /// the entry as stored. The session must exist ([`StoreError::SessionNotFound`]).
     async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError>;

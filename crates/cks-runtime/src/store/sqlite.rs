@@ -621,6 +621,32 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let prefix = format!("setting.{prefix}");
+        self.run(move |conn| {
+            let mut statement = conn
+                .prepare_cached("SELECT key, value FROM store_meta WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key")
+                .map_err(backend)?;
+            let rows = statement
+                .query_map([&prefix], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(backend)?;
+            Ok(rows.into_iter().map(|(k, v)| (k["setting.".len()..].to_owned(), v)).collect())
+        })
+        .await
+    }
+
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
+        let key = format!("setting.{key}");
+        self.run(move |conn| {
+            conn.prepare_cached("DELETE FROM store_meta WHERE key = ?1")
+                .and_then(|mut s| s.execute([&key]))
+                .map(|n| n > 0)
+                .map_err(backend)
+        })
+        .await
+    }
+
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
