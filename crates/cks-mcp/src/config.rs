@@ -67,6 +67,8 @@ pub struct Config {
     pub queue: cks_runtime::QueueConfig,
     /// Whether the sweepers run and how often (`CKS_SWEEPERS`, `CKS_SWEEP_INTERVAL_SECONDS`).
     pub sweepers: cks_runtime::SweepersConfig,
+    /// Which autonomous processes run (`CKS_EMBEDDED_AGENTS`, `CKS_EMBED_CRITIC_AGENT`, `CKS_CRITIC_*`).
+    pub processes: cks_tools::processes::ProcessesConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
@@ -120,6 +122,7 @@ impl Config {
                 .map_or(defaults.interval, std::time::Duration::from_secs),
             start: get("CKS_SWEEPERS").is_none_or(|v| v.eq_ignore_ascii_case("on")),
         };
+        let processes = processes_config(&get)?;
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
@@ -160,6 +163,7 @@ impl Config {
             pg_pool_size,
             queue,
             sweepers,
+            processes,
             allowed_origins,
             max_message_bytes,
             env,
@@ -194,6 +198,39 @@ fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> (HashMap<Strin
     (env, from_file)
 }
 
+/// The autonomous processes' settings (the values were checked against their forms already).
+fn processes_config<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+) -> anyhow::Result<cks_tools::processes::ProcessesConfig> {
+    use cks_tools::processes::{CRITIC_TASK_TYPES, ProcessesConfig};
+    let yes = |name: &str| get(name).map(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"));
+    let seconds = |name: &str, default: std::time::Duration| {
+        get(name).and_then(|v| v.parse().ok()).map_or(default, std::time::Duration::from_secs)
+    };
+    let defaults = ProcessesConfig::default();
+    let critic_task_types = match get("CKS_CRITIC_TASK_TYPES") {
+        None => defaults.critic_task_types.clone(),
+        Some(list) => {
+            let types: Vec<String> = list.split(',').map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
+            let unknown: Vec<&String> = types.iter().filter(|t| !CRITIC_TASK_TYPES.contains(&t.as_str())).collect();
+            if !unknown.is_empty() || types.is_empty() {
+                anyhow::bail!(
+                    "CKS_CRITIC_TASK_TYPES={list:?} is not accepted: expected task types among {}",
+                    CRITIC_TASK_TYPES.join(", ")
+                );
+            }
+            types
+        }
+    };
+    Ok(ProcessesConfig {
+        critic: yes("CKS_EMBED_CRITIC_AGENT").or_else(|| yes("CKS_EMBEDDED_AGENTS")).unwrap_or(false),
+        critic_task_types,
+        poll_interval: seconds("CKS_CRITIC_POLL_INTERVAL", defaults.poll_interval),
+        liveness_interval: seconds("CKS_CRITIC_LIVENESS_INTERVAL", defaults.liveness_interval),
+        shutdown_timeout: seconds("CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT", defaults.shutdown_timeout),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +253,28 @@ mod tests {
             Config::resolve(&cli(&[]), env(&[("CKS_MCP_DATA_DIR", "/d"), ("CKS_MCP_HTTP_PORT", "9000")])).unwrap();
         assert_eq!(config.storage, Storage::Sqlite(PathBuf::from("/d/cks_mcp.db")));
         assert_eq!(config.http, Some("127.0.0.1:9000".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_critic_runs_when_embedded_unless_turned_off_and_claims_known_types() {
+        let resolve = |vars: &[(&str, &str)]| Config::resolve(&cli(&[]), env(vars));
+        assert!(!resolve(&[]).unwrap().processes.critic, "off by default");
+        assert!(resolve(&[("CKS_EMBEDDED_AGENTS", "true")]).unwrap().processes.critic);
+        assert!(
+            !resolve(&[("CKS_EMBEDDED_AGENTS", "yes"), ("CKS_EMBED_CRITIC_AGENT", "false")]).unwrap().processes.critic
+        );
+        let config = resolve(&[
+            ("CKS_EMBED_CRITIC_AGENT", "ON"),
+            ("CKS_CRITIC_TASK_TYPES", "temporal_conflict, contradiction_detected"),
+            ("CKS_CRITIC_POLL_INTERVAL", "2"),
+        ])
+        .unwrap();
+        assert!(config.processes.critic);
+        assert_eq!(config.processes.critic_task_types, ["temporal_conflict", "contradiction_detected"]);
+        assert_eq!(config.processes.poll_interval, std::time::Duration::from_secs(2));
+        let err = resolve(&[("CKS_CRITIC_TASK_TYPES", "temporal_conflict,crdt_fork")]).unwrap_err().to_string();
+        assert!(err.contains("CKS_CRITIC_TASK_TYPES") && err.contains("contradiction_detected"), "{err}");
+        assert!(resolve(&[("CKS_EMBEDDED_AGENTS", "maybe")]).is_err());
     }
 
     #[test]

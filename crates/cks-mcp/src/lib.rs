@@ -109,6 +109,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
     let sweepers = Sweepers::start(runtime.clone(), &config.sweepers).await?;
     let server = CksServer::new(runtime, registry, llm).with_provenance(key).with_sweepers(sweepers.clone());
+    let processes = cks_tools::processes::Processes::start(server.context(), &config.processes);
 
     let http = match config.http {
         Some(addr) => {
@@ -127,7 +128,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     } else {
         Ok(())
     };
-    // Each sweeper finishes the sweep it is in; what it queued is in the store already.
+    // Each process finishes its task (or is abandoned at the timeout: the task's lease ends and it is
+    // claimed again); each sweeper finishes the sweep it is in.
+    processes.shutdown().await;
     sweepers.shutdown().await;
     served
 }

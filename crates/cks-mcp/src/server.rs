@@ -80,6 +80,18 @@ impl CksServer {
         &self.tools
     }
 
+    /// The context a tool call runs in, before per-call state (progress, cancellation).
+    pub fn context(&self) -> ToolContext {
+        let mut ctx = ToolContext::new(self.runtime.clone());
+        ctx.llm = self.llm.clone();
+        ctx.registry = Some(self.registry.clone());
+        ctx.sweepers = self.sweepers.clone();
+        if let Some(key) = &self.provenance {
+            ctx.provenance = key.clone();
+        }
+        ctx
+    }
+
     /// Calls a tool. Business errors are results (`content[0].text` and `structuredContent` hold
     /// the same JSON object); only an unknown tool is a protocol error.
     pub async fn call_tool(
@@ -88,15 +100,9 @@ impl CksServer {
         arguments: Option<Map<String, Value>>,
         options: CallOptions,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut ctx = ToolContext::new(self.runtime.clone());
-        ctx.llm = self.llm.clone();
-        ctx.registry = Some(self.registry.clone());
-        ctx.sweepers = self.sweepers.clone();
+        let mut ctx = self.context();
         ctx.progress = options.progress;
         ctx.cancel = options.cancel;
-        if let Some(key) = &self.provenance {
-            ctx.provenance = key.clone();
-        }
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
         let structured = self.registry.get(name).is_some_and(|tool| tool.output_schema.is_some());
         let value = self

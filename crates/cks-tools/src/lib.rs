@@ -7,6 +7,7 @@ pub mod context;
 pub mod convert;
 pub mod error;
 pub(crate) mod inference;
+pub mod processes;
 pub mod provenance;
 pub mod registry;
 pub mod schema;

@@ -56,6 +56,8 @@ use Form::{LogFilter, Origins, Port, Text, Url};
 pub const SYNCHRONOUS_MODES: &[&str] = &["normal", "full"];
 /// The values of an on/off switch.
 pub const SWITCH: &[&str] = &["on", "off"];
+/// The words the reference reads as yes or no.
+pub const BOOLEAN: &[&str] = &["true", "false", "1", "0", "yes", "no", "on", "off"];
 /// The values of `CKS_LLM_PROVIDER`.
 pub const PROVIDERS: &[&str] = &["auto", "ollama", "anthropic", "google", "openai_compatible"];
 
@@ -145,6 +147,47 @@ pub const GROUPS: &[Group] = &[
                 whole(0, 1_000, "retries"),
                 Some("5"),
                 "Failed attempts retried (after 2^n seconds, at most an hour) before a task is dead-lettered",
+            ),
+        ],
+    },
+    Group {
+        heading: "Autonomous processes (workers that settle queued tasks; see the list_processes tool)",
+        variables: &[
+            var(
+                "CKS_EMBEDDED_AGENTS",
+                Form::OneOf(BOOLEAN),
+                Some("false"),
+                "Run every autonomous process in this server (here: the Critic)",
+            ),
+            var(
+                "CKS_EMBED_CRITIC_AGENT",
+                Form::OneOf(BOOLEAN),
+                None,
+                "Run the Critic, which settles conflict tasks through the resolving tools (default: CKS_EMBEDDED_AGENTS)",
+            ),
+            var(
+                "CKS_CRITIC_TASK_TYPES",
+                Text,
+                Some("gossip_conflict,inference_conflict,provenance_conflict,temporal_conflict,contradiction_detected"),
+                "Task types the Critic claims, comma-separated",
+            ),
+            var(
+                "CKS_CRITIC_POLL_INTERVAL",
+                whole(1, 3_600, "seconds"),
+                Some("5"),
+                "How long the idle Critic waits before looking for tasks again",
+            ),
+            var(
+                "CKS_CRITIC_LIVENESS_INTERVAL",
+                whole(1, 3_600, "seconds"),
+                Some("30"),
+                "How often the Critic refreshes its liveness record (it counts as stopped after three missed)",
+            ),
+            var(
+                "CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT",
+                whole(0, 600, "seconds"),
+                Some("10"),
+                "How long shutdown waits for a process to finish its task",
             ),
         ],
     },

@@ -8,6 +8,7 @@ pub mod export;
 pub mod gallery;
 pub mod knowledge;
 pub mod llm;
+pub mod processes;
 pub mod storage;
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -29,6 +30,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(llm::tools());
     tools.extend(conflicts::tools());
     tools.extend(agents::tools());
+    tools.extend(processes::tools());
     tools.extend(storage::tools());
     tools
 }

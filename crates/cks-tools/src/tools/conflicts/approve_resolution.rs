@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use cks_runtime::store::TaskRef;
 
-use super::review::{ResolutionTool, dead_task};
+use super::review::{ResolutionTool, dead_task, settled};
 use super::store_error;
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -94,10 +94,7 @@ impl Tool for ApproveResolution {
             .call(tool.name(), Value::Object(arguments), ctx)
             .await
             .map_err(|e| refuse("tool_unavailable", format!("{} is not available on this server: {e}", tool.name())))?;
-        let committed = result.get("commit_result").is_some_and(|c| c.get("error").is_none());
-        let acknowledged = result.get("acknowledged") == Some(&Value::Bool(true));
-        let merged = result.get("merged") == Some(&Value::Bool(true));
-        if result.get("error").is_some() || !(committed || acknowledged || merged) {
+        if !settled(&result) {
             return Ok(Output {
                 approved: false,
                 task_id: input.task_id,

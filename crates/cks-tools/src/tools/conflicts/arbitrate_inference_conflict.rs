@@ -134,6 +134,10 @@ pub(crate) struct Output {
     /// Batch and stale-premise modes: one entry per id asked about, in order.
     #[serde(skip_serializing_if = "Option::is_none")]
     results: Option<Vec<Value>>,
+    /// True when nothing asked about needs settling (no conflict, no stale premise): the finding is
+    /// gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acknowledged: Option<bool>,
     #[serde(flatten)]
     resolution: Resolution,
 }
@@ -149,7 +153,7 @@ impl Tool for ArbitrateInferenceConflict {
         description: "Settle an inference conflict: several active InferenceSteps that conclude 'conclusion_id' \
             with disagreeing confidence. Returns {session_id, conclusion_id, conflict, active_steps (ranked by \
             entrenchment, as explain_knowledge shows them), policy (the criteria to decide by)}; conflict: false with \
-            a message when fewer than two steps are active. Decide by passing 'winner_id' (your choice among \
+            a message and acknowledged: true when fewer than two steps are active. Decide by passing 'winner_id' (your choice among \
             active_steps) or 'auto_resolve': true (the configured LLM decides by the policy); the result then has \
             'decision' {winner_step_id, reasoning, runner_up_ids, confidence_in_decision, model_used} and \
             'decision_source'. 'commit': true applies it (the other steps become superseded_by the winner) and adds \
@@ -335,6 +339,7 @@ async fn single_conclusion(
         output.message =
             Some("Fewer than two active InferenceSteps conclude this object -- nothing to arbitrate.".into());
         output.active_steps = Some(steps);
+        output.acknowledged = Some(true);
         output.resolution = Resolution::acknowledged(ctx, task).await;
         return Ok(output);
     }
@@ -463,8 +468,24 @@ async fn batch(ctx: &ToolContext, input: &Input, ids: &[String], task: Option<i6
         results[index]["decision"] = serde_json::to_value(decision).expect("decisions encode");
         results[index]["decision_source"] = json!(source);
     }
+    let in_conflict = results.iter().any(|r| r["conflict"] == true);
+    if !in_conflict {
+        return Ok(Output {
+            session_id: input.session_id.clone(),
+            results: Some(results),
+            policy: Some(policy()),
+            acknowledged: Some(true),
+            resolution: Resolution::acknowledged(ctx, task).await,
+            ..Output::default()
+        });
+    }
     if input.commit && chosen.is_empty() {
-        return Err(missing_decision().with("results", results).with("policy", policy()));
+        let mut error = missing_decision();
+        // Why the model reached none, when it was asked (the items carry the details).
+        if let Some(why) = results.iter().find_map(|r| r.get("message").filter(|_| r.get("error").is_some())) {
+            error.message = format!("No decision was reached: {}", why.as_str().unwrap_or_default());
+        }
+        return Err(error.with("results", results).with("policy", policy()));
     }
     let resolution = commit_decisions(ctx, input, chosen, provider, task).await;
     Ok(Output {
@@ -556,13 +577,20 @@ async fn stale_premises(
         })
         .await?;
     let name = ArbitrateInferenceConflict::META.name;
-    let resolution = if operations.is_empty() {
+    let nothing_stale = operations.is_empty();
+    let resolution = if nothing_stale {
         Resolution::acknowledged(ctx, task).await
     } else {
         Resolution::commit_if(ctx, input.commit, &input.session_id, operations, &["supersession_chain"], name, task)
             .await
     };
-    Ok(Output { session_id: input.session_id.clone(), results: Some(results), resolution, ..Output::default() })
+    Ok(Output {
+        session_id: input.session_id.clone(),
+        results: Some(results),
+        acknowledged: nothing_stale.then_some(true),
+        resolution,
+        ..Output::default()
+    })
 }
 
 #[cfg(test)]

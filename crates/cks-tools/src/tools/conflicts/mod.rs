@@ -19,7 +19,7 @@ mod resolve_contradiction;
 mod resolve_gossip_conflict;
 mod resolve_temporal_conflict;
 mod retry_dead_letter;
-mod review;
+pub(crate) mod review;
 mod review_dead_letter;
 
 use schemars::JsonSchema;

@@ -45,6 +45,15 @@ impl ResolutionTool {
     }
 }
 
+/// Whether a resolving tool's result settled its task: a change committed (or merged), or an
+/// acknowledgement that nothing needs to change; never an error.
+pub(crate) fn settled(result: &Value) -> bool {
+    let committed = result.get("commit_result").is_some_and(|c| c.get("error").is_none());
+    let acknowledged = result.get("acknowledged") == Some(&Value::Bool(true));
+    let merged = result.get("merged") == Some(&Value::Bool(true));
+    result.get("error").is_none() && (committed || acknowledged || merged)
+}
+
 /// The dead-lettered task `task_id`, or the error `task_not_dead_lettered`.
 pub(crate) async fn dead_task(ctx: &ToolContext, task_id: i64) -> Result<TaskRow, ToolError> {
     let task = ctx.runtime.tasks().get(task_id).await.map_err(store_error)?;

@@ -1,0 +1,262 @@
+//! Autonomous processes: supervised background workers, in the server's own process, that take
+//! tasks from the queue and settle them through the server's own tools — the reference's
+//! standalone agents (`CKS_EMBEDDED_AGENTS`). A process never holds a task past its lease: a crash
+//! or a stop mid-task leaves the task to be claimed again once the lease ends.
+//!
+//! Each process keeps a liveness record in the store ([`cks_runtime::processes`]), so
+//! `list_processes` on any server of the store shows it, and `request_process_stop` from any of
+//! them stops it after its current task.
+
+mod critic;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use cks_runtime::processes::ProcessRecord;
+
+use crate::context::ToolContext;
+
+/// Which processes run, and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessesConfig {
+    /// Run the Critic (`CKS_EMBED_CRITIC_AGENT`, or `CKS_EMBEDDED_AGENTS`).
+    pub critic: bool,
+    /// The task types the Critic claims (`CKS_CRITIC_TASK_TYPES`).
+    pub critic_task_types: Vec<String>,
+    /// How long an idle process waits before looking for work again (`CKS_CRITIC_POLL_INTERVAL`).
+    pub poll_interval: Duration,
+    /// How often a process refreshes its liveness record (`CKS_CRITIC_LIVENESS_INTERVAL`).
+    pub liveness_interval: Duration,
+    /// How long shutdown waits for a process to finish its task before abandoning it
+    /// (`CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT`).
+    pub shutdown_timeout: Duration,
+}
+
+/// The task types the Critic settles by default: every kind review_dead_letter can propose a
+/// resolution for.
+pub const CRITIC_TASK_TYPES: [&str; 5] =
+    ["gossip_conflict", "inference_conflict", "provenance_conflict", "temporal_conflict", "contradiction_detected"];
+
+impl Default for ProcessesConfig {
+    fn default() -> Self {
+        ProcessesConfig {
+            critic: false,
+            critic_task_types: CRITIC_TASK_TYPES.iter().map(|t| (*t).to_owned()).collect(),
+            poll_interval: Duration::from_secs(5),
+            liveness_interval: Duration::from_secs(30),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The running processes of one server.
+pub struct Processes {
+    running: Mutex<Vec<(watch::Sender<bool>, JoinHandle<()>)>>,
+    shutdown_timeout: Duration,
+}
+
+impl std::fmt::Debug for Processes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processes").finish_non_exhaustive()
+    }
+}
+
+impl Processes {
+    /// Starts the configured processes; `base` is the context their tool calls run in.
+    pub fn start(base: ToolContext, config: &ProcessesConfig) -> Arc<Self> {
+        let mut running = Vec::new();
+        if config.critic {
+            let (stop, stopped) = watch::channel(false);
+            let worker = Worker::new(base.clone(), "critic", config);
+            running.push((stop, tokio::spawn(critic::run(worker, config.critic_task_types.clone(), stopped))));
+        }
+        Arc::new(Processes { running: Mutex::new(running), shutdown_timeout: config.shutdown_timeout })
+    }
+
+    /// Stops every process after its current task, waiting at most the shutdown timeout; a
+    /// process still busy then is abandoned (its task is claimed again after its lease).
+    pub async fn shutdown(&self) {
+        let running = std::mem::take(&mut *self.running.lock().unwrap_or_else(|p| p.into_inner()));
+        for (stop, _) in &running {
+            let _ = stop.send(true);
+        }
+        let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
+        for (_, mut handle) in running {
+            if tokio::time::timeout_at(deadline, &mut handle).await.is_err() {
+                handle.abort();
+            }
+        }
+    }
+}
+
+/// What a process needs to work and report: the tool context, its liveness record and timings.
+pub(crate) struct Worker {
+    ctx: ToolContext,
+    record: ProcessRecord,
+    poll_interval: Duration,
+    liveness_interval: Duration,
+    last_report: Option<tokio::time::Instant>,
+}
+
+impl Worker {
+    fn new(ctx: ToolContext, kind: &str, config: &ProcessesConfig) -> Self {
+        Worker {
+            ctx,
+            record: ProcessRecord::starting(kind, config.liveness_interval.as_secs_f64()),
+            poll_interval: config.poll_interval,
+            liveness_interval: config.liveness_interval,
+            last_report: None,
+        }
+    }
+
+    /// Refreshes the liveness record now.
+    async fn report(&mut self) {
+        self.record.last_heartbeat_at = cks_runtime::runtime::now();
+        if let Err(e) = self.ctx.runtime.report_process(&self.record).await {
+            tracing::warn!(process = %self.record.process_kind, error = %e, "could not record a process heartbeat");
+        }
+        self.last_report = Some(tokio::time::Instant::now());
+    }
+
+    /// Refreshes the liveness record when its interval has passed.
+    async fn beat(&mut self) {
+        if self.last_report.is_none_or(|at| at.elapsed() >= self.liveness_interval) {
+            self.report().await;
+        }
+    }
+
+    /// Whether this process should stop: told so here, or asked through the store.
+    async fn should_stop(&self, stopped: &watch::Receiver<bool>) -> bool {
+        *stopped.borrow() || self.ctx.runtime.process_stop_requested(&self.record.instance_id).await.unwrap_or(false)
+    }
+
+    /// Waits one poll interval, or less if told to stop.
+    async fn idle(&self, stopped: &mut watch::Receiver<bool>) {
+        tokio::select! {
+            _ = tokio::time::sleep(self.poll_interval) => {}
+            _ = stopped.changed() => {}
+        }
+    }
+
+    /// Records a clean stop.
+    async fn stopped(&mut self) {
+        self.record.current_task_id = None;
+        self.record.current_task_type = None;
+        self.record.stopped_at = Some(cks_runtime::runtime::now());
+        self.report().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use cks_runtime::store::memory::MemoryStore;
+    use cks_runtime::store::{TaskFilter, TaskStatus};
+    use cks_runtime::{QueueConfig, Runtime, RuntimeConfig};
+
+    use super::{Processes, ProcessesConfig};
+    use crate::ToolContext;
+    use crate::registry::Registry;
+    use crate::tools::conflicts::testing::{contradicted_session, queue};
+    use crate::tools::test_support::{call, obj};
+
+    async fn wait_for(what: &str, mut done: impl AsyncFnMut() -> bool) {
+        for _ in 0..500 {
+            if done().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test]
+    async fn the_critic_settles_what_it_can_retries_what_failed_and_stops_on_request() {
+        // No retries: a failure dead-letters at once.
+        let config = RuntimeConfig {
+            queue: QueueConfig { max_retries: 0, ..QueueConfig::default() },
+            ..RuntimeConfig::default()
+        };
+        let mut ctx = ToolContext::new(Arc::new(Runtime::new(Arc::new(MemoryStore::new()), config)));
+        ctx.registry = Some(Arc::new(Registry::standard()));
+        let expired = obj("f", "Fact", "Fact", json!({"valid_until": "2001-01-01T00:00:00Z"}));
+        let step = |id: &str, confidence: f64| {
+            obj(id, "InferenceStep", id, json!({"premises": ["e"], "conclusion": "t", "confidence": confidence}))
+        };
+        let id = contradicted_session(&ctx, vec![expired, step("i1", 0.9), step("i2", 0.2)]).await;
+        let contradiction = queue(&ctx, "contradiction_detected", &id, json!({"location": "c1"})).await;
+        let temporal = queue(&ctx, "temporal_conflict", &id, json!({"object_id": "f"})).await;
+        let nothing_to_go_on = queue(&ctx, "gossip_conflict", &id, json!({"conflicts": []})).await;
+        // Arbitration needs a model, and this context has none.
+        let payload = json!({"diagnostics": [{"code": "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT", "conclusion_id": "t"}]});
+        let needs_a_model = queue(&ctx, "inference_conflict", &id, payload).await;
+
+        let fast = ProcessesConfig {
+            critic: true,
+            poll_interval: Duration::from_millis(20),
+            liveness_interval: Duration::from_secs(1),
+            ..ProcessesConfig::default()
+        };
+        let processes = Processes::start(ctx.clone(), &fast);
+        let open = TaskFilter { status: None, ..TaskFilter::default() };
+        wait_for("the queue to be worked through", async || {
+            let tasks = ctx.runtime.tasks().list(&open).await.unwrap();
+            tasks.iter().all(|t| t.status == TaskStatus::Dead)
+        })
+        .await;
+        assert!(ctx.runtime.tasks().get(contradiction).await.unwrap().is_none(), "settled and completed");
+        assert!(ctx.runtime.tasks().get(temporal).await.unwrap().is_none());
+        let dead = |id: i64| {
+            let ctx = ctx.clone();
+            async move { ctx.runtime.tasks().get(id).await.unwrap().unwrap() }
+        };
+        assert!(dead(nothing_to_go_on).await.last_error.unwrap().contains("cannot_propose"));
+        let failed = dead(needs_a_model).await;
+        let why = failed.last_error.unwrap();
+        assert!(why.contains("LLM arbiter call failed"), "a provider failure is a failed attempt: {why}");
+        assert_eq!(failed.retry_count, 1);
+
+        // The commits name the process and the task.
+        let versions = ctx.runtime.list_versions(&id).await.unwrap();
+        let by_task = |task: i64| versions.iter().find(|v| v.metadata.get("task_id") == Some(&json!(task))).cloned();
+        let removal = by_task(contradiction).expect("the contradiction's commit");
+        assert_eq!(
+            (removal.metadata["tool"].as_str(), removal.metadata["process"].as_str()),
+            (Some("resolve_contradiction"), Some("critic"))
+        );
+        assert_eq!(by_task(temporal).expect("the expiry's commit").metadata["tool"], "resolve_temporal_conflict");
+        let valid_until =
+            ctx.runtime.read(&id, |s, _| s.get("f").unwrap().structure["valid_until"].clone()).await.unwrap();
+        assert!(valid_until.as_str().unwrap() > "2026", "bumped by 30 days from now: {valid_until}");
+
+        // Its record: alive, two done, two failed; then stopped on request.
+        wait_for("the record to count the tasks", async || {
+            let listed = call(&ctx, "list_processes", json!({})).await;
+            listed["processes"][0]["tasks_failed"] == 2
+        })
+        .await;
+        let status = call(&ctx, "process_status", json!({"process_kind": "critic"})).await;
+        assert_eq!((status["status"].as_str(), status["tasks_done"].as_u64()), (Some("alive"), Some(2)), "{status}");
+        assert_eq!(status["current_task_id"], Value::Null);
+        let requested = call(&ctx, "request_process_stop", json!({"process_kind": "critic"})).await;
+        assert_eq!(
+            requested,
+            json!({"process_kind": "critic", "instance_id": status["instance_id"], "accepted": true})
+        );
+        wait_for("the Critic to stop", async || {
+            call(&ctx, "process_status", json!({"process_kind": "critic"})).await["status"] == "stopped"
+        })
+        .await;
+        assert_eq!(
+            call(&ctx, "process_status", json!({"process_kind": "pipeline"})).await,
+            json!({"process_kind": "pipeline", "found": false})
+        );
+        assert_eq!(call(&ctx, "request_process_stop", json!({"process_kind": "pipeline"})).await["found"], false);
+        processes.shutdown().await;
+    }
+}

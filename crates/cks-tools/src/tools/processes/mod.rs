@@ -1,0 +1,84 @@
+//! The autonomous processes' control: their liveness records, status and graceful stop, read from
+//! the store so every server of the store sees every process (see [`crate::processes`]).
+
+mod list_processes;
+mod process_status;
+mod request_process_stop;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+use cks_runtime::processes::ProcessRecord;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::tool::DynTool;
+
+pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+    vec![
+        Arc::new(list_processes::ListProcesses),
+        Arc::new(process_status::ProcessStatus),
+        Arc::new(request_process_stop::RequestProcessStop),
+    ]
+}
+
+/// A process as the tools report it: its record and its computed status.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ProcessView {
+    instance_id: String,
+    /// critic, enrichment or pipeline.
+    process_kind: String,
+    hostname: String,
+    pid: u32,
+    /// How often the process refreshes its record, in seconds.
+    liveness_interval_s: f64,
+    started_at: String,
+    last_heartbeat_at: String,
+    /// The task it is working on.
+    current_task_id: Option<i64>,
+    current_task_type: Option<String>,
+    /// 'alive' (a heartbeat within 3 liveness intervals, not stopped) or 'stopped'.
+    status: &'static str,
+    /// Tasks settled since it started.
+    tasks_done: u64,
+    /// Tasks it failed or dead-lettered since it started.
+    tasks_failed: u64,
+    last_error: Option<String>,
+    /// When it stopped cleanly.
+    stopped_at: Option<String>,
+}
+
+impl ProcessView {
+    fn new(record: ProcessRecord, now: OffsetDateTime) -> Self {
+        let status = record.status(now);
+        ProcessView {
+            instance_id: record.instance_id,
+            process_kind: record.process_kind,
+            hostname: record.hostname,
+            pid: record.pid,
+            liveness_interval_s: record.liveness_interval_s,
+            started_at: record.started_at,
+            last_heartbeat_at: record.last_heartbeat_at,
+            current_task_id: record.current_task_id,
+            current_task_type: record.current_task_type,
+            status,
+            tasks_done: record.tasks_done,
+            tasks_failed: record.tasks_failed,
+            last_error: record.last_error,
+            stopped_at: record.stopped_at,
+        }
+    }
+}
+
+/// Every process's view, most recently started first.
+async fn processes(ctx: &ToolContext) -> Result<Vec<ProcessView>, ToolError> {
+    let now = OffsetDateTime::now_utc();
+    Ok(ctx.runtime.processes().await?.into_iter().map(|r| ProcessView::new(r, now)).collect())
+}
+
+/// The most recently started process of `kind`.
+async fn latest(ctx: &ToolContext, kind: &str) -> Result<Option<ProcessView>, ToolError> {
+    Ok(processes(ctx).await?.into_iter().find(|p| p.process_kind == kind))
+}
