@@ -228,6 +228,9 @@ fn processes_config<'a>(
         poll_interval: seconds("CKS_CRITIC_POLL_INTERVAL", defaults.poll_interval),
         liveness_interval: seconds("CKS_CRITIC_LIVENESS_INTERVAL", defaults.liveness_interval),
         shutdown_timeout: seconds("CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT", defaults.shutdown_timeout),
+        token_budget_per_hour: get("CKS_CRITIC_TOKEN_BUDGET_PER_HOUR")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(defaults.token_budget_per_hour),
     })
 }
 

@@ -36,6 +36,10 @@ pub struct ProcessRecord {
     pub tasks_done: u64,
     pub tasks_failed: u64,
     pub last_error: Option<String>,
+    /// LLM tokens (input and output) spent since it started.
+    pub tokens_spent: u64,
+    /// Why it is not taking tasks for now (over its token budget), when it is not.
+    pub paused: Option<String>,
     /// When it stopped, if it stopped cleanly.
     pub stopped_at: Option<String>,
 }

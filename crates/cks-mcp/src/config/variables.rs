@@ -184,6 +184,12 @@ pub const GROUPS: &[Group] = &[
                 "How often the Critic refreshes its liveness record (it counts as stopped after three missed)",
             ),
             var(
+                "CKS_CRITIC_TOKEN_BUDGET_PER_HOUR",
+                whole(0, u64::MAX, "tokens"),
+                Some("100000"),
+                "LLM tokens the Critic may spend in any hour; over it, it pauses (0: no limit)",
+            ),
+            var(
                 "CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT",
                 whole(0, 600, "seconds"),
                 Some("10"),

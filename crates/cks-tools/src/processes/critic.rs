@@ -17,6 +17,10 @@ pub(super) async fn run(mut worker: Worker, task_types: Vec<String>, mut stopped
     worker.report().await;
     while !worker.should_stop(&stopped).await {
         worker.beat().await;
+        if !worker.within_budget() {
+            worker.idle(&mut stopped).await;
+            continue;
+        }
         match claim(&worker, &task_types).await {
             Ok(Some(task)) => settle(&mut worker, task).await,
             Ok(None) => worker.idle(&mut stopped).await,
@@ -70,6 +74,7 @@ async fn settle(worker: &mut Worker, task: TaskRow) {
     }
     worker.record.current_task_id = None;
     worker.record.current_task_type = None;
+    worker.within_budget();
     worker.report().await;
 }
 

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use cks_runtime::processes::ProcessRecord;
 
-use crate::context::ToolContext;
+use crate::context::{LlmAccess, ToolContext};
 
 /// Which processes run, and how.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +32,9 @@ pub struct ProcessesConfig {
     /// How long shutdown waits for a process to finish its task before abandoning it
     /// (`CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT`).
     pub shutdown_timeout: Duration,
+    /// LLM tokens a process may spend in any hour; over it, it pauses
+    /// (`CKS_CRITIC_TOKEN_BUDGET_PER_HOUR`; 0: no limit).
+    pub token_budget_per_hour: u64,
 }
 
 /// The task types the Critic settles by default: every kind review_dead_letter can propose a
@@ -47,6 +50,7 @@ impl Default for ProcessesConfig {
             poll_interval: Duration::from_secs(5),
             liveness_interval: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
+            token_budget_per_hour: 100_000,
         }
     }
 }
@@ -91,24 +95,63 @@ impl Processes {
     }
 }
 
-/// What a process needs to work and report: the tool context, its liveness record and timings.
+/// What a process needs to work and report: the tool context, its liveness record, timings and
+/// token budget.
 pub(crate) struct Worker {
     ctx: ToolContext,
     record: ProcessRecord,
     poll_interval: Duration,
     liveness_interval: Duration,
     last_report: Option<tokio::time::Instant>,
+    token_budget_per_hour: u64,
 }
 
+const HOUR_MS: u64 = 3_600_000;
+
 impl Worker {
-    fn new(ctx: ToolContext, kind: &str, config: &ProcessesConfig) -> Self {
+    fn new(mut ctx: ToolContext, kind: &str, config: &ProcessesConfig) -> Self {
+        // Its own client (same settings, its own telemetry), so what it spends is counted apart
+        // from every other caller's.
+        if let LlmAccess::Ready(client) = &ctx.llm {
+            ctx.llm = match cks_llm::LlmClient::new(client.config().clone()) {
+                Ok(own) => LlmAccess::Ready(own),
+                Err(e) => LlmAccess::Misconfigured(e.to_string()),
+            };
+        }
         Worker {
             ctx,
             record: ProcessRecord::starting(kind, config.liveness_interval.as_secs_f64()),
             poll_interval: config.poll_interval,
             liveness_interval: config.liveness_interval,
             last_report: None,
+            token_budget_per_hour: config.token_budget_per_hour,
         }
+    }
+
+    /// Counts the tokens spent so far and pauses the process while the last hour's exceed its
+    /// budget; whether it may take a task now.
+    fn within_budget(&mut self) -> bool {
+        let LlmAccess::Ready(client) = &self.ctx.llm else { return true };
+        let telemetry = client.telemetry();
+        self.record.tokens_spent = telemetry.totals.input_tokens + telemetry.totals.output_tokens;
+        if self.token_budget_per_hour == 0 {
+            return true;
+        }
+        let now_ms = cks_runtime::tasks::now_ms() as u64;
+        let last_hour: u64 = telemetry
+            .recent
+            .iter()
+            .filter(|call| now_ms.saturating_sub(call.started_unix_ms) < HOUR_MS)
+            .map(|call| call.input_tokens + call.output_tokens)
+            .sum();
+        let over = last_hour >= self.token_budget_per_hour;
+        self.record.paused = over.then(|| {
+            format!(
+                "paused: {last_hour} LLM tokens spent in the last hour, over the budget of {}",
+                self.token_budget_per_hour
+            )
+        });
+        !over
     }
 
     /// Refreshes the liveness record now.
@@ -257,6 +300,73 @@ mod tests {
             json!({"process_kind": "pipeline", "found": false})
         );
         assert_eq!(call(&ctx, "request_process_stop", json!({"process_kind": "pipeline"})).await["found"], false);
+        processes.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use cks_testkit::{ProviderServer, Reply};
+
+    use super::{Processes, ProcessesConfig};
+    use crate::registry::Registry;
+    use crate::tools::conflicts::testing::queue;
+    use crate::tools::test_support::{call, llm_context, llm_env, obj, session, structure};
+
+    #[tokio::test]
+    async fn over_its_hourly_token_budget_the_critic_pauses_and_says_so() {
+        let provider = ProviderServer::start().await;
+        let mut ctx = llm_context(&llm_env("anthropic", &provider.base_url()));
+        ctx.registry = Some(Arc::new(Registry::standard()));
+        let step = |id: &str, confidence: f64| {
+            obj(id, "InferenceStep", id, json!({"premises": ["p"], "conclusion": "c", "confidence": confidence}))
+        };
+        let graph = |extra: &str| {
+            structure(vec![
+                obj("p", "Fact", "p", json!({})),
+                obj("c", "Claim", extra, json!({})),
+                step("a", 0.9),
+                step("b", 0.1),
+            ])
+        };
+        let first = session(&ctx, graph("first")).await;
+        let second = session(&ctx, graph("second")).await;
+        let diagnostics =
+            json!({"diagnostics": [{"code": "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT", "conclusion_id": "c"}]});
+        queue(&ctx, "inference_conflict", &first, diagnostics.clone()).await;
+        let waiting = queue(&ctx, "inference_conflict", &second, diagnostics).await;
+        // One decision costs more than the whole budget.
+        provider.set_default(Some(Reply::Usage(
+            Box::new(Reply::Text("[{\"conclusion_id\": \"c\", \"winner_step_id\": \"a\"}]".into())),
+            400,
+            100,
+        )));
+        let config = ProcessesConfig {
+            critic: true,
+            poll_interval: Duration::from_millis(20),
+            liveness_interval: Duration::from_millis(100),
+            token_budget_per_hour: 300,
+            ..ProcessesConfig::default()
+        };
+        let processes = Processes::start(ctx.clone(), &config);
+        let mut status = json!(null);
+        for _ in 0..300 {
+            status = call(&ctx, "process_status", json!({"process_kind": "critic"})).await;
+            if status["paused"].is_string() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!((status["tasks_done"].as_u64(), status["tokens_spent"].as_u64()), (Some(1), Some(500)), "{status}");
+        assert!(status["paused"].as_str().unwrap().contains("over the budget of 300"), "{status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(provider.requests().len(), 1, "no more calls while paused");
+        let task = ctx.runtime.tasks().get(waiting).await.unwrap().unwrap();
+        assert_eq!(task.status, cks_runtime::store::TaskStatus::Pending, "the second task waits, unclaimed");
         processes.shutdown().await;
     }
 }

@@ -302,12 +302,12 @@ fn steps_text(steps: &[Value]) -> String {
     serde_json::to_string_pretty(steps).expect("JSON values encode")
 }
 
-/// Commits the decisions, the version naming the model when one decided.
+/// Commits the decisions, the version naming the provider and model when a model decided.
 async fn commit_decisions(
     ctx: &ToolContext,
     input: &Input,
     decisions: Vec<(String, String)>,
-    provider: Option<&'static str>,
+    model: Option<(&'static str, String)>,
     task: Option<i64>,
 ) -> Resolution {
     let operations = decisions
@@ -315,8 +315,9 @@ async fn commit_decisions(
         .map(|(conclusion_id, winner_id)| Operation::ResolveInferenceConflict { conclusion_id, winner_id })
         .collect();
     let mut ctx = ctx.clone();
-    if let Some(provider) = provider {
+    if let Some((provider, model)) = model {
         ctx.audit.insert("provider".into(), json!(provider));
+        ctx.audit.insert("model".into(), json!(model));
     }
     let name = ArbitrateInferenceConflict::META.name;
     Resolution::commit_if(&ctx, input.commit, &input.session_id, operations, &CONFIDENCE_EXTENSIONS, name, task).await
@@ -344,7 +345,7 @@ async fn single_conclusion(
         return Ok(output);
     }
     let ids = step_ids(&steps);
-    let mut provider = None;
+    let mut decided_by = None;
     let decision = match input.winner_id.as_deref().filter(|w| !w.is_empty()) {
         Some(winner) if ids.iter().any(|id| id == winner) => {
             Some((caller_decision(winner, input.reasoning.as_deref(), &ids), "caller"))
@@ -359,7 +360,7 @@ async fn single_conclusion(
                 steps_text(&steps)
             );
             let answer = ask(ctx, input, prompt, false).await?;
-            provider = Some(answer.provider);
+            decided_by = Some((answer.provider, answer.model.clone()));
             Some((model_decision(&answer.value, &ids, &answer.model)?, "auto_resolve"))
         }
         None => None,
@@ -372,7 +373,7 @@ async fn single_conclusion(
     output.policy = Some(policy());
     if let Some((decision, source)) = decision {
         let chosen = vec![(conclusion_id, decision.winner_step_id.clone())];
-        output.resolution = commit_decisions(ctx, input, chosen, provider, task).await;
+        output.resolution = commit_decisions(ctx, input, chosen, decided_by, task).await;
         output.decision = Some(decision);
         output.decision_source = Some(source);
     }
@@ -415,7 +416,7 @@ async fn batch(ctx: &ToolContext, input: &Input, ids: &[String], task: Option<i6
             None => {}
         }
     }
-    let mut provider = None;
+    let mut decided_by = None;
     if !undecided.is_empty() {
         let blocks: Vec<String> = undecided
             .iter()
@@ -436,7 +437,7 @@ async fn batch(ctx: &ToolContext, input: &Input, ids: &[String], task: Option<i6
         match ask(ctx, input, prompt, true).await {
             Err(error) => undecided.iter().for_each(|(index, ..)| merge(&mut results[*index], error.to_value())),
             Ok(answer) => {
-                provider = Some(answer.provider);
+                decided_by = Some((answer.provider, answer.model.clone()));
                 let by_conclusion: Vec<&Value> =
                     answer.value.as_array().map(|a| a.iter().collect()).unwrap_or_default();
                 for (index, conclusion_id, step_ids, _) in &undecided {
@@ -487,7 +488,7 @@ async fn batch(ctx: &ToolContext, input: &Input, ids: &[String], task: Option<i6
         }
         return Err(error.with("results", results).with("policy", policy()));
     }
-    let resolution = commit_decisions(ctx, input, chosen, provider, task).await;
+    let resolution = commit_decisions(ctx, input, chosen, decided_by, task).await;
     Ok(Output {
         session_id: input.session_id.clone(),
         results: Some(results),

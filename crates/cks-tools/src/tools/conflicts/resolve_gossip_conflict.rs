@@ -107,6 +107,7 @@ impl Tool for ResolveGossipConflict {
         if let (false, true, Some(open)) = (merge.merged, input.auto_resolve, merge.conflicts.as_ref()) {
             let answer = ask(&ctx, &input, open).await?;
             ctx.audit.insert("provider".into(), json!(answer.provider));
+            ctx.audit.insert("model".into(), json!(answer.model));
             let chosen = answer.value;
             let mut all = match resolutions.take() {
                 Some(Value::Object(given)) => given,

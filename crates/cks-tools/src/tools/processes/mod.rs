@@ -46,6 +46,10 @@ pub(crate) struct ProcessView {
     /// Tasks it failed or dead-lettered since it started.
     tasks_failed: u64,
     last_error: Option<String>,
+    /// LLM tokens spent since it started.
+    tokens_spent: u64,
+    /// Why it takes no tasks for now (over its hourly token budget); null while it works.
+    paused: Option<String>,
     /// When it stopped cleanly.
     stopped_at: Option<String>,
 }
@@ -67,6 +71,8 @@ impl ProcessView {
             tasks_done: record.tasks_done,
             tasks_failed: record.tasks_failed,
             last_error: record.last_error,
+            tokens_spent: record.tokens_spent,
+            paused: record.paused,
             stopped_at: record.stopped_at,
         }
     }
