@@ -65,7 +65,8 @@ pub struct Config {
     pub pg_pool_size: usize,
     /// The task queue's lease and retry limit (`CKS_TASK_LEASE_SECONDS`, `CKS_TASK_MAX_RETRIES`).
     pub queue: cks_runtime::QueueConfig,
-    /// Whether the sweepers run and how often (`CKS_SWEEPERS`, `CKS_SWEEP_INTERVAL_SECONDS`).
+    /// Whether the sweepers run, how often, and how long a source check stays fresh (`CKS_SWEEPERS`,
+    /// `CKS_SWEEP_INTERVAL_SECONDS`, `CKS_PROVENANCE_TTL_SECONDS`).
     pub sweepers: cks_runtime::SweepersConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
@@ -119,6 +120,9 @@ impl Config {
                 .and_then(|v| v.parse().ok())
                 .map_or(defaults.interval, std::time::Duration::from_secs),
             start: get("CKS_SWEEPERS").is_none_or(|v| v.eq_ignore_ascii_case("on")),
+            provenance_ttl: get("CKS_PROVENANCE_TTL_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .map_or(defaults.provenance_ttl, std::time::Duration::from_secs),
         };
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
@@ -262,6 +266,15 @@ mod tests {
         assert!(config.is_ok());
         let err = Config::resolve(&cli(&[]), env(&[("CKS_MCP_MAX_MESSAGE_BYTES", "64MB")])).unwrap_err().to_string();
         assert!(err.contains("CKS_MCP_MAX_MESSAGE_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn the_provenance_ttl_is_configurable() {
+        let config = Config::resolve(&cli(&[]), env(&[])).unwrap();
+        assert_eq!(config.sweepers.provenance_ttl, std::time::Duration::from_secs(30 * 24 * 3_600));
+        let config = Config::resolve(&cli(&[]), env(&[("CKS_PROVENANCE_TTL_SECONDS", "60")])).unwrap();
+        assert_eq!(config.sweepers.provenance_ttl, std::time::Duration::from_secs(60));
+        assert!(Config::resolve(&cli(&[]), env(&[("CKS_PROVENANCE_TTL_SECONDS", "0")])).is_err());
     }
 
     #[test]

@@ -135,6 +135,13 @@ pub const GROUPS: &[Group] = &[
                 "Time between two sweeps of a sweeper (each looks only at the sessions changed since the last)",
             ),
             var(
+                "CKS_PROVENANCE_TTL_SECONDS",
+                whole(1, 3_153_600_000, "seconds"),
+                Some("2592000"),
+                "How long a source check stays fresh: a subject whose newest VerificationRecord is older is queued \
+                 as provenance_conflict (30 days)",
+            ),
+            var(
                 "CKS_TASK_LEASE_SECONDS",
                 whole(1, 86_400, "seconds"),
                 Some("300"),

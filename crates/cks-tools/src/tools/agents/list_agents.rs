@@ -28,7 +28,9 @@ impl Tool for ListAgents {
         description: "List the server's background sweepers, which re-check the sessions that changed and queue \
             what they find as conflict tasks: 'inference_staleness' (inference steps reaching one conclusion with \
             disagreeing confidence: inference_conflict, also kept for list_inference_conflicts), \
-            'temporal_staleness' (facts whose valid_until passed: temporal_conflict) and 'contradiction' (relations \
+            'provenance_staleness' (subjects whose newest VerificationRecord is older than the TTL: \
+            provenance_conflict), 'temporal_staleness' (facts whose valid_until passed: temporal_conflict) and \
+            'contradiction' (relations \
             a MutualExclusionRule or FunctionalRelationRule forbids: contradiction_detected). Returns {agents: [{agent_id, kind: 'sweeper', task_type, running, \
             interval_seconds, last_run_at, last_run_duration_ms, last_result_count, last_sessions_checked, \
             last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep.",
@@ -60,13 +62,14 @@ mod tests {
         let listed = call(&context().await, "list_agents", json!({})).await;
         let agents = listed["agents"].as_array().unwrap();
         let ids: Vec<&str> = agents.iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
-        assert_eq!(ids, ["inference_staleness", "temporal_staleness", "contradiction"]);
-        assert_eq!(agents[2]["task_type"], "contradiction_detected");
+        assert_eq!(ids, ["inference_staleness", "provenance_staleness", "temporal_staleness", "contradiction"]);
+        assert_eq!(agents[1]["task_type"], "provenance_conflict");
+        assert_eq!(agents[3]["task_type"], "contradiction_detected");
         assert_eq!(
-            (agents[2]["running"].as_bool(), agents[2]["interval_seconds"].as_u64()),
+            (agents[3]["running"].as_bool(), agents[3]["interval_seconds"].as_u64()),
             (Some(false), Some(3_600))
         );
-        assert!(agents[2]["last_run_at"].is_null() && agents[2]["last_error"].is_null());
+        assert!(agents[3]["last_run_at"].is_null() && agents[3]["last_error"].is_null());
         let none = call(&crate::tools::test_support::context(), "list_agents", json!({})).await;
         assert_eq!(none, json!({"agents": []}), "a server without sweepers lists none");
     }
