@@ -65,6 +65,8 @@ pub struct Config {
     pub pg_pool_size: usize,
     /// The task queue's lease and retry limit (`CKS_TASK_LEASE_SECONDS`, `CKS_TASK_MAX_RETRIES`).
     pub queue: cks_runtime::QueueConfig,
+    /// What the guarded fetcher may reach (`CKS_FETCH_ALLOWED_NETWORKS`).
+    pub fetch: cks_tools::fetch::FetchPolicy,
     /// Whether the sweepers run, how often, and how long a source check stays fresh (`CKS_SWEEPERS`,
     /// `CKS_SWEEP_INTERVAL_SECONDS`, `CKS_PROVENANCE_TTL_SECONDS`).
     pub sweepers: cks_runtime::SweepersConfig,
@@ -124,6 +126,14 @@ impl Config {
                 .and_then(|v| v.parse().ok())
                 .map_or(defaults.provenance_ttl, std::time::Duration::from_secs),
         };
+        let fetch = cks_tools::fetch::FetchPolicy {
+            // Checked above.
+            allowed: get("CKS_FETCH_ALLOWED_NETWORKS")
+                .map(variables::networks)
+                .and_then(Result::ok)
+                .unwrap_or_default(),
+            ..Default::default()
+        };
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
             (Some(addr), _) => Some(addr),
             (None, Some(port)) => {
@@ -164,6 +174,7 @@ impl Config {
             pg_pool_size,
             queue,
             sweepers,
+            fetch,
             allowed_origins,
             max_message_bytes,
             env,
@@ -275,6 +286,17 @@ mod tests {
         let config = Config::resolve(&cli(&[]), env(&[("CKS_PROVENANCE_TTL_SECONDS", "60")])).unwrap();
         assert_eq!(config.sweepers.provenance_ttl, std::time::Duration::from_secs(60));
         assert!(Config::resolve(&cli(&[]), env(&[("CKS_PROVENANCE_TTL_SECONDS", "0")])).is_err());
+    }
+
+    #[test]
+    fn the_fetchers_networks_are_configurable() {
+        assert!(Config::resolve(&cli(&[]), env(&[])).unwrap().fetch.allowed.is_empty());
+        let config =
+            Config::resolve(&cli(&[]), env(&[("CKS_FETCH_ALLOWED_NETWORKS", "10.0.0.0/8, fd00::/8,")])).unwrap();
+        let allowed: Vec<String> = config.fetch.allowed.iter().map(ToString::to_string).collect();
+        assert_eq!(allowed, ["10.0.0.0/8", "fd00::/8"]);
+        let err = Config::resolve(&cli(&[]), env(&[("CKS_FETCH_ALLOWED_NETWORKS", "10.0.0.0/33")])).unwrap_err();
+        assert!(err.to_string().contains("CKS_FETCH_ALLOWED_NETWORKS"), "{err}");
     }
 
     #[test]
