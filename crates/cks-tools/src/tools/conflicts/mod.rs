@@ -12,6 +12,7 @@ mod dead_letter_conflict_task;
 mod fail_conflict_task;
 mod list_dead_lettered_conflicts;
 mod list_inference_conflicts;
+mod refresh_verification;
 mod reject_resolution;
 mod resolve_contradiction;
 mod resolve_temporal_conflict;
@@ -47,14 +48,17 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(reject_resolution::RejectResolution),
         Arc::new(resolve_contradiction::ResolveContradiction),
         Arc::new(resolve_temporal_conflict::ResolveTemporalConflict),
+        Arc::new(refresh_verification::RefreshVerification),
     ]
 }
 
 /// The kinds of conflict task the tools claim and list: `gossip_conflict` (two peers' divergent
 /// states, from the reference's gossip; no part of this server queues these),
 /// `inference_conflict` (an inference whose confidence or premises no longer hold),
-/// `contradiction_detected` (relations a rule forbids together: the contradiction sweeper) and
-/// `temporal_conflict` (a fact whose valid_until passed: the temporal_staleness sweeper).
+/// `contradiction_detected` (relations a rule forbids together: the contradiction sweeper),
+/// `temporal_conflict` (a fact whose valid_until passed: the temporal_staleness sweeper) and
+/// `provenance_conflict` (a subject whose newest verification is older than the TTL: the
+/// provenance_staleness sweeper).
 #[derive(Clone, Copy, Debug, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ConflictType {
@@ -62,14 +66,16 @@ pub(crate) enum ConflictType {
     InferenceConflict,
     ContradictionDetected,
     TemporalConflict,
+    ProvenanceConflict,
 }
 
 impl ConflictType {
-    pub(crate) const ALL: [ConflictType; 4] = [
+    pub(crate) const ALL: [ConflictType; 5] = [
         ConflictType::GossipConflict,
         ConflictType::InferenceConflict,
         ConflictType::ContradictionDetected,
         ConflictType::TemporalConflict,
+        ConflictType::ProvenanceConflict,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -78,6 +84,7 @@ impl ConflictType {
             ConflictType::InferenceConflict => "inference_conflict",
             ConflictType::ContradictionDetected => "contradiction_detected",
             ConflictType::TemporalConflict => "temporal_conflict",
+            ConflictType::ProvenanceConflict => "provenance_conflict",
         }
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use cks_core::object::{Identity, KnowledgeObject};
+use cks_core::ops::Operation;
 use cks_core::validate::provenance::{SIGNATURE_KEY, sign};
 
 use crate::context::ToolContext;
@@ -48,6 +49,7 @@ pub(crate) struct VerificationView {
 pub(crate) struct Verification {
     pub(crate) record: KnowledgeObject,
     pub(crate) link: KnowledgeObject,
+    pub(crate) subject_id: String,
     /// Why no status was recorded (the fetch error), when none was.
     pub(crate) check_error: Option<Value>,
 }
@@ -58,6 +60,21 @@ impl Verification {
             objects: vec![self.record.to_value(), self.link.to_value()],
             check_error: self.check_error.clone(),
         }
+    }
+
+    /// The operations that add the record and its link.
+    pub(crate) fn operations(self) -> Vec<Operation> {
+        let Verification { record, link, subject_id, .. } = self;
+        let participants = vec![subject_id, record.id().to_owned()];
+        vec![
+            Operation::AddObject { identity: record.identity, structure: record.structure },
+            Operation::AddRelation {
+                identity: link.identity,
+                participants,
+                relation_type: VERIFIED_BY.to_owned(),
+                structure: Map::new(),
+            },
+        ]
     }
 }
 
@@ -92,7 +109,7 @@ pub(crate) async fn verify(ctx: &ToolContext, url: &str, subject_id: &str) -> Re
         Identity::new(format!("rel-{}", uuid::Uuid::new_v4().simple()), "Relation", "r"),
         link_structure.as_object().cloned().unwrap_or_default(),
     );
-    Ok(Verification { record, link, check_error })
+    Ok(Verification { record, link, subject_id: subject_id.to_owned(), check_error })
 }
 
 /// `checked_at` as the reference writes it: UTC, to the second, `Z`.
