@@ -9,20 +9,23 @@
 # so this costs no second build there. Environment:
 #   CKS_DIFF_PROFILE=debug   use (and build) the debug binary instead
 #   CKS_DIFF_SERVER=PATH     use this binary as is, building nothing
+#   CARGO_TARGET_DIR=DIR     cargo's target directory, where the binary is built and looked for
 #   REFERENCE_VENV=DIR       where the reference's virtual environment lives [target/reference-venv]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="${REFERENCE_VENV:-$root/target/reference-venv}"
 "$root/scripts/reference-venv" "$venv"
 
+# Where cargo puts what it builds (CARGO_TARGET_DIR, when set, as cargo itself reads it).
+target="${CARGO_TARGET_DIR:-$root/target}"
 if [[ -n "${CKS_DIFF_SERVER:-}" ]]; then
   ours="$CKS_DIFF_SERVER"
 elif [[ "${CKS_DIFF_PROFILE:-release}" == debug ]]; then
   cargo build --locked -p cks-mcp --manifest-path "$root/Cargo.toml"
-  ours="$root/target/debug/cks-mcp"
+  ours="$target/debug/cks-mcp"
 else
   cargo build --release --locked -p cks-mcp --manifest-path "$root/Cargo.toml"
-  ours="$root/target/release/cks-mcp"
+  ours="$target/release/cks-mcp"
 fi
 
 export PYTHONDONTWRITEBYTECODE=1

@@ -126,6 +126,37 @@ def provenance_and_validation():
         call("merge_branch", {"target_session_id": V("psid"), "source_session_id": V("pbr")},
              label="forged record"),
         call("list_versions", {"session_id": V("psid")}, label="end"),
+    ] + source_checks()
+
+
+# URLs every server must refuse before any request (no network is needed to refuse them).
+UNSAFE_URLS = [
+    ("http://127.0.0.1/", "loopback"),
+    ("http://localhost:8080/status", "localhost"),
+    ("http://[::1]/", "IPv6 loopback"),
+    ("http://[::ffff:127.0.0.1]/", "IPv4-mapped loopback"),
+    ("http://10.0.0.1/intranet", "private"),
+    ("http://169.254.169.254/latest/meta-data/", "link-local metadata"),
+    ("http://100.64.0.1/", "shared address space"),
+    ("http://192.0.0.8/", "IETF protocol assignments"),
+    ("http://0.0.0.0/", "unspecified"),
+    ("http://2130706433/", "loopback as a number"),
+    ("ftp://example.org/file", "ftp scheme"),
+    ("file:///etc/passwd", "file scheme"),
+    ("not a url", "no scheme"),
+]
+
+
+def source_checks():
+    """verify_source's refusals and missing arguments (nothing here reaches the network)."""
+    steps = [call("verify_source", {"url": url, "subject_id": "sun"}, label=f"unsafe: {label}")
+             for url, label in UNSAFE_URLS]
+    return steps + [
+        call("verify_source", {"subject_id": "sun"}, label="no url"),
+        call("verify_source", {"url": "http://10.0.0.1/"}, label="no subject_id"),
+        call("verify_source", {"url": "", "subject_id": "sun"}, label="empty url"),
+        call("verify_source", {"url": "http://10.0.0.1/", "subject_id": ""}, label="empty subject_id"),
+        call("verify_source", {}, label="no arguments"),
     ]
 
 
@@ -942,10 +973,12 @@ def conflict_queue():
     return [
         call("claim_conflict_task", {"task_type": "inference_conflict"}, label="empty queue"),
         call("claim_conflict_task", {"task_type": "gossip_conflict"}, label="empty queue"),
+        call("claim_conflict_task", {"task_type": "provenance_conflict"}, label="empty queue"),
         call("claim_conflict_task", {"task_type": "projection"}, label="unknown type"),
         call("claim_conflict_task", {}, label="no type"),
         call("list_dead_lettered_conflicts", {}),
         call("list_dead_lettered_conflicts", {"task_type": "gossip_conflict"}, label="one type"),
+        call("list_dead_lettered_conflicts", {"task_type": "provenance_conflict"}, label="provenance"),
         call("list_dead_lettered_conflicts", {"session_id": UNKNOWN_SESSION}, label="one session"),
         call("list_dead_lettered_conflicts", {"task_type": "projection"}, label="unknown type"),
         call("complete_conflict_task", {"task_id": missing}, label="unknown task"),
@@ -1015,6 +1048,23 @@ def sweepers_and_resolutions():
         call("resolve_temporal_conflict", {"session_id": V("rsid"), "object_id": "later", "action": "archive",
                                            "commit": True}, label="archive commit"),
         call("resolve_temporal_conflict", {"session_id": V("rsid")}, label="no object_id"),
+    ] + refresh_checks()
+
+
+def refresh_checks():
+    """refresh_verification's refusals and missing arguments on the resolutions' session (nothing
+    here reaches the network)."""
+    base = {"session_id": V("rsid"), "record_id": "vr-old", "subject_id": "earth", "source_url": "http://10.0.0.1/"}
+    steps = [call("refresh_verification", {**base, "source_url": url}, label=f"unsafe: {label}")
+             for url, label in UNSAFE_URLS[:6]]
+    steps.append(call("refresh_verification", {**base, "commit": True, "auto_resolve": True},
+                      label="unsafe, with commit"))
+    for field in ("session_id", "record_id", "subject_id", "source_url"):
+        steps.append(call("refresh_verification", {k: v for k, v in base.items() if k != field}, label=f"no {field}"))
+        steps.append(call("refresh_verification", {**base, field: ""}, label=f"empty {field}"))
+    return steps + [
+        call("refresh_verification", {**base, "session_id": UNKNOWN_SESSION}, label="unknown session"),
+        call("serialize_knowledge", {"session_id": V("rsid")}, label="after the refusals"),
     ]
 
 

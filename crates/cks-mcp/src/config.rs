@@ -65,7 +65,10 @@ pub struct Config {
     pub pg_pool_size: usize,
     /// The task queue's lease and retry limit (`CKS_TASK_LEASE_SECONDS`, `CKS_TASK_MAX_RETRIES`).
     pub queue: cks_runtime::QueueConfig,
-    /// Whether the sweepers run and how often (`CKS_SWEEPERS`, `CKS_SWEEP_INTERVAL_SECONDS`).
+    /// What the guarded fetcher may reach (`CKS_FETCH_ALLOWED_NETWORKS`).
+    pub fetch: cks_tools::fetch::FetchPolicy,
+    /// Whether the sweepers run, how often, and how long a source check stays fresh (`CKS_SWEEPERS`,
+    /// `CKS_SWEEP_INTERVAL_SECONDS`, `CKS_PROVENANCE_TTL_SECONDS`).
     pub sweepers: cks_runtime::SweepersConfig,
     /// Which autonomous processes run (`CKS_EMBEDDED_AGENTS`, `CKS_EMBED_CRITIC_AGENT`, `CKS_CRITIC_*`).
     pub processes: cks_tools::processes::ProcessesConfig,
@@ -121,6 +124,17 @@ impl Config {
                 .and_then(|v| v.parse().ok())
                 .map_or(defaults.interval, std::time::Duration::from_secs),
             start: get("CKS_SWEEPERS").is_none_or(|v| v.eq_ignore_ascii_case("on")),
+            provenance_ttl: get("CKS_PROVENANCE_TTL_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .map_or(defaults.provenance_ttl, std::time::Duration::from_secs),
+        };
+        let fetch = cks_tools::fetch::FetchPolicy {
+            // Checked above.
+            allowed: get("CKS_FETCH_ALLOWED_NETWORKS")
+                .map(variables::networks)
+                .and_then(Result::ok)
+                .unwrap_or_default(),
+            ..Default::default()
         };
         let processes = processes_config(&get)?;
         let http = match (cli.http, env.get("CKS_MCP_HTTP_PORT").filter(|v| !v.is_empty())) {
@@ -164,6 +178,7 @@ impl Config {
             queue,
             sweepers,
             processes,
+            fetch,
             allowed_origins,
             max_message_bytes,
             env,
@@ -324,6 +339,26 @@ mod tests {
         assert!(config.is_ok());
         let err = Config::resolve(&cli(&[]), env(&[("CKS_MCP_MAX_MESSAGE_BYTES", "64MB")])).unwrap_err().to_string();
         assert!(err.contains("CKS_MCP_MAX_MESSAGE_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn the_provenance_ttl_is_configurable() {
+        let config = Config::resolve(&cli(&[]), env(&[])).unwrap();
+        assert_eq!(config.sweepers.provenance_ttl, std::time::Duration::from_secs(30 * 24 * 3_600));
+        let config = Config::resolve(&cli(&[]), env(&[("CKS_PROVENANCE_TTL_SECONDS", "60")])).unwrap();
+        assert_eq!(config.sweepers.provenance_ttl, std::time::Duration::from_secs(60));
+        assert!(Config::resolve(&cli(&[]), env(&[("CKS_PROVENANCE_TTL_SECONDS", "0")])).is_err());
+    }
+
+    #[test]
+    fn the_fetchers_networks_are_configurable() {
+        assert!(Config::resolve(&cli(&[]), env(&[])).unwrap().fetch.allowed.is_empty());
+        let config =
+            Config::resolve(&cli(&[]), env(&[("CKS_FETCH_ALLOWED_NETWORKS", "10.0.0.0/8, fd00::/8,")])).unwrap();
+        let allowed: Vec<String> = config.fetch.allowed.iter().map(ToString::to_string).collect();
+        assert_eq!(allowed, ["10.0.0.0/8", "fd00::/8"]);
+        let err = Config::resolve(&cli(&[]), env(&[("CKS_FETCH_ALLOWED_NETWORKS", "10.0.0.0/33")])).unwrap_err();
+        assert!(err.to_string().contains("CKS_FETCH_ALLOWED_NETWORKS"), "{err}");
     }
 
     #[test]

@@ -108,7 +108,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     };
     let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
     let sweepers = Sweepers::start(runtime.clone(), &config.sweepers).await?;
-    let server = CksServer::new(runtime, registry, llm).with_provenance(key).with_sweepers(sweepers.clone());
+    let server = CksServer::new(runtime, registry, llm)
+        .with_provenance(key)
+        .with_sweepers(sweepers.clone())
+        .with_fetch_policy(config.fetch.clone());
     let processes = cks_tools::processes::Processes::start(server.context(), &config.processes);
 
     let http = match config.http {

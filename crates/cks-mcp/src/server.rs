@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use cks_core::validate::ProvenanceKey;
 use cks_runtime::{Runtime, Sweepers};
+use cks_tools::fetch::{FetchPolicy, Fetcher};
 use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
 
 use crate::{prompts, resources};
@@ -27,6 +28,8 @@ pub struct CksServer {
     pub provenance: Option<Arc<ProvenanceKey>>,
     /// The background sweepers the agent tools report on and control.
     pub sweepers: Option<Arc<Sweepers>>,
+    /// The guarded HTTP client of the tools that fetch a URL they are given.
+    pub fetcher: Arc<Fetcher>,
     tools: Arc<Vec<Value>>,
 }
 
@@ -46,7 +49,21 @@ impl std::fmt::Debug for CallOptions {
 impl CksServer {
     pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
         let tools = registry.iter().map(tool_entry).collect();
-        CksServer { runtime, registry, llm, provenance: None, sweepers: None, tools: Arc::new(tools) }
+        CksServer {
+            runtime,
+            registry,
+            llm,
+            provenance: None,
+            sweepers: None,
+            fetcher: Arc::new(Fetcher::default()),
+            tools: Arc::new(tools),
+        }
+    }
+
+    /// Fetches what tools are asked to fetch under `policy` (by default public addresses only).
+    pub fn with_fetch_policy(mut self, policy: FetchPolicy) -> Self {
+        self.fetcher = Arc::new(Fetcher::new(policy));
+        self
     }
 
     /// Lets the agent tools see and control `sweepers`.
@@ -55,7 +72,7 @@ impl CksServer {
         self
     }
 
-    /// Uses `key` to check (and, later, to make) provenance signatures.
+    /// Uses `key` to check and to make provenance signatures.
     pub fn with_provenance(mut self, key: ProvenanceKey) -> Self {
         self.provenance = Some(Arc::new(key));
         self
@@ -86,6 +103,7 @@ impl CksServer {
         ctx.llm = self.llm.clone();
         ctx.registry = Some(self.registry.clone());
         ctx.sweepers = self.sweepers.clone();
+        ctx.fetcher = self.fetcher.clone();
         if let Some(key) = &self.provenance {
             ctx.provenance = key.clone();
         }

@@ -28,7 +28,11 @@ fn sqlite_runtime() -> (tokio::runtime::Runtime, Arc<Runtime>, tempfile::TempDir
     (tokio, Arc::new(Runtime::new(Arc::new(store), RuntimeConfig::default())), dir)
 }
 
-const STOPPED: SweepersConfig = SweepersConfig { interval: Duration::from_secs(3_600), start: false };
+const STOPPED: SweepersConfig = SweepersConfig {
+    interval: Duration::from_secs(3_600),
+    start: false,
+    provenance_ttl: Duration::from_secs(30 * 24 * 3_600),
+};
 
 /// One task claimed and completed, from a queue of a few thousand.
 #[divan::bench(sample_count = 2_000, sample_size = 1)]

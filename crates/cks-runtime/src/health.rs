@@ -7,14 +7,14 @@
 //! | component versions | 0.3 | 1 without `Component` objects; else 0 (versions are not fetched) |
 //! | entry freshness | 0.1 | 1 when the registry entry was updated within 7 days |
 //! | contradictions | 0.3 | 1 without `mutual_exclusion` / `functional_relation` contradictions |
-//! | verification coverage | 0.2 | share of `VerificationRecord`s checked within 30 days (1 without any) |
+//! | verification coverage | 0.2 | share of verified subjects whose newest `VerificationRecord` was checked within 30 days (1 without any) |
 //! | dead letters | 0.1 | 1 without dead-lettered tasks of the graph's session, else 0.5 |
 
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
 use cks_core::KnowledgeStructure;
-use cks_core::validate::contradictions;
+use cks_core::validate::{contradictions, provenance_freshness};
 
 /// How long a registry entry stays fresh after an update.
 pub const FRESHNESS_TTL: Duration = Duration::days(7);
@@ -38,8 +38,10 @@ pub fn is_fresh(updated_at: &str, now: OffsetDateTime) -> Option<bool> {
 pub struct GraphContent {
     pub components: usize,
     pub contradictions: usize,
+    /// Verified subjects (and records linked to no subject), as the provenance staleness rule
+    /// judges them: a subject is as fresh as its newest record.
     pub records: usize,
-    /// Records checked within [`COVERAGE_TTL`] of `now`.
+    /// Those checked within [`COVERAGE_TTL`] of `now`.
     pub records_fresh: usize,
     pub objects: usize,
     pub relations: usize,
@@ -49,27 +51,16 @@ pub struct GraphContent {
 
 impl GraphContent {
     pub fn measure(structure: &KnowledgeStructure, now: OffsetDateTime) -> Self {
-        let mut content = GraphContent {
+        let freshness = provenance_freshness(structure, COVERAGE_TTL, now);
+        GraphContent {
+            components: structure.objects_of_type("Component").len(),
             contradictions: contradictions(structure).len(),
+            records: freshness.judged,
+            records_fresh: freshness.judged - freshness.stale.len(),
             objects: structure.len(),
             relations: structure.relations().count(),
-            ..GraphContent::default()
-        };
-        for object in structure.objects() {
-            match object.identity.r#type.as_str() {
-                "Component" => content.components += 1,
-                "VerificationRecord" => {
-                    content.records += 1;
-                    let checked = object.structure.get("checked_at").and_then(|v| v.as_str()).and_then(parse_time);
-                    if let Some(expiry) = checked.map(|at| at + COVERAGE_TTL).filter(|expiry| *expiry >= now) {
-                        content.records_fresh += 1;
-                        content.next_record_expiry = Some(content.next_record_expiry.map_or(expiry, |e| e.min(expiry)));
-                    }
-                }
-                _ => {}
-            }
+            next_record_expiry: freshness.next_stale_at,
         }
-        content
     }
 }
 
@@ -143,15 +134,21 @@ mod tests {
             {"identity": {"id": "r1", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "2026-11-20T00:00:00Z"}},
             {"identity": {"id": "r2", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "2026-01-01T00:00:00"}},
             {"identity": {"id": "r3", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "never"}},
+            // r0 is older than r1, for the same subject: the subject is as fresh as r1.
+            {"identity": {"id": "s", "type": "Source", "name": "s"}},
+            {"identity": {"id": "r0", "type": "VerificationRecord", "name": "v"}, "structure": {"checked_at": "2025-01-01T00:00:00Z"}},
+            {"identity": {"id": "l0", "type": "Relation", "name": "l"}, "structure": {"participants": ["s", "r0"], "relation_type": "verified_by"}},
+            {"identity": {"id": "l1", "type": "Relation", "name": "l"}, "structure": {"participants": ["s", "r1"], "relation_type": "verified_by"}},
         ]}))
         .unwrap();
         let now = at("2026-12-01T00:00:00Z");
         let content = GraphContent::measure(&structure, now);
-        assert_eq!((content.components, content.records, content.records_fresh), (1, 3, 1));
+        // Judged: subject s (by r1, fresh) and r2 standing alone (stale); r3's time is unreadable.
+        assert_eq!((content.components, content.records, content.records_fresh), (1, 2, 1));
         assert_eq!(content.next_record_expiry, Some(at("2026-12-20T00:00:00Z")));
         let health = GraphHealth { content, fresh: is_fresh("2026-11-28T00:00:00Z", now), dead_letters: 2 };
         assert_eq!(health.fresh, Some(true));
-        let expected = 0.3 * 0.0 + 0.1 * 1.0 + 0.3 * 1.0 + 0.2 * (1.0 / 3.0) + 0.1 * 0.5;
+        let expected = 0.3 * 0.0 + 0.1 * 1.0 + 0.3 * 1.0 + 0.2 * (1.0 / 2.0) + 0.1 * 0.5;
         assert_eq!(health.score(), expected);
         // The entry ages on Dec 5, before the record does.
         assert_eq!(health.next_change("2026-11-28T00:00:00Z"), Some(at("2026-12-05T00:00:00Z")));

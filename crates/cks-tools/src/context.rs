@@ -11,6 +11,7 @@ use cks_runtime::{Runtime, Sweepers};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::fetch::Fetcher;
 use crate::registry::Registry;
 
 /// How tools reach an LLM.
@@ -63,6 +64,9 @@ pub struct ToolContext {
     pub provenance: Arc<ProvenanceKey>,
     /// The background sweepers, where the server runs them.
     pub sweepers: Option<Arc<Sweepers>>,
+    /// The guarded HTTP client for the URLs tools are given (public addresses only, unless the
+    /// server's configuration allows more).
+    pub fetcher: Arc<Fetcher>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -82,6 +86,7 @@ impl ToolContext {
             audit: Map::new(),
             provenance: Arc::new(unguessable_key()),
             sweepers: None,
+            fetcher: Arc::new(Fetcher::default()),
         }
     }
 

@@ -6,7 +6,7 @@
 //!
 //! | rule | used by | input | preprocessing |
 //! |---|---|---|---|
-//! | [`verification_timestamp_ok`] | `verification_record` `checked_at` | non-empty string | every `Z` becomes `+00:00` |
+//! | [`verification_timestamp_ok`] | `verification_record` `checked_at` (and the provenance sweeper's age of a record, [`verification_instant`]) | non-empty string | every `Z` becomes `+00:00`; a naive value is taken as UTC |
 //! | [`claim_timestamp_ok`] | `claim_integrity` `created_at`, `valid_from`, `valid_until` | non-empty string | one trailing `Z` removed, then `+00:00` appended (so an explicit offset is rejected) |
 //! | [`temporal_instant`] | `temporal_validity` `valid_until` | any value, via Python `str()` | none; a naive value is taken as UTC |
 //!
@@ -44,9 +44,17 @@ impl IsoDateTime {
 /// `verification_record`'s `checked_at` rule: a non-empty string that parses after replacing
 /// every `Z` with `+00:00`.
 pub(crate) fn verification_timestamp_ok(value: Option<&serde_json::Value>) -> bool {
+    verification_instant(value).is_some()
+}
+
+/// The instant a `checked_at` accepted by [`verification_timestamp_ok`] denotes (a naive value
+/// taken as UTC); `None` exactly when the rule rejects the value.
+pub(crate) fn verification_instant(value: Option<&serde_json::Value>) -> Option<OffsetDateTime> {
     match value {
-        Some(serde_json::Value::String(s)) if !s.is_empty() => fromisoformat(&s.replace('Z', "+00:00")).is_some(),
-        _ => false,
+        Some(serde_json::Value::String(s)) if !s.is_empty() => {
+            fromisoformat(&s.replace('Z', "+00:00")).map(|parsed| parsed.instant())
+        }
+        _ => None,
     }
 }
 

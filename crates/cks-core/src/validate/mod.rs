@@ -63,6 +63,7 @@ mod builtin;
 mod claim;
 mod contradiction;
 mod dates;
+mod freshness;
 mod ontology;
 mod projection;
 pub mod provenance;
@@ -82,6 +83,7 @@ use crate::structure::KnowledgeStructure;
 
 pub use builtin::check_changes;
 pub use contradiction::{Contradiction, contradictions};
+pub use freshness::{ProvenanceFreshness, StaleRecord, provenance_freshness};
 pub use provenance::{ProvenanceKey, check_provenance};
 pub use reasoning::{confidence_conflicts, stale_premises};
 pub use temporal::{ExpiryIndex, expired_and_malformed, next_expiry, valid_until_instant};

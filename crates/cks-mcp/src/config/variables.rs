@@ -23,6 +23,8 @@ pub enum Form {
     Origins,
     /// A `tracing` filter directive list, such as `warn,cks_tool_call=info`.
     LogFilter,
+    /// Comma-separated IP address ranges (`10.0.0.0/8`, `fd00::/8`, or one address).
+    Networks,
 }
 
 /// One environment variable.
@@ -50,7 +52,7 @@ const fn whole(min: u64, max: u64, unit: &'static str) -> Form {
     Form::Whole { min, max, unit }
 }
 
-use Form::{LogFilter, Origins, Port, Text, Url};
+use Form::{LogFilter, Networks, Origins, Port, Text, Url};
 
 /// The synchronous modes offered for the SQLite store.
 pub const SYNCHRONOUS_MODES: &[&str] = &["normal", "full"];
@@ -117,6 +119,13 @@ pub const GROUPS: &[Group] = &[
                 "Key of VerificationRecord signatures: base64:<data>, hex, or text [random, kept in \
                  <data dir>/.cks_provenance_secret]",
             ),
+            var(
+                "CKS_FETCH_ALLOWED_NETWORKS",
+                Networks,
+                None,
+                "Address ranges verify_source and refresh_verification may fetch from although they are not public \
+                 (an intranet's documents); every other private, loopback or link-local address is refused",
+            ),
             var("CKS_MCP_LOG", LogFilter, Some("warn,cks_tool_call=info"), "Log filter for stderr (tracing syntax)"),
         ],
     },
@@ -135,6 +144,13 @@ pub const GROUPS: &[Group] = &[
                 whole(1, 604_800, "seconds"),
                 Some("3600"),
                 "Time between two sweeps of a sweeper (each looks only at the sessions changed since the last)",
+            ),
+            var(
+                "CKS_PROVENANCE_TTL_SECONDS",
+                whole(1, 3_153_600_000, "seconds"),
+                Some("2592000"),
+                "How long a source check stays fresh: a subject whose newest VerificationRecord is older is queued \
+                 as provenance_conflict (30 days)",
             ),
             var(
                 "CKS_TASK_LEASE_SECONDS",
@@ -322,7 +338,7 @@ pub fn help() -> String {
 /// The accepted form in a few words, for `--help` (plain text needs none).
 fn short_form(form: Form) -> Option<String> {
     match form {
-        Form::Text | Form::Url | Form::Origins | Form::LogFilter => None,
+        Form::Text | Form::Url | Form::Origins | Form::LogFilter | Form::Networks => None,
         other => Some(accepted(other)),
     }
 }
@@ -338,6 +354,7 @@ pub fn accepted(form: Form) -> String {
         Form::Url => "an http:// or https:// URL".into(),
         Form::Origins => "comma-separated origins such as https://studio.example.com or http://localhost:5173".into(),
         Form::LogFilter => "a tracing filter such as warn,cks_tool_call=info".into(),
+        Form::Networks => "comma-separated IP address ranges such as 10.0.0.0/8, fd00::/8 or 192.168.1.20".into(),
     }
 }
 
@@ -365,7 +382,13 @@ pub fn check(form: Form, value: &str) -> Result<(), String> {
         Form::LogFilter => {
             tracing_subscriber::EnvFilter::try_new(value).map(drop).map_err(|e| format!("not a valid filter ({e})"))
         }
+        Form::Networks => networks(value).map(drop),
     }
+}
+
+/// The address ranges of a [`Form::Networks`] value.
+pub fn networks(value: &str) -> Result<Vec<cks_tools::fetch::AddressRange>, String> {
+    value.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::parse).collect()
 }
 
 fn check_url(value: &str) -> Result<(), String> {

@@ -16,6 +16,7 @@
 mod contradiction;
 mod graphs;
 mod inference;
+mod provenance;
 mod temporal;
 
 use serde_json::Value;
@@ -100,11 +101,17 @@ pub struct SweepersConfig {
     pub interval: Duration,
     /// Whether the sweepers run from the start (otherwise `start_agent` starts them).
     pub start: bool,
+    /// How long a `VerificationRecord`'s check stays fresh (`provenance_staleness`).
+    pub provenance_ttl: Duration,
 }
 
 impl Default for SweepersConfig {
     fn default() -> Self {
-        SweepersConfig { interval: Duration::from_secs(3_600), start: true }
+        SweepersConfig {
+            interval: Duration::from_secs(3_600),
+            start: true,
+            provenance_ttl: Duration::from_secs(30 * 24 * 3_600),
+        }
     }
 }
 
@@ -213,8 +220,10 @@ impl Sweepers {
     /// The standard sweepers of `runtime`, each started when `config.start` says so and no
     /// `stop_agent` since (kept in the store) said otherwise.
     pub async fn start(runtime: Arc<Runtime>, config: &SweepersConfig) -> Result<Arc<Self>, RuntimeError> {
+        let ttl = time::Duration::try_from(config.provenance_ttl).unwrap_or(time::Duration::MAX);
         let kinds: Vec<Box<dyn Sweep>> = vec![
             Box::new(inference::ConfidenceConflicts),
+            Box::new(provenance::Stale { ttl }),
             Box::new(temporal::Expired),
             Box::new(graphs::Freshness),
             Box::new(graphs::Health),

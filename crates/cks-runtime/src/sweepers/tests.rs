@@ -15,7 +15,7 @@ fn runtime() -> Arc<Runtime> {
 }
 
 fn idle() -> SweepersConfig {
-    SweepersConfig { interval: Duration::from_secs(3_600), start: false }
+    SweepersConfig { interval: Duration::from_secs(3_600), start: false, ..SweepersConfig::default() }
 }
 
 fn obj(id: &str, ty: &str, structure: Value) -> Value {
@@ -109,13 +109,84 @@ async fn an_unchanged_session_is_looked_at_again_when_its_next_fact_expires() {
 }
 
 #[tokio::test]
+async fn stale_provenance_is_queued_and_a_newer_check_makes_the_subject_fresh() {
+    let runtime = runtime();
+    let rfc3339 = |at: time::OffsetDateTime| at.format(&time::format_description::well_known::Rfc3339).unwrap();
+    let record = |id: &str, checked_at: &str| {
+        obj(id, "VerificationRecord", json!({"checked_at": checked_at, "checked_via": "automated_http_check"}))
+    };
+    let old = session(
+        &runtime,
+        vec![
+            obj("doc", "Document", json!({"url": "https://example.org/paper"})),
+            record("vr-old", "2001-01-01T00:00:00Z"),
+            rel("link-old", "doc", "vr-old", "verified_by"),
+        ],
+    )
+    .await;
+    let just_checked = rfc3339(time::OffsetDateTime::now_utc() - time::Duration::milliseconds(2_500));
+    let recent = session(
+        &runtime,
+        vec![
+            obj("page", "Page", json!({})),
+            record("vr-recent", &just_checked),
+            rel("l", "page", "vr-recent", "verified_by"),
+        ],
+    )
+    .await;
+    let config = SweepersConfig { provenance_ttl: Duration::from_secs(4), ..idle() };
+    let sweepers = Sweepers::start(runtime.clone(), &config).await.unwrap();
+
+    assert_eq!(sweep(&sweepers, "provenance_staleness").await, (2, 1));
+    let queued = tasks(&runtime, "provenance_conflict").await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].0, old);
+    assert_eq!(
+        queued[0].1,
+        json!({"record_id": "vr-old", "subject_id": "doc", "source_url": "https://example.org/paper",
+               "checked_at": "2001-01-01T00:00:00Z", "reason": "ttl_expired"})
+    );
+    assert_eq!(sweep(&sweepers, "provenance_staleness").await, (0, 0), "nothing changed, nothing due yet");
+
+    // A newer record of the same subject: the subject is fresh, nothing new is queued for it.
+    let now = rfc3339(time::OffsetDateTime::now_utc());
+    let ops = json!([
+        {"type": "add_object", "identity": {"id": "vr-new", "type": "VerificationRecord", "name": "verification"},
+         "structure": {"checked_at": now, "checked_via": "automated_http_check", "http_status": 200}},
+        {"type": "add_relation", "identity": {"id": "link-new", "type": "Relation", "name": "r"},
+         "participants": ["doc", "vr-new"], "relation_type": "verified_by"}]);
+    runtime.commit(&old, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "provenance_staleness").await, (1, 0));
+
+    // The recent record goes stale 4 s after its check (1.5 s from the start): its session is looked at again then.
+    tokio::time::sleep(Duration::from_millis(1_700)).await;
+    assert_eq!(sweep(&sweepers, "provenance_staleness").await, (1, 1), "due when the record went stale");
+    let queued = tasks(&runtime, "provenance_conflict").await;
+    assert_eq!(queued.len(), 2);
+    assert_eq!((queued[1].0.as_str(), &queued[1].1["record_id"]), (recent.as_str(), &json!("vr-recent")));
+    assert_eq!(queued[1].1["source_url"], Value::Null, "the subject has no url");
+    sweepers.shutdown().await;
+}
+
+#[tokio::test]
 async fn sweepers_start_sweep_and_stop() {
     let runtime = runtime();
     session(&runtime, contradiction()).await;
-    let config = SweepersConfig { interval: Duration::from_millis(20), start: false };
+    let config = SweepersConfig { interval: Duration::from_millis(20), start: false, ..SweepersConfig::default() };
     let sweepers = Sweepers::start(runtime.clone(), &config).await.unwrap();
     let ids: Vec<&str> = sweepers.statuses().iter().map(|s| s.agent_id).collect();
-    assert_eq!(ids, ["inference_staleness", "temporal_staleness", "graph_freshness", "graph_health", "contradiction"]);
+    assert_eq!(
+        ids,
+        [
+            "inference_staleness",
+            "provenance_staleness",
+            "temporal_staleness",
+            "graph_freshness",
+            "graph_health",
+            "contradiction"
+        ]
+    );
     assert!(!sweepers.status("contradiction").unwrap().running);
     assert!(sweepers.status("nope").is_none() && sweepers.start_agent("nope").await.unwrap().is_none());
 
@@ -137,10 +208,10 @@ async fn sweepers_start_sweep_and_stop() {
     // What start_agent and stop_agent decided outlives the process; the others follow the config.
     sweepers.start_agent("temporal_staleness").await.unwrap();
     sweepers.shutdown().await;
-    let config = SweepersConfig { interval: Duration::from_secs(3_600), start: true };
+    let config = SweepersConfig { interval: Duration::from_secs(3_600), start: true, ..SweepersConfig::default() };
     let restarted = Sweepers::start(runtime.clone(), &config).await.unwrap();
     let running: Vec<bool> = restarted.statuses().iter().map(|s| s.running).collect();
-    assert_eq!(running, [true, true, true, true, false], "the config starts all but the stopped contradiction");
+    assert_eq!(running, [true, true, true, true, true, false], "the config starts all but the stopped contradiction");
     restarted.shutdown().await;
 }
 

@@ -28,13 +28,14 @@ impl Tool for ListAgents {
         description: "List the server's background sweepers, which re-check what changed and queue what they \
             find as conflict tasks: 'inference_staleness' (inference steps reaching one conclusion with disagreeing \
             confidence, or citing a superseded step: inference_conflict, also kept for list_inference_conflicts), \
-            'temporal_staleness' (facts whose valid_until passed: temporal_conflict), 'graph_freshness' (registered \
-            graphs not updated within 7 days: graph_outdated), 'graph_health' (registered graphs whose \
-            check_graph_health score is below 0.7: health_check) and 'contradiction' (relations a \
-            MutualExclusionRule or FunctionalRelationRule forbids: contradiction_detected). Returns {agents: \
-            [{agent_id, kind: 'sweeper', task_type, running, interval_seconds, last_run_at, last_run_duration_ms, \
-            last_result_count, last_sessions_checked (sessions, or graphs for the graph sweepers), last_error, \
-            sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep.",
+            'provenance_staleness' (subjects whose newest VerificationRecord is older than the TTL: \
+            provenance_conflict), 'temporal_staleness' (facts whose valid_until passed: temporal_conflict), \
+            'graph_freshness' (registered graphs not updated within 7 days: graph_outdated), 'graph_health' \
+            (registered graphs whose check_graph_health score is below 0.7: health_check) and 'contradiction' \
+            (relations a MutualExclusionRule or FunctionalRelationRule forbids: contradiction_detected). Returns \
+            {agents: [{agent_id, kind: 'sweeper', task_type, running, interval_seconds, last_run_at, \
+            last_run_duration_ms, last_result_count, last_sessions_checked (sessions, or graphs for the graph \
+            sweepers), last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -65,14 +66,22 @@ mod tests {
         let ids: Vec<&str> = agents.iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
         assert_eq!(
             ids,
-            ["inference_staleness", "temporal_staleness", "graph_freshness", "graph_health", "contradiction"]
+            [
+                "inference_staleness",
+                "provenance_staleness",
+                "temporal_staleness",
+                "graph_freshness",
+                "graph_health",
+                "contradiction"
+            ]
         );
-        assert_eq!(agents[4]["task_type"], "contradiction_detected");
+        assert_eq!(agents[1]["task_type"], "provenance_conflict");
+        assert_eq!(agents[5]["task_type"], "contradiction_detected");
         assert_eq!(
-            (agents[4]["running"].as_bool(), agents[4]["interval_seconds"].as_u64()),
+            (agents[5]["running"].as_bool(), agents[5]["interval_seconds"].as_u64()),
             (Some(false), Some(3_600))
         );
-        assert!(agents[4]["last_run_at"].is_null() && agents[4]["last_error"].is_null());
+        assert!(agents[5]["last_run_at"].is_null() && agents[5]["last_error"].is_null());
         let none = call(&crate::tools::test_support::context(), "list_agents", json!({})).await;
         assert_eq!(none, json!({"agents": []}), "a server without sweepers lists none");
     }

@@ -46,7 +46,7 @@ impl Tool for ListDeadLetteredConflicts {
         name: "list_dead_lettered_conflicts",
         description: "List the conflict tasks given up on (dead_letter_conflict_task, or failed more often than \
             allowed), oldest first, for review: optionally only one task_type ('gossip_conflict', \
-            'inference_conflict', 'contradiction_detected' or 'temporal_conflict') or one session. Read-only. Returns {tasks: [{task_id, task_type, session_id, \
+            'inference_conflict', 'contradiction_detected', 'temporal_conflict' or 'provenance_conflict') or one session. Read-only. Returns {tasks: [{task_id, task_type, session_id, \
             payload, retry_count, last_error, created_at}], count, supported: true}.",
         mutates_graph: false,
         creates_session: false,

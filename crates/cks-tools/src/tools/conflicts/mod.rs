@@ -14,6 +14,7 @@ mod fail_conflict_task;
 mod list_dead_lettered_conflicts;
 mod list_gossip_conflicts;
 mod list_inference_conflicts;
+mod refresh_verification;
 mod reject_resolution;
 mod resolve_contradiction;
 mod resolve_gossip_conflict;
@@ -53,14 +54,19 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(reject_resolution::RejectResolution),
         Arc::new(resolve_contradiction::ResolveContradiction),
         Arc::new(resolve_temporal_conflict::ResolveTemporalConflict),
+        Arc::new(refresh_verification::RefreshVerification),
     ]
 }
 
 /// The kinds of conflict task the tools claim and list: `gossip_conflict` (two peers' divergent
 /// states, from the reference's gossip; no part of this server queues these),
 /// `inference_conflict` (an inference whose confidence or premises no longer hold),
-/// `contradiction_detected` (relations a rule forbids together: the contradiction sweeper) and
-/// `temporal_conflict` (a fact whose valid_until passed: the temporal_staleness sweeper).
+/// `contradiction_detected` (relations a rule forbids together: the contradiction sweeper),
+/// `temporal_conflict` (a fact whose valid_until passed: the temporal_staleness sweeper),
+/// `provenance_conflict` (a subject whose newest verification is older than the TTL: the
+/// provenance_staleness sweeper), and, over registered graphs, `graph_outdated` (not updated within
+/// its TTL: graph_freshness) and `health_check` (a health score below the bar: graph_health), which
+/// no tool resolves: a person looks, then completes them.
 #[derive(Clone, Copy, Debug, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ConflictType {
@@ -68,14 +74,20 @@ pub(crate) enum ConflictType {
     InferenceConflict,
     ContradictionDetected,
     TemporalConflict,
+    ProvenanceConflict,
+    GraphOutdated,
+    HealthCheck,
 }
 
 impl ConflictType {
-    pub(crate) const ALL: [ConflictType; 4] = [
+    pub(crate) const ALL: [ConflictType; 7] = [
         ConflictType::GossipConflict,
         ConflictType::InferenceConflict,
         ConflictType::ContradictionDetected,
         ConflictType::TemporalConflict,
+        ConflictType::ProvenanceConflict,
+        ConflictType::GraphOutdated,
+        ConflictType::HealthCheck,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -84,6 +96,9 @@ impl ConflictType {
             ConflictType::InferenceConflict => "inference_conflict",
             ConflictType::ContradictionDetected => "contradiction_detected",
             ConflictType::TemporalConflict => "temporal_conflict",
+            ConflictType::ProvenanceConflict => "provenance_conflict",
+            ConflictType::GraphOutdated => "graph_outdated",
+            ConflictType::HealthCheck => "health_check",
         }
     }
 }

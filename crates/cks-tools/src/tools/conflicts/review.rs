@@ -83,6 +83,24 @@ pub(crate) fn propose(task: &TaskRow, payload: &Value) -> Value {
             Some(location) => json!({"session_id": session_id, "contradiction_ids": [location], "commit": true}),
             None => return cannot("The task's payload names no contradiction ('location').".into()),
         },
+        ResolutionTool::RefreshVerification => match (field("record_id"), field("subject_id"), field("source_url")) {
+            (Some(record_id), Some(subject_id), Some(source_url)) => json!({"session_id": session_id,
+                "record_id": record_id, "subject_id": subject_id, "source_url": source_url,
+                "auto_resolve": true, "commit": true}),
+            (None, _, _) | (_, None, _) => {
+                return cannot(
+                    "The task's payload does not name the record and its subject ('record_id', \
+                               'subject_id')."
+                        .into(),
+                );
+            }
+            (_, Some(subject_id), None) => {
+                return cannot(format!(
+                    "The task's payload has no 'source_url' for subject '{subject_id}': the subject has no 'url' to \
+                     check again."
+                ));
+            }
+        },
         ResolutionTool::ResolveTemporalConflict => match field("object_id") {
             Some(object_id) => json!({"session_id": session_id, "object_id": object_id, "action": "bump",
                                       "extend_by_days": 30, "commit": true}),
@@ -101,9 +119,6 @@ pub(crate) fn propose(task: &TaskRow, payload: &Value) -> Value {
             } else {
                 return cannot("The task's payload names no confidence conflict or stale premise.".into());
             }
-        }
-        other => {
-            return cannot(format!("{} is not available on this server yet; resolve the task by hand.", other.name()));
         }
     };
     json!({"tool": tool.name(), "arguments": arguments})

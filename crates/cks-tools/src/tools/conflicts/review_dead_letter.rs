@@ -38,7 +38,8 @@ impl Tool for ReviewDeadLetter {
         description: "Review one dead-lettered conflict task: returns {task_id, task_type, session_id, payload, \
             retry_count, last_error, proposed_resolution}, where proposed_resolution is {tool, arguments} ready for \
             approve_resolution (contradiction_detected: resolve_contradiction removing one relation; \
-            temporal_conflict: resolve_temporal_conflict extending valid_until by 30 days; both with commit), or \
+            temporal_conflict: resolve_temporal_conflict extending valid_until by 30 days; provenance_conflict: \
+            refresh_verification checking the source again; all with commit), or \
             {error: 'cannot_propose' | 'unknown_task_type', message}. Read-only. A task that is not dead-lettered is \
             the error task_not_dead_lettered.",
         mutates_graph: false,

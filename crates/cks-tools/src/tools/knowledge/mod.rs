@@ -1,10 +1,11 @@
-//! Knowledge lifecycle: validate, serialize, explain, evolve, suggest.
+//! Knowledge lifecycle: validate, serialize, explain, evolve, suggest, and verify a source.
 
 pub(crate) mod evolve_knowledge;
 mod explain_knowledge;
 mod serialize_knowledge;
 mod suggest_evolution;
 mod validate_knowledge;
+pub(crate) mod verify_source;
 
 use std::sync::Arc;
 
@@ -17,5 +18,6 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(explain_knowledge::ExplainKnowledge),
         Arc::new(evolve_knowledge::EvolveKnowledge),
         Arc::new(suggest_evolution::SuggestEvolution),
+        Arc::new(verify_source::VerifySource),
     ]
 }
