@@ -24,8 +24,9 @@ use cks_tools::{RegisteredTool, Registry, ToolContext};
 use crate::offer::{ChatTool, chat_tool};
 use crate::turn::{Execution, Origin, ToolExecutor};
 
-/// Tools an LLM in a chat may never call, whatever their declaration says.
-pub const DENIED_TOOLS: [&str; 9] = [
+/// Tools an LLM in a chat may never call, whatever their declaration says: server management,
+/// and everything that starts or stops background work.
+pub const DENIED_TOOLS: [&str; 11] = [
     "migrate_storage",
     "export_storage",
     "import_storage",
@@ -34,6 +35,8 @@ pub const DENIED_TOOLS: [&str; 9] = [
     "start_agent",
     "stop_agent",
     "request_process_stop",
+    "start_pipeline",
+    "request_enrichment",
     "ai_chat",
 ];
 

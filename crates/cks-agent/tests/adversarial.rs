@@ -263,11 +263,11 @@ fn world() -> &'static World {
             }
         });
         let harness = Harness::with_config(model.clone(), AiChatConfig::default(), |r| {
-            // In place of the real storage tools, which are declared hidden from the model.
+            // In place of the real storage and process tools, which are declared hidden from the model.
             r.replace(Arc::new(TrapExport));
             r.replace(Arc::new(TrapImport));
             r.replace(Arc::new(TrapMigrate));
-            r.register(Arc::new(TrapStop));
+            r.replace(Arc::new(TrapStop));
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         World { runtime, harness, model, case }
