@@ -25,7 +25,7 @@ use crate::offer::{ChatTool, chat_tool};
 use crate::turn::{Execution, Origin, ToolExecutor};
 
 /// Tools an LLM in a chat may never call, whatever their declaration says.
-pub const DENIED_TOOLS: [&str; 9] = [
+pub const DENIED_TOOLS: [&str; 10] = [
     "migrate_storage",
     "export_storage",
     "import_storage",
@@ -34,6 +34,7 @@ pub const DENIED_TOOLS: [&str; 9] = [
     "start_agent",
     "stop_agent",
     "request_process_stop",
+    "start_pipeline",
     "ai_chat",
 ];
 

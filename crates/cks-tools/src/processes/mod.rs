@@ -8,6 +8,9 @@
 //! them stops it after its current task.
 
 mod critic;
+mod pipeline;
+
+pub use pipeline::PipelineConfig;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -38,6 +41,8 @@ pub struct ProcessesConfig {
     /// LLM tokens the Critic may spend in any hour; over it, it pauses
     /// (`CKS_CRITIC_TOKEN_BUDGET_PER_HOUR`; 0: no limit).
     pub token_budget_per_hour: u64,
+    /// The pipeline process (`CKS_EMBED_PIPELINE_AGENT`, `CKS_PIPELINE_*`).
+    pub pipeline: PipelineConfig,
 }
 
 /// The task types the Critic settles by default: every kind review_dead_letter can propose a
@@ -54,6 +59,7 @@ impl Default for ProcessesConfig {
             liveness_interval: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
             token_budget_per_hour: 100_000,
+            pipeline: PipelineConfig::default(),
         }
     }
 }
@@ -92,6 +98,11 @@ impl Processes {
             let worker = Worker::new(base.clone(), "critic", pace);
             running.push((stop, tokio::spawn(critic::run(worker, config.critic_task_types.clone(), stopped))));
         }
+        if config.pipeline.enabled {
+            let (stop, stopped) = watch::channel(false);
+            let worker = Worker::new(base.clone(), "pipeline", config.pipeline.pace());
+            running.push((stop, tokio::spawn(pipeline::run(worker, config.pipeline.clone(), stopped))));
+        }
         Arc::new(Processes { running: Mutex::new(running), shutdown_timeout: config.shutdown_timeout })
     }
 
@@ -121,6 +132,8 @@ pub(crate) enum Outcome {
     Failed(String),
     /// Nothing can settle it: dead-lettered at once.
     Unsettleable(String),
+    /// Given up without a trace in the queue (a run out of budget): completed, counted as failed.
+    Dropped(String),
 }
 
 /// Where the queue put a task after its outcome was recorded.
@@ -302,7 +315,7 @@ impl Worker {
         let queue = self.ctx.runtime.tasks();
         // A store error here leaves the task claimed; its lease ends and it is claimed again.
         let recorded = match outcome {
-            Outcome::Settled => {
+            Outcome::Settled | Outcome::Dropped(_) => {
                 queue.complete(held).await.map(|done| if done { Recorded::Completed } else { Recorded::Unchanged })
             }
             Outcome::Failed(why) => queue.fail(held, task.retry_count + 1, why).await.map(|failed| match failed {
@@ -323,7 +336,7 @@ impl Worker {
             Ok(recorded) => {
                 match outcome {
                     Outcome::Settled => self.record.tasks_done += 1,
-                    Outcome::Failed(why) | Outcome::Unsettleable(why) => {
+                    Outcome::Failed(why) | Outcome::Unsettleable(why) | Outcome::Dropped(why) => {
                         self.record.tasks_failed += 1;
                         self.record.last_error = Some(format!("task {}: {why}", task.task_id));
                     }
