@@ -70,6 +70,7 @@ trap!(TrapExport, "export_storage");
 trap!(TrapImport, "import_storage");
 trap!(TrapMigrate, "migrate_storage");
 trap!(TrapStop, "request_process_stop");
+trap!(TrapPipeline, "start_pipeline");
 
 /// The other session's graph, registered under this name before every case.
 const OTHER_GRAPH: &str = "the-other-graph";
@@ -263,11 +264,12 @@ fn world() -> &'static World {
             }
         });
         let harness = Harness::with_config(model.clone(), AiChatConfig::default(), |r| {
-            // In place of the real storage tools, which are declared hidden from the model.
+            // In place of the real tools, which are declared hidden from the model.
             r.replace(Arc::new(TrapExport));
             r.replace(Arc::new(TrapImport));
             r.replace(Arc::new(TrapMigrate));
-            r.register(Arc::new(TrapStop));
+            r.replace(Arc::new(TrapStop));
+            r.replace(Arc::new(TrapPipeline));
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         World { runtime, harness, model, case }
