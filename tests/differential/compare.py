@@ -8,7 +8,8 @@ Normalised before comparing:
 - strings that hold JSON (the canonical text, subgraphs, exports) are parsed and compared as
   JSON, wrapped as {"$json": value} on both sides so a string-versus-object difference still shows;
 - ISO-8601 timestamps become "<timestamp>";
-- values under keys that name hashes, durations or the writer's version become placeholders;
+- values under keys that name hashes, durations or the writer's version become placeholders, and
+  so do pipeline run ids (a hash over the session's id);
 - generated ids (UUIDs) are paired: the first time a reference id meets one of ours at the same
   place they are bound to each other, and every later meeting must respect that pairing (both
   servers mint their own ids, so only the pattern of which id is which is comparable).
@@ -29,6 +30,8 @@ HASH_KEYS = re.compile(r"(hash|checksum|digest|fingerprint|signature|etag)", re.
 DURATION_KEYS = re.compile(r"(_ms$|_secs?$|_seconds$|duration|elapsed|latency|uptime)", re.I)
 LIBRARY_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 VERSION_KEYS = {"cks_core_version", "server_version", "cks_mcp_version"}
+# A pipeline run's id is a SHA-256 over its session's id, which each server mints for itself.
+RUN_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def parse_embedded(value):
@@ -57,6 +60,8 @@ def normalise(value, key=None):
             return "<duration>"
         if key in VERSION_KEYS and isinstance(value, str):
             return "<version>"
+        if key == "run_id" and isinstance(value, str) and RUN_ID_RE.match(value):
+            return "<run id>"
         if key == "version" and isinstance(value, str) and LIBRARY_VERSION_RE.match(value):
             # A three-part version is the writing library's (explain's summary); the format's
             # `version` ("1.0") has two parts and is compared.

@@ -1166,6 +1166,49 @@ def storage():
     ]
 
 
+def pipeline():
+    """start_pipeline and list_pipeline_runs with no pipeline process on either side: runs queued
+    and listed (no step runs), a sandboxed run, the same run started twice, and the error paths."""
+    return [
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"plsid": "session_id"}),
+        call("validate_knowledge", {"json_data": Json(doc())}, save={"plempty": "session_id"}),
+        call("list_pipeline_runs", {"session_id": V("plsid")}, label="no runs yet"),
+        call("start_pipeline", {"session_id": V("plsid"), "object_ids": ["earth", "sun"]}),
+        call("list_pipeline_runs", {"session_id": V("plsid")}, label="one run queued"),
+        call("list_pipeline_runs", {"session_id": V("plsid"), "limit": 1}, label="limit"),
+        call("list_pipeline_runs", {"session_id": V("plsid"), "limit": 0}, label="limit 0"),
+        call("start_pipeline", {"session_id": V("plsid"), "object_ids": ["sun", "earth"]}, label="the same run again"),
+        call("start_pipeline", {"session_id": V("plsid"), "object_ids": "mars", "mode": "concurrent",
+                                "schema_version": "v2"}, label="one object, concurrent"),
+        call("list_pipeline_runs", {"session_id": V("plsid")}, unordered=("runs",), label="two runs queued"),
+        call("start_pipeline", {"session_id": V("plsid"), "parent_session_id": V("plsid"), "object_ids": ["moon"]},
+             save={"plsandbox": "sandbox_session_id"}, label="in a sandbox"),
+        call("list_pipeline_runs", {"session_id": V("plsandbox")}, label="the sandbox's run"),
+        call("start_pipeline", {"session_id": V("plempty")}, label="no objects"),
+        call("start_pipeline", {"session_id": V("plsid"), "object_ids": ["pluto"]}, label="unknown object"),
+        call("start_pipeline", {"session_id": V("plsid"), "parent_session_id": UNKNOWN_SESSION},
+             label="unknown parent"),
+        call("start_pipeline", {"session_id": V("plsid"), "mode": "parallel"}, label="unknown mode"),
+        call("start_pipeline", {"session_id": UNKNOWN_SESSION}, label="unknown session"),
+        call("start_pipeline", {}, label="no session"),
+        call("list_pipeline_runs", {"session_id": UNKNOWN_SESSION}, label="unknown session"),
+        call("list_pipeline_runs", {"session_id": V("plsid"), "limit": "x"}, label="limit not a number"),
+        call("list_pipeline_runs", {}, label="no session"),
+        call("start_pipeline", {"session_id": V("plsid")}, label="every object"),
+    ]
+
+
+def processes():
+    """The autonomous processes' tools with no process running on either side."""
+    return [
+        call("list_processes", {}),
+        call("process_status", {"process_kind": "pipeline"}, label="none recorded"),
+        call("process_status", {}, label="no process_kind"),
+        call("request_process_stop", {"process_kind": "pipeline"}, label="none recorded"),
+        call("request_process_stop", {}, label="no process_kind"),
+    ]
+
+
 SCENARIOS = [
     ("mcp-start", mcp_surface_start),
     ("basics", knowledge_basics),
@@ -1191,4 +1234,6 @@ SCENARIOS = [
     ("conflict-queue", conflict_queue, "own-store"),
     ("sweepers-and-resolutions", sweepers_and_resolutions),
     ("arbitration-and-gossip", arbitration_and_gossip),
+    ("pipeline", pipeline),
+    ("processes", processes, "own-store"),
 ]

@@ -52,6 +52,8 @@ class ComparisonRule(unittest.TestCase):
     def test_generated_values_are_normalised(self):
         self.assertEqual(diffs({"at": "2026-01-01T00:00:00.5+00:00", "root_hash": "ab", "took_ms": 3},
                                {"at": "2027-02-02T10:00:00Z", "root_hash": "cd", "took_ms": 9}), [])
+        self.assertEqual(diffs({"run_id": "a" * 64}, {"run_id": "b" * 64}), [])
+        self.assertEqual(diffs({"run_id": None}, {"run_id": "b" * 64})[0][1], "type")
 
     def test_ids_pair_once_and_must_stay_paired(self):
         pairing = IdPairing()

@@ -70,6 +70,7 @@ trap!(TrapExport, "export_storage");
 trap!(TrapImport, "import_storage");
 trap!(TrapMigrate, "migrate_storage");
 trap!(TrapStop, "request_process_stop");
+trap!(TrapPipeline, "start_pipeline");
 
 /// The other session's graph, registered under this name before every case.
 const OTHER_GRAPH: &str = "the-other-graph";
@@ -268,6 +269,7 @@ fn world() -> &'static World {
             r.replace(Arc::new(TrapImport));
             r.replace(Arc::new(TrapMigrate));
             r.replace(Arc::new(TrapStop));
+            r.replace(Arc::new(TrapPipeline));
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         World { runtime, harness, model, case }

@@ -70,7 +70,8 @@ pub struct Config {
     /// Whether the sweepers run, how often, and how long a source check stays fresh (`CKS_SWEEPERS`,
     /// `CKS_SWEEP_INTERVAL_SECONDS`, `CKS_PROVENANCE_TTL_SECONDS`).
     pub sweepers: cks_runtime::SweepersConfig,
-    /// Which autonomous processes run (`CKS_EMBEDDED_AGENTS`, `CKS_EMBED_CRITIC_AGENT`, `CKS_CRITIC_*`).
+    /// Which autonomous processes run (`CKS_EMBEDDED_AGENTS`, `CKS_EMBED_CRITIC_AGENT`, `CKS_CRITIC_*`,
+    /// `CKS_EMBED_PIPELINE_AGENT`, `CKS_PIPELINE_*`).
     pub processes: cks_tools::processes::ProcessesConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
@@ -217,7 +218,7 @@ fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> (HashMap<Strin
 fn processes_config<'a>(
     get: &impl Fn(&str) -> Option<&'a str>,
 ) -> anyhow::Result<cks_tools::processes::ProcessesConfig> {
-    use cks_tools::processes::{CRITIC_TASK_TYPES, ProcessesConfig};
+    use cks_tools::processes::{CRITIC_TASK_TYPES, PipelineConfig, ProcessesConfig};
     let yes = |name: &str| get(name).map(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"));
     let seconds = |name: &str, default: std::time::Duration| {
         get(name).and_then(|v| v.parse().ok()).map_or(default, std::time::Duration::from_secs)
@@ -237,6 +238,30 @@ fn processes_config<'a>(
             types
         }
     };
+    let number = |name: &str| get(name).and_then(|v| v.parse::<u64>().ok());
+    let tokens = |name: &str, default: u32| number(name).map_or(default, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    let hops = |name: &str, default: u32| number(name).map_or(default, |n| n as u32);
+    let pipeline_defaults = PipelineConfig::default();
+    let pipeline = PipelineConfig {
+        enabled: yes("CKS_EMBED_PIPELINE_AGENT").or_else(|| yes("CKS_EMBEDDED_AGENTS")).unwrap_or(false),
+        poll_interval: seconds("CKS_PIPELINE_POLL_INTERVAL", pipeline_defaults.poll_interval),
+        liveness_interval: seconds("CKS_PIPELINE_LIVENESS_INTERVAL", pipeline_defaults.liveness_interval),
+        token_budget_per_hour: number("CKS_PIPELINE_TOKEN_BUDGET_PER_HOUR")
+            .unwrap_or(pipeline_defaults.token_budget_per_hour),
+        researcher_max_tokens: tokens("CKS_PIPELINE_RESEARCHER_MAX_TOKENS", pipeline_defaults.researcher_max_tokens),
+        reviewer_max_tokens: tokens("CKS_PIPELINE_REVIEWER_MAX_TOKENS", pipeline_defaults.reviewer_max_tokens),
+        synthesizer_max_tokens: tokens("CKS_PIPELINE_SYNTHESIZER_MAX_TOKENS", pipeline_defaults.synthesizer_max_tokens),
+        arbiter_max_tokens: tokens("CKS_PIPELINE_ARBITER_MAX_TOKENS", pipeline_defaults.arbiter_max_tokens),
+        synthesizer_query_depth: hops(
+            "CKS_PIPELINE_SYNTHESIZER_QUERY_DEPTH",
+            pipeline_defaults.synthesizer_query_depth,
+        ),
+        arbiter_query_depth: hops("CKS_PIPELINE_ARBITER_QUERY_DEPTH", pipeline_defaults.arbiter_query_depth),
+        run_max_tokens: number("CKS_PIPELINE_MAX_TOKENS").unwrap_or(pipeline_defaults.run_max_tokens),
+        run_max_cost_usd: get("CKS_PIPELINE_MAX_COST_USD")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(pipeline_defaults.run_max_cost_usd),
+    };
     Ok(ProcessesConfig {
         critic: yes("CKS_EMBED_CRITIC_AGENT").or_else(|| yes("CKS_EMBEDDED_AGENTS")).unwrap_or(false),
         critic_task_types,
@@ -246,6 +271,7 @@ fn processes_config<'a>(
         token_budget_per_hour: get("CKS_CRITIC_TOKEN_BUDGET_PER_HOUR")
             .and_then(|v| v.parse().ok())
             .unwrap_or(defaults.token_budget_per_hour),
+        pipeline,
     })
 }
 
@@ -293,6 +319,66 @@ mod tests {
         let err = resolve(&[("CKS_CRITIC_TASK_TYPES", "temporal_conflict,crdt_fork")]).unwrap_err().to_string();
         assert!(err.contains("CKS_CRITIC_TASK_TYPES") && err.contains("contradiction_detected"), "{err}");
         assert!(resolve(&[("CKS_EMBEDDED_AGENTS", "maybe")]).is_err());
+    }
+
+    #[test]
+    fn the_pipeline_runs_when_embedded_with_the_references_step_limits() {
+        use cks_tools::processes::PipelineConfig;
+        let resolve = |vars: &[(&str, &str)]| Config::resolve(&cli(&[]), env(vars)).map(|c| c.processes.pipeline);
+        assert_eq!(resolve(&[]).unwrap(), PipelineConfig::default(), "off by default");
+        let defaults = PipelineConfig::default();
+        assert_eq!(
+            (defaults.researcher_max_tokens, defaults.reviewer_max_tokens),
+            (512, 256),
+            "the reference's defaults"
+        );
+        assert_eq!((defaults.synthesizer_max_tokens, defaults.arbiter_max_tokens), (1024, 512));
+        assert_eq!((defaults.run_max_tokens, defaults.run_max_cost_usd), (100_000, 0.5));
+        let embedded = Config::resolve(&cli(&[]), env(&[("CKS_EMBEDDED_AGENTS", "1")])).unwrap().processes;
+        assert!(embedded.pipeline.enabled && embedded.critic, "CKS_EMBEDDED_AGENTS runs both");
+        let only = resolve(&[("CKS_EMBEDDED_AGENTS", "true"), ("CKS_EMBED_PIPELINE_AGENT", "false")]).unwrap();
+        assert!(!only.enabled);
+        let tuned = resolve(&[
+            ("CKS_EMBED_PIPELINE_AGENT", "yes"),
+            ("CKS_PIPELINE_POLL_INTERVAL", "2"),
+            ("CKS_PIPELINE_LIVENESS_INTERVAL", "3"),
+            ("CKS_PIPELINE_TOKEN_BUDGET_PER_HOUR", "0"),
+            ("CKS_PIPELINE_RESEARCHER_MAX_TOKENS", "100"),
+            ("CKS_PIPELINE_REVIEWER_MAX_TOKENS", "101"),
+            ("CKS_PIPELINE_SYNTHESIZER_MAX_TOKENS", "102"),
+            ("CKS_PIPELINE_ARBITER_MAX_TOKENS", "103"),
+            ("CKS_PIPELINE_SYNTHESIZER_QUERY_DEPTH", "2"),
+            ("CKS_PIPELINE_ARBITER_QUERY_DEPTH", "0"),
+            ("CKS_PIPELINE_MAX_TOKENS", "5000"),
+            ("CKS_PIPELINE_MAX_COST_USD", "1.25"),
+        ])
+        .unwrap();
+        assert_eq!(
+            tuned,
+            PipelineConfig {
+                enabled: true,
+                poll_interval: std::time::Duration::from_secs(2),
+                liveness_interval: std::time::Duration::from_secs(3),
+                token_budget_per_hour: 0,
+                researcher_max_tokens: 100,
+                reviewer_max_tokens: 101,
+                synthesizer_max_tokens: 102,
+                arbiter_max_tokens: 103,
+                synthesizer_query_depth: 2,
+                arbiter_query_depth: 0,
+                run_max_tokens: 5000,
+                run_max_cost_usd: 1.25,
+            }
+        );
+        for (name, value) in [
+            ("CKS_PIPELINE_MAX_COST_USD", "-1"),
+            ("CKS_PIPELINE_MAX_COST_USD", "lots"),
+            ("CKS_PIPELINE_MAX_TOKENS", "0"),
+            ("CKS_PIPELINE_ARBITER_QUERY_DEPTH", "9"),
+        ] {
+            let err = resolve(&[(name, value)]).unwrap_err().to_string();
+            assert!(err.contains(name), "{err}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod events;
 pub mod gallery;
 pub mod health;
 pub mod import;
+pub mod pipeline_runs;
 pub mod processes;
 pub mod reference_db;
 pub mod runtime;

@@ -15,6 +15,8 @@ pub enum Form {
     Port,
     /// A whole number in `min..=max`, counted in `unit`.
     Whole { min: u64, max: u64, unit: &'static str },
+    /// A number of at least 0, decimals allowed, counted in `unit`.
+    Decimal { unit: &'static str },
     /// One of these words (case-insensitive).
     OneOf(&'static [&'static str]),
     /// An `http://` or `https://` URL.
@@ -173,7 +175,7 @@ pub const GROUPS: &[Group] = &[
                 "CKS_EMBEDDED_AGENTS",
                 Form::OneOf(BOOLEAN),
                 Some("false"),
-                "Run every autonomous process in this server (here: the Critic)",
+                "Run every autonomous process in this server (here: the Critic and the pipeline)",
             ),
             var(
                 "CKS_EMBED_CRITIC_AGENT",
@@ -204,6 +206,78 @@ pub const GROUPS: &[Group] = &[
                 whole(0, u64::MAX, "tokens"),
                 Some("100000"),
                 "LLM tokens the Critic may spend in any hour; over it, it pauses (0: no limit)",
+            ),
+            var(
+                "CKS_EMBED_PIPELINE_AGENT",
+                Form::OneOf(BOOLEAN),
+                None,
+                "Run the pipeline, which works through the runs start_pipeline queues (default: CKS_EMBEDDED_AGENTS)",
+            ),
+            var(
+                "CKS_PIPELINE_POLL_INTERVAL",
+                whole(1, 3_600, "seconds"),
+                Some("5"),
+                "How long the idle pipeline waits before looking for tasks again",
+            ),
+            var(
+                "CKS_PIPELINE_LIVENESS_INTERVAL",
+                whole(1, 3_600, "seconds"),
+                Some("30"),
+                "How often the pipeline refreshes its liveness record (it counts as stopped after three missed)",
+            ),
+            var(
+                "CKS_PIPELINE_TOKEN_BUDGET_PER_HOUR",
+                whole(0, u64::MAX, "tokens"),
+                Some("100000"),
+                "LLM tokens the pipeline may spend in any hour; over it, it pauses (0: no limit)",
+            ),
+            var(
+                "CKS_PIPELINE_MAX_TOKENS",
+                whole(1, u64::MAX, "tokens"),
+                Some("100000"),
+                "LLM tokens one pipeline run may spend; its remaining steps fail once it has",
+            ),
+            var(
+                "CKS_PIPELINE_MAX_COST_USD",
+                Form::Decimal { unit: "US dollars" },
+                Some("0.50"),
+                "The same cap for one run in dollars, at $0.000003 a token",
+            ),
+            var(
+                "CKS_PIPELINE_RESEARCHER_MAX_TOKENS",
+                whole(1, 1_000_000, "tokens"),
+                Some("512"),
+                "Output tokens of one Researcher call (a finding about one object)",
+            ),
+            var(
+                "CKS_PIPELINE_REVIEWER_MAX_TOKENS",
+                whole(1, 1_000_000, "tokens"),
+                Some("256"),
+                "Output tokens of one Reviewer call (a verdict on one finding)",
+            ),
+            var(
+                "CKS_PIPELINE_SYNTHESIZER_MAX_TOKENS",
+                whole(1, 1_000_000, "tokens"),
+                Some("1024"),
+                "Output tokens of one Synthesizer call (a run's approved findings as new objects)",
+            ),
+            var(
+                "CKS_PIPELINE_SYNTHESIZER_QUERY_DEPTH",
+                whole(0, 5, "relation hops"),
+                Some("1"),
+                "How far around the synthesized objects the Synthesizer sees the graph",
+            ),
+            var(
+                "CKS_PIPELINE_ARBITER_MAX_TOKENS",
+                whole(1, 1_000_000, "tokens"),
+                Some("512"),
+                "Output tokens of one Arbiter call (a run's contradictions settled)",
+            ),
+            var(
+                "CKS_PIPELINE_ARBITER_QUERY_DEPTH",
+                whole(0, 5, "relation hops"),
+                Some("1"),
+                "How far around the contended relations the Arbiter sees the graph",
             ),
             var(
                 "CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT",
@@ -350,6 +424,7 @@ pub fn accepted(form: Form) -> String {
         Form::Port => "a port number, 0 to 65535".into(),
         Form::Whole { min, max: u64::MAX, unit } => format!("a whole number of {unit}, at least {min}"),
         Form::Whole { min, max, unit } => format!("a whole number of {unit}, {min} to {max}"),
+        Form::Decimal { unit } => format!("a number of {unit}, at least 0"),
         Form::OneOf(words) => format!("one of {}", words.join(", ")),
         Form::Url => "an http:// or https:// URL".into(),
         Form::Origins => "comma-separated origins such as https://studio.example.com or http://localhost:5173".into(),
@@ -369,6 +444,12 @@ pub fn check(form: Form, value: &str) -> Result<(), String> {
             Ok(n) if n > max => Err(format!("{n} is above {max}")),
             Ok(_) => Ok(()),
             Err(_) => Err("not a whole number".into()),
+        },
+        Form::Decimal { .. } => match value.parse::<f64>() {
+            Ok(n) if !n.is_finite() => Err(format!("{value} is not a finite number")),
+            Ok(n) if n < 0.0 => Err(format!("{n} is below 0")),
+            Ok(_) => Ok(()),
+            Err(_) => Err("not a number".into()),
         },
         Form::OneOf(words) => {
             words.iter().any(|w| w.eq_ignore_ascii_case(value)).then_some(()).ok_or_else(|| "not a known choice".into())

@@ -8,74 +8,22 @@
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use cks_runtime::store::{StoreError, TaskRef, TaskRow};
+use cks_runtime::store::TaskRow;
 
-use super::Worker;
+use super::{Held, Outcome, Worker};
 use crate::tools::conflicts::review::{propose, settled};
 
 pub(super) async fn run(mut worker: Worker, task_types: Vec<String>, mut stopped: watch::Receiver<bool>) {
     worker.report().await;
-    while !worker.should_stop(&stopped).await {
-        worker.beat().await;
-        if !worker.within_budget() {
-            worker.idle(&mut stopped).await;
-            continue;
-        }
-        match claim(&worker, &task_types).await {
-            Ok(Some(task)) => settle(&mut worker, task).await,
-            Ok(None) => worker.idle(&mut stopped).await,
-            Err(e) => {
-                worker.record.last_error = Some(format!("claiming a task: {e}"));
-                worker.idle(&mut stopped).await;
+    while let Some(task) = worker.next_task(&task_types, &mut stopped).await {
+        match worker.hold(&task, resolve(&worker, &task)).await {
+            Held::Done(outcome, held) => {
+                worker.finish(&task, held, &outcome).await;
             }
+            Held::Lost(why) => worker.abandon(why).await,
         }
     }
     worker.stopped().await;
-}
-
-/// The next claimable task of the first type that has one.
-async fn claim(worker: &Worker, task_types: &[String]) -> Result<Option<TaskRow>, StoreError> {
-    for task_type in task_types {
-        if let Some(task) = worker.ctx.runtime.tasks().claim(Some(task_type)).await? {
-            return Ok(Some(task));
-        }
-    }
-    Ok(None)
-}
-
-enum Outcome {
-    Settled,
-    /// Worth another try (a provider failed, a commit raced).
-    Failed(String),
-    /// No resolution exists for it.
-    Unsettleable(String),
-}
-
-async fn settle(worker: &mut Worker, task: TaskRow) {
-    worker.record.current_task_id = Some(task.task_id);
-    worker.record.current_task_type = Some(task.task_type.clone());
-    worker.report().await;
-    let outcome = resolve(worker, &task).await;
-    let queue = worker.ctx.runtime.tasks();
-    let held = TaskRef::claimed(&task);
-    // A store error here leaves the task claimed; its lease ends and it is claimed again.
-    let recorded = match &outcome {
-        Outcome::Settled => queue.complete(held).await.map(drop),
-        Outcome::Failed(why) => queue.fail(held, task.retry_count + 1, why).await.map(drop),
-        Outcome::Unsettleable(why) => queue.dead_letter(held, why).await.map(drop),
-    };
-    match (&outcome, recorded) {
-        (_, Err(e)) => worker.record.last_error = Some(format!("recording task {}: {e}", task.task_id)),
-        (Outcome::Settled, Ok(())) => worker.record.tasks_done += 1,
-        (Outcome::Failed(why) | Outcome::Unsettleable(why), Ok(())) => {
-            worker.record.tasks_failed += 1;
-            worker.record.last_error = Some(format!("task {}: {why}", task.task_id));
-        }
-    }
-    worker.record.current_task_id = None;
-    worker.record.current_task_type = None;
-    worker.within_budget();
-    worker.report().await;
 }
 
 async fn resolve(worker: &Worker, task: &TaskRow) -> Outcome {

@@ -8,13 +8,19 @@
 //! them stops it after its current task.
 
 mod critic;
+mod pipeline;
 
+pub use pipeline::PipelineConfig;
+
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use cks_runtime::processes::ProcessRecord;
+use cks_runtime::store::{StoreError, TaskRef, TaskRow};
+use cks_runtime::tasks::Failed;
 
 use crate::context::{LlmAccess, ToolContext};
 
@@ -25,16 +31,18 @@ pub struct ProcessesConfig {
     pub critic: bool,
     /// The task types the Critic claims (`CKS_CRITIC_TASK_TYPES`).
     pub critic_task_types: Vec<String>,
-    /// How long an idle process waits before looking for work again (`CKS_CRITIC_POLL_INTERVAL`).
+    /// How long the idle Critic waits before looking for work again (`CKS_CRITIC_POLL_INTERVAL`).
     pub poll_interval: Duration,
-    /// How often a process refreshes its liveness record (`CKS_CRITIC_LIVENESS_INTERVAL`).
+    /// How often the Critic refreshes its liveness record (`CKS_CRITIC_LIVENESS_INTERVAL`).
     pub liveness_interval: Duration,
     /// How long shutdown waits for a process to finish its task before abandoning it
     /// (`CKS_EMBEDDED_AGENTS_SHUTDOWN_TIMEOUT`).
     pub shutdown_timeout: Duration,
-    /// LLM tokens a process may spend in any hour; over it, it pauses
+    /// LLM tokens the Critic may spend in any hour; over it, it pauses
     /// (`CKS_CRITIC_TOKEN_BUDGET_PER_HOUR`; 0: no limit).
     pub token_budget_per_hour: u64,
+    /// The pipeline process (`CKS_EMBED_PIPELINE_AGENT`, `CKS_PIPELINE_*`).
+    pub pipeline: PipelineConfig,
 }
 
 /// The task types the Critic settles by default: every kind review_dead_letter can propose a
@@ -51,8 +59,17 @@ impl Default for ProcessesConfig {
             liveness_interval: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
             token_budget_per_hour: 100_000,
+            pipeline: PipelineConfig::default(),
         }
     }
+}
+
+/// How one process paces itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pace {
+    pub(crate) poll_interval: Duration,
+    pub(crate) liveness_interval: Duration,
+    pub(crate) token_budget_per_hour: u64,
 }
 
 /// The running processes of one server.
@@ -73,8 +90,18 @@ impl Processes {
         let mut running = Vec::new();
         if config.critic {
             let (stop, stopped) = watch::channel(false);
-            let worker = Worker::new(base.clone(), "critic", config);
+            let pace = Pace {
+                poll_interval: config.poll_interval,
+                liveness_interval: config.liveness_interval,
+                token_budget_per_hour: config.token_budget_per_hour,
+            };
+            let worker = Worker::new(base.clone(), "critic", pace);
             running.push((stop, tokio::spawn(critic::run(worker, config.critic_task_types.clone(), stopped))));
+        }
+        if config.pipeline.enabled {
+            let (stop, stopped) = watch::channel(false);
+            let worker = Worker::new(base.clone(), "pipeline", config.pipeline.pace());
+            running.push((stop, tokio::spawn(pipeline::run(worker, config.pipeline.clone(), stopped))));
         }
         Arc::new(Processes { running: Mutex::new(running), shutdown_timeout: config.shutdown_timeout })
     }
@@ -95,6 +122,36 @@ impl Processes {
     }
 }
 
+/// What became of a task a process worked on.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Done: the task is completed.
+    Settled,
+    /// Worth another try (a provider failed, a commit raced): retried after its backoff,
+    /// dead-lettered past the retry limit.
+    Failed(String),
+    /// Nothing can settle it: dead-lettered at once.
+    Unsettleable(String),
+    /// Given up without a trace in the queue (a run out of budget): completed, counted as failed.
+    Dropped(String),
+}
+
+/// Where the queue put a task after its outcome was recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recorded {
+    Completed,
+    Retrying,
+    DeadLettered,
+    /// The claim no longer held (another worker took the task over), or the store failed.
+    Unchanged,
+}
+
+/// The end of holding a task: the work's result with the claim as last renewed, or the claim lost.
+pub(crate) enum Held<T> {
+    Done(T, TaskRef),
+    Lost(String),
+}
+
 /// What a process needs to work and report: the tool context, its liveness record, timings and
 /// token budget.
 pub(crate) struct Worker {
@@ -109,7 +166,7 @@ pub(crate) struct Worker {
 const HOUR_MS: u64 = 3_600_000;
 
 impl Worker {
-    fn new(mut ctx: ToolContext, kind: &str, config: &ProcessesConfig) -> Self {
+    fn new(mut ctx: ToolContext, kind: &str, pace: Pace) -> Self {
         // Its own client (same settings, its own telemetry), so what it spends is counted apart
         // from every other caller's.
         if let LlmAccess::Ready(client) = &ctx.llm {
@@ -120,11 +177,11 @@ impl Worker {
         }
         Worker {
             ctx,
-            record: ProcessRecord::starting(kind, config.liveness_interval.as_secs_f64()),
-            poll_interval: config.poll_interval,
-            liveness_interval: config.liveness_interval,
+            record: ProcessRecord::starting(kind, pace.liveness_interval.as_secs_f64()),
+            poll_interval: pace.poll_interval,
+            liveness_interval: pace.liveness_interval,
             last_report: None,
-            token_budget_per_hour: config.token_budget_per_hour,
+            token_budget_per_hour: pace.token_budget_per_hour,
         }
     }
 
@@ -181,6 +238,127 @@ impl Worker {
             _ = tokio::time::sleep(self.poll_interval) => {}
             _ = stopped.changed() => {}
         }
+    }
+
+    /// Waits for the next task of `task_types` (the first type that has one wins), beating and
+    /// pausing over budget meanwhile; `None` once the process should stop.
+    async fn next_task(&mut self, task_types: &[String], stopped: &mut watch::Receiver<bool>) -> Option<TaskRow> {
+        loop {
+            if self.should_stop(stopped).await {
+                return None;
+            }
+            self.beat().await;
+            if !self.within_budget() {
+                self.idle(stopped).await;
+                continue;
+            }
+            match self.claim(task_types).await {
+                Ok(Some(task)) => {
+                    self.record.current_task_id = Some(task.task_id);
+                    self.record.current_task_type = Some(task.task_type.clone());
+                    self.report().await;
+                    return Some(task);
+                }
+                Ok(None) => self.idle(stopped).await,
+                Err(e) => {
+                    self.record.last_error = Some(format!("claiming a task: {e}"));
+                    self.idle(stopped).await;
+                }
+            }
+        }
+    }
+
+    async fn claim(&self, task_types: &[String]) -> Result<Option<TaskRow>, StoreError> {
+        for task_type in task_types {
+            if let Some(task) = self.ctx.runtime.tasks().claim(Some(task_type)).await? {
+                return Ok(Some(task));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs `work` on a claimed task, renewing the claim every third of the lease (and the
+    /// liveness record at its interval) while it runs. The claim is never held past its lease: when
+    /// another worker has taken the task over, or a renewal cannot be made before the lease ends,
+    /// the work is dropped and the task left alone.
+    async fn hold<T>(&self, task: &TaskRow, work: impl Future<Output = T>) -> Held<T> {
+        let queue = self.ctx.runtime.tasks();
+        let lease_ms = queue.config().lease.as_millis() as i64;
+        let every = (queue.config().lease / 3).min(self.liveness_interval).max(Duration::from_millis(20));
+        let mut held = TaskRef::claimed(task);
+        let mut record = self.record.clone();
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => return Held::Done(done, held),
+                _ = ticks.tick() => {}
+            }
+            match queue.renew(held).await {
+                Ok(Some(at)) => held.claimed_at_ms = Some(at),
+                Ok(None) => return Held::Lost(format!("task {}: another worker took it over", task.task_id)),
+                Err(e) => {
+                    let claimed_at = held.claimed_at_ms.unwrap_or_default();
+                    let next_tick_ms = cks_runtime::tasks::now_ms() + every.as_millis() as i64;
+                    if next_tick_ms >= claimed_at.saturating_add(lease_ms) {
+                        return Held::Lost(format!("task {}: its claim could not be renewed ({e})", task.task_id));
+                    }
+                }
+            }
+            record.last_heartbeat_at = cks_runtime::runtime::now();
+            let _ = self.ctx.runtime.report_process(&record).await;
+        }
+    }
+
+    /// Records a task's outcome in the queue and in the liveness record.
+    async fn finish(&mut self, task: &TaskRow, held: TaskRef, outcome: &Outcome) -> Recorded {
+        let queue = self.ctx.runtime.tasks();
+        // A store error here leaves the task claimed; its lease ends and it is claimed again.
+        let recorded = match outcome {
+            Outcome::Settled | Outcome::Dropped(_) => {
+                queue.complete(held).await.map(|done| if done { Recorded::Completed } else { Recorded::Unchanged })
+            }
+            Outcome::Failed(why) => queue.fail(held, task.retry_count + 1, why).await.map(|failed| match failed {
+                Failed::Retrying { .. } => Recorded::Retrying,
+                Failed::DeadLettered => Recorded::DeadLettered,
+                Failed::NotFound => Recorded::Unchanged,
+            }),
+            Outcome::Unsettleable(why) => queue
+                .dead_letter(held, why)
+                .await
+                .map(|dead| if dead { Recorded::DeadLettered } else { Recorded::Unchanged }),
+        };
+        let recorded = match recorded {
+            Err(e) => {
+                self.record.last_error = Some(format!("recording task {}: {e}", task.task_id));
+                Recorded::Unchanged
+            }
+            Ok(recorded) => {
+                match outcome {
+                    Outcome::Settled => self.record.tasks_done += 1,
+                    Outcome::Failed(why) | Outcome::Unsettleable(why) | Outcome::Dropped(why) => {
+                        self.record.tasks_failed += 1;
+                        self.record.last_error = Some(format!("task {}: {why}", task.task_id));
+                    }
+                }
+                recorded
+            }
+        };
+        self.done_with_task().await;
+        recorded
+    }
+
+    /// Leaves a task whose claim was lost to whoever holds it now.
+    async fn abandon(&mut self, why: String) {
+        self.record.last_error = Some(why);
+        self.done_with_task().await;
+    }
+
+    async fn done_with_task(&mut self) {
+        self.record.current_task_id = None;
+        self.record.current_task_type = None;
+        self.within_budget();
+        self.report().await;
     }
 
     /// Records a clean stop.

@@ -8,6 +8,7 @@ pub mod export;
 pub mod gallery;
 pub mod knowledge;
 pub mod llm;
+pub mod pipeline;
 pub mod processes;
 pub mod storage;
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(conflicts::tools());
     tools.extend(agents::tools());
     tools.extend(processes::tools());
+    tools.extend(pipeline::tools());
     tools.extend(storage::tools());
     tools
 }

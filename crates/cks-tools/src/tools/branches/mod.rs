@@ -6,6 +6,8 @@ mod fork_sandbox;
 pub(crate) mod merge_branch;
 mod merge_knowledge;
 
+pub(crate) use create_branch::branch_failed;
+
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};

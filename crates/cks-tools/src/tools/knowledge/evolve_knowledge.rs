@@ -44,7 +44,7 @@ pub(crate) struct Output {
     evolved: bool,
     session_id: String,
     /// The version this commit created.
-    version_id: String,
+    pub(crate) version_id: String,
     operations_applied: u64,
     /// Objects in the new state, relations included.
     object_count: u64,

@@ -21,6 +21,17 @@ pub(crate) struct JsonAnswer {
     pub(crate) provider: &'static str,
 }
 
+/// A model's answer as text.
+pub(crate) struct TextAnswer {
+    /// The answer, with anything the client knows to be secret redacted.
+    pub(crate) text: String,
+    /// The model that answered (redacted).
+    pub(crate) model: String,
+    pub(crate) provider: &'static str,
+    /// Input and output tokens the call cost.
+    pub(crate) tokens: u64,
+}
+
 /// Sends `request` and takes the first JSON object (with `array`, array) from the answer.
 ///
 /// Errors, as the reference reports them: a provider that is not configured or failed is
@@ -34,6 +45,18 @@ pub(crate) async fn ask_json(
     tool: &str,
     what: &str,
 ) -> Result<JsonAnswer, ToolError> {
+    let answer = ask_text(ctx, request, tool, what).await?;
+    let value = parse_json(&answer.text, array)?;
+    Ok(JsonAnswer { value, model: answer.model, provider: answer.provider })
+}
+
+/// Sends `request` and returns the answer's text, with the errors of [`ask_json`].
+pub(crate) async fn ask_text(
+    ctx: &ToolContext,
+    request: ChatRequest,
+    tool: &str,
+    what: &str,
+) -> Result<TextAnswer, ToolError> {
     let failed = |mut error: ToolError| {
         if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
             error.code = "internal_error".into();
@@ -48,17 +71,25 @@ pub(crate) async fn ask_json(
             return Err(ToolError::new("cancelled", format!("{tool} was cancelled before the model answered.")));
         }
     };
-    let raw = response.text();
     let redactor = &client.config().redactor;
-    let value = first_json(&raw, array).map_err(|why| {
+    Ok(TextAnswer {
+        text: redactor.redact(&response.text()),
+        model: redactor.redact(&response.model),
+        provider: response.provider.as_str(),
+        tokens: response.usage.input_tokens + response.usage.output_tokens,
+    })
+}
+
+/// The first JSON object (with `array`, array) in a model's answer; `llm_output_parse_error`, with
+/// the start of the answer in `raw_output`, when there is none.
+pub(crate) fn parse_json(raw: &str, array: bool) -> Result<Value, ToolError> {
+    first_json(raw, array).map_err(|why| {
         let message = match why {
             Extraction::NoJson if array => "No JSON array found in the model's answer.".to_owned(),
             Extraction::NoJson => "No JSON object found in the model's answer.".to_owned(),
             Extraction::Truncated => "The model's answer ends inside an unfinished JSON value.".to_owned(),
             Extraction::NotJson(detail) => format!("The model's answer holds no well-formed JSON: {detail}"),
         };
-        ToolError::new("llm_output_parse_error", message)
-            .with("raw_output", redactor.redact(&prefix(&raw, RAW_OUTPUT_CHARS)))
-    })?;
-    Ok(JsonAnswer { value, model: redactor.redact(&response.model), provider: response.provider.as_str() })
+        ToolError::new("llm_output_parse_error", message).with("raw_output", prefix(raw, RAW_OUTPUT_CHARS))
+    })
 }
