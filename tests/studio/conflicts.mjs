@@ -268,7 +268,9 @@ const sweepsOf = async (id) => (await call('agent_status', { agent_id: id })).sw
 await check('the Agents page lists the server\'s sweepers with their status', async () => {
   await page.goto(`${studio}/agents`)
   const agents = (await call('list_agents', {})).agents
-  assert.deepEqual(agents.map((a) => a.agent_id).sort(), ['contradiction', 'inference_staleness', 'temporal_staleness'])
+  assert.deepEqual(agents.map((a) => a.agent_id).sort(), [
+    'contradiction', 'graph_freshness', 'graph_health', 'inference_staleness', 'provenance_staleness', 'temporal_staleness',
+  ])
   await assert.doesNotReject(agentCard(agents[0].agent_id).waitFor())
   const shown = await sweepers.locator('div.rounded.p-3 span.text-sm.font-medium').allInnerTexts()
   assert.deepEqual(shown.sort(), agents.map((a) => a.agent_id).sort())
