@@ -6,29 +6,8 @@
 // browser binary), SCREENSHOTS (a folder, optional).
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { chromium } from 'playwright-core'
 
-const studio = process.env.STUDIO_URL.replace(/\/$/, '')
-const server = process.env.MCP_URL.replace(/\/$/, '')
-const screenshots = process.env.SCREENSHOTS
-
-/** One JSON-RPC request the way the studio sends it: a bare POST, id 1, no handshake. */
-async function rpc(method, params) {
-  const response = await fetch(`${server}/mcp`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  })
-  assert.equal(response.status, 200, `${method}: HTTP ${response.status}`)
-  const reply = await response.json()
-  assert.ok(!reply.error, `${method} ${JSON.stringify(params)}: ${JSON.stringify(reply.error)}`)
-  return reply.result
-}
-
-async function call(name, args) {
-  const result = await rpc('tools/call', { name, arguments: args })
-  return JSON.parse(result.content[0].text)
-}
+import { call, open, rpc, studio } from './harness.mjs'
 
 /** Polls until `probe` answers something truthy. */
 async function until(what, probe, seconds = 20) {
@@ -102,32 +81,8 @@ const ids = {
   contradiction: contradiction.task_id, f1: expired.f1.task_id, f2: expired.f2.task_id, g1: expired.g1.task_id,
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-})
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
-const pageErrors = []
-page.on('pageerror', (error) => pageErrors.push(error.message))
 // The studio is connected to session A (the Dead Letter page filters by the connected session).
-await page.addInitScript(([url, session]) => {
-  if (!localStorage.getItem('cks-studio:mcp-server-url')) localStorage.setItem('cks-studio:mcp-server-url', url)
-  if (!localStorage.getItem('cks-studio:session-id')) localStorage.setItem('cks-studio:session-id', session)
-}, [server, sessionA])
-
-let step = 0
-async function check(title, body) {
-  step += 1
-  try {
-    await body()
-    console.log(`ok ${step} - ${title}`)
-  } catch (error) {
-    console.log(`not ok ${step} - ${title}`)
-    if (screenshots) await page.screenshot({ path: `${screenshots}/conflicts-step-${step}.png`, fullPage: true })
-    throw error
-  }
-}
+const { page, check, finish } = await open('conflicts', sessionA)
 
 // ---- The Dead Letter page ----
 
@@ -340,8 +295,4 @@ await check('the standalone processes part answers for itself and leaves the swe
   for (const agent of (await call('list_agents', {})).agents) await expectCard(agent)
 })
 
-// The dev server serves no service worker script; that failure is the studio's, not the server's.
-const errors = pageErrors.filter((message) => !message.startsWith('Failed to register a ServiceWorker'))
-assert.deepEqual(errors, [], 'uncaught errors in the page')
-await browser.close()
-console.log(`1..${step}`)
+await finish()

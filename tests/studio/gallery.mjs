@@ -3,24 +3,8 @@
 // own answers. Arguments come from the environment: STUDIO_URL (a running cks-studio), MCP_URL (our
 // server's base URL), CHROMIUM (the browser binary), SCREENSHOTS (a folder, optional).
 import assert from 'node:assert/strict'
-import { chromium } from 'playwright-core'
 
-const studio = process.env.STUDIO_URL.replace(/\/$/, '')
-const server = process.env.MCP_URL.replace(/\/$/, '')
-const screenshots = process.env.SCREENSHOTS
-
-/** One tool call the way the studio sends it: a bare JSON-RPC POST, id 1, no handshake. */
-async function call(name, args) {
-  const response = await fetch(`${server}/mcp`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }),
-  })
-  assert.equal(response.status, 200, `${name}: HTTP ${response.status}`)
-  const reply = await response.json()
-  assert.ok(!reply.error, `${name}: ${JSON.stringify(reply.error)}`)
-  return JSON.parse(reply.result.content[0].text)
-}
+import { call, open, studio } from './harness.mjs'
 
 async function graph(ids, relations = []) {
   const objects = ids.map((id) => ({ identity: { id, type: 'Concept', name: `Name ${id}` } }))
@@ -44,30 +28,7 @@ await call('register_graph', { name: named('biology'), session_id: biology, desc
 await call('register_graph', { name: named('lab'), session_id: lab, description: 'Team notes', tags: 'internal', visibility: 'team', team: `lab-${run}` })
 await call('register_graph', { name: named('secret'), session_id: secret, description: 'Private notes', tags: 'science' })
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-})
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
-const pageErrors = []
-page.on('pageerror', (error) => pageErrors.push(error.message))
-await page.addInitScript((url) => {
-  if (!localStorage.getItem('cks-studio:mcp-server-url')) localStorage.setItem('cks-studio:mcp-server-url', url)
-}, server)
-
-let step = 0
-async function check(title, body) {
-  step += 1
-  try {
-    await body()
-    console.log(`ok ${step} - ${title}`)
-  } catch (error) {
-    console.log(`not ok ${step} - ${title}`)
-    if (screenshots) await page.screenshot({ path: `${screenshots}/gallery-step-${step}.png`, fullPage: true })
-    throw error
-  }
-}
+const { page, check, finish } = await open('gallery')
 
 const card = (name) => page.locator('div.rounded.p-3').filter({ has: page.getByRole('heading', { name, exact: true }) })
 const cardNames = async () => (await page.locator('div.rounded.p-3 h3').allInnerTexts()).filter((n) => n.endsWith(run)).sort()
@@ -216,8 +177,4 @@ await check('removing a graph from the gallery keeps its session', async () => {
   assert.deepEqual(kept.map((o) => o.identity.id), ['zeta'])
 })
 
-// The dev server serves no service worker script; that failure is the studio's, not the server's.
-const errors = pageErrors.filter((message) => !message.startsWith('Failed to register a ServiceWorker'))
-assert.deepEqual(errors, [], 'uncaught errors in the page')
-await browser.close()
-console.log(`1..${step}`)
+await finish()
