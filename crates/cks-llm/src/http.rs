@@ -369,7 +369,7 @@ async fn read_limited(resp: reqwest::Response) -> Vec<u8> {
 }
 
 /// The error and its causes on one line (reqwest's top-level message alone rarely says what failed).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut source = e.source();
     while let Some(s) = source {

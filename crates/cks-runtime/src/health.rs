@@ -29,8 +29,7 @@ pub fn parse_time(text: &str) -> Option<OffsetDateTime> {
 
 /// Whether an entry updated at `updated_at` is fresh at `now`; `None` when the time cannot be read.
 pub fn is_fresh(updated_at: &str, now: OffsetDateTime) -> Option<bool> {
-    let updated = OffsetDateTime::parse(updated_at, &Rfc3339).ok()?;
-    Some(now - updated < FRESHNESS_TTL)
+    Some(now - parse_time(updated_at)? < FRESHNESS_TTL)
 }
 
 /// What the graph itself shows: counted once, scored by [`GraphHealth`].
@@ -109,10 +108,8 @@ impl GraphHealth {
 
     /// When the score next changes by itself (the entry or a record ages), if it does.
     pub fn next_change(&self, updated_at: &str) -> Option<OffsetDateTime> {
-        let entry_ages = (self.fresh == Some(true))
-            .then(|| OffsetDateTime::parse(updated_at, &Rfc3339).ok())
-            .flatten()
-            .map(|at| at + FRESHNESS_TTL);
+        let entry_ages =
+            (self.fresh == Some(true)).then(|| parse_time(updated_at)).flatten().map(|at| at + FRESHNESS_TTL);
         [entry_ages, self.content.next_record_expiry].into_iter().flatten().min()
     }
 }
