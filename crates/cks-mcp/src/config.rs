@@ -218,7 +218,9 @@ fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> (HashMap<Strin
 fn processes_config<'a>(
     get: &impl Fn(&str) -> Option<&'a str>,
 ) -> anyhow::Result<cks_tools::processes::ProcessesConfig> {
-    use cks_tools::processes::{CRITIC_TASK_TYPES, PipelineConfig, ProcessesConfig};
+    use cks_tools::processes::{
+        CRITIC_TASK_TYPES, EnrichmentConfig, PipelineConfig, ProcessesConfig, Source, SourcePolicy,
+    };
     let yes = |name: &str| get(name).map(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"));
     let seconds = |name: &str, default: std::time::Duration| {
         get(name).and_then(|v| v.parse().ok()).map_or(default, std::time::Duration::from_secs)
@@ -262,6 +264,49 @@ fn processes_config<'a>(
             .and_then(|v| v.parse().ok())
             .unwrap_or(pipeline_defaults.run_max_cost_usd),
     };
+    let enrichment_defaults = EnrichmentConfig::default();
+    let list = |name: &str| -> Vec<String> {
+        get(name)
+            .map_or_else(Vec::new, |v| v.split(',').map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect())
+    };
+    let lower = |items: Vec<String>| items.into_iter().map(|i| i.to_ascii_lowercase()).collect::<Vec<_>>();
+    let endpoint =
+        |name: &str, default: &str| -> String { get(name).map_or_else(|| default.to_owned(), |v| v.to_owned()) };
+    let names = match lower(list("CKS_ENRICHMENT_ADAPTERS")) {
+        names if names.is_empty() => Source::NAMES.map(str::to_owned).to_vec(),
+        names => names,
+    };
+    let sources = names
+        .iter()
+        .map(|name| match name.as_str() {
+            "wikipedia" => {
+                Ok(Source::Wikipedia { endpoint: endpoint("CKS_ENRICHMENT_WIKIPEDIA_URL", Source::WIKIPEDIA) })
+            }
+            "arxiv" => Ok(Source::Arxiv { endpoint: endpoint("CKS_ENRICHMENT_ARXIV_URL", Source::ARXIV) }),
+            other => Err(anyhow::anyhow!(
+                "CKS_ENRICHMENT_ADAPTERS names '{other}', which is not a source: expected some of {}",
+                Source::NAMES.join(", ")
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let enrichment = EnrichmentConfig {
+        enabled: yes("CKS_EMBED_ENRICHMENT_AGENT").or_else(|| yes("CKS_EMBEDDED_AGENTS")).unwrap_or(false),
+        poll_interval: seconds("CKS_ENRICHMENT_POLL_INTERVAL", enrichment_defaults.poll_interval),
+        liveness_interval: seconds("CKS_ENRICHMENT_LIVENESS_INTERVAL", enrichment_defaults.liveness_interval),
+        sources,
+        limit_per_source: number("CKS_ENRICHMENT_LIMIT_PER_ADAPTER")
+            .map_or(enrichment_defaults.limit_per_source, |n| n as usize),
+        min_score: get("CKS_ENRICHMENT_MIN_SCORE")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(enrichment_defaults.min_score),
+        max_ingests: number("CKS_ENRICHMENT_MAX_INGESTS").map_or(enrichment_defaults.max_ingests, |n| n as usize),
+        policy: SourcePolicy {
+            allow_domains: lower(list("CKS_ENRICHMENT_ALLOW_DOMAINS")),
+            block_domains: lower(list("CKS_ENRICHMENT_BLOCK_DOMAINS")),
+            allow_url_prefixes: list("CKS_ENRICHMENT_ALLOW_URL_PREFIXES"),
+            block_url_prefixes: list("CKS_ENRICHMENT_BLOCK_URL_PREFIXES"),
+        },
+    };
     Ok(ProcessesConfig {
         critic: yes("CKS_EMBED_CRITIC_AGENT").or_else(|| yes("CKS_EMBEDDED_AGENTS")).unwrap_or(false),
         critic_task_types,
@@ -272,6 +317,7 @@ fn processes_config<'a>(
             .and_then(|v| v.parse().ok())
             .unwrap_or(defaults.token_budget_per_hour),
         pipeline,
+        enrichment,
     })
 }
 
@@ -319,6 +365,35 @@ mod tests {
         let err = resolve(&[("CKS_CRITIC_TASK_TYPES", "temporal_conflict,crdt_fork")]).unwrap_err().to_string();
         assert!(err.contains("CKS_CRITIC_TASK_TYPES") && err.contains("contradiction_detected"), "{err}");
         assert!(resolve(&[("CKS_EMBEDDED_AGENTS", "maybe")]).is_err());
+    }
+
+    #[test]
+    fn enrichment_runs_when_embedded_searching_the_configured_sources() {
+        use cks_tools::processes::{EnrichmentConfig, Source};
+        let resolve = |vars: &[(&str, &str)]| Config::resolve(&cli(&[]), env(vars)).map(|c| c.processes.enrichment);
+        assert_eq!(resolve(&[]).unwrap(), EnrichmentConfig::default(), "off by default");
+        assert!(resolve(&[("CKS_EMBEDDED_AGENTS", "true")]).unwrap().enabled);
+        let config = resolve(&[
+            ("CKS_EMBED_ENRICHMENT_AGENT", "true"),
+            ("CKS_ENRICHMENT_ADAPTERS", " Arxiv ,"),
+            ("CKS_ENRICHMENT_ARXIV_URL", "http://127.0.0.1:9/query"),
+            ("CKS_ENRICHMENT_MIN_SCORE", "0.7"),
+            ("CKS_ENRICHMENT_MAX_INGESTS", "4"),
+            ("CKS_ENRICHMENT_BLOCK_DOMAINS", "Example.COM, ,"),
+            ("CKS_ENRICHMENT_ALLOW_URL_PREFIXES", "https://x.org/Wiki/"),
+        ])
+        .unwrap();
+        assert!(config.enabled);
+        assert_eq!(config.sources, [Source::Arxiv { endpoint: "http://127.0.0.1:9/query".into() }]);
+        assert_eq!((config.min_score, config.max_ingests), (0.7, 4));
+        assert_eq!(config.policy.block_domains, ["example.com"]);
+        assert_eq!(config.policy.allow_url_prefixes, ["https://x.org/Wiki/"], "a path keeps its case");
+        let defaults = resolve(&[("CKS_ENRICHMENT_WIKIPEDIA_URL", "http://127.0.0.1:9/w/api.php")]).unwrap();
+        assert_eq!(defaults.sources[0], Source::Wikipedia { endpoint: "http://127.0.0.1:9/w/api.php".into() });
+        assert_eq!(defaults.sources[1], Source::Arxiv { endpoint: Source::ARXIV.into() });
+        let err = resolve(&[("CKS_ENRICHMENT_ADAPTERS", "wikipedia,pubmed")]).unwrap_err().to_string();
+        assert!(err.contains("pubmed") && err.contains("wikipedia, arxiv"), "{err}");
+        assert!(resolve(&[("CKS_ENRICHMENT_ARXIV_URL", "ftp://x")]).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Test support for the cks-mcp workspace: a scripted LLM provider server, and throw-away PostgreSQL
-//! servers ([`postgres`]).
+//! Test support for the cks-mcp workspace: a scripted LLM provider server, throw-away PostgreSQL
+//! servers ([`postgres`]), and a small web server for pages a test fetches ([`web`]).
 //!
 //! [`ProviderServer`] listens on `127.0.0.1` (a free port) and speaks four wire formats at once: Anthropic
 //! Messages, OpenAI-compatible chat completions, Google Gemini `generateContent` and Ollama `/api/chat`, each
@@ -42,6 +42,7 @@ pub mod postgres;
 mod provider;
 mod script;
 mod server;
+pub mod web;
 
 pub use provider::Provider;
 pub use script::{DEFAULT_USAGE, Reply, ToolCall};

@@ -8,6 +8,7 @@ pub mod context;
 pub mod convert;
 pub mod error;
 pub mod fetch;
+pub mod html;
 pub(crate) mod inference;
 pub mod processes;
 pub mod provenance;

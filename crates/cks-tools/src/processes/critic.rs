@@ -5,7 +5,7 @@
 //! is dead-lettered at once. A model decides where the resolution asks one to (an inference
 //! conflict's winner, a merge's conflicts); rules decide the rest.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use cks_runtime::store::TaskRow;
@@ -36,10 +36,7 @@ async fn resolve(worker: &Worker, task: &TaskRow) -> Outcome {
     let Some(registry) = worker.ctx.registry.clone() else {
         return Outcome::Failed("no tool registry to run the resolution".into());
     };
-    let mut ctx = worker.ctx.clone();
-    ctx.audit.insert("process".into(), json!(worker.record.process_kind));
-    ctx.audit.insert("process_instance".into(), json!(worker.record.instance_id));
-    ctx.audit.insert("task_id".into(), json!(task.task_id));
+    let ctx = worker.task_context(task);
     match registry.call(tool, arguments.clone(), &ctx).await {
         Ok(result) if settled(&result) => Outcome::Settled,
         Ok(result) => Outcome::Failed(format!("{tool}: {}", describe(&result))),

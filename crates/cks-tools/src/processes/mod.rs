@@ -8,8 +8,10 @@
 //! them stops it after its current task.
 
 mod critic;
+mod enrichment;
 mod pipeline;
 
+pub use enrichment::{EnrichmentConfig, Source, SourcePolicy};
 pub use pipeline::PipelineConfig;
 
 use std::future::Future;
@@ -43,6 +45,8 @@ pub struct ProcessesConfig {
     pub token_budget_per_hour: u64,
     /// The pipeline process (`CKS_EMBED_PIPELINE_AGENT`, `CKS_PIPELINE_*`).
     pub pipeline: PipelineConfig,
+    /// The Enrichment process (`CKS_EMBED_ENRICHMENT_AGENT`, `CKS_ENRICHMENT_*`).
+    pub enrichment: EnrichmentConfig,
 }
 
 /// The task types the Critic settles by default: every kind review_dead_letter can propose a
@@ -60,6 +64,7 @@ impl Default for ProcessesConfig {
             shutdown_timeout: Duration::from_secs(10),
             token_budget_per_hour: 100_000,
             pipeline: PipelineConfig::default(),
+            enrichment: EnrichmentConfig::default(),
         }
     }
 }
@@ -102,6 +107,11 @@ impl Processes {
             let (stop, stopped) = watch::channel(false);
             let worker = Worker::new(base.clone(), "pipeline", config.pipeline.pace());
             running.push((stop, tokio::spawn(pipeline::run(worker, config.pipeline.clone(), stopped))));
+        }
+        if config.enrichment.enabled {
+            let (stop, stopped) = watch::channel(false);
+            let worker = Worker::new(base.clone(), "enrichment", config.enrichment.pace());
+            running.push((stop, tokio::spawn(enrichment::run(worker, config.enrichment.clone(), stopped))));
         }
         Arc::new(Processes { running: Mutex::new(running), shutdown_timeout: config.shutdown_timeout })
     }
@@ -183,6 +193,16 @@ impl Worker {
             last_report: None,
             token_budget_per_hour: pace.token_budget_per_hour,
         }
+    }
+
+    /// The context a task's tool calls and commits run in: the process's, its commits naming the
+    /// process and the task.
+    fn task_context(&self, task: &TaskRow) -> ToolContext {
+        let mut ctx = self.ctx.clone();
+        ctx.audit.insert("process".into(), serde_json::json!(self.record.process_kind));
+        ctx.audit.insert("process_instance".into(), serde_json::json!(self.record.instance_id));
+        ctx.audit.insert("task_id".into(), serde_json::json!(task.task_id));
+        ctx
     }
 
     /// Counts the tokens spent so far and pauses the process while the last hour's exceed its

@@ -34,7 +34,6 @@ use cks_runtime::pipeline_runs::{PipelineRun, PipelineWork, WorkStatus};
 use cks_runtime::store::TaskRow;
 
 use super::{Held, Outcome, Pace, Recorded, Worker};
-use crate::context::ToolContext;
 use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
 use crate::tools::llm::json_answer::{TextAnswer, ask_text};
 use crate::tools::pipeline::{Payload, Step, enqueue};
@@ -329,10 +328,7 @@ impl Job<'_> {
         operations: Vec<Operation>,
         answer: Option<&TextAnswer>,
     ) -> Result<String, Failure> {
-        let mut ctx: ToolContext = self.worker.ctx.clone();
-        ctx.audit.insert("process".into(), json!(self.worker.record.process_kind));
-        ctx.audit.insert("process_instance".into(), json!(self.worker.record.instance_id));
-        ctx.audit.insert("task_id".into(), json!(self.task.task_id));
+        let mut ctx = self.worker.task_context(self.task);
         ctx.audit.insert("step".into(), json!(self.step.name()));
         ctx.audit.insert("run_id".into(), json!(self.run.run_id));
         if let Some(answer) = answer {

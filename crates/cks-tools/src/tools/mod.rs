@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod branches;
 pub mod conflicts;
+pub mod enrichment;
 pub mod explore;
 pub mod export;
 pub mod gallery;
@@ -33,6 +34,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(agents::tools());
     tools.extend(processes::tools());
     tools.extend(pipeline::tools());
+    tools.extend(enrichment::tools());
     tools.extend(storage::tools());
     tools
 }

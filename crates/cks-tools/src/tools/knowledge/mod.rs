@@ -1,7 +1,9 @@
-//! Knowledge lifecycle: validate, serialize, explain, evolve, suggest, and verify a source.
+//! Knowledge lifecycle: validate, serialize, explain, evolve, suggest, verify a source, and read a web
+//! page.
 
 pub(crate) mod evolve_knowledge;
 mod explain_knowledge;
+pub(crate) mod ingest_document;
 mod serialize_knowledge;
 mod suggest_evolution;
 mod validate_knowledge;
@@ -19,5 +21,6 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(evolve_knowledge::EvolveKnowledge),
         Arc::new(suggest_evolution::SuggestEvolution),
         Arc::new(verify_source::VerifySource),
+        Arc::new(ingest_document::IngestDocument),
     ]
 }

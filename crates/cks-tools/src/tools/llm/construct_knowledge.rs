@@ -25,7 +25,7 @@ const RAW_OUTPUT_CHARS: usize = 1000;
 /// Characters of the extracted JSON echoed back in parse and validation errors.
 const RAW_JSON_CHARS: usize = 2000;
 
-const SYSTEM_PROMPT: &str = r#"You turn text into a Canonical Knowledge Structure (CKS): a knowledge graph written as JSON.
+pub(crate) const SYSTEM_PROMPT: &str = r#"You turn text into a Canonical Knowledge Structure (CKS): a knowledge graph written as JSON.
 
 Answer with exactly one JSON object and nothing else: no explanation, no markdown fences. Its shape:
 {"version": "1.0", "objects": [ ...object records... ]}
