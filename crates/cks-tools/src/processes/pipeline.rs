@@ -316,7 +316,8 @@ impl Job<'_> {
         let what = format!("LLM {} call", self.step.name());
         let answer = ask_text(&self.worker.ctx, request, self.step.tool(), &what)
             .await
-            .map_err(|e| self.retry(format!("{}: {}", e.code, e.message)))?;
+            // The message names what failed ("Internal error: LLM Researcher call failed: ...").
+            .map_err(|e| self.retry(e.message))?;
         self.spent.fetch_add(answer.tokens, Ordering::Relaxed);
         Ok(answer)
     }

@@ -1,5 +1,7 @@
-//! `list_dead_lettered_conflicts`: the conflict tasks given up on, oldest first, for review. A
-//! report, not a work queue: nothing is claimed or removed.
+//! `list_dead_lettered_conflicts`: the tasks given up on, oldest first, for review — conflict tasks,
+//! and the autonomous processes' tasks (a pipeline step, an enrichment request) too, as the
+//! reference's storage lists them, so the studio's dead-letter inbox shows every task a run or a
+//! request points to. A report, not a work queue: nothing is claimed or removed.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,7 +15,7 @@ use crate::tool::{Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// Only dead-lettered tasks of this type (default: both).
+    /// Only dead-lettered tasks of this conflict type (default: every dead-lettered task).
     pub(crate) task_type: Option<ConflictType>,
     /// Only dead-lettered tasks of this session (default: every session).
     pub(crate) session_id: Option<String>,
@@ -44,10 +46,12 @@ impl Tool for ListDeadLetteredConflicts {
     type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "list_dead_lettered_conflicts",
-        description: "List the conflict tasks given up on (dead_letter_conflict_task, or failed more often than \
-            allowed), oldest first, for review: optionally only one task_type ('gossip_conflict', \
-            'inference_conflict', 'contradiction_detected', 'temporal_conflict' or 'provenance_conflict') or one session. Read-only. Returns {tasks: [{task_id, task_type, session_id, \
-            payload, retry_count, last_error, created_at}], count, supported: true}.",
+        description: "List the tasks given up on (dead_letter_conflict_task, or failed more often than allowed), \
+            oldest first, for review: conflict tasks and the autonomous processes' tasks alike (a pipeline step, an \
+            enrichment request); optionally only one conflict task_type ('gossip_conflict', 'inference_conflict', \
+            'contradiction_detected', 'temporal_conflict' or 'provenance_conflict') or one session. Read-only. \
+            Returns {tasks: [{task_id, task_type, session_id, payload, retry_count, last_error, created_at}], count, \
+            supported: true}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -64,7 +68,6 @@ impl Tool for ListDeadLetteredConflicts {
             task_type: input.task_type.map(|t| t.as_str().to_owned()),
             session_id: input.session_id.filter(|s| !s.is_empty()),
         };
-        let conflict_types = ConflictType::ALL.map(ConflictType::as_str);
         let tasks: Vec<DeadTask> = ctx
             .runtime
             .tasks()
@@ -72,7 +75,6 @@ impl Tool for ListDeadLetteredConflicts {
             .await
             .map_err(store_error)?
             .into_iter()
-            .filter(|task| conflict_types.contains(&task.task_type.as_str()))
             .map(|task| DeadTask {
                 last_error: task.last_error.clone(),
                 created_at: timestamp(task.created_at_ms),
@@ -105,14 +107,14 @@ mod tests {
         };
         let a = queue_dead("inference_conflict", "s1").await;
         let b = queue_dead("gossip_conflict", "s2").await;
-        queue_dead("enrichment_request", "s1").await;
+        let c = queue_dead("enrichment_request", "s1").await;
         queue(&ctx, "inference_conflict", "s1", json!({})).await;
         let ids = |v: &serde_json::Value| {
             v["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].clone()).collect::<Vec<_>>()
         };
 
         let all = call(&ctx, "list_dead_lettered_conflicts", json!({})).await;
-        assert_eq!((ids(&all), all["count"].as_u64()), (vec![json!(a), json!(b)], Some(2)));
+        assert_eq!((ids(&all), all["count"].as_u64()), (vec![json!(a), json!(b), json!(c)], Some(3)));
         assert_eq!(all["tasks"][0]["payload"], json!({"of": "s1"}));
         let of_s2 = call(&ctx, "list_dead_lettered_conflicts", json!({"session_id": "s2"})).await;
         assert_eq!(ids(&of_s2), [json!(b)]);

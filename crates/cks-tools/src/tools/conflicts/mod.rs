@@ -80,16 +80,6 @@ pub(crate) enum ConflictType {
 }
 
 impl ConflictType {
-    pub(crate) const ALL: [ConflictType; 7] = [
-        ConflictType::GossipConflict,
-        ConflictType::InferenceConflict,
-        ConflictType::ContradictionDetected,
-        ConflictType::TemporalConflict,
-        ConflictType::ProvenanceConflict,
-        ConflictType::GraphOutdated,
-        ConflictType::HealthCheck,
-    ];
-
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             ConflictType::GossipConflict => "gossip_conflict",
