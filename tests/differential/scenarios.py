@@ -1209,6 +1209,25 @@ def processes():
     ]
 
 
+def enrichment():
+    """request_enrichment queueing (no Enrichment process on either side) and its errors, and
+    ingest_document's refusals and missing arguments (nothing here reaches the network)."""
+    steps = [call("ingest_document", {"url": url}, label=f"unsafe: {label}") for url, label in UNSAFE_URLS]
+    return steps + [
+        call("ingest_document", {}, label="no url"),
+        call("ingest_document", {"url": ""}, label="empty url"),
+        call("validate_knowledge", {"json_data": Json(SOLAR)}, save={"ensid": "session_id"}),
+        call("request_enrichment", {"session_id": V("ensid"), "object_id": "earth"}),
+        call("request_enrichment", {"session_id": V("ensid"), "object_id": "earth", "query": "blue planet"},
+             label="with a query"),
+        call("list_dead_lettered_conflicts", {"session_id": V("ensid")}, label="nothing dead"),
+        call("request_enrichment", {"session_id": V("ensid"), "object_id": "pluto"}, label="unknown object"),
+        call("request_enrichment", {"session_id": UNKNOWN_SESSION, "object_id": "earth"}, label="unknown session"),
+        call("request_enrichment", {"session_id": V("ensid")}, label="no object_id"),
+        call("request_enrichment", {"object_id": "earth"}, label="no session"),
+    ]
+
+
 SCENARIOS = [
     ("mcp-start", mcp_surface_start),
     ("basics", knowledge_basics),
@@ -1236,4 +1255,5 @@ SCENARIOS = [
     ("arbitration-and-gossip", arbitration_and_gossip),
     ("pipeline", pipeline),
     ("processes", processes, "own-store"),
+    ("enrichment", enrichment, "own-store"),
 ]
