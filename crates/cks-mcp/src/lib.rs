@@ -97,6 +97,11 @@ pub fn describe_storage(config: &Config) -> String {
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config).await?;
     eprintln!("cks-mcp {}: {}", env!("CARGO_PKG_VERSION"), describe_storage(&config));
+    let secret = config.env.get(secret::SECRET_VAR).map(String::as_str);
+    let key = match config.storage {
+        Storage::Postgres(_) => secret::load_shared(secret, &config.data_dir, store.as_ref()).await?,
+        Storage::Sqlite(_) | Storage::Memory => secret::load(secret, &config.data_dir)?,
+    };
     let runtime_config = RuntimeConfig { queue: config.queue.clone(), ..RuntimeConfig::default() };
     let runtime = Arc::new(Runtime::new(store, runtime_config));
     let mut registry = Registry::standard();
@@ -106,7 +111,6 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
-    let key = secret::load(config.env.get(secret::SECRET_VAR).map(String::as_str), &config.data_dir)?;
     let sweepers = Sweepers::start(runtime.clone(), &config.sweepers).await?;
     let server = CksServer::new(runtime, registry, llm)
         .with_provenance(key)

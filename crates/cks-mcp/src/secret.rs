@@ -4,6 +4,10 @@
 //! bytes of `<data dir>/.cks_provenance_secret`, else 32 fresh random bytes written to that file
 //! (mode 0600) so that records signed before a restart still verify after it. This is the
 //! reference server's scheme, so its file or variable can be brought along with imported data.
+//!
+//! Servers sharing a PostgreSQL database each have a data directory of their own, yet must sign
+//! alike: a record one signed has to verify on every other. Without `CKS_MCP_SECRET` they use the
+//! secret the database keeps, which the first of them to start put there ([`load_shared`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -33,6 +37,31 @@ pub fn load(secret: Option<&str>, data_dir: &Path) -> anyhow::Result<ProvenanceK
     create_private(&path, &fresh)?;
     // Another process may have won the race to create it: its secret is the one to use.
     Ok(ProvenanceKey::new(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?))
+}
+
+/// The setting holding the secret of servers sharing a database (never exported with the data).
+pub const SHARED_SETTING: &str = "provenance_secret";
+
+/// The key of servers sharing `store`: `CKS_MCP_SECRET` when set (then it must be the same on every
+/// server), else the one the store keeps — the first server to ask offers its data directory's
+/// secret (so records it signed before keep verifying), or fresh random bytes.
+pub async fn load_shared(
+    secret: Option<&str>,
+    data_dir: &Path,
+    store: &dyn cks_runtime::store::Store,
+) -> anyhow::Result<ProvenanceKey> {
+    if let Some(text) = secret.filter(|s| !s.is_empty()) {
+        return decode(text).map(ProvenanceKey::new);
+    }
+    let path = data_dir.join(SECRET_FILE);
+    let offered = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => rand::random::<[u8; 32]>().to_vec(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let offered: String = offered.iter().map(|b| format!("{b:02x}")).collect();
+    let kept = store.setting_or_insert(SHARED_SETTING, &offered).await.context("reading the database's secret")?;
+    hex_decode(&kept).map(ProvenanceKey::new).context("the database's provenance secret is not hex")
 }
 
 /// Writes a new file readable by its owner only; an existing file is left alone.
@@ -148,5 +177,22 @@ mod tests {
         let from_hex = load(Some("010203"), tempfile::tempdir().unwrap().path()).unwrap();
         assert_eq!(from_file, from_hex, "the file's bytes, given as hex, are the same secret");
         assert_ne!(load(Some("other"), dir.path()).unwrap(), from_file);
+    }
+
+    #[tokio::test]
+    async fn servers_sharing_a_store_sign_alike_with_the_first_ones_secret() {
+        let store = cks_runtime::store::memory::MemoryStore::new();
+        let with_file = tempfile::tempdir().unwrap();
+        std::fs::write(with_file.path().join(SECRET_FILE), b"\x01\x02\x03").unwrap();
+        let first = load_shared(None, with_file.path(), &store).await.unwrap();
+        assert_eq!(first, load(None, with_file.path()).unwrap(), "its earlier records still verify");
+        let fresh = tempfile::tempdir().unwrap();
+        let second = load_shared(None, fresh.path(), &store).await.unwrap();
+        assert!(verifies_under(&first, &second), "another server on the store verifies the first's records");
+        assert!(!fresh.path().join(SECRET_FILE).exists(), "no file of its own");
+        assert_eq!(load_shared(Some("010203"), fresh.path(), &store).await.unwrap(), first, "the variable wins");
+        let empty = cks_runtime::store::memory::MemoryStore::new();
+        let random = load_shared(None, fresh.path(), &empty).await.unwrap();
+        assert_eq!(load_shared(None, with_file.path(), &empty).await.unwrap(), random, "whoever came first");
     }
 }

@@ -1,6 +1,7 @@
 //! Several `cks-mcp` processes on one PostgreSQL database behave as one server: a commit on one is
-//! read on another, `/events` on one streams the commits of another, and writers on the same
-//! session through different replicas lose no update.
+//! read on another, `/events` on one streams the commits of another, writers on the same session
+//! through different replicas lose no update, and a queued task is worked once whichever replica's
+//! process claims it.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,12 +24,18 @@ struct Replica {
 
 impl Replica {
     async fn start(db_url: &str) -> Replica {
+        Replica::start_with(db_url, &[]).await
+    }
+
+    /// A replica with more environment variables.
+    async fn start_with(db_url: &str, env: &[(&str, String)]) -> Replica {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let data = tempfile::tempdir().unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
             .args(["--http", &format!("127.0.0.1:{port}"), "--no-stdio"])
             .env_clear()
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", data.path())
             .env("CKS_MCP_DATA_DIR", data.path())
@@ -312,4 +319,76 @@ async fn a_replica_killed_mid_commit_leaves_the_others_and_the_database_consiste
     let versions = c.call("list_versions", json!({"session_id": session})).await;
     let seqs: Vec<u64> = versions["versions"].as_array().unwrap().iter().filter_map(|v| v["seq"].as_u64()).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "history has holes: {seqs:?}");
+}
+
+/// Enrichment on two replicas: twelve requests queued through both, each worked by exactly one
+/// process — one commit per task, each page fetched once — and the two processes' counts adding up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_worked_once_whichever_replica_claims_it() {
+    use cks_testkit::web::{HttpServer, Reply};
+    let site = HttpServer::start(|_, path| {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        if path == "/w/api.php" {
+            let topic = query.split('&').find_map(|p| p.strip_prefix("search=")).unwrap_or("none");
+            let answer = json!([topic, [topic], [""], [format!("http://127.0.0.1:{{port}}/wiki/{topic}")]]);
+            return Reply::status(200).body(answer.to_string());
+        }
+        match path.strip_prefix("/wiki/") {
+            Some(topic) => {
+                Reply::status(200).body(format!("<title>{topic}</title><h1>{topic}</h1><p>About {topic}.</p>"))
+            }
+            None => Reply::status(404),
+        }
+    })
+    .await;
+    let env = [
+        ("CKS_SWEEPERS", "off".to_owned()),
+        ("CKS_EMBED_ENRICHMENT_AGENT", "true".into()),
+        ("CKS_ENRICHMENT_POLL_INTERVAL", "1".into()),
+        ("CKS_ENRICHMENT_LIVENESS_INTERVAL", "1".into()),
+        ("CKS_ENRICHMENT_ADAPTERS", "wikipedia".into()),
+        ("CKS_ENRICHMENT_WIKIPEDIA_URL", format!("http://127.0.0.1:{}/w/api.php", site.addr.port())),
+        ("CKS_FETCH_ALLOWED_NETWORKS", "127.0.0.1".into()),
+    ];
+    let db = TestDatabase::create();
+    let a = Replica::start_with(db.url(), &env).await;
+    let b = Replica::start_with(db.url(), &env).await;
+    let topics: Vec<String> = (0..12).map(|i| format!("topic{i}")).collect();
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let created = a.call("validate_knowledge", json!({"json_data": graph(&names)})).await;
+    let session = created["session_id"].as_str().expect("a session").to_owned();
+    let mut tasks = Vec::new();
+    for (i, topic) in topics.iter().enumerate() {
+        let through = if i % 2 == 0 { &a } else { &b };
+        let asked = through.call("request_enrichment", json!({"session_id": session, "object_id": topic})).await;
+        tasks.push(asked["task_id"].as_i64().expect("queued"));
+    }
+
+    let enriched = |versions: &Value| -> Vec<i64> {
+        let all = versions["versions"].as_array().cloned().unwrap_or_default();
+        all.iter()
+            .filter(|v| v["metadata"]["process"] == "enrichment")
+            .filter_map(|v| v["metadata"]["task_id"].as_i64())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while enriched(&b.call("list_versions", json!({"session_id": session})).await).len() < tasks.len() {
+        assert!(Instant::now() < deadline, "the requests were not all worked");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Time for a second worker to (wrongly) redo a task.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut done = enriched(&a.call("list_versions", json!({"session_id": session})).await);
+    done.sort_unstable();
+    assert_eq!(done, tasks, "one commit per task");
+    for topic in &topics {
+        let gets = site.requests().iter().filter(|r| r.method == "GET" && r.path == format!("/wiki/{topic}")).count();
+        assert_eq!(gets, 1, "{topic} fetched once");
+    }
+    let listed = a.call("list_processes", json!({})).await;
+    let processes: Vec<&Value> =
+        listed["processes"].as_array().unwrap().iter().filter(|p| p["process_kind"] == "enrichment").collect();
+    assert_eq!(processes.len(), 2, "one per replica, listed on either: {listed}");
+    let total: u64 = processes.iter().map(|p| p["tasks_done"].as_u64().unwrap()).sum();
+    assert_eq!(total, 12, "{listed}");
 }

@@ -594,6 +594,17 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(|r| (r.get::<_, String>(0)["setting.".len()..].to_owned(), r.get(1))).collect())
     }
 
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        let client = self.client().await?;
+        let key = format!("setting.{key}");
+        client
+            .execute("INSERT INTO cks_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &value])
+            .await
+            .map_err(db_error)?;
+        let row = client.query_one("SELECT value FROM cks_meta WHERE key = $1", &[&key]).await.map_err(db_error)?;
+        Ok(row.get(0))
+    }
+
     async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let key = format!("setting.{key}");

@@ -357,6 +357,12 @@ async fn store_settings(open: Open) {
     assert!(!store.delete_setting(&format!("{prefix}a")).await.unwrap(), "already gone");
     assert_eq!(store.list_settings(&prefix).await.unwrap().len(), 2);
     assert_eq!(store.list_settings("conformance.no-such-prefix.").await.unwrap(), []);
+
+    // The first value saved stays, whoever asks later.
+    let key = format!("conformance.once-{}", uuid::Uuid::new_v4());
+    assert_eq!(store.setting_or_insert(&key, "first").await.unwrap(), "first");
+    assert_eq!(open().setting_or_insert(&key, "second").await.unwrap(), "first");
+    assert_eq!(store.load_setting(&key).await.unwrap().as_deref(), Some("first"));
 }
 
 async fn store_imports(store: Arc<dyn Store>) {

@@ -126,6 +126,10 @@ impl Store for StallingStore {
         self.inner.save_setting(key, value).await
     }
 
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        self.inner.setting_or_insert(key, value).await
+    }
+
     async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         self.inner.list_settings(prefix).await
     }

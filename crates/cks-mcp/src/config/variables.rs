@@ -119,7 +119,7 @@ pub const GROUPS: &[Group] = &[
                 Text,
                 None,
                 "Key of VerificationRecord signatures: base64:<data>, hex, or text [random, kept in \
-                 <data dir>/.cks_provenance_secret]",
+                 <data dir>/.cks_provenance_secret; on PostgreSQL, kept in the database for every replica]",
             ),
             var(
                 "CKS_FETCH_ALLOWED_NETWORKS",

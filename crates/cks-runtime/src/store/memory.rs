@@ -402,6 +402,10 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        self.write(|inner| Ok(inner.settings.entry(key.to_owned()).or_insert_with(|| value.to_owned()).clone()))
+    }
+
     async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         self.with(|inner| {
             let mut found: Vec<(String, String)> = inner

@@ -209,6 +209,10 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// Saves a setting (replacing its value).
     async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
 
+    /// The setting's value, saving `value` first when it has none: of processes racing to set it,
+    /// every one gets the value that was saved first.
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError>;
+
     /// The settings whose keys start with `prefix`, as (key, value) sorted by key.
     async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
 

@@ -621,6 +621,20 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        let (key, value) = (format!("setting.{key}"), value.to_owned());
+        self.run(move |conn| {
+            conn.prepare_cached("INSERT OR IGNORE INTO store_meta (key, value) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute([&key, &value]))
+                .and_then(|_| {
+                    conn.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
+                        .query_row([&key], |row| row.get(0))
+                })
+                .map_err(backend)
+        })
+        .await
+    }
+
     async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         let prefix = format!("setting.{prefix}");
         self.run(move |conn| {
