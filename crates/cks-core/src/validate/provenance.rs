@@ -100,11 +100,10 @@ pub fn verify(key: &ProvenanceKey, record_id: &str, subject_id: &str, record: &M
 pub fn check_provenance(structure: &KnowledgeStructure, key: &ProvenanceKey) -> Vec<Diagnostic> {
     let mut subject_of: HashMap<&str, &str> = HashMap::new();
     let mut ambiguous: HashSet<&str> = HashSet::new();
-    for object in structure.relations() {
+    // Through the kind index: a commit's check costs what the session's records and their links
+    // cost, not the whole graph.
+    for object in structure.relations_of_type(VERIFIED_BY) {
         let Some(relation) = object.relation() else { continue };
-        if relation.relation_type != VERIFIED_BY {
-            continue;
-        }
         if let Some((subject, record)) = binary(&relation) {
             match subject_of.get(record) {
                 None => {
@@ -119,10 +118,7 @@ pub fn check_provenance(structure: &KnowledgeStructure, key: &ProvenanceKey) -> 
     }
 
     let mut out = Vec::new();
-    for object in structure.objects() {
-        if object.identity.r#type != RECORD_TYPE {
-            continue;
-        }
+    for object in structure.objects_of_type(RECORD_TYPE) {
         let id = object.id();
         let finding = if ambiguous.contains(id) {
             Some((
