@@ -66,6 +66,11 @@ impl crate::Runtime {
     }
 }
 
+/// A new chat's id (a uuid).
+pub fn new_chat_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
 /// The current time as chats keep it: RFC 3339 in UTC with exactly six decimals, so that the
 /// text of two timestamps sorts as their times do (stores list chats by it).
 pub fn timestamp() -> String {
