@@ -25,8 +25,9 @@ use crate::offer::{ChatTool, chat_tool};
 use crate::turn::{Execution, Origin, ToolExecutor};
 
 /// Tools an LLM in a chat may never call, whatever their declaration says: server management,
-/// and everything that starts or stops background work.
-pub const DENIED_TOOLS: [&str; 11] = [
+/// everything that starts or stops background work, and the stored chats (a model could otherwise
+/// read or delete other conversations).
+pub const DENIED_TOOLS: [&str; 14] = [
     "migrate_storage",
     "export_storage",
     "import_storage",
@@ -38,6 +39,9 @@ pub const DENIED_TOOLS: [&str; 11] = [
     "start_pipeline",
     "request_enrichment",
     "ai_chat",
+    "list_chats",
+    "get_chat",
+    "delete_chat",
 ];
 
 /// Runs registry tools for one chat turn, pinned to one session.

@@ -4,7 +4,8 @@
 //!   else: no provider names, no MCP, no registry.
 //! - [`executor`]: the executor over the tool registry — the exposure rules and session pinning.
 //! - [`offer`]: the compact tool set a chat model is offered, with descriptions written for it.
-//! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry.
+//! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry, and
+//!   saves the turns of stored chats.
 //!
 //! Invariant: a chat turn can only run tools that are declared `llm_exposed` and not on the
 //! server-management denylist, and every session-naming argument of every call is the chat's own

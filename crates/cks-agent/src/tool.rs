@@ -1,17 +1,26 @@
-//! The `ai_chat` tool: one stateless chat turn. The caller sends the whole history (Anthropic
-//! Messages shape) and gets it back with the turn appended, ready to send again.
+//! The `ai_chat` tool: one chat turn. The caller sends the whole history (Anthropic Messages
+//! shape) and gets it back with the turn appended, ready to send again.
 //!
 //! The caller's messages are returned exactly as sent (so `{"role":"user","content":"hi"}` stays
 //! a string-content message); only the messages this turn adds are in our normalised block form.
+//!
+//! Stored chats: with `new_chat: true` the turn's answer is also saved in the store as a chat
+//! (`cks_runtime::chats`) and answered with its `chat_id`; a turn with `chat_id` takes the stored
+//! messages as the history and only `prompt` from the caller. A turn is saved once it ended
+//! without an LLM error — the messages exactly as answered and the turn's recorded tool calls, in
+//! one store write guarded by the revision read before the turn — or not at all: a failed turn,
+//! or one that another turn of the same chat beat to the save (`chat_busy`), stores nothing.
+//! Without `new_chat` and `chat_id` nothing is stored and the answer is as it always was.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cks_llm::{ErrorKind, Message};
+use cks_llm::{ErrorKind, Message, Role};
+use cks_runtime::store::ChatRow;
 use cks_tools::{ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 use crate::executor::RegistryExecutor;
@@ -105,12 +114,23 @@ pub struct Input {
     /// The session this turn works on; every tool call the model makes is pinned to it.
     pub session_id: String,
     /// The conversation so far (Anthropic Messages shape), as returned by the previous turn. When
-    /// non-empty, `prompt` is ignored.
+    /// non-empty, `prompt` is ignored. Not with `chat_id`: a stored chat's history is the store's.
     #[serde(default)]
     #[schemars(schema_with = "messages_schema")]
     pub messages: Vec<Value>,
-    /// Starts a new conversation with this user message (used only when `messages` is empty).
+    /// Starts a new conversation with this user message (used only when `messages` is empty); with
+    /// `chat_id`, the next user message of that stored chat.
     pub prompt: Option<String>,
+    /// Continues a stored chat (from an earlier answer's `chat_id`, or list_chats): its stored
+    /// messages are the history, `prompt` the new user message, and the turn is saved with it.
+    pub chat_id: Option<String>,
+    /// Stores this conversation server-side as a new chat once the turn has answered; the answer
+    /// carries its `chat_id`, to continue it with `chat_id` and `prompt` alone.
+    #[serde(default)]
+    pub new_chat: bool,
+    /// The title of a new stored chat (with `new_chat`; by default the first user message, cut to
+    /// 80 characters).
+    pub title: Option<String>,
     /// Model to use for this turn, overriding the provider's configured default (the provider
     /// itself is chosen by CKS_LLM_PROVIDER).
     pub model: Option<String>,
@@ -125,12 +145,22 @@ fn messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     .expect("a schema object")
 }
 
+/// The title of a new stored chat whose first user message has no text.
+const UNTITLED: &str = "Untitled chat";
+
+/// The longest title a caller may give a stored chat, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+
 /// The `ai_chat` tool.
 #[derive(Clone, Default)]
 pub struct AiChat {
     config: AiChatConfig,
     /// Answers instead of the context's LLM client when set (scripted models in tests).
     model: Option<Arc<dyn ChatModel>>,
+    /// Stored chats with a turn running in this process. A second turn of one of them is refused
+    /// at once: it could only end in `chat_busy`, after spending its LLM calls and tool calls.
+    /// (Turns on other processes sharing the store are caught by the revision check instead.)
+    running: Arc<Mutex<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for AiChat {
@@ -141,13 +171,70 @@ impl std::fmt::Debug for AiChat {
 
 impl AiChat {
     pub fn new(config: AiChatConfig) -> Self {
-        AiChat { config, model: None }
+        AiChat { config, ..AiChat::default() }
     }
 
     /// A tool that asks `model` instead of the configured LLM client.
     pub fn with_model(config: AiChatConfig, model: Arc<dyn ChatModel>) -> Self {
-        AiChat { config, model: Some(model) }
+        AiChat { config, model: Some(model), ..AiChat::default() }
     }
+
+    /// Marks `chat_id` as having a turn running here until the mark is dropped; `None` when it has
+    /// one already.
+    fn start_turn(&self, chat_id: &str) -> Option<RunningTurn> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .insert(chat_id.to_owned())
+            .then(|| RunningTurn { running: self.running.clone(), chat_id: chat_id.to_owned() })
+    }
+}
+
+/// A stored chat's running turn; dropping it (the turn answered, failed or was dropped) frees the
+/// chat for the next one.
+struct RunningTurn {
+    running: Arc<Mutex<HashSet<String>>>,
+    chat_id: String,
+}
+
+impl Drop for RunningTurn {
+    fn drop(&mut self) {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.chat_id);
+    }
+}
+
+/// Where a turn's messages are kept.
+enum Keeping {
+    /// Nowhere: the caller keeps the history (the stateless contract).
+    Caller,
+    /// In a new stored chat of the session, once the turn has answered.
+    NewChat { chat_id: String, session_id: String, title: Option<String> },
+    /// In this stored chat, saved from the revision read before the turn.
+    Chat(ChatRow),
+}
+
+impl Keeping {
+    /// The id of the stored chat the turn continues (a new chat has none until it is saved).
+    fn stored_id(&self) -> Option<&str> {
+        match self {
+            Keeping::Caller | Keeping::NewChat { .. } => None,
+            Keeping::Chat(chat) => Some(&chat.chat_id),
+        }
+    }
+}
+
+/// One turn as a stored chat records it: its tool calls, and where its messages start.
+#[derive(Serialize)]
+struct StoredTurn<'a> {
+    /// 1 for the chat's first turn.
+    turn: usize,
+    /// The index in the chat's messages of the turn's first answer.
+    message_index: usize,
+    at: String,
+    calls: &'a [ToolCall],
+}
+
+fn chat_not_found(chat_id: &str) -> ToolError {
+    ToolError::new("chat_not_found", format!("Chat '{chat_id}' not found.")).with("chat_id", chat_id)
 }
 
 struct Progress {
@@ -195,6 +282,9 @@ pub struct Output {
     tool_calls: Vec<ToolCall>,
     /// The caller's messages as sent, then this turn's, ready to send back with the next message.
     messages: Vec<Value>,
+    /// The stored chat this turn was saved to (with `new_chat` or `chat_id`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chat_id: Option<String>,
     /// The turn stopped early (iteration cap, deadline, token budget, repeated calls) or its
     /// results were cut to the size bound.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,12 +359,16 @@ impl Tool for AiChat {
         description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \
             chosen by CKS_LLM_PROVIDER) that may call this server's graph tools, server-side, on this session only: \
             every session argument of every call is pinned to 'session_id'. Send 'prompt' to start, or the previous \
-            'messages' plus a new user message to continue (the server keeps no chat state). Returns {reply, \
-            tool_calls: [{name, arguments, result, is_error}], messages, usage}; 'truncated': true (with \
-            'truncation_reason') when the turn hit its iteration cap (8 by default), deadline, token budget, a \
-            model repeating itself, or the size bound of its result. The model may revert the session to an \
-            earlier version. Errors: llm_call_failed / llm_provider_unavailable, still with 'messages' and \
-            'tool_calls'.",
+            'messages' plus a new user message to continue (nothing is stored). Or keep the chat in the server: \
+            'new_chat': true (optional 'title') saves it once the turn has answered and returns its 'chat_id'; then \
+            send 'chat_id' and the next 'prompt' alone, and each answered turn is saved with the chat (list_chats, \
+            get_chat, delete_chat). Returns {reply, tool_calls: [{name, arguments, result, is_error}], messages, \
+            chat_id (stored chats only), usage}; 'truncated': true (with 'truncation_reason') when the turn hit its \
+            iteration cap (8 by default), deadline, token budget, a model repeating itself, or the size bound of its \
+            result. The model may revert the session to an earlier version. Errors: llm_call_failed / \
+            llm_provider_unavailable, still with 'messages' and 'tool_calls' (a failed turn of a stored chat is not \
+            saved); chat_not_found (no such chat in this session); chat_busy (another turn of the chat is running or \
+            was saved first: this one is not saved).",
         mutates_graph: true,
         creates_session: false,
         // The model may call revert_version, which replaces the current state.
@@ -287,7 +381,34 @@ impl Tool for AiChat {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let raw: Vec<Value> = if !input.messages.is_empty() {
+        // The chat is marked running before it is read, so this turn reads what the turn before it
+        // saved; the arguments and the chat are checked before a running turn is reported.
+        let running = input.chat_id.as_deref().map(|chat_id| self.start_turn(chat_id));
+        let keeping = keeping(ctx, &input).await?;
+        // Errors from here on name the stored chat the turn belongs to.
+        let stored_id = keeping.stored_id().map(str::to_owned);
+        let in_chat = |e: ToolError| match &stored_id {
+            Some(chat_id) => e.with("chat_id", chat_id.as_str()),
+            None => e,
+        };
+        if let (Some(None), Some(chat_id)) = (&running, &stored_id) {
+            return Err(ToolError::new(
+                "chat_busy",
+                format!("Chat '{chat_id}' has a turn running; send this prompt once that turn has answered."),
+            )
+            .with("chat_id", chat_id.as_str()));
+        }
+        let raw: Vec<Value> = if let Keeping::Chat(chat) = &keeping {
+            let mut raw: Vec<Value> = serde_json::from_str(&chat.messages).map_err(|e| {
+                in_chat(ToolError::internal(format!(
+                    "the stored messages of chat '{}' are unreadable: {e}",
+                    chat.chat_id
+                )))
+            })?;
+            // `keeping` checked that there is one.
+            raw.push(json!({"role": "user", "content": input.prompt.unwrap_or_default()}));
+            raw
+        } else if !input.messages.is_empty() {
             input.messages
         } else {
             match input.prompt.filter(|p| !p.trim().is_empty()) {
@@ -306,8 +427,10 @@ impl Tool for AiChat {
             .enumerate()
             .map(|(i, m)| {
                 serde_json::from_value::<Message>(m.clone()).map_err(|e| {
-                    ToolError::invalid_parameter(format!("messages[{i}] is not a valid message: {e}"))
-                        .with("parameter", "messages")
+                    in_chat(
+                        ToolError::invalid_parameter(format!("messages[{i}] is not a valid message: {e}"))
+                            .with("parameter", "messages"),
+                    )
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -316,7 +439,7 @@ impl Tool for AiChat {
             None => ctx
                 .llm
                 .client()
-                .map_err(|e| e.with("tool_calls", json!([])).with("messages", Value::Array(raw.clone())))?,
+                .map_err(|e| in_chat(e.with("tool_calls", json!([])).with("messages", Value::Array(raw.clone()))))?,
         };
         let registry = ctx
             .registry
@@ -326,10 +449,12 @@ impl Tool for AiChat {
         let mut config = self.config.turn.clone();
         if let Some(model) = input.model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()) {
             cks_llm::check_model_name(&model).map_err(|why| {
-                ToolError::invalid_parameter(format!("'model': {why}"))
-                    .with("parameter", "model")
-                    .with("tool_calls", json!([]))
-                    .with("messages", Value::Array(raw.clone()))
+                in_chat(
+                    ToolError::invalid_parameter(format!("'model': {why}"))
+                        .with("parameter", "model")
+                        .with("tool_calls", json!([]))
+                        .with("messages", Value::Array(raw.clone())),
+                )
             })?;
             config.model = Some(model);
         }
@@ -343,21 +468,38 @@ impl Tool for AiChat {
                 let cut = (output.results_cut > 0).then_some("result_max_bytes");
                 let truncation_reason = output.stop.truncation_reason().or(cut).map(str::to_owned);
                 let (provider, model) = output.answered_by.unzip();
+                let answered_from = raw.len();
                 let messages = match messages_out(raw, &output.new_messages) {
                     Value::Array(items) => items,
                     _ => Vec::new(),
                 };
+                let tool_calls: Vec<ToolCall> = output.tool_calls.iter().map(ToolCall::from).collect();
+                let usage = TurnUsage::new(output.usage, output.llm_calls);
+                let turn = Turn { history: &history, answered_from, messages: &messages, tool_calls: &tool_calls };
+                let chat_id = match save_turn(ctx, &keeping, turn).await {
+                    Ok(chat_id) => chat_id,
+                    // The turn ran (its tool calls changed what they changed) but is not kept: the
+                    // caller gets all of it, to send again or to carry on without the store.
+                    Err(error) => {
+                        return Err(in_chat(error)
+                            .with("reply", output.reply)
+                            .with("tool_calls", json!(tool_calls))
+                            .with("messages", Value::Array(messages))
+                            .with("usage", json!(usage)));
+                    }
+                };
                 Ok(Output {
                     reply: output.reply,
-                    tool_calls: output.tool_calls.iter().map(ToolCall::from).collect(),
+                    tool_calls,
                     messages,
+                    chat_id,
                     truncated: truncation_reason.is_some().then_some(true),
                     truncation_reason,
                     results_omitted: (output.results_cut > 0).then_some(output.results_cut),
                     cancelled: (output.stop == Stop::Cancelled).then_some(true),
                     provider,
                     model,
-                    usage: TurnUsage::new(output.usage, output.llm_calls),
+                    usage,
                 })
             }
             Err(failure) => {
@@ -366,11 +508,140 @@ impl Tool for AiChat {
                 } else {
                     "llm_call_failed"
                 };
-                Err(ToolError::new(code, failure.error.to_string())
-                    .with("tool_calls", records(&failure.tool_calls))
-                    .with("messages", messages_out(raw, &failure.new_messages))
-                    .with("usage", json!(TurnUsage::new(failure.usage, failure.llm_calls))))
+                Err(in_chat(
+                    ToolError::new(code, failure.error.to_string())
+                        .with("tool_calls", records(&failure.tool_calls))
+                        .with("messages", messages_out(raw, &failure.new_messages))
+                        .with("usage", json!(TurnUsage::new(failure.usage, failure.llm_calls))),
+                ))
             }
         }
     }
+}
+
+/// Decides from the arguments where the turn's messages are kept, reading the stored chat when
+/// one is named (a chat of another session is not found: it is never revealed).
+async fn keeping(ctx: &ToolContext, input: &Input) -> Result<Keeping, ToolError> {
+    if input.new_chat && input.chat_id.is_some() {
+        return Err(ToolError::invalid_parameter(
+            "'new_chat' starts a stored chat and 'chat_id' continues one: give one of them.",
+        )
+        .with("parameter", "new_chat"));
+    }
+    if input.title.is_some() && !input.new_chat {
+        return Err(ToolError::invalid_parameter("'title' names a new stored chat: give it with 'new_chat': true.")
+            .with("parameter", "title"));
+    }
+    if let Some(chat_id) = &input.chat_id {
+        if !input.messages.is_empty() {
+            return Err(ToolError::invalid_parameter(
+                "With 'chat_id' the stored chat is the history: send only the new user message, as 'prompt'.",
+            )
+            .with("parameter", "messages")
+            .with("chat_id", chat_id.as_str()));
+        }
+        let chat = ctx
+            .runtime
+            .chats()
+            .get(chat_id)
+            .await?
+            .filter(|chat| chat.session_id == input.session_id)
+            .ok_or_else(|| chat_not_found(chat_id))?;
+        if input.prompt.as_deref().is_none_or(|p| p.trim().is_empty()) {
+            return Err(ToolError::new(
+                "missing_parameter",
+                "Missing required parameter: 'prompt' (the next user message of the chat).",
+            )
+            .with("parameter", "prompt")
+            .with("chat_id", chat_id.as_str()));
+        }
+        return Ok(Keeping::Chat(chat));
+    }
+    if !input.new_chat {
+        return Ok(Keeping::Caller);
+    }
+    let title = input.title.as_deref().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
+    if let Some(title) = &title
+        && title.chars().count() > MAX_TITLE_CHARS
+    {
+        return Err(ToolError::invalid_parameter(format!(
+            "'title' is {} characters long; at most {MAX_TITLE_CHARS} are kept.",
+            title.chars().count()
+        ))
+        .with("parameter", "title"));
+    }
+    Ok(Keeping::NewChat {
+        chat_id: cks_runtime::chats::new_chat_id(),
+        session_id: input.session_id.clone(),
+        title: title.filter(|t| !t.is_empty()),
+    })
+}
+
+/// What a finished turn leaves to keep.
+struct Turn<'a> {
+    /// The history the turn was run on (the caller's or the stored chat's, with the new message).
+    history: &'a [Message],
+    /// How many of `messages` came before the turn's first answer.
+    answered_from: usize,
+    messages: &'a [Value],
+    tool_calls: &'a [ToolCall],
+}
+
+/// Saves a finished turn where `keeping` says, in one store write; the stored chat's id, or
+/// `None` when the caller keeps the history. A chat saved by another turn since this one read it
+/// is `chat_busy`, and nothing is written.
+async fn save_turn(ctx: &ToolContext, keeping: &Keeping, turn: Turn<'_>) -> Result<Option<String>, ToolError> {
+    let now = cks_runtime::chats::timestamp();
+    let (row, expected_revision, turns) = match keeping {
+        Keeping::Caller => return Ok(None),
+        Keeping::NewChat { chat_id, session_id, title } => {
+            let first = turn.history.iter().find(|m| m.role == Role::User).map(Message::text).unwrap_or_default();
+            let made = cks_runtime::chats::title_from(&first);
+            let title = match title {
+                Some(given) => given.clone(),
+                None if made.is_empty() => UNTITLED.to_owned(),
+                None => made,
+            };
+            let row = ChatRow {
+                chat_id: chat_id.clone(),
+                session_id: session_id.clone(),
+                title,
+                created_at: now.clone(),
+                ..ChatRow::default()
+            };
+            (row, None, Vec::new())
+        }
+        Keeping::Chat(chat) => {
+            let turns: Vec<Value> = serde_json::from_str(&chat.tool_calls).map_err(|e| {
+                ToolError::internal(format!("the stored tool calls of chat '{}' are unreadable: {e}", chat.chat_id))
+            })?;
+            (chat.clone(), Some(chat.revision), turns)
+        }
+    };
+    let mut turns = turns;
+    let record = StoredTurn {
+        turn: turns.len() + 1,
+        message_index: turn.answered_from,
+        at: now.clone(),
+        calls: turn.tool_calls,
+    };
+    turns.push(json!(record));
+    let row = ChatRow {
+        messages: Value::Array(turn.messages.to_vec()).to_string(),
+        message_count: turn.messages.len() as u64,
+        tool_calls: Value::Array(turns).to_string(),
+        updated_at: now,
+        ..row
+    };
+    if !ctx.runtime.chats().save(&row, expected_revision).await? {
+        return Err(ToolError::new(
+            "chat_busy",
+            format!(
+                "Another turn of chat '{}' was saved while this one ran, so this turn is not stored (its tool \
+                 calls did run). Read the chat again (get_chat) and send the prompt again if it is still needed.",
+                row.chat_id
+            ),
+        ));
+    }
+    Ok(Some(row.chat_id))
 }

@@ -30,7 +30,7 @@ pub struct ImportArgs {
     /// A backup written by export-storage (or the export_storage tool).
     #[arg(value_name = "PATH")]
     pub path: String,
-    /// merge: add the sessions, versions and graphs not already here. clear: replace everything
+    /// merge: add the sessions, versions, graphs and chats not already here. clear: replace everything
     /// stored with the backup's contents.
     #[arg(long, default_value = "merge", value_parser = ["merge", "clear"])]
     pub mode: String,

@@ -16,9 +16,12 @@
 //! - The durable task queue is one table, `cks_tasks` (`tasks.rs`): every change of state is one
 //!   statement, and a claim takes the oldest claimable row with `FOR UPDATE SKIP LOCKED`, so
 //!   workers on every replica share one queue and never claim the same task.
+//! - Stored chats are one table, `cks_chats` (`chats.rs`): a save is one statement guarded by
+//!   the revision its writer read, so two replicas saving one chat cannot both succeed.
 //! - Connection failures (the database restarting, refusing connections, a network fault) are
 //!   [`StoreError::Unavailable`]; pooled connections that broke are replaced on next use.
 
+mod chats;
 mod connect;
 mod schema;
 mod tasks;
@@ -31,8 +34,8 @@ use tokio_postgres::{IsolationLevel, Row};
 
 use cks_runtime::events::Event;
 use cks_runtime::store::{
-    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError,
-    StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
+    Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow,
+    Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
 };
 
 pub use connect::{ConnectError, PostgresOptions, is_postgres_url};
@@ -683,6 +686,22 @@ impl Store for PostgresStore {
         Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(graph_row).collect())
     }
 
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        chats::save(&self.client().await?, chat, expected_revision).await
+    }
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        chats::load(&self.client().await?, chat_id).await
+    }
+
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        chats::list(&self.client().await?, session_id, limit).await
+    }
+
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        chats::delete(&self.client().await?, chat_id).await
+    }
+
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
         tasks::enqueue(&self.client().await?, task).await
     }
@@ -745,8 +764,8 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         tx.batch_execute(
-            "DELETE FROM cks_graph_registry; DELETE FROM cks_snapshots; DELETE FROM cks_versions; \
-             DELETE FROM cks_sessions;",
+            "DELETE FROM cks_chats; DELETE FROM cks_graph_registry; DELETE FROM cks_snapshots; \
+             DELETE FROM cks_versions; DELETE FROM cks_sessions;",
         )
         .await
         .map_err(db_error)?;

@@ -83,6 +83,22 @@ CREATE TABLE cks_tasks (
 CREATE INDEX cks_tasks_by_age ON cks_tasks (created_at_ms, task_id);
 CREATE INDEX cks_tasks_by_session ON cks_tasks (session_id, status);
 "#,
+    // Stored chats (`chats.rs`).
+    r#"
+CREATE TABLE cks_chats (
+    chat_id       TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES cks_sessions(session_id),
+    title         TEXT NOT NULL,
+    messages      TEXT NOT NULL,
+    message_count BIGINT NOT NULL,
+    tool_calls    TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    revision      BIGINT NOT NULL
+);
+CREATE INDEX cks_chats_by_session ON cks_chats (session_id, updated_at COLLATE "C" DESC, chat_id COLLATE "C");
+CREATE INDEX cks_chats_by_update ON cks_chats (updated_at COLLATE "C" DESC, chat_id COLLATE "C");
+"#,
 ];
 
 /// Creates the schema or brings it up to date; refuses a database from a newer server.

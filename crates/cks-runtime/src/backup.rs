@@ -3,7 +3,8 @@
 //!
 //! A backup is one JSON document ([`FORMAT`], version [`FORMAT_VERSION`]): every session with its
 //! row and its whole history exactly as stored — version ids, transaction ids, timestamps,
-//! metadata, state hashes, the deltas and snapshots themselves — and the gallery's registry. It is
+//! metadata, state hashes, the deltas and snapshots themselves — the gallery's registry, and the
+//! stored chats (backups written before chats existed have none, and read as having none). It is
 //! written session by session, so exporting a large store does not hold it in memory. The keys
 //! the Python reference's dumps have for its embeddings and task queue are present and empty
 //! (this server keeps neither).
@@ -11,13 +12,16 @@
 //! Restoring is all or nothing: the sessions are written in one store transaction; in `merge`
 //! mode sessions and registry names already stored are left alone ([`Store::import_sessions`]),
 //! in `clear` mode everything stored is replaced, in the same transaction ([`Store::replace_all`]).
-//! The registry entries follow, one by one.
+//! The registry entries follow, one by one, then the chats (in `merge` mode a chat already stored
+//! is left alone).
 
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{GraphRow, Head, ImportedSession, ImportedVersion, SessionRow, Store, StoreError, VersionRow};
+use crate::store::{
+    ChatRow, GraphRow, Head, ImportedSession, ImportedVersion, SessionRow, Store, StoreError, VersionRow,
+};
 
 /// The `format` of a backup document.
 pub const FORMAT: &str = "cks-mcp-storage";
@@ -74,6 +78,20 @@ pub struct DumpedGraph {
     pub lifecycle_state: Option<String>,
 }
 
+/// One stored chat, whole: its messages and tool calls as the JSON text stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DumpedChat {
+    pub chat_id: String,
+    pub session_id: String,
+    pub title: String,
+    pub messages: String,
+    pub message_count: u64,
+    pub tool_calls: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub revision: u64,
+}
+
 /// A whole backup document, as read back.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Dump {
@@ -82,6 +100,9 @@ pub struct Dump {
     pub exported_at: String,
     pub sessions: Vec<DumpedSession>,
     pub graphs: Vec<DumpedGraph>,
+    /// Absent from backups written before chats were stored.
+    #[serde(default)]
+    pub chats: Vec<DumpedChat>,
     #[serde(default)]
     pub embeddings: Vec<serde_json::Value>,
     #[serde(default)]
@@ -94,7 +115,8 @@ pub struct Counts {
     pub sessions: u64,
     pub versions: u64,
     pub graphs: u64,
-    /// Sessions or registry names left alone because the target already had them (merge).
+    pub chats: u64,
+    /// Sessions, registry names or chats left alone because the target already had them (merge).
     pub skipped: u64,
 }
 
@@ -188,7 +210,17 @@ pub async fn export(
     let graphs: Vec<DumpedGraph> = graphs.into_iter().map(DumpedGraph::from).collect();
     counts.graphs = graphs.len() as u64;
     serde_json::to_writer(&mut *out, &graphs).map_err(std::io::Error::from)?;
-    out.write_all(b",\"embeddings\":[],\"outbox_tasks\":[]}\n")?;
+    out.write_all(b",\n\"chats\":[")?;
+    // One chat in memory at a time; a chat deleted since the listing is left out.
+    for summary in store.list_chats(None, usize::MAX).await? {
+        let Some(chat) = store.load_chat(&summary.chat_id).await? else { continue };
+        if counts.chats > 0 {
+            out.write_all(b",\n")?;
+        }
+        serde_json::to_writer(&mut *out, &DumpedChat::from(chat)).map_err(std::io::Error::from)?;
+        counts.chats += 1;
+    }
+    out.write_all(b"],\"embeddings\":[],\"outbox_tasks\":[]}\n")?;
     out.flush()?;
     Ok(counts)
 }
@@ -218,11 +250,13 @@ pub fn parse(text: &[u8]) -> Result<Dump, BackupError> {
     serde_json::from_value(value).map_err(|e| BackupError::Format(e.to_string()))
 }
 
-/// Writes dumped sessions and registry entries into `store` (see the module docs for the modes).
+/// Writes dumped sessions, registry entries and chats into `store` (see the module docs for the
+/// modes).
 pub async fn restore(
     store: &dyn Store,
     sessions: &[DumpedSession],
     graphs: &[DumpedGraph],
+    chats: &[DumpedChat],
     mode: Mode,
 ) -> Result<Counts, BackupError> {
     let imports: Vec<ImportedSession> = sessions.iter().map(to_import).collect();
@@ -243,6 +277,14 @@ pub async fn restore(
         store.put_graph(GraphRow::from(graph.clone())).await?;
         counts.graphs += 1;
     }
+    for chat in chats {
+        // Written as dumped, its revision included; one already stored is left alone.
+        if store.save_chat(&ChatRow::from(chat.clone()), None).await? {
+            counts.chats += 1;
+        } else {
+            counts.skipped += 1;
+        }
+    }
     Ok(counts)
 }
 
@@ -257,11 +299,16 @@ pub async fn copy(
     let mut counts = Counts::default();
     for (index, row) in sessions.iter().enumerate() {
         let dumped = dump_session(from, row).await?;
-        counts = counts + restore(to, std::slice::from_ref(&dumped), &[], Mode::Merge).await?;
+        counts = counts + restore(to, std::slice::from_ref(&dumped), &[], &[], Mode::Merge).await?;
         progress(index + 1, sessions.len());
     }
     let graphs: Vec<DumpedGraph> = from.list_graphs().await?.into_iter().map(DumpedGraph::from).collect();
-    Ok(counts + restore(to, &[], &graphs, Mode::Merge).await?)
+    counts = counts + restore(to, &[], &graphs, &[], Mode::Merge).await?;
+    for summary in from.list_chats(None, usize::MAX).await? {
+        let Some(chat) = from.load_chat(&summary.chat_id).await? else { continue };
+        counts = counts + restore(to, &[], &[], &[DumpedChat::from(chat)], Mode::Merge).await?;
+    }
+    Ok(counts)
 }
 
 impl std::ops::Add for Counts {
@@ -271,6 +318,7 @@ impl std::ops::Add for Counts {
             sessions: self.sessions + other.sessions,
             versions: self.versions + other.versions,
             graphs: self.graphs + other.graphs,
+            chats: self.chats + other.chats,
             skipped: self.skipped + other.skipped,
         }
     }
@@ -351,6 +399,38 @@ impl From<DumpedGraph> for GraphRow {
     }
 }
 
+impl From<ChatRow> for DumpedChat {
+    fn from(c: ChatRow) -> Self {
+        DumpedChat {
+            chat_id: c.chat_id,
+            session_id: c.session_id,
+            title: c.title,
+            messages: c.messages,
+            message_count: c.message_count,
+            tool_calls: c.tool_calls,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+            revision: c.revision,
+        }
+    }
+}
+
+impl From<DumpedChat> for ChatRow {
+    fn from(c: DumpedChat) -> Self {
+        ChatRow {
+            chat_id: c.chat_id,
+            session_id: c.session_id,
+            title: c.title,
+            messages: c.messages,
+            message_count: c.message_count,
+            tool_calls: c.tool_calls,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+            revision: c.revision,
+        }
+    }
+}
+
 impl crate::Runtime {
     /// Writes a backup of this runtime's whole store (see [`export`]).
     pub async fn export_storage(
@@ -364,7 +444,7 @@ impl crate::Runtime {
     /// Restores a backup into this runtime's store (see [`restore`]); what was loaded or cached
     /// before is forgotten, so every read after it sees the restored store.
     pub async fn restore_storage(&self, dump: &Dump, mode: Mode) -> Result<Counts, BackupError> {
-        let restored = restore(&**self.store(), &dump.sessions, &dump.graphs, mode).await;
+        let restored = restore(&**self.store(), &dump.sessions, &dump.graphs, &dump.chats, mode).await;
         self.forget_loaded_sessions();
         self.gallery.clear();
         restored

@@ -13,8 +13,8 @@ use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
 use crate::store::{
-    GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow, Store, StoreError, TaskFilter,
-    TaskRef, TaskStatus, VersionRow,
+    ChatRow, GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow, Store, StoreError,
+    TaskFilter, TaskRef, TaskStatus, VersionRow,
 };
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
@@ -30,6 +30,7 @@ pub async fn run_all(open: Open) {
     store_graph_registry(open.clone()).await;
     store_task_queue(open.clone()).await;
     store_settings(open.clone()).await;
+    store_chats(open.clone()).await;
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;
@@ -45,28 +46,43 @@ async fn store_backup_and_restore(open: Open) {
     let mut first = Vec::new();
     let exported = backup::export(&*store, &mut first, &mut |_, _| {}).await.unwrap();
     let dump = backup::parse(&first).unwrap();
-    assert!(exported.sessions > 3 && exported.versions > 3 && exported.graphs > 0, "{exported:?}");
+    assert!(
+        exported.sessions > 3 && exported.versions > 3 && exported.graphs > 0 && exported.chats > 0,
+        "{exported:?}"
+    );
     assert_eq!(dump.sessions.len() as u64, exported.sessions);
+    assert_eq!(dump.chats.len() as u64, exported.chats);
 
     // Replacing with nothing empties the store.
     store.replace_all(&[]).await.unwrap();
     assert!(store.list_sessions().await.unwrap().is_empty(), "replace_all leaves sessions");
     assert!(store.list_graphs().await.unwrap().is_empty(), "replace_all leaves registry entries");
+    assert!(store.list_chats(None, usize::MAX).await.unwrap().is_empty(), "replace_all leaves chats");
 
-    let restored = backup::restore(&*store, &dump.sessions, &dump.graphs, Mode::Clear).await.unwrap();
+    let restored = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, Mode::Clear).await.unwrap();
     assert_eq!(
-        (restored.sessions, restored.versions, restored.graphs),
-        (exported.sessions, exported.versions, exported.graphs)
+        (restored.sessions, restored.versions, restored.graphs, restored.chats),
+        (exported.sessions, exported.versions, exported.graphs, exported.chats)
     );
     let mut second = Vec::new();
     backup::export(&*open(), &mut second, &mut |_, _| {}).await.unwrap();
     let again = backup::parse(&second).unwrap();
     assert_eq!(again.sessions, dump.sessions, "a restore changed a stored session or version");
     assert_eq!(again.graphs, dump.graphs, "a restore changed the registry");
+    assert_eq!(again.chats, dump.chats, "a restore changed a chat");
 
-    let merged = backup::restore(&*store, &dump.sessions, &dump.graphs, Mode::Merge).await.unwrap();
-    assert_eq!((merged.sessions, merged.versions, merged.graphs), (0, 0, 0), "merge wrote what was there");
-    assert_eq!(merged.skipped, exported.sessions + exported.graphs);
+    let merged = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, Mode::Merge).await.unwrap();
+    assert_eq!(
+        (merged.sessions, merged.versions, merged.graphs, merged.chats),
+        (0, 0, 0, 0),
+        "merge wrote what was there"
+    );
+    assert_eq!(merged.skipped, exported.sessions + exported.graphs + exported.chats);
+
+    // A backup from before chats were stored has none.
+    let mut old: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    old.as_object_mut().unwrap().remove("chats");
+    assert!(backup::parse(old.to_string().as_bytes()).unwrap().chats.is_empty());
 
     // Every restored head rebuilds with its stored hashes verified, on a fresh handle (the
     // sessions the runtime wrote; the raw-contract checks store opaque placeholder states).
@@ -363,6 +379,86 @@ async fn store_settings(open: Open) {
     assert_eq!(store.setting_or_insert(&key, "first").await.unwrap(), "first");
     assert_eq!(open().setting_or_insert(&key, "second").await.unwrap(), "first");
     assert_eq!(store.load_setting(&key).await.unwrap().as_deref(), Some("first"));
+}
+
+fn chat(chat_id: &str, session_id: &str, updated_at: &str, messages: u64) -> ChatRow {
+    ChatRow {
+        chat_id: chat_id.into(),
+        session_id: session_id.into(),
+        title: format!("about {chat_id}"),
+        messages: json!((0..messages).map(|n| json!({"role": "user", "content": format!("m{n}")})).collect::<Vec<_>>())
+            .to_string(),
+        message_count: messages,
+        tool_calls: json!([{"turn": 1, "tool_calls": []}]).to_string(),
+        created_at: "2026-01-01T00:00:00.000000Z".into(),
+        updated_at: updated_at.into(),
+        revision: 1,
+    }
+}
+
+/// Chats: created once, replaced only from the revision stored (and only by one of concurrent
+/// writers), listed newest first without their contents, deleted; a chat needs its session;
+/// another handle sees everything. Some are left for the backup check.
+async fn store_chats(open: Open) {
+    let store = open();
+    let unique = uuid::Uuid::new_v4();
+    let (s1, s2) = (format!("conf-chats-1-{unique}"), format!("conf-chats-2-{unique}"));
+    store.create_session(&row(&s1), "{}").await.unwrap();
+    store.create_session(&row(&s2), "{}").await.unwrap();
+    let id = |n: u32| format!("conf-chat-{n}-{unique}");
+
+    let first = chat(&id(1), &s1, "2026-01-01T00:00:01.000000Z", 2);
+    assert!(store.save_chat(&first, None).await.unwrap(), "a new chat is saved");
+    assert!(!store.save_chat(&first, None).await.unwrap(), "a chat id is created once");
+    assert_eq!(store.load_chat(&id(1)).await.unwrap(), Some(first.clone()), "the row is stored as given");
+    assert_eq!(store.load_chat("conf-no-such-chat").await.unwrap(), None);
+
+    // Replaced only from the revision stored, within its session.
+    let second =
+        ChatRow { revision: 2, message_count: 4, updated_at: "2026-01-01T00:00:03.000000Z".into(), ..first.clone() };
+    assert!(!store.save_chat(&second, Some(2)).await.unwrap(), "revision 2 is not stored yet");
+    let moved = ChatRow { session_id: s2.clone(), ..second.clone() };
+    assert!(!store.save_chat(&moved, Some(1)).await.unwrap(), "a chat stays in its session");
+    assert!(store.save_chat(&second, Some(1)).await.unwrap());
+    assert!(!store.save_chat(&ChatRow { revision: 3, ..second.clone() }, Some(1)).await.unwrap(), "1 is gone");
+    assert!(!store.save_chat(&chat(&id(9), &s1, "x", 0), Some(1)).await.unwrap(), "no chat to replace");
+    assert_eq!(store.load_chat(&id(9)).await.unwrap(), None);
+    assert_eq!(open().load_chat(&id(1)).await.unwrap(), Some(second.clone()), "another handle sees the save");
+
+    let missing = store.save_chat(&chat(&id(8), "conf-no-such-session", "x", 0), None).await;
+    assert!(matches!(missing, Err(StoreError::SessionNotFound(_))), "{missing:?}");
+    assert_eq!(store.load_chat(&id(8)).await.unwrap(), None);
+
+    // Listed most recently updated first (ties by id), without contents, per session or all.
+    store.save_chat(&chat(&id(2), &s1, "2026-01-01T00:00:02.000000Z", 1), None).await.unwrap();
+    store.save_chat(&chat(&id(3), &s1, "2026-01-01T00:00:02.000000Z", 1), None).await.unwrap();
+    store.save_chat(&chat(&id(4), &s2, "2026-01-01T00:00:05.000000Z", 3), None).await.unwrap();
+    let ids = |rows: Vec<crate::store::ChatSummary>| rows.into_iter().map(|r| r.chat_id).collect::<Vec<_>>();
+    assert_eq!(ids(store.list_chats(Some(&s1), 10).await.unwrap()), [id(1), id(2), id(3)]);
+    assert_eq!(ids(store.list_chats(Some(&s1), 2).await.unwrap()), [id(1), id(2)], "at most limit");
+    assert_eq!(store.list_chats(Some(&s1), 0).await.unwrap(), []);
+    let listed = open().list_chats(Some(&s1), 1).await.unwrap();
+    assert_eq!(listed, [second.summary()], "a summary: count, times and revision, no contents");
+    let everywhere = ids(store.list_chats(None, usize::MAX).await.unwrap());
+    let mine: Vec<String> = everywhere.into_iter().filter(|c| c.ends_with(&unique.to_string())).collect();
+    assert_eq!(mine, [id(4), id(1), id(2), id(3)], "without a session: every session's chats");
+    assert_eq!(store.list_chats(Some("conf-no-such-session"), 10).await.unwrap(), []);
+
+    // Of concurrent saves from one revision, on separate handles, exactly one is kept.
+    let racers = (0..6u64).map(|n| {
+        let store = open();
+        let row = ChatRow { revision: 3, message_count: 10 + n, ..second.clone() };
+        tokio::spawn(async move { store.save_chat(&row, Some(2)).await.unwrap().then_some(10 + n) })
+    });
+    let won: Vec<u64> = futures_join(racers).await.into_iter().flatten().collect();
+    assert_eq!(won.len(), 1, "one save wins: {won:?}");
+    let stored = store.load_chat(&id(1)).await.unwrap().unwrap();
+    assert_eq!((stored.revision, stored.message_count), (3, won[0]), "and it is the one stored");
+
+    assert!(store.delete_chat(&id(2)).await.unwrap());
+    assert!(!store.delete_chat(&id(2)).await.unwrap(), "already gone");
+    assert_eq!(open().load_chat(&id(2)).await.unwrap(), None);
+    assert!(store.load_session(&s1).await.unwrap().is_some(), "the session stays");
 }
 
 async fn store_imports(store: Arc<dyn Store>) {

@@ -5,6 +5,7 @@
 //! versions atomically with compare-and-swap, and publishes [`events::Event`]s.
 
 pub mod backup;
+pub mod chats;
 pub mod codec;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

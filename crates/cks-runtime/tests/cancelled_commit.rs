@@ -11,8 +11,8 @@ use tokio::sync::Notify;
 use cks_core::ops::parse_operations;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::store::{
-    Chain, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError, StoredVersion,
-    TaskFilter, TaskRef, TaskRow, VersionRow,
+    Chain, ChatRow, ChatSummary, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store,
+    StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
 };
 use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig};
 
@@ -91,6 +91,18 @@ impl Store for StallingStore {
     }
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         self.inner.replace_all(sessions).await
+    }
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        self.inner.save_chat(chat, expected_revision).await
+    }
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        self.inner.load_chat(chat_id).await
+    }
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        self.inner.list_chats(session_id, limit).await
+    }
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        self.inner.delete_chat(chat_id).await
     }
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
         self.inner.enqueue_task(task).await

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use super::registry::sort_newest_first;
 use super::{
-    Chain, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError, StoredVersion,
-    TaskFilter, TaskRef, TaskRow, TaskStatus, VersionRow, check_imports, version_taken,
+    Chain, ChatRow, ChatSummary, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store,
+    StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, TaskStatus, VersionRow, check_imports, version_taken,
 };
 
 #[derive(Debug, Default)]
@@ -38,6 +38,7 @@ struct Inner {
     tasks: BTreeMap<i64, TaskRow>,
     last_task_id: i64,
     settings: HashMap<String, String>,
+    chats: HashMap<String, ChatRow>,
 }
 
 impl Inner {
@@ -145,6 +146,44 @@ impl Store for MemoryStore {
             sort_newest_first(&mut rows);
             Ok(rows)
         })
+    }
+
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        self.write(|inner| {
+            session(inner, &chat.session_id)?;
+            let stored = inner.chats.get(&chat.chat_id);
+            let holds = match (stored, expected_revision) {
+                (None, None) => true,
+                (Some(row), Some(revision)) => row.revision == revision && row.session_id == chat.session_id,
+                _ => false,
+            };
+            if holds {
+                inner.chats.insert(chat.chat_id.clone(), chat.clone());
+            }
+            Ok(holds)
+        })
+    }
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        self.with(|inner| Ok(inner.chats.get(chat_id).cloned()))
+    }
+
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        self.with(|inner| {
+            let mut rows: Vec<ChatSummary> = inner
+                .chats
+                .values()
+                .filter(|c| session_id.is_none_or(|s| c.session_id == s))
+                .map(ChatRow::summary)
+                .collect();
+            super::chats::sort_newest_first(&mut rows);
+            rows.truncate(limit);
+            Ok(rows)
+        })
+    }
+
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        self.write(|inner| Ok(inner.chats.remove(chat_id).is_some()))
     }
 
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {

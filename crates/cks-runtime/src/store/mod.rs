@@ -10,7 +10,8 @@
 //!   marked as a full snapshot;
 //! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state;
 //! - the graph registry's entries ([`registry`]);
-//! - the durable task queue ([`tasks`]).
+//! - the durable task queue ([`tasks`]);
+//! - stored chats, each saved whole under a revision counter ([`chats`]).
 //!
 //! Invariant: [`Store::import_sessions`] writes whole histories all or nothing (in the stores that
 //! can: SQLite and memory) and never touches a session that already exists.
@@ -18,6 +19,7 @@
 //! when the stored head is still the caller's `expected_seq` and the session is open, and then
 //! writes the version row, the optional snapshot and the new head together.
 
+pub mod chats;
 pub mod memory;
 pub mod registry;
 pub mod sqlite;
@@ -26,6 +28,7 @@ pub mod tasks;
 use async_trait::async_trait;
 use std::fmt::Debug;
 
+pub use chats::{ChatRow, ChatSummary};
 pub use registry::GraphRow;
 pub use tasks::{NewTask, TaskFilter, TaskRef, TaskRow, TaskStatus};
 
@@ -232,6 +235,23 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
 
+    /// Saves a whole chat ([`chats`]) in one transaction, durable when it returns. With
+    /// `expected_revision` it replaces the stored row only while that row has this revision and
+    /// the same session; without, it only creates a chat whose id is not stored yet. `false`, and
+    /// nothing written, when that does not hold (another save came first). The row is written as
+    /// given, its `revision` included (callers write `expected_revision + 1`, or 1 for a new chat).
+    /// The session must exist ([`StoreError::SessionNotFound`]).
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError>;
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError>;
+
+    /// Chats (of `session_id` when given, else of every session) without their contents, most
+    /// recently updated first ([`chats::sort_newest_first`]), at most `limit` of them.
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError>;
+
+    /// Deletes a chat; false when there was none.
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError>;
+
     /// Queues a task ([`tasks`]); `None`, and nothing written, when a task with the same
     /// `dedup_key` exists.
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError>;
@@ -276,7 +296,7 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// `task` still holds it.
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError>;
 
-    /// Replaces everything stored — every session, version, snapshot and registry entry — with
+    /// Replaces everything stored — every session, version, snapshot, registry entry and chat — with
     /// `sessions`, in one transaction: on any failure the store is left as it was. The store's
     /// replica id is kept. (A restore in `clear` mode.)
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError>;

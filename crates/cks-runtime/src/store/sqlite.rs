@@ -17,11 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod chats;
 mod tasks;
 
 use super::{
-    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store, StoreError,
-    StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow, check_imports, version_taken,
+    Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow,
+    Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow, check_imports, version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -97,6 +98,22 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_by_age ON tasks (created_at_ms, task_id);
 CREATE INDEX tasks_by_session ON tasks (session_id, status);
+"#,
+    // Stored chats (`sqlite/chats.rs`).
+    r#"
+CREATE TABLE chats (
+    chat_id       TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(session_id),
+    title         TEXT NOT NULL,
+    messages      TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    tool_calls    TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    revision      INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX chats_by_session ON chats (session_id, updated_at DESC, chat_id);
+CREATE INDEX chats_by_update ON chats (updated_at DESC, chat_id);
 "#,
 ];
 
@@ -674,6 +691,26 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        let chat = chat.clone();
+        self.run(move |conn| chats::save(conn, &chat, expected_revision)).await
+    }
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        let chat_id = chat_id.to_owned();
+        self.run(move |conn| chats::load(conn, &chat_id)).await
+    }
+
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        let session_id = session_id.map(str::to_owned);
+        self.run(move |conn| chats::list(conn, session_id.as_deref(), limit)).await
+    }
+
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        let chat_id = chat_id.to_owned();
+        self.run(move |conn| chats::delete(conn, &chat_id)).await
+    }
+
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
         let task = task.clone();
         self.run(move |conn| tasks::enqueue(conn, &task)).await
@@ -732,7 +769,8 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             tx.execute_batch(
-                "DELETE FROM graph_registry; DELETE FROM snapshots; DELETE FROM versions; DELETE FROM sessions;",
+                "DELETE FROM chats; DELETE FROM graph_registry; DELETE FROM snapshots; DELETE FROM versions; \
+                 DELETE FROM sessions;",
             )
             .map_err(backend)?;
             let outcome = import_into(&tx, &sessions)?;

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod branches;
+pub mod chats;
 pub mod conflicts;
 pub mod enrichment;
 pub mod explore;
@@ -30,6 +31,7 @@ pub fn all() -> Vec<Arc<dyn DynTool>> {
     tools.extend(export::tools());
     tools.extend(gallery::tools());
     tools.extend(llm::tools());
+    tools.extend(chats::tools());
     tools.extend(conflicts::tools());
     tools.extend(agents::tools());
     tools.extend(processes::tools());

@@ -1,6 +1,6 @@
 //! `export_storage`: a backup of the whole store (every session with its full history, the
-//! gallery's registry) written to a JSON file; the answer is a summary and the file's path, never
-//! the dump itself. The file appears complete or not at all (written beside it, then renamed).
+//! gallery's registry, the stored chats) written to a JSON file; the answer is a summary and the
+//! file's path, never the dump itself. The file appears complete or not at all (written beside it, then renamed).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -47,9 +47,9 @@ impl Tool for ExportStorage {
     const META: ToolMeta = ToolMeta {
         name: "export_storage",
         description: "Export a complete backup of the server's storage (every session with its full version \
-            history, the graph registry) to a JSON file on the server's disk. Returns {file_path, summary \
-            {sessions, versions, graphs, embeddings, outbox_tasks, exported_at}}, never the dump itself. \
-            import_storage restores it; migrate_storage copies the storage to another database directly.",
+            history, the graph registry, the stored chats) to a JSON file on the server's disk. Returns \
+            {file_path, summary {sessions, versions, graphs, chats, embeddings, outbox_tasks, exported_at}}, never \
+            the dump itself. import_storage restores it; migrate_storage copies the storage to another database directly.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

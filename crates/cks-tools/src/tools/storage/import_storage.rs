@@ -39,9 +39,9 @@ impl Tool for ImportStorage {
     const META: ToolMeta = ToolMeta {
         name: "import_storage",
         description: "Restore a backup written by export_storage into the server's storage. mode 'merge' \
-            (default) adds the sessions and graph names not stored yet and keeps the rest; mode 'clear' deletes \
+            (default) adds the sessions, graph names and chats not stored yet and keeps the rest; mode 'clear' deletes \
             everything stored first (disaster recovery). All sessions are written at once or none. Returns \
-            {imported {sessions, versions, graphs, embeddings, outbox_tasks}, skipped, mode, file_path}. \
+            {imported {sessions, versions, graphs, chats, embeddings, outbox_tasks}, skipped, mode, file_path}. \
             Errors: file_not_found, invalid_json, invalid_format.",
         mutates_graph: true,
         creates_session: false,

@@ -46,11 +46,11 @@ impl Tool for MigrateStorage {
     type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "migrate_storage",
-        description: "Copy all stored data (every session with its full history, the graph registry) into a new \
-            SQLite file (target_backend 'sqlite', target_path a file that does not exist) or an empty PostgreSQL \
+        description: "Copy all stored data (every session with its full history, the graph registry, the stored chats) \
+            into a new SQLite file (target_backend 'sqlite', target_path a file that does not exist) or an empty PostgreSQL \
             database (target_backend 'postgres', target_path its URL), without touching the live store. The \
             server keeps using the old store until restarted with CKS_MCP_DB_PATH set to the new one. Returns \
-            {target_path, target_backend, migrated {sessions, versions, graphs, embeddings, outbox_tasks}, note}. \
+            {target_path, target_backend, migrated {sessions, versions, graphs, chats, embeddings, outbox_tasks}, note}. \
             Errors: unsupported_backend, target_exists, target_unavailable, import_failed.",
         mutates_graph: false,
         creates_session: false,

@@ -23,19 +23,28 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
     ]
 }
 
-/// What was moved, in the reference's shape (this server keeps no embeddings or task queue).
+/// What was moved, in the reference's shape (this server keeps no embeddings or task queue), plus
+/// the stored chats, which the reference does not have.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Moved {
     sessions: u64,
     versions: u64,
     graphs: u64,
+    chats: u64,
     embeddings: u64,
     outbox_tasks: u64,
 }
 
 impl From<Counts> for Moved {
     fn from(c: Counts) -> Self {
-        Moved { sessions: c.sessions, versions: c.versions, graphs: c.graphs, embeddings: 0, outbox_tasks: 0 }
+        Moved {
+            sessions: c.sessions,
+            versions: c.versions,
+            graphs: c.graphs,
+            chats: c.chats,
+            embeddings: 0,
+            outbox_tasks: 0,
+        }
     }
 }
 
