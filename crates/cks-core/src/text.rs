@@ -85,15 +85,10 @@ impl TextIndex {
     }
 
     /// Up to `limit` searchable objects scoring at least `min_score` (and above 0) in BM25 for
-    /// `query`, best first; ties in `structure`'s order. `structure` must be the indexed one.
-    /// The cost follows the posting lists of the query's terms, not the graph.
-    pub fn rank<'a>(
-        &self,
-        structure: &'a KnowledgeStructure,
-        query: &str,
-        limit: usize,
-        min_score: f64,
-    ) -> Vec<(&'a str, f64)> {
+    /// `query`, best first; equal scores in the order of their ids. The cost follows the posting
+    /// lists of the query's terms, not the graph, and no list is sorted or gathered whole: the
+    /// objects only the last (most common) term holds are kept `limit` at a time.
+    pub fn rank<'a>(&'a self, query: &str, limit: usize, min_score: f64) -> Vec<(&'a str, f64)> {
         let mut terms: Vec<String> = tokens(query).collect();
         terms.sort_unstable();
         terms.dedup();
@@ -114,57 +109,104 @@ impl TextIndex {
             let f = f64::from(count);
             idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * f64::from(length) / average))
         };
-        let mut scored: Vec<(&str, f64)> = match postings.as_slice() {
-            [] => return Vec::new(),
-            // One term (the common case): no accumulation needed.
-            [(idf, holders)] => holders.iter().map(|(id, &posting)| (&**id, score(*idf, posting))).collect(),
-            _ => {
-                // Rarest terms first (MaxScore): a term adds at most idf × (K1 + 1) to a score, so
-                // once `limit` objects already score above what the terms left could give an
-                // object not seen yet, those terms' (long, common) lists are not walked: they
-                // only complete the scores of the objects seen.
-                postings.sort_by(|a, b| b.0.total_cmp(&a.0));
-                let bound = |terms: &[(f64, &Holders)]| -> f64 { terms.iter().map(|(idf, _)| idf * (K1 + 1.0)).sum() };
-                let mut sums: Map<&str, f64> = Map::default();
-                let mut walked = postings.len();
-                for (i, (idf, holders)) in postings.iter().enumerate() {
-                    let unseen_at_most = bound(&postings[i..]);
-                    if i > 0 && sums.values().filter(|s| **s > unseen_at_most).count() >= limit {
-                        walked = i;
-                        break;
-                    }
-                    for (id, &posting) in *holders {
-                        *sums.entry(id).or_default() += score(*idf, posting);
-                    }
-                }
-                for (idf, holders) in &postings[walked..] {
-                    for (id, sum) in &mut sums {
-                        if let Some(&posting) = holders.get(*id) {
-                            *sum += score(*idf, posting);
-                        }
-                    }
-                }
-                sums.into_iter().collect()
+        let keep = |s: f64| s > 0.0 && s >= min_score;
+        // Rarest terms first (MaxScore): a term adds at most idf × (K1 + 1) to a score, so once
+        // `limit` objects already score above what the terms left could give an object not seen
+        // yet, those terms' (long, common) lists only complete the scores of the objects seen.
+        postings.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let Some((last, rarer)) = postings.split_last() else { return Vec::new() };
+        let bound = |terms: &[(f64, &Holders)]| -> f64 { terms.iter().map(|(idf, _)| idf * (K1 + 1.0)).sum() };
+        let mut sums: Map<&str, f64> = Map::default();
+        let mut walked = 0;
+        while walked < rarer.len() {
+            let unseen_at_most = bound(&postings[walked..]);
+            if walked > 0 && sums.values().filter(|s| **s > unseen_at_most).count() >= limit {
+                break;
             }
-        };
-        scored.retain(|(_, s)| *s > 0.0 && *s >= min_score);
-        let by_score = |a: &(&str, f64), b: &(&str, f64)| b.1.total_cmp(&a.1);
-        if scored.len() > limit {
-            // Only the best `limit` (and whatever ties the last of them) need ordering.
-            scored.select_nth_unstable_by(limit - 1, by_score);
-            let cut = scored[limit - 1].1;
-            scored.retain(|(_, s)| *s >= cut);
+            let (idf, holders) = rarer[walked];
+            for (id, &posting) in holders {
+                *sums.entry(id).or_default() += score(idf, posting);
+            }
+            walked += 1;
         }
-        let mut ranked: Vec<(usize, &'a str, f64)> = scored
-            .into_iter()
-            .filter_map(|(id, score)| {
-                let (position, id, _) = structure.entry_full(id)?;
-                Some((position, id, score))
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
-        ranked.truncate(limit);
-        ranked.into_iter().map(|(_, id, score)| (id, score)).collect()
+        let mut best = Best::new(limit);
+        if walked == rarer.len() {
+            // Every rarer list was walked: the last list completes the objects seen, and of the
+            // ones it alone holds only the best `limit` can make the cut.
+            let (idf, holders) = *last;
+            for (id, &posting) in holders {
+                let alone = score(idf, posting);
+                match sums.get_mut(&**id) {
+                    Some(sum) => *sum += alone,
+                    None if keep(alone) => best.offer(id, alone),
+                    None => {}
+                }
+            }
+        } else {
+            for (idf, holders) in &postings[walked..] {
+                for (id, sum) in &mut sums {
+                    if let Some(&posting) = holders.get(*id) {
+                        *sum += score(*idf, posting);
+                    }
+                }
+            }
+        }
+        for (id, sum) in sums {
+            if keep(sum) {
+                best.offer(id, sum);
+            }
+        }
+        best.into_sorted()
+    }
+}
+
+/// The best `limit` (id, score) pairs offered: higher scores first, equal scores by id.
+struct Best<'a> {
+    limit: usize,
+    /// A heap whose top is the worst kept.
+    heap: std::collections::BinaryHeap<Ranked<'a>>,
+}
+
+/// Ordered so that the better ranks lower: a max-heap's top is the worst kept.
+struct Ranked<'a>(f64, &'a str);
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Ranked<'_> {}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then_with(|| self.1.cmp(other.1))
+    }
+}
+
+impl<'a> Best<'a> {
+    fn new(limit: usize) -> Self {
+        Best { limit, heap: std::collections::BinaryHeap::new() }
+    }
+
+    fn offer(&mut self, id: &'a str, score: f64) {
+        let candidate = Ranked(score, id);
+        if self.heap.len() < self.limit {
+            self.heap.push(candidate);
+        } else if self.heap.peek().is_some_and(|worst| candidate < *worst) {
+            self.heap.pop();
+            self.heap.push(candidate);
+        }
+    }
+
+    fn into_sorted(self) -> Vec<(&'a str, f64)> {
+        self.heap.into_sorted_vec().into_iter().map(|Ranked(score, id)| (id, score)).collect()
     }
 }
 
@@ -214,21 +256,66 @@ fn flatten(value: &Value, out: &mut String) {
 mod tests {
     use crate::sample::random_graph;
 
+    /// Every searchable object scored from scratch, best first, equal scores by id.
+    fn naive<'a>(graph: &'a crate::KnowledgeStructure, query: &str) -> Vec<(&'a str, f64)> {
+        let index = super::TextIndex::build(graph);
+        let terms: std::collections::BTreeSet<String> = super::tokens(query).collect();
+        let n = index.lengths.len() as f64;
+        let average = (index.total_length as f64 / n).max(1.0);
+        let mut scored: Vec<(&str, f64)> = graph
+            .objects()
+            .filter(|o| !o.is_relation())
+            .map(|o| {
+                let counts = super::term_counts(o);
+                let length: u32 = counts.values().sum();
+                let total = terms
+                    .iter()
+                    .filter_map(|t| Some((counts.get(t.as_str())?, index.postings.get(t.as_str())?.len() as f64)))
+                    .map(|(&count, df)| {
+                        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                        let f = f64::from(count);
+                        idf * f * (super::K1 + 1.0)
+                            / (f + super::K1 * (1.0 - super::B + super::B * f64::from(length) / average))
+                    })
+                    .sum::<f64>();
+                (o.id(), total)
+            })
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        scored
+    }
+
+    #[test]
+    fn the_ranking_is_the_from_scratch_scores_best_first_ties_by_id() {
+        let graph = random_graph(800, 300, 11);
+        let index = graph.text_index();
+        for query in ["t3 concept", "sample", "t7 t9 sample", "entity 12 t1", "42 sample", "t4", "nothing here"] {
+            let expected = naive(&graph, query);
+            let ranked = index.rank(query, usize::MAX, 0.0);
+            assert_eq!(ranked.len(), expected.len(), "{query:?}");
+            for ((id, score), (want_id, want_score)) in ranked.iter().zip(&expected) {
+                assert_eq!(id, want_id, "{query:?}");
+                assert!((score - want_score).abs() < 1e-9, "{query:?}: {score} vs {want_score}");
+            }
+        }
+    }
+
     #[test]
     fn the_best_few_are_the_head_of_the_full_ranking() {
         let graph = random_graph(600, 300, 7);
         let index = graph.text_index();
         for query in ["t3 concept", "t7 t9 sample", "entity 12 t1", "number 5 t19 generated", "t4", "nothing here"] {
-            let everything = index.rank(&graph, query, usize::MAX, 0.0);
+            let everything = index.rank(query, usize::MAX, 0.0);
             for limit in [1, 3, 10, 50] {
-                let best = index.rank(&graph, query, limit, 0.0);
+                let best = index.rank(query, limit, 0.0);
                 let expected = &everything[..limit.min(everything.len())];
                 assert_eq!(best, expected, "{query:?}, limit {limit}");
             }
             let floor = everything.get(5).map_or(0.0, |(_, score)| *score);
             let above: Vec<_> = everything.iter().filter(|(_, s)| *s >= floor).take(20).cloned().collect();
-            assert_eq!(index.rank(&graph, query, 20, floor), above, "{query:?} with min_score");
+            assert_eq!(index.rank(query, 20, floor), above, "{query:?} with min_score");
         }
-        assert!(!index.rank(&graph, "t3 concept", 3, 0.0).is_empty());
+        assert!(!index.rank("t3 concept", 3, 0.0).is_empty());
     }
 }

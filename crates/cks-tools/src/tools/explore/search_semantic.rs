@@ -106,7 +106,7 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
         Some(seeds) => (seeds, None),
         None => {
             let query = input.query.as_deref().unwrap_or_default();
-            let ranked = structure.text_index().rank(structure, query, top_k, min_score);
+            let ranked = structure.text_index().rank(query, top_k, min_score);
             if ranked.is_empty() {
                 return Err(ToolError::new(
                     "not_found",
