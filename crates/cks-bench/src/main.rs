@@ -90,6 +90,9 @@ struct Cli {
     /// Stored-session counts for the reload group, comma-separated [1,100,1000].
     #[arg(long, value_delimiter = ',')]
     session_counts: Option<Vec<u64>>,
+    /// Objects in each of the reload group's sessions [the small session's size, 100].
+    #[arg(long)]
+    reload_objects: Option<u64>,
     /// Keep the scratch directory (data directories, server stderr) and print its path.
     #[arg(long)]
     keep_work: bool,
@@ -176,6 +179,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(v) = cli.only.clone() {
         plan.groups = v;
     }
+    plan.reload_objects = cli.reload_objects;
     if let Some(v) = cli.session_counts.clone() {
         plan.session_counts = v;
     }

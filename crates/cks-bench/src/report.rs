@@ -168,6 +168,7 @@ const LABELS: &[(&str, &str)] = &[
     ("restart_first_query", "restart → first successful `query_subgraph`"),
     ("peak_rss_restart", "peak RSS after restart + one query"),
     ("reload_first_query", "restart with this many stored sessions → first `query_subgraph`, median of 3"),
+    ("reload_touch_all_rss", "peak RSS after a restart that reads every stored session once"),
 ];
 
 fn order(measurement: &str) -> usize {

@@ -44,6 +44,8 @@ pub(crate) struct Plan {
     pub(crate) measurement_budget: Duration,
     /// Numbers of stored sessions before the restarts of the reload group.
     pub(crate) session_counts: Vec<u64>,
+    /// Objects in each of the reload group's sessions (default: `small_objects`).
+    pub(crate) reload_objects: Option<u64>,
     /// Which groups run: cold, query, ai_chat, ai_chat_concurrent, scale, reload.
     pub(crate) groups: Vec<String>,
     /// `CKS_LLM_PROVIDER` for the ai_chat server: `anthropic` (the documented contract) or
@@ -68,6 +70,7 @@ impl Plan {
             call_timeout: Duration::from_secs(120),
             measurement_budget: Duration::from_secs(120),
             session_counts: vec![1, 100, 1_000],
+            reload_objects: None,
             groups: ["cold", "query", "ai_chat", "ai_chat_concurrent", "scale", "reload"].map(String::from).to_vec(),
             ai_provider: "anthropic".into(),
         }
@@ -86,6 +89,7 @@ impl Plan {
             repeats: 1,
             call_timeout: Duration::from_secs(60),
             session_counts: vec![1, 5],
+            reload_objects: None,
             groups: ["cold", "query", "ai_chat", "scale", "reload"].map(String::from).to_vec(),
             ..Plan::full()
         }
@@ -887,12 +891,16 @@ impl Bench<'_> {
     /// Restart cost against the number of stored sessions: one data directory gains small
     /// sessions up to each count of `session_counts`; after each count the server is restarted
     /// three times, and spawn → `initialize` → first successful `query_subgraph` on the first
-    /// session is timed (the median is recorded, with the count as the size).
+    /// session is timed (the median is recorded, with the count as the size). Then one more
+    /// restart reads every stored session once, in order, and its peak RSS is recorded: memory
+    /// that follows the session cache, not the number of sessions, stays flat.
     async fn reload(&mut self) -> anyhow::Result<()> {
         const RESTARTS: usize = 3;
         let plan = self.plan.clone();
         let command = self.command.clone();
-        let graph = sample_json(plan.small_objects);
+        let objects = plan.reload_objects.unwrap_or(plan.small_objects);
+        let graph = sample_json(objects);
+        let mut sessions: Vec<String> = Vec::new();
         let mut counts = plan.session_counts.clone();
         counts.sort_unstable();
         counts.dedup();
@@ -905,7 +913,7 @@ impl Bench<'_> {
                 self.rec.status("reload_first_query", Some(count), "ms", reason.clone());
                 continue;
             }
-            let outcome: Result<f64, Stop> = async {
+            let outcome: Result<(f64, Option<u64>), Stop> = async {
                 // Add sessions up to `count` on a server of its own.
                 let mut client = self.spawn(&command, &dir).or_stop("reload_first_query", "ms")?;
                 let added = async {
@@ -913,7 +921,8 @@ impl Bench<'_> {
                     while stored < count {
                         let result = client.call_tool("validate_knowledge", json!({"json_data": graph})).await?;
                         let (session, _) = created_session(&result)?;
-                        first_session.get_or_insert(session);
+                        first_session.get_or_insert(session.clone());
+                        sessions.push(session);
                         stored += 1;
                     }
                     Ok(())
@@ -932,17 +941,30 @@ impl Bench<'_> {
                     samples.push(ms(elapsed));
                     client.shutdown(GRACE).await;
                 }
-                Ok(quantile(&samples, 0.5))
+                let (mut client, _) = self.restart_and_query(&command, &dir, &session, "reload_first_query").await?;
+                for session in &sessions {
+                    let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 1, "max_objects": 10});
+                    if let Err(e) = client.call_tool("query_subgraph", args).await {
+                        client.kill().await;
+                        return Err(Stop::new("reload_first_query", "ms", e));
+                    }
+                    client.sample_rss();
+                }
+                let touched_kib = client.shutdown(GRACE).await;
+                Ok((quantile(&samples, 0.5), touched_kib))
             }
             .await;
             match outcome {
-                Ok(median) => {
+                Ok((median, touched_kib)) => {
                     let note = format!(
-                        "stored sessions: {count}, of {} objects each; spawn → initialize → query_subgraph on the \
-                         first one, median of {RESTARTS} restarts",
-                        plan.small_objects
+                        "stored sessions: {count}, of {objects} objects each; spawn → initialize → query_subgraph on \
+                         the first one, median of {RESTARTS} restarts"
                     );
                     self.rec.value("reload_first_query", Some(count), "ms", median, Some(note));
+                    if let Some(kib) = touched_kib {
+                        let note = format!("after a restart, every one of the {count} sessions read once, in order");
+                        self.rec.value("reload_touch_all_rss", Some(count), "MiB", kib as f64 / 1024.0, Some(note));
+                    }
                 }
                 Err(stop) => {
                     self.rec.status("reload_first_query", Some(count), "ms", stop.status.clone());

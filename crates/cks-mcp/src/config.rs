@@ -65,6 +65,10 @@ pub struct Config {
     pub pg_pool_size: usize,
     /// The task queue's lease and retry limit (`CKS_TASK_LEASE_SECONDS`, `CKS_TASK_MAX_RETRIES`).
     pub queue: cks_runtime::QueueConfig,
+    /// Sessions kept loaded, and the objects they may hold together (`CKS_SESSION_CACHE_SESSIONS`,
+    /// `CKS_SESSION_CACHE_OBJECTS`).
+    pub cache_sessions: usize,
+    pub cache_objects: usize,
     /// What the guarded fetcher may reach (`CKS_FETCH_ALLOWED_NETWORKS`).
     pub fetch: cks_tools::fetch::FetchPolicy,
     /// Whether the sweepers run, how often, and how long a source check stays fresh (`CKS_SWEEPERS`,
@@ -119,6 +123,11 @@ impl Config {
                 .map_or(defaults.lease, std::time::Duration::from_secs),
             max_retries: get("CKS_TASK_MAX_RETRIES").and_then(|v| v.parse().ok()).unwrap_or(defaults.max_retries),
         };
+        let runtime_defaults = cks_runtime::RuntimeConfig::default();
+        let cache_sessions =
+            get("CKS_SESSION_CACHE_SESSIONS").and_then(|v| v.parse().ok()).unwrap_or(runtime_defaults.cache_capacity);
+        let cache_objects =
+            get("CKS_SESSION_CACHE_OBJECTS").and_then(|v| v.parse().ok()).unwrap_or(runtime_defaults.cache_objects);
         let defaults = cks_runtime::SweepersConfig::default();
         let sweepers = cks_runtime::SweepersConfig {
             interval: get("CKS_SWEEP_INTERVAL_SECONDS")
@@ -177,6 +186,8 @@ impl Config {
             sqlite_synchronous_full,
             pg_pool_size,
             queue,
+            cache_sessions,
+            cache_objects,
             sweepers,
             processes,
             fetch,

@@ -102,7 +102,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Storage::Postgres(_) => secret::load_shared(secret, &config.data_dir, store.as_ref()).await?,
         Storage::Sqlite(_) | Storage::Memory => secret::load(secret, &config.data_dir)?,
     };
-    let runtime_config = RuntimeConfig { queue: config.queue.clone(), ..RuntimeConfig::default() };
+    let runtime_config = RuntimeConfig {
+        queue: config.queue.clone(),
+        cache_capacity: config.cache_sessions,
+        cache_objects: config.cache_objects,
+        ..RuntimeConfig::default()
+    };
     let runtime = Arc::new(Runtime::new(store, runtime_config));
     let mut registry = Registry::standard();
     registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));

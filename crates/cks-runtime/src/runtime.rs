@@ -14,7 +14,7 @@
 use rand::Rng;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use time::format_description::well_known::Rfc3339;
@@ -45,6 +45,9 @@ pub struct RuntimeConfig {
     pub snapshot_interval: u32,
     /// How many sessions stay loaded in memory.
     pub cache_capacity: usize,
+    /// How many objects the loaded sessions may hold together before the least recently used are
+    /// unloaded (the one in use always stays): memory follows this, not the number of sessions.
+    pub cache_objects: usize,
     /// Commit attempts before reporting `concurrent_modification`.
     pub max_commit_attempts: u32,
     /// Check the store for other writers' commits before every access (needed when several
@@ -61,6 +64,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             snapshot_interval: 10,
             cache_capacity: 64,
+            cache_objects: 2_000_000,
             max_commit_attempts: 6,
             refresh_on_access: true,
             event_capacity: 256,
@@ -153,6 +157,8 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) state: RwLock<SessionState>,
     last_used: AtomicU64,
+    /// Its object count when last seen (read without waiting for its lock).
+    objects: AtomicUsize,
     /// The store's change token when this session was last known to match the store.
     fresh_as_of: AtomicU64,
 }
@@ -342,6 +348,7 @@ impl Runtime {
             id: id.clone(),
             state: RwLock::new(SessionState { row, structure: state, last_snapshot_seq: 0, changes_since_snapshot: 0 }),
             last_used: AtomicU64::new(0),
+            objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
         });
         self.cache_insert(session);
@@ -362,16 +369,29 @@ impl Runtime {
     }
 
     fn evict(&self, cache: &mut Cache) {
-        while cache.entries.len() > self.config.cache_capacity.max(1) {
-            let oldest = cache
-                .entries
-                .iter()
-                .filter_map(|(id, cell)| cell.get().map(|s| (s.last_used.load(Ordering::Relaxed), id.clone())))
-                .min();
-            match oldest {
-                Some((_, id)) => cache.entries.remove(&id),
-                None => break,
-            };
+        let mut loaded: Vec<(u64, usize, String)> = cache
+            .entries
+            .iter()
+            .filter_map(|(id, cell)| {
+                let session = cell.get()?;
+                // A session being written keeps the count it had when last seen.
+                if let Ok(state) = session.state.try_read() {
+                    session.objects.store(state.structure.len(), Ordering::Relaxed);
+                }
+                Some((session.last_used.load(Ordering::Relaxed), session.objects.load(Ordering::Relaxed), id.clone()))
+            })
+            .collect();
+        let mut objects: usize = loaded.iter().map(|(_, n, _)| n).sum();
+        let mut entries = cache.entries.len();
+        // Least recently used first; the most recent one always stays.
+        loaded.sort_unstable();
+        for (_, count, id) in loaded.iter().take(loaded.len().saturating_sub(1)) {
+            if entries <= self.config.cache_capacity.max(1) && objects <= self.config.cache_objects {
+                break;
+            }
+            cache.entries.remove(id);
+            entries -= 1;
+            objects -= count;
         }
     }
 
@@ -414,6 +434,7 @@ impl Runtime {
             id: id.to_owned(),
             state: RwLock::new(state),
             last_used: AtomicU64::new(0),
+            objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
         }))
     }
@@ -970,6 +991,25 @@ mod tests {
             assert_eq!(&reloaded, hash);
             assert!(rt.loaded_sessions() <= 2);
         }
+    }
+
+    #[tokio::test]
+    async fn the_cache_holds_at_most_its_object_budget_but_always_the_session_in_use() {
+        let config = RuntimeConfig { cache_capacity: 100, cache_objects: 100, ..Default::default() };
+        let rt = Runtime::new(Arc::new(MemoryStore::new()), config);
+        let mut ids = Vec::new();
+        for seed in 0..6 {
+            // 40 objects each: two fit in the budget, a third does not.
+            ids.push(rt.create_session(random_graph(20, 20, seed), NewSession::default()).await.unwrap().session_id);
+            assert!(rt.loaded_sessions() <= 2, "{} loaded", rt.loaded_sessions());
+        }
+        let big = rt.create_session(random_graph(100, 100, 9), NewSession::default()).await.unwrap().session_id;
+        assert_eq!(rt.loaded_sessions(), 1, "a session over the whole budget stays alone");
+        assert_eq!(rt.read(&big, |s, _| s.len()).await.unwrap(), 200);
+        for id in &ids {
+            assert_eq!(rt.read(id, |s, _| s.len()).await.unwrap(), 40, "an unloaded session loads again");
+        }
+        assert!(rt.loaded_sessions() <= 2);
     }
 
     fn empty_commit() -> CommitRequest {

@@ -72,6 +72,19 @@ pub const GROUPS: &[Group] = &[
         variables: &[
             var("CKS_MCP_DATA_DIR", Text, Some("~/.cks-mcp"), "Data directory"),
             var(
+                "CKS_SESSION_CACHE_SESSIONS",
+                whole(1, 1_000_000, "sessions"),
+                Some("64"),
+                "Sessions kept loaded in memory (the least recently used are unloaded first)",
+            ),
+            var(
+                "CKS_SESSION_CACHE_OBJECTS",
+                whole(1, u64::MAX, "objects"),
+                Some("2000000"),
+                "Objects the loaded sessions may hold together; memory follows this, whatever the number of \
+                 sessions (the session in use always stays loaded)",
+            ),
+            var(
                 "CKS_MCP_DB_PATH",
                 Text,
                 Some("<data dir>/cks_mcp.db"),
