@@ -702,6 +702,7 @@
   /** What one turn shows: the streamed text, its tool cards, and at the end the whole result. */
   function turnView() {
     let bubble = null
+    const bubbles = []
     let textSinceTool = ''
     let streamed = false
     const cards = new Map()
@@ -711,6 +712,7 @@
         streamed = true
         if (!bubble) {
           bubble = appendMessage('assistant', '')
+          bubbles.push(bubble)
           bubble.body.classList.add('streaming')
           log.setAttribute('aria-busy', 'true')
         }
@@ -741,7 +743,12 @@
           if (card) card.update(call)
           else if (!streamed) cards.set(i, toolCard(call))
         })
-        if (result.reply && !textSinceTool.trim()) appendMessage('assistant', result.reply)
+        // The reply is the turn's last text: shown already when it was streamed, else added (or,
+        // when the streamed text after the last tool call differs, that text is replaced by it).
+        const reply = String(result.reply ?? '').trim()
+        if (!reply || bubbles.some((b) => b.content.textContent.trim() === reply)) return
+        if (bubble && textSinceTool.trim()) bubble.content.textContent = result.reply
+        else appendMessage('assistant', result.reply)
       },
       abandon() {
         bubble?.body.classList.remove('streaming')
