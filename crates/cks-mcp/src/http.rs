@@ -1,6 +1,7 @@
 //! HTTP: MCP streamable HTTP at `/mcp` (rmcp), the reference's bare JSON-RPC form on the same path,
-//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, and a liveness
-//! answer at `/health`. Accepted connections have Nagle's algorithm off (see [`serve`]).
+//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, a liveness
+//! answer at `/health`, and the chat page at `/` with its assets under `/assets/` (`page.rs`).
+//! Accepted connections have Nagle's algorithm off (see [`serve`]).
 //!
 //! Security, checked before anything else on every request:
 //! - `Host` must name this server (loopback names, or the non-loopback address it was bound to):
@@ -8,7 +9,8 @@
 //! - a present `Origin` must be allowed (loopback origins and `CKS_MCP_ALLOWED_ORIGINS`), else 403;
 //!   CORS headers are sent only to allowed origins; preflights are answered without a token;
 //! - with `CKS_MCP_HTTP_TOKEN`, `Authorization: Bearer <token>` (or `?token=` for EventSource) is
-//!   required, compared in constant time, else 401;
+//!   required, compared in constant time, else 401 — except for the page and its assets, which
+//!   hold no data: the page asks for the token and sends it with every call it makes;
 //! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
 
 use axum::Router;
@@ -40,6 +42,7 @@ use crate::server::CksServer;
 
 mod bare;
 mod body;
+mod page;
 
 /// HTTP settings taken from the configuration.
 #[derive(Debug, Clone)]
@@ -104,6 +107,8 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .route("/health", get(health))
         .route("/events", get(events))
         .route("/events/{session_id}", get(events_for_session))
+        .route("/", get(page::index))
+        .route("/assets/{name}", get(page::asset))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -212,7 +217,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     }
     let mut response = if request.method() == Method::OPTIONS {
         StatusCode::NO_CONTENT.into_response()
-    } else if !token_ok(config, headers, request.uri().query()) {
+    } else if !page::is_page_request(&request) && !token_ok(config, headers, request.uri().query()) {
         (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
     } else {
         next.run(request).await
