@@ -1,6 +1,7 @@
 //! HTTP: MCP streamable HTTP at `/mcp` (rmcp), the reference's bare JSON-RPC form on the same path,
-//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, and a liveness
-//! answer at `/health`. Accepted connections have Nagle's algorithm off (see [`serve`]).
+//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, one `ai_chat` turn
+//! watched as it runs at `POST /chat/stream` (Server-Sent Events; see `http/chat.rs`), and a
+//! liveness answer at `/health`. Accepted connections have Nagle's algorithm off (see [`serve`]).
 //!
 //! Security, checked before anything else on every request:
 //! - `Host` must name this server (loopback names, or the non-loopback address it was bound to):
@@ -18,7 +19,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use futures::stream::Stream;
 use serde::Deserialize;
@@ -40,6 +41,7 @@ use crate::server::CksServer;
 
 mod bare;
 mod body;
+mod chat;
 
 /// HTTP settings taken from the configuration.
 #[derive(Debug, Clone)]
@@ -102,6 +104,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     Router::new()
         .route("/mcp", any(mcp_endpoint))
         .route("/health", get(health))
+        .route("/chat/stream", post(chat::chat_stream))
         .route("/events", get(events))
         .route("/events/{session_id}", get(events_for_session))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
