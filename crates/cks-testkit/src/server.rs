@@ -225,6 +225,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    // Each chunk of a stream goes out when it is written, as a provider's streams do: with Nagle's
+    // algorithm on, a chunk written while the previous one is unacknowledged would wait for the
+    // client's delayed ACK.
+    let _ = stream.set_nodelay(true);
     let kill = Arc::new(Notify::new());
     let kill2 = kill.clone();
     let svc = hyper::service::service_fn(move |req| handle(shared.clone(), kill2.clone(), req));
