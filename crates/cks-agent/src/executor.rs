@@ -165,6 +165,16 @@ impl ToolExecutor for RegistryExecutor {
         }
     }
 
+    fn needs_approval(&self, name: &str) -> bool {
+        self.offered(name).is_some_and(|(tool, _)| tool.meta().destructive)
+    }
+
+    fn pinned(&self, name: &str, arguments: &Value) -> Value {
+        match self.prepare(name, arguments) {
+            Ok((_, arguments)) | Err((arguments, _)) => arguments,
+        }
+    }
+
     async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>, time_left: Duration) -> Execution {
         let (mutates, arguments) = match self.prepare(name, arguments) {
             Ok((tool, arguments)) => (tool.meta().mutates_graph || tool.meta().creates_session, arguments),
@@ -173,9 +183,15 @@ impl ToolExecutor for RegistryExecutor {
             }
         };
         let mut ctx = self.ctx.clone();
+        // The chat's live events are ai_chat's, not the tools'.
+        ctx.chat_events = None;
         ctx.audit.insert("tool".into(), json!("ai_chat"));
-        ctx.audit.insert("provider".into(), json!(origin.provider));
-        ctx.audit.insert("model".into(), json!(origin.model));
+        // The calls of an answer the user decided on were asked for in an earlier request: which
+        // model asked is not known there, and not recorded.
+        if !origin.provider.is_empty() {
+            ctx.audit.insert("provider".into(), json!(origin.provider));
+            ctx.audit.insert("model".into(), json!(origin.model));
+        }
         let (registry, owned_name, owned_args) = (self.registry.clone(), name.to_owned(), arguments.clone());
         let call = tokio::spawn(async move { registry.call(&owned_name, owned_args, &ctx).await });
         let result = match tokio::time::timeout(time_left, call).await {

@@ -20,6 +20,6 @@ pub use executor::{DENIED_TOOLS, RegistryExecutor};
 pub use offer::{CHAT_TOOLS, ChatTool};
 pub use tool::{AI_CHAT_VARIABLES, AiChat, AiChatConfig, AiChatConfigError, SYSTEM_PROMPT};
 pub use turn::{
-    ChatModel, Execution, Origin, Stop, ToolCallRecord, ToolExecutor, TurnConfig, TurnFailure, TurnObserver,
-    TurnOutput, run_turn,
+    ChatModel, Decision, Execution, Origin, PendingApproval, Stop, ToolCallRecord, ToolExecutor, TurnConfig,
+    TurnFailure, TurnObserver, TurnOutput, continue_turn, pending_approval, result_summary, run_turn,
 };

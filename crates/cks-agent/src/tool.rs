@@ -11,6 +11,16 @@
 //! one store write guarded by the revision read before the turn — or not at all: a failed turn,
 //! or one that another turn of the same chat beat to the save (`chat_busy`), stores nothing.
 //! Without `new_chat` and `chat_id` nothing is stored and the answer is as it always was.
+//!
+//! Approvals: with `approvals: true`, an answer that calls a destructive tool stops the turn before
+//! any of its calls run, with `pending_approval` naming the call (see [`crate::turn`]); the next
+//! request sends `approval` (approve or reject, with an optional reason) on the same `chat_id` or
+//! the returned `messages`, and no prompt. A stored chat that waits for a decision and gets a new
+//! prompt instead takes it as declining the open calls. Without `approvals` and `approval` nothing
+//! changes.
+//!
+//! Live events: a context with a chat event sink (`POST /chat/stream`) gets the model's text as it
+//! streams and each tool call as it starts and completes; the result is the same.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,10 +31,13 @@ use std::time::Duration;
 
 use cks_llm::{ErrorKind, Message, Role};
 use cks_runtime::store::ChatRow;
-use cks_tools::{ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+use cks_tools::{ChatEvent, ChatEventSink, ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 use crate::executor::RegistryExecutor;
-use crate::turn::{ChatModel, Stop, ToolCallRecord, TurnConfig, TurnObserver, run_turn};
+use crate::turn::{
+    ChatModel, Decision, Stop, ToolCallRecord, TurnConfig, TurnObserver, continue_turn, pending_approval,
+    result_summary,
+};
 
 /// Settings of `ai_chat`, from the environment.
 #[derive(Debug, Clone)]
@@ -134,6 +147,29 @@ pub struct Input {
     /// Model to use for this turn, overriding the provider's configured default (the provider
     /// itself is chosen by CKS_LLM_PROVIDER).
     pub model: Option<String>,
+    /// Ask the user before destructive calls (revert_version): when the model makes one, the turn
+    /// stops before running that answer's calls and answers 'pending_approval'; send the decision
+    /// as 'approval' in the next request. Default false (true when 'approval' is given).
+    pub approvals: Option<bool>,
+    /// The user's decision on the pending call ('pending_approval' of the previous answer), sent on
+    /// the same 'chat_id' or with the returned 'messages' unchanged, without 'prompt'.
+    pub approval: Option<Approval>,
+}
+
+/// The user's decision on a pending call.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Approval {
+    /// 'approve' runs the call; 'reject' tells the model the user declined it.
+    pub decision: ApprovalDecision,
+    /// Why (passed on to the model with a rejection).
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalDecision {
+    Approve,
+    Reject,
 }
 
 fn messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -249,18 +285,54 @@ impl Progress {
     }
 }
 
-impl TurnObserver for Progress {
+/// What the caller watches of a turn: progress notifications (MCP) and live events (streamed
+/// chats), each when asked for.
+struct Watchers {
+    progress: Option<Progress>,
+    events: Option<Arc<dyn ChatEventSink>>,
+}
+
+impl TurnObserver for Watchers {
     fn llm_call(&self, iteration: usize) {
-        self.report(format!("LLM round trip {}", iteration + 1));
+        if let Some(progress) = &self.progress {
+            progress.report(format!("LLM round trip {}", iteration + 1));
+        }
     }
 
     fn tool_call(&self, name: &str) {
-        self.report(format!("tool {name}"));
+        if let Some(progress) = &self.progress {
+            progress.report(format!("tool {name}"));
+        }
+    }
+
+    fn wants_text(&self) -> bool {
+        self.events.is_some()
+    }
+
+    fn text_delta(&self, text: &str) {
+        if let Some(events) = &self.events {
+            events.event(ChatEvent::TextDelta { text: text.to_owned() });
+        }
+    }
+
+    fn tool_call_started(&self, index: usize, name: &str, arguments: &Value) {
+        if let Some(events) = &self.events {
+            events.event(ChatEvent::ToolCallStarted { index, name: name.to_owned(), arguments: arguments.clone() });
+        }
+    }
+
+    fn tool_call_completed(&self, index: usize, name: &str, arguments: &Value, result: &Value, is_error: bool) {
+        if let Some(events) = &self.events {
+            events.event(ChatEvent::ToolCallCompleted {
+                index,
+                name: name.to_owned(),
+                arguments: arguments.clone(),
+                result_summary: result_summary(result, is_error),
+                is_error,
+            });
+        }
     }
 }
-
-struct Quiet;
-impl TurnObserver for Quiet {}
 
 /// The calls as a JSON list, for error results (which carry the calls made so far).
 fn records(calls: &[ToolCallRecord]) -> Value {
@@ -297,6 +369,10 @@ pub struct Output {
     /// The turn was cancelled.
     #[serde(skip_serializing_if = "Option::is_none")]
     cancelled: Option<bool>,
+    /// The call that waits for the user's approval (with 'approvals'): the turn stopped before
+    /// running the answer that made it; 'messages' ends with that answer. Decide with 'approval'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_approval: Option<PendingCall>,
     /// The provider that answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     provider: Option<String>,
@@ -304,6 +380,16 @@ pub struct Output {
     #[serde(skip_serializing_if = "Option::is_none")]
     model: Option<String>,
     usage: TurnUsage,
+}
+
+/// A call waiting for the user's approval.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PendingCall {
+    /// The id of the call in the last message of 'messages'.
+    tool_use_id: String,
+    name: String,
+    /// The arguments it would run with (session arguments pinned).
+    arguments: Value,
 }
 
 /// One tool call the model made.
@@ -368,7 +454,10 @@ impl Tool for AiChat {
             result. The model may revert the session to an earlier version. Errors: llm_call_failed / \
             llm_provider_unavailable, still with 'messages' and 'tool_calls' (a failed turn of a stored chat is not \
             saved); chat_not_found (no such chat in this session); chat_busy (another turn of the chat is running or \
-            was saved first: this one is not saved).",
+            was saved first: this one is not saved). With 'approvals': true, a call to a destructive tool (revert_version) \
+            waits for the user: the turn stops before running that answer's calls and answers 'pending_approval' \
+            {tool_use_id, name, arguments}, 'messages' ending with that answer; the next request sends 'approval': \
+            {decision: 'approve' or 'reject', reason} with the same 'chat_id' or those 'messages', and no prompt.",
         mutates_graph: true,
         creates_session: false,
         // The model may call revert_version, which replaces the current state.
@@ -381,6 +470,13 @@ impl Tool for AiChat {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        if input.approval.is_some() && input.prompt.as_deref().is_some_and(|p| !p.trim().is_empty()) {
+            return Err(ToolError::invalid_parameter(
+                "'approval' decides the pending call and continues the turn: send it without 'prompt' (the next \
+                 message goes in a later request).",
+            )
+            .with("parameter", "prompt"));
+        }
         // The chat is marked running before it is read, so this turn reads what the turn before it
         // saved; the arguments and the chat are checked before a running turn is reported.
         let running = input.chat_id.as_deref().map(|chat_id| self.start_turn(chat_id));
@@ -405,11 +501,15 @@ impl Tool for AiChat {
                     chat.chat_id
                 )))
             })?;
-            // `keeping` checked that there is one.
-            raw.push(json!({"role": "user", "content": input.prompt.unwrap_or_default()}));
+            if input.approval.is_none() {
+                // `keeping` checked that there is one.
+                raw.push(new_message(&raw, input.prompt.unwrap_or_default()));
+            }
             raw
         } else if !input.messages.is_empty() {
             input.messages
+        } else if input.approval.is_some() {
+            return Err(no_pending_call());
         } else {
             match input.prompt.filter(|p| !p.trim().is_empty()) {
                 Some(prompt) => vec![json!({"role": "user", "content": prompt})],
@@ -446,7 +546,13 @@ impl Tool for AiChat {
             .clone()
             .ok_or_else(|| ToolError::internal("ai_chat needs the tool registry in its context"))?;
         let executor = RegistryExecutor::new(registry, ctx.clone(), input.session_id.clone());
+        let decision =
+            input.approval.map(|a| Decision { approve: a.decision == ApprovalDecision::Approve, reason: a.reason });
+        if decision.is_some() && pending_approval(&history, &executor).is_none() {
+            return Err(in_chat(no_pending_call()));
+        }
         let mut config = self.config.turn.clone();
+        config.approvals = input.approvals.unwrap_or(decision.is_some());
         if let Some(model) = input.model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()) {
             cks_llm::check_model_name(&model).map_err(|why| {
                 in_chat(
@@ -458,12 +564,11 @@ impl Tool for AiChat {
             })?;
             config.model = Some(model);
         }
-        let progress = ctx.progress.clone().map(|sink| Progress { sink, step: Default::default() });
-        let observer: &dyn TurnObserver = match &progress {
-            Some(p) => p,
-            None => &Quiet,
+        let observer = Watchers {
+            progress: ctx.progress.clone().map(|sink| Progress { sink, step: Default::default() }),
+            events: ctx.chat_events.clone(),
         };
-        match run_turn(chat_model, &executor, &history, &config, observer, &ctx.cancel).await {
+        match continue_turn(chat_model, &executor, &history, &config, &observer, &ctx.cancel, decision.as_ref()).await {
             Ok(output) => {
                 let cut = (output.results_cut > 0).then_some("result_max_bytes");
                 let truncation_reason = output.stop.truncation_reason().or(cut).map(str::to_owned);
@@ -497,6 +602,11 @@ impl Tool for AiChat {
                     truncation_reason,
                     results_omitted: (output.results_cut > 0).then_some(output.results_cut),
                     cancelled: (output.stop == Stop::Cancelled).then_some(true),
+                    pending_approval: output.pending_approval.map(|p| PendingCall {
+                        tool_use_id: p.tool_use_id,
+                        name: p.name,
+                        arguments: p.arguments,
+                    }),
                     provider,
                     model,
                     usage,
@@ -547,7 +657,7 @@ async fn keeping(ctx: &ToolContext, input: &Input) -> Result<Keeping, ToolError>
             .await?
             .filter(|chat| chat.session_id == input.session_id)
             .ok_or_else(|| chat_not_found(chat_id))?;
-        if input.prompt.as_deref().is_none_or(|p| p.trim().is_empty()) {
+        if input.approval.is_none() && input.prompt.as_deref().is_none_or(|p| p.trim().is_empty()) {
             return Err(ToolError::new(
                 "missing_parameter",
                 "Missing required parameter: 'prompt' (the next user message of the chat).",
@@ -575,6 +685,41 @@ async fn keeping(ctx: &ToolContext, input: &Input) -> Result<Keeping, ToolError>
         session_id: input.session_id.clone(),
         title: title.filter(|t| !t.is_empty()),
     })
+}
+
+/// An `approval` for a conversation that waits for none.
+fn no_pending_call() -> ToolError {
+    ToolError::invalid_parameter(
+        "'approval' decides a pending call, and this conversation has none: its last message is not a model's \
+         answer with a call waiting for approval. Send a 'prompt' instead.",
+    )
+    .with("parameter", "approval")
+}
+
+/// The user message that continues a stored chat. When the chat waits for a decision on its last
+/// answer's calls, the new message declines them first: every call gets its result, as every
+/// provider requires, and the model learns that the user moved on.
+fn new_message(stored: &[Value], prompt: String) -> Value {
+    let open: Vec<String> = stored
+        .last()
+        .and_then(|m| serde_json::from_value::<Message>(m.clone()).ok())
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| m.tool_calls().iter().map(|c| c.id.to_owned()).collect())
+        .unwrap_or_default();
+    if open.is_empty() {
+        return json!({"role": "user", "content": prompt});
+    }
+    let declined = json!({
+        "error": "not_approved",
+        "message": "The user did not approve this call and sent a new message instead, so it did not run.",
+    })
+    .to_string();
+    let mut content: Vec<Value> = open
+        .into_iter()
+        .map(|id| json!({"type": "tool_result", "tool_use_id": id, "content": declined, "is_error": true}))
+        .collect();
+    content.push(json!({"type": "text", "text": prompt}));
+    json!({"role": "user", "content": content})
 }
 
 /// What a finished turn leaves to keep.

@@ -20,7 +20,22 @@
 //! is exactly such a call to an offered tool with valid arguments; the record says so.
 //!
 //! Whatever stops the loop, the history it leaves can be sent back as is: every tool call in it
-//! has its result (calls that did not run get an error result saying why).
+//! has its result (calls that did not run get an error result saying why) — except where the turn
+//! stops for approval, which leaves the answer's calls open for the next request to decide.
+//!
+//! Approvals ([`TurnConfig::approvals`]): an answer holding a call that the executor says needs the
+//! user's approval ([`ToolExecutor::needs_approval`]; the destructive tools) runs none of its calls.
+//! The turn stops with the history ending in that answer and [`TurnOutput::pending_approval`]
+//! naming the first such call. [`continue_turn`] with the user's [`Decision`] then runs that
+//! answer's calls in order, as any calls: on approval the pending call runs (after the same checks
+//! as every call); on rejection it gets an error result saying the user declined (with the reason),
+//! and the others of the answer run; any further call needing approval in the same answer is not
+//! run (one decision covers one call) and the model may ask again. Nothing the model writes — an
+//! argument like `confirm: true` — counts as approval.
+//!
+//! Live events: an observer that [`TurnObserver::wants_text`] gets the model's answer text as the
+//! provider streams it (the LLM calls are streamed then, and only then), and every recorded tool
+//! call as it starts and completes, numbered by its index in the turn's `tool_calls`.
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -29,7 +44,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use cks_llm::{ChatRequest, ChatResponse, ContentBlock, LlmError, Message, Role, ToolResult, ToolSpec, Usage};
+use cks_llm::{
+    ChatOptions, ChatRequest, ChatResponse, ContentBlock, DeltaSink, LlmError, Message, Role, ToolResult, ToolSpec,
+    Usage,
+};
 
 /// The reply when the iteration cap is reached.
 pub const ITERATION_LIMIT_REPLY: &str = "Reached the tool-call iteration limit without a final answer.";
@@ -38,12 +56,27 @@ pub const ITERATION_LIMIT_REPLY: &str = "Reached the tool-call iteration limit w
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// The same answer, its text handed to `deltas` as it arrives. By default the whole text at
+    /// once, when the answer is complete (a model that cannot stream).
+    async fn chat_streamed(&self, request: ChatRequest, deltas: &dyn DeltaSink) -> Result<ChatResponse, LlmError> {
+        let response = self.chat(request).await?;
+        let text = response.text();
+        if !text.is_empty() {
+            deltas.text(&text);
+        }
+        Ok(response)
+    }
 }
 
 #[async_trait]
 impl ChatModel for cks_llm::LlmClient {
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         cks_llm::LlmClient::chat(self, request).await
+    }
+
+    async fn chat_streamed(&self, request: ChatRequest, deltas: &dyn DeltaSink) -> Result<ChatResponse, LlmError> {
+        self.chat_with(request, ChatOptions { stream: true, deltas: Some(deltas) }).await
     }
 }
 
@@ -77,12 +110,88 @@ pub trait ToolExecutor: Send + Sync {
     /// Runs one call, returning within `time_left`; refusals, failures and running out of time
     /// are results, never panics or errors.
     async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>, time_left: Duration) -> Execution;
+    /// Whether a call to `name` waits for the user's approval when the turn asks for approvals
+    /// (a tool that may discard or overwrite state). Nothing in the arguments changes the answer.
+    fn needs_approval(&self, _name: &str) -> bool {
+        false
+    }
+    /// The arguments a call would run with (session arguments pinned), as shown before it runs.
+    fn pinned(&self, _name: &str, arguments: &Value) -> Value {
+        arguments.clone()
+    }
 }
 
 /// Receives live progress of a turn.
 pub trait TurnObserver: Send + Sync {
     fn llm_call(&self, _iteration: usize) {}
     fn tool_call(&self, _name: &str) {}
+    /// Whether to stream the LLM calls and report their text ([`TurnObserver::text_delta`]).
+    fn wants_text(&self) -> bool {
+        false
+    }
+    /// The next piece of the model's answer text (only when [`TurnObserver::wants_text`]).
+    fn text_delta(&self, _text: &str) {}
+    /// A recorded tool call is about to run (or is answered without running: a repeat, a refusal);
+    /// `index` is its place in the turn's tool calls, `arguments` as pinned.
+    fn tool_call_started(&self, _index: usize, _name: &str, _arguments: &Value) {}
+    /// That call's result.
+    fn tool_call_completed(&self, _index: usize, _name: &str, _arguments: &Value, _result: &Value, _is_error: bool) {}
+}
+
+/// Hands streamed text to the observer.
+struct TextToObserver<'a>(&'a dyn TurnObserver);
+
+impl DeltaSink for TextToObserver<'_> {
+    fn text(&self, delta: &str) {
+        self.0.text_delta(delta);
+    }
+}
+
+/// Characters of a result's JSON in [`result_summary`].
+pub const RESULT_SUMMARY_CHARS: usize = 300;
+
+/// A short text of a tool result: an error's `code: message`, or the first
+/// [`RESULT_SUMMARY_CHARS`] characters of the result's JSON (with `…` when cut).
+pub fn result_summary(result: &Value, is_error: bool) -> String {
+    if is_error && let Some(code) = result.get("error").and_then(Value::as_str) {
+        return match result.get("message").and_then(Value::as_str) {
+            Some(message) => format!("{code}: {message}"),
+            None => code.to_owned(),
+        };
+    }
+    let text = serde_json::to_string(result).unwrap_or_default();
+    match text.char_indices().nth(RESULT_SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// The user's answer to a pending approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub approve: bool,
+    /// Why, when the user says (passed on to the model with a rejection).
+    pub reason: Option<String>,
+}
+
+/// A call that waits for the user's approval before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingApproval {
+    pub tool_use_id: String,
+    pub name: String,
+    /// As the call would run (session arguments pinned).
+    pub arguments: Value,
+}
+
+/// The call of `history`'s last message that waits for approval: the first call to a tool that
+/// needs approval in a final assistant message whose calls have no results yet.
+pub fn pending_approval(history: &[Message], tools: &dyn ToolExecutor) -> Option<PendingApproval> {
+    let last = history.last().filter(|m| m.role == Role::Assistant)?;
+    last.tool_calls().into_iter().find(|c| tools.needs_approval(c.name)).map(|c| PendingApproval {
+        tool_use_id: c.id.to_owned(),
+        name: c.name.to_owned(),
+        arguments: tools.pinned(c.name, c.input),
+    })
 }
 
 /// An observer that ignores everything.
@@ -109,6 +218,8 @@ pub struct TurnConfig {
     pub system: Option<String>,
     /// Output tokens per LLM call (the provider's configured default when `None`).
     pub max_tokens: Option<u32>,
+    /// Stop before running an answer that holds a call needing approval (see the module docs).
+    pub approvals: bool,
 }
 
 /// Default of [`TurnConfig::max_tool_calls_per_answer`].
@@ -131,6 +242,7 @@ impl Default for TurnConfig {
             model: None,
             system: None,
             max_tokens: Some(DEFAULT_MAX_OUTPUT_TOKENS),
+            approvals: false,
         }
     }
 }
@@ -158,6 +270,8 @@ pub enum Stop {
     /// The model answered only with calls it had already made, twice in a row.
     Repetition,
     Cancelled,
+    /// An answer's calls wait for the user's approval ([`TurnOutput::pending_approval`]).
+    AwaitingApproval,
 }
 
 impl Stop {
@@ -168,7 +282,7 @@ impl Stop {
             Stop::Deadline => Some("deadline"),
             Stop::TokenBudget => Some("token_budget"),
             Stop::Repetition => Some("repeated_tool_calls"),
-            Stop::Answered | Stop::Cancelled => None,
+            Stop::Answered | Stop::Cancelled | Stop::AwaitingApproval => None,
         }
     }
 }
@@ -188,6 +302,8 @@ pub struct TurnOutput {
     pub answered_by: Option<(String, String)>,
     /// Recorded results replaced by a marker because the turn's result reached its byte bound.
     pub results_cut: usize,
+    /// The call waiting for approval, when the turn stopped for one.
+    pub pending_approval: Option<PendingApproval>,
 }
 
 /// A turn that failed on an LLM call; what happened before the failure is kept for a retry.
@@ -231,6 +347,7 @@ impl Transcript {
             llm_calls: self.llm_calls,
             answered_by: self.answered_by,
             results_cut: self.results_cut,
+            pending_approval: None,
         }
     }
 
@@ -285,6 +402,20 @@ pub async fn run_turn(
     observer: &dyn TurnObserver,
     cancel: &CancellationToken,
 ) -> Result<TurnOutput, TurnFailure> {
+    continue_turn(model, tools, history, config, observer, cancel, None).await
+}
+
+/// Runs one turn over `history`; with `decision`, first the calls of `history`'s last message,
+/// which waits for that decision (the caller checked with [`pending_approval`] that it does).
+pub async fn continue_turn(
+    model: &dyn ChatModel,
+    tools: &dyn ToolExecutor,
+    history: &[Message],
+    config: &TurnConfig,
+    observer: &dyn TurnObserver,
+    cancel: &CancellationToken,
+    decision: Option<&Decision>,
+) -> Result<TurnOutput, TurnFailure> {
     let started = Instant::now();
     let time_left = || config.deadline.checked_sub(started.elapsed()).filter(|d| !d.is_zero());
     let specs = tools.specs();
@@ -301,76 +432,126 @@ pub async fn run_turn(
         seen: HashMap::new(),
     };
     let mut answers_of_repeats = 0;
-
-    for iteration in 0..config.max_iterations {
-        if cancel.is_cancelled() {
-            return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
-        }
-        let Some(remaining) = time_left() else {
-            return Ok(t.finish(deadline_reply(config), Stop::Deadline));
-        };
-        if config.token_budget.is_some_and(|budget| t.usage.input_tokens + t.usage.output_tokens >= budget) {
-            return Ok(t.finish("Stopped: the token budget of this turn is spent.".into(), Stop::TokenBudget));
-        }
-        observer.llm_call(iteration);
-        let request = ChatRequest {
-            model: config.model.clone(),
-            system: config.system.clone(),
-            messages: t.messages.clone(),
-            tools: specs.clone(),
-            max_tokens: config.max_tokens,
-            temperature: None,
-        };
-        let response = tokio::select! {
-            response = model.chat(request) => response,
-            () = cancel.cancelled() => {
-                // The request was sent; its retries are unknown.
-                t.llm_calls += 1;
-                return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
-            }
-            () = tokio::time::sleep(remaining) => {
-                t.llm_calls += 1;
-                return Ok(t.finish(deadline_reply(config), Stop::Deadline));
-            }
-        };
-        let response = match response {
-            Ok(response) => response,
-            Err(error) => {
-                t.llm_calls += error.context().attempts as usize;
-                return Err(t.fail(error));
-            }
-        };
-        t.llm_calls += response.requests as usize;
-        t.usage.input_tokens += response.usage.input_tokens;
-        t.usage.output_tokens += response.usage.output_tokens;
-        let (provider, model_name) = (response.provider.as_str().to_owned(), response.model.clone());
-        t.answered_by = Some((provider.clone(), model_name.clone()));
-        let mut answer = response.message;
-        answer.role = Role::Assistant;
-        let mut calls: Vec<Call> = answer
-            .tool_calls()
-            .iter()
+    // The decided answer's calls run first, without an LLM call.
+    let mut decided = decision.map(|d| {
+        let calls = history.last().map(Message::tool_calls).unwrap_or_default();
+        let calls = calls
+            .into_iter()
             .map(|c| Call {
                 id: c.id.to_owned(),
                 name: c.name.to_owned(),
                 input: c.input.clone(),
                 recovered_from_text: false,
             })
-            .collect();
-        if calls.is_empty()
-            && let Some(call) = recover_text_call(&mut answer, &t.messages, &specs, tools)
-        {
-            calls.push(call);
-        }
-        t.messages.push(answer);
-        if calls.is_empty() {
-            let reply = t.messages.last().map(Message::text).unwrap_or_default();
-            return Ok(t.finish(reply, Stop::Answered));
-        }
+            .collect::<Vec<_>>();
+        (calls, d)
+    });
+    let mut iteration = 0;
+
+    loop {
+        let (calls, provider, model_name, decision) = match decided.take() {
+            // Who asked for these calls is not in the history: the audit names no model.
+            Some((calls, decision)) => (calls, String::new(), String::new(), Some(decision)),
+            None => {
+                if iteration >= config.max_iterations {
+                    return Ok(t.finish(ITERATION_LIMIT_REPLY.into(), Stop::IterationLimit));
+                }
+                if cancel.is_cancelled() {
+                    return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
+                }
+                let Some(remaining) = time_left() else {
+                    return Ok(t.finish(deadline_reply(config), Stop::Deadline));
+                };
+                if config.token_budget.is_some_and(|budget| t.usage.input_tokens + t.usage.output_tokens >= budget) {
+                    return Ok(t.finish("Stopped: the token budget of this turn is spent.".into(), Stop::TokenBudget));
+                }
+                observer.llm_call(iteration);
+                iteration += 1;
+                let request = ChatRequest {
+                    model: config.model.clone(),
+                    system: config.system.clone(),
+                    messages: t.messages.clone(),
+                    tools: specs.clone(),
+                    max_tokens: config.max_tokens,
+                    temperature: None,
+                };
+                let text_sink = TextToObserver(observer);
+                let answer = async {
+                    if observer.wants_text() {
+                        model.chat_streamed(request, &text_sink).await
+                    } else {
+                        model.chat(request).await
+                    }
+                };
+                let response = tokio::select! {
+                    response = answer => response,
+                    () = cancel.cancelled() => {
+                        // The request was sent; its retries are unknown.
+                        t.llm_calls += 1;
+                        return Ok(t.finish(CANCELLED_REPLY.into(), Stop::Cancelled));
+                    }
+                    () = tokio::time::sleep(remaining) => {
+                        t.llm_calls += 1;
+                        return Ok(t.finish(deadline_reply(config), Stop::Deadline));
+                    }
+                };
+                let response = match response {
+                    Ok(response) => response,
+                    Err(error) => {
+                        t.llm_calls += error.context().attempts as usize;
+                        return Err(t.fail(error));
+                    }
+                };
+                t.llm_calls += response.requests as usize;
+                t.usage.input_tokens += response.usage.input_tokens;
+                t.usage.output_tokens += response.usage.output_tokens;
+                let (provider, model_name) = (response.provider.as_str().to_owned(), response.model.clone());
+                t.answered_by = Some((provider.clone(), model_name.clone()));
+                let mut answer = response.message;
+                answer.role = Role::Assistant;
+                let mut calls: Vec<Call> = answer
+                    .tool_calls()
+                    .iter()
+                    .map(|c| Call {
+                        id: c.id.to_owned(),
+                        name: c.name.to_owned(),
+                        input: c.input.clone(),
+                        recovered_from_text: false,
+                    })
+                    .collect();
+                if calls.is_empty()
+                    && let Some(call) = recover_text_call(&mut answer, &t.messages, &specs, tools)
+                {
+                    calls.push(call);
+                }
+                t.messages.push(answer);
+                if calls.is_empty() {
+                    let reply = t.messages.last().map(Message::text).unwrap_or_default();
+                    return Ok(t.finish(reply, Stop::Answered));
+                }
+                if config.approvals
+                    && let Some(pending) = pending_approval(&t.messages, tools)
+                    && calls.iter().take(config.max_tool_calls_per_answer).any(|c| c.id == pending.tool_use_id)
+                {
+                    let text = t.messages.last().map(Message::text).unwrap_or_default();
+                    let reply = if text.trim().is_empty() {
+                        format!("Waiting for the user's approval to run {}.", pending.name)
+                    } else {
+                        text
+                    };
+                    let mut output = t.finish(reply, Stop::AwaitingApproval);
+                    output.pending_approval = Some(pending);
+                    return Ok(output);
+                }
+                (calls, provider, model_name, None)
+            }
+        };
 
         let mut results = Vec::with_capacity(calls.len());
         let mut stop = None;
         let mut all_repeats = true;
+        // The first call needing approval is the one the decision is about.
+        let mut decision = decision;
         for (index, call) in calls.into_iter().enumerate() {
             let Call { id, name, input, recovered_from_text } = call;
             // Once the turn must stop, the remaining calls do not run, but each still gets a
@@ -382,6 +563,7 @@ pub async fn run_turn(
             if stop.is_none() && remaining.is_none() {
                 stop = Some(Stop::Deadline);
             }
+            let decided = if stop.is_none() && tools.needs_approval(&name) { Some(decision.take()) } else { None };
             let refused = match stop {
                 Some(Stop::Cancelled) => Some(("cancelled", "The turn was cancelled before this call ran.".to_owned())),
                 Some(_) => {
@@ -396,16 +578,39 @@ pub async fn run_turn(
                         index + 1
                     ),
                 )),
-                None => None,
+                None => match decided {
+                    Some(Some(Decision { approve: false, reason })) => Some((
+                        "not_approved",
+                        match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+                            Some(reason) => {
+                                format!("The user declined this call, so it did not run. Their reason: {reason}")
+                            }
+                            None => "The user declined this call, so it did not run.".to_owned(),
+                        },
+                    )),
+                    Some(None) if config.approvals => Some((
+                        "approval_required",
+                        "Not run: this call needs the user's approval, and the user decided only on an earlier call \
+                         of this answer. Make it again in a later answer if it is still needed."
+                            .to_owned(),
+                    )),
+                    _ => None,
+                },
             };
             if let Some((code, message)) = refused {
                 let note = json!({"error": code, "message": message});
                 results.push(ToolResult { tool_use_id: id, content: note.to_string(), is_error: true });
-                if code == "too_many_tool_calls" {
+                if matches!(code, "too_many_tool_calls" | "not_approved" | "approval_required") {
                     all_repeats = false;
+                    let arguments = tools.pinned(&name, &input);
+                    let index = t.tool_calls.len();
+                    observer.tool_call_started(index, &name, &arguments);
+                    observer.tool_call_completed(index, &name, &arguments, &note, true);
                     t.record(ToolCallRecord {
                         name,
-                        arguments: input,
+                        // A call over the cap is recorded as the model wrote it (as always); a call
+                        // the user decided on, as it was shown for approval.
+                        arguments: if code == "too_many_tool_calls" { input } else { arguments },
                         result: note,
                         is_error: true,
                         recovered_from_text,
@@ -426,6 +631,9 @@ pub async fn run_turn(
                 });
                 let text = serde_json::to_string(&note).unwrap_or_else(|_| "{}".into());
                 results.push(ToolResult { tool_use_id: id, content: cap(text, config.tool_result_cap), is_error });
+                let index = t.tool_calls.len();
+                observer.tool_call_started(index, &name, &arguments);
+                observer.tool_call_completed(index, &name, &arguments, &result, is_error);
                 t.record(ToolCallRecord {
                     name,
                     arguments,
@@ -438,8 +646,11 @@ pub async fn run_turn(
             }
             all_repeats = false;
             observer.tool_call(&name);
+            let index = t.tool_calls.len();
+            observer.tool_call_started(index, &name, &tools.pinned(&name, &input));
             let origin = Origin { provider: &provider, model: &model_name };
             let execution = tools.execute(&name, &input, origin, remaining.unwrap_or_default()).await;
+            observer.tool_call_completed(index, &name, &execution.arguments, &execution.result, execution.is_error);
             let text = serde_json::to_string(&execution.result).unwrap_or_else(|_| "{}".into());
             results.push(ToolResult {
                 tool_use_id: id,
@@ -471,7 +682,6 @@ pub async fn run_turn(
             return Ok(t.finish(REPETITION_REPLY.into(), Stop::Repetition));
         }
     }
-    Ok(t.finish(ITERATION_LIMIT_REPLY.into(), Stop::IterationLimit))
 }
 
 /// The reply when the model keeps repeating calls it has made.

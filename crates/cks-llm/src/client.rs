@@ -16,11 +16,45 @@ use crate::providers::{self, CallSettings, ModelInfo};
 use crate::telemetry::{CallInfo, CallOutcome, Operation, Telemetry, TelemetrySnapshot};
 
 /// How to make one chat call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ChatOptions {
+#[derive(Clone, Copy, Default)]
+pub struct ChatOptions<'a> {
     /// Ask the provider to stream and assemble the answer from the stream. The result is the same
     /// [`ChatResponse`]; streaming only changes the wire (and lets long answers start sooner upstream).
     pub stream: bool,
+    /// Receives the answer's text as the provider streams it (implies `stream`). The pieces, joined,
+    /// are the text of the answer (its text blocks; never reasoning or tool arguments), redacted like
+    /// the answer itself.
+    ///
+    /// Retries: an attempt that fails before any text reached the sink is retried as usual (nothing
+    /// was shown). Once text has reached the sink, a failed attempt is not retried — the text shown
+    /// cannot be taken back, and a second attempt would repeat or contradict it — and the call fails
+    /// with the attempt's error.
+    pub deltas: Option<&'a dyn DeltaSink>,
+}
+
+impl std::fmt::Debug for ChatOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatOptions").field("stream", &self.stream).field("deltas", &self.deltas.is_some()).finish()
+    }
+}
+
+impl ChatOptions<'_> {
+    /// Whether the answer is streamed.
+    pub fn streamed(&self) -> bool {
+        self.stream || self.deltas.is_some()
+    }
+}
+
+/// Receives the text of a streamed answer as it arrives ([`ChatOptions::deltas`]).
+pub trait DeltaSink: Send + Sync {
+    /// The next piece of the answer's text (never empty).
+    fn text(&self, delta: &str);
+}
+
+impl<F: Fn(&str) + Send + Sync> DeltaSink for F {
+    fn text(&self, delta: &str) {
+        self(delta)
+    }
 }
 
 /// Which provider would answer and whether it can.
@@ -97,7 +131,8 @@ impl LlmClient {
     }
 
     /// One chat call with options.
-    pub async fn chat_with(&self, request: ChatRequest, options: ChatOptions) -> Result<ChatResponse, LlmError> {
+    pub async fn chat_with(&self, request: ChatRequest, options: ChatOptions<'_>) -> Result<ChatResponse, LlmError> {
+        let stream = options.streamed();
         let started = SystemTime::now();
         let clock = Instant::now();
         let kind = match self.provider().await {
@@ -108,7 +143,7 @@ impl LlmClient {
                     clock,
                     None,
                     request.model.as_deref().unwrap_or(""),
-                    options.stream,
+                    stream,
                     Operation::Chat,
                     Usage::default(),
                     0,
@@ -121,7 +156,7 @@ impl LlmClient {
         let settings = CallSettings {
             model: config.resolve_model(kind, request.model.as_deref()),
             max_tokens: request.max_tokens.unwrap_or(config.default_max_tokens).max(1),
-            stream: options.stream,
+            stream,
         };
         if let Err(why) = check_model_name(&settings.model) {
             // Nothing is sent: the name could aim the request at another path of the provider's host.
@@ -131,7 +166,7 @@ impl LlmClient {
                 .redactor()
                 .redact_error(LlmError::BadRequest(ErrorContext { provider: Some(kind), ..ErrorContext::msg(why) }));
             let result = Err::<ChatResponse, _>(error);
-            self.record(started, clock, Some(kind), "", options.stream, Operation::Chat, Usage::default(), 0, &result);
+            self.record(started, clock, Some(kind), "", stream, Operation::Chat, Usage::default(), 0, &result);
             return result;
         }
         let result = match providers::encode_chat(kind, &request, config.provider_config(kind), &settings) {
@@ -139,7 +174,7 @@ impl LlmClient {
                 let Outcome { result, retries } = self
                     .inner
                     .transport
-                    .execute(kind, &settings.model, &call, Decoder::Chat { ctx: &ctx, stream: options.stream })
+                    .execute(kind, &settings.model, &call, Decoder::Chat { ctx: &ctx, stream, deltas: options.deltas })
                     .await;
                 let result = result.and_then(|p| match p {
                     Payload::Chat(mut r) => {
@@ -154,17 +189,7 @@ impl LlmClient {
         };
         let (result, retries) = result;
         let usage = result.as_ref().map(|r| r.usage).unwrap_or_default();
-        self.record(
-            started,
-            clock,
-            Some(kind),
-            &settings.model,
-            options.stream,
-            Operation::Chat,
-            usage,
-            retries,
-            &result,
-        );
+        self.record(started, clock, Some(kind), &settings.model, stream, Operation::Chat, usage, retries, &result);
         result
     }
 

@@ -56,7 +56,7 @@ pub fn provider_response(data: &[u8]) {
         frames.extend(framer.finish().unwrap_or_default());
         let mut ended = false;
         for frame in frames {
-            match decoder.on_frame(frame) {
+            match decoder.on_frame(frame, &mut String::new()) {
                 Ok(true) => {
                     ended = true;
                     break;

@@ -2,9 +2,10 @@
 //! parses streams, and redacts. No other module talks to the network.
 //!
 //! Retried: 408, 429, 529, other 5xx, connection failures, timeouts, and transient errors inside a 200
-//! stream (we buffer the whole answer, so nothing was handed to the caller yet). Not retried: other 4xx,
-//! malformed answers, and anything the provider marks as not worth it (`x-should-retry: false`, OpenAI
-//! `insufficient_quota`, Gemini daily quota). Waits honour `retry-after-ms`, `retry-after` and Gemini's
+//! stream (the answer is buffered, so nothing was handed to the caller yet). Not retried: other 4xx,
+//! malformed answers, anything the provider marks as not worth it (`x-should-retry: false`, OpenAI
+//! `insufficient_quota`, Gemini daily quota), and a streamed attempt that had already handed text to the
+//! caller's delta sink (text shown cannot be taken back; see [`crate::ChatOptions::deltas`]). Waits honour `retry-after-ms`, `retry-after` and Gemini's
 //! `RetryInfo`, otherwise full-jitter exponential backoff; attempts and total time are bounded
 //! ([`RetryPolicy`]). Every message that leaves — error, log field, decoded answer — is redacted here.
 
@@ -15,11 +16,12 @@ use futures::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio::time::Instant;
 
+use crate::client::DeltaSink;
 use crate::config::HttpConfig;
 use crate::conversation::{ChatResponse, ProviderKind};
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::providers::{self, DecodeCtx, Fault, HttpCall, Method, ModelInfo};
-use crate::redact::Redactor;
+use crate::redact::{Redactor, StreamRedactor};
 use crate::retry;
 use crate::stream::Framer;
 
@@ -27,10 +29,9 @@ use crate::stream::Framer;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// What the caller wants from a successful answer.
-#[derive(Debug)]
 pub(crate) enum Decoder<'a> {
-    /// A chat answer, whole or streamed.
-    Chat { ctx: &'a DecodeCtx, stream: bool },
+    /// A chat answer, whole or streamed (with its text handed to `deltas` as it arrives).
+    Chat { ctx: &'a DecodeCtx, stream: bool, deltas: Option<&'a dyn DeltaSink> },
     /// A model list.
     Models,
 }
@@ -160,11 +161,13 @@ impl Transport {
         let policy = &self.config.retry;
         let start = Instant::now();
         let mut retries = 0u32;
+        // Whether text has reached the caller's delta sink: from then on nothing is retried.
+        let mut shown = false;
         loop {
             // Never let one attempt run past the total budget.
             let remaining = policy.max_elapsed.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
             let timeout = self.config.request_timeout.min(remaining);
-            let failure = match self.attempt(provider, call, body.as_ref(), &decoder, timeout).await {
+            let failure = match self.attempt(provider, call, body.as_ref(), &decoder, timeout, &mut shown).await {
                 Ok(mut payload) => {
                     self.redact_payload(&mut payload);
                     tracing::debug!(provider = %provider, model = %self.redactor.redact(model), retries, "LLM call succeeded");
@@ -173,6 +176,14 @@ impl Transport {
                 Err(f) => f,
             };
             let by_class = transient(failure.kind);
+            let mut failure = failure;
+            if shown && failure.retryable.unwrap_or(by_class) {
+                failure.message = format!(
+                    "{} Part of the answer had already been streamed, so the call was not retried.",
+                    failure.message.trim_end()
+                );
+                failure.retryable = Some(false);
+            }
             let retryable = failure.retryable.unwrap_or(by_class);
             // A stream failure flagged transient gets the full budget; a class not normally retried but
             // flagged worth a retry (Groq `tool_use_failed`, a 400) gets one.
@@ -281,6 +292,7 @@ impl Transport {
         body: Option<&Bytes>,
         decoder: &Decoder<'_>,
         timeout: Duration,
+        shown: &mut bool,
     ) -> Result<Payload, Failure> {
         let mut rb = match call.method {
             Method::Get => self.client.get(&call.url),
@@ -304,33 +316,59 @@ impl Transport {
                     .map(Payload::Models)
                     .map_err(|f| Failure::from_fault(f, status))
             }
-            Decoder::Chat { ctx, stream: false } => {
+            Decoder::Chat { ctx, stream: false, .. } => {
                 let bytes = resp.bytes().await.map_err(|e| body_failure(&e, timeout))?;
                 let mut ctx = (*ctx).clone();
                 providers::decode_chat(provider, &bytes, &mut ctx)
                     .map(Payload::Chat)
                     .map_err(|f| Failure::from_fault(f, status))
             }
-            Decoder::Chat { ctx, stream: true } => {
+            Decoder::Chat { ctx, stream: true, deltas } => {
                 let (framing, mut dec) = providers::stream_decoder(provider, (*ctx).clone());
                 let mut framer = Framer::new(framing);
                 let mut chunks = resp.bytes_stream();
                 let fault = |f: Fault| Failure::from_fault(f, status);
+                let mut text = String::new();
+                let mut redacting = StreamRedactor::new(&self.redactor);
+                // Hands what the frames added to the sink, redacted, as soon as it arrives.
+                let mut deliver = |text: &mut String, shown: &mut bool| {
+                    let Some(sink) = deltas else { return text.clear() };
+                    if text.is_empty() {
+                        return;
+                    }
+                    let ready = redacting.push(text);
+                    text.clear();
+                    if !ready.is_empty() {
+                        *shown = true;
+                        sink.text(&ready);
+                    }
+                };
                 'read: while let Some(chunk) = chunks.next().await {
                     let chunk = chunk.map_err(|e| stream_failure(&e, timeout))?;
                     let frames = framer.push(&chunk).map_err(|m| fault(Fault::malformed(m)))?;
                     for frame in frames {
-                        if dec.on_frame(frame).map_err(fault)? {
+                        let end = dec.on_frame(frame, &mut text).map_err(fault)?;
+                        deliver(&mut text, shown);
+                        if end {
                             // The provider's end marker: whatever follows is not part of the answer.
                             break 'read;
                         }
                     }
                 }
                 for frame in framer.finish().map_err(|m| fault(Fault::malformed(m)))? {
-                    dec.on_frame(frame).map_err(fault)?;
+                    dec.on_frame(frame, &mut text).map_err(fault)?;
+                    deliver(&mut text, shown);
                 }
                 let mut response = dec.finish().map_err(fault)?;
                 providers::normalise(&mut response);
+                // The answer is complete: what was held back in case it began a secret is not one.
+                let rest = redacting.finish();
+                if let Some(sink) = deltas
+                    && !rest.is_empty()
+                {
+                    *shown = true;
+                    sink.text(&rest);
+                }
                 Ok(Payload::Chat(response))
             }
         }

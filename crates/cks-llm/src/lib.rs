@@ -33,7 +33,7 @@ mod retry;
 mod stream;
 mod telemetry;
 
-pub use client::{ChatOptions, LlmClient, LlmStatus};
+pub use client::{ChatOptions, DeltaSink, LlmClient, LlmStatus};
 pub use config::{
     HttpConfig, LlmConfig, MAX_MODEL_NAME_LEN, ProviderChoice, ProviderConfig, RetryPolicy, check_model_name,
 };

@@ -134,6 +134,72 @@ impl Redactor {
     }
 }
 
+/// Redacts text that arrives in pieces (the deltas of a streamed answer) before each piece is handed on,
+/// so that a secret split across pieces is replaced as surely as one inside a piece.
+///
+/// A piece's tail that could be the start of a secret is held back until later pieces show whether it is one
+/// (a secret occurrence that the held tail would cut is held back whole); [`StreamRedactor::finish`] releases
+/// what is still held once the answer is complete. Without configured secrets every piece passes at once.
+#[derive(Debug)]
+pub(crate) struct StreamRedactor<'a> {
+    redactor: &'a Redactor,
+    held: String,
+}
+
+impl<'a> StreamRedactor<'a> {
+    pub(crate) fn new(redactor: &'a Redactor) -> Self {
+        StreamRedactor { redactor, held: String::new() }
+    }
+
+    /// The redacted text that can be handed on now that `piece` has arrived (possibly empty).
+    pub(crate) fn push(&mut self, piece: &str) -> String {
+        let secrets = self.redactor.secrets();
+        if secrets.is_empty() {
+            return piece.to_owned();
+        }
+        self.held.push_str(piece);
+        let cut = hold_from(&self.held, secrets);
+        let ready: String = self.held.drain(..cut).collect();
+        self.redactor.redact(&ready)
+    }
+
+    /// The rest, redacted: the stream has ended, so what is held is not the start of a secret.
+    pub(crate) fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.held);
+        self.redactor.redact(&rest)
+    }
+}
+
+/// Where the held-back tail of `text` starts: at the earliest suffix that is a proper prefix of a secret,
+/// moved back over any complete secret occurrence that the cut would split.
+fn hold_from(text: &str, secrets: &[String]) -> usize {
+    let longest = secrets.first().map_or(0, String::len);
+    let mut cut = text.len();
+    let mut from = text.len().saturating_sub(longest);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    for (offset, _) in text[from..].char_indices() {
+        let suffix = &text[from + offset..];
+        if secrets.iter().any(|s| s.len() > suffix.len() && s.starts_with(suffix)) {
+            cut = from + offset;
+            break;
+        }
+    }
+    loop {
+        let straddling = secrets
+            .iter()
+            .flat_map(|s| text.match_indices(s.as_str()).map(|(start, m)| (start, start + m.len())))
+            .filter(|&(start, end)| start < cut && end > cut)
+            .map(|(start, _)| start)
+            .min();
+        match straddling {
+            Some(start) => cut = start,
+            None => return cut,
+        }
+    }
+}
+
 /// A secret value: never printed by `Debug`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -170,6 +236,50 @@ mod tests {
         assert_eq!(v, json!({"k": ["[REDACTED]"], "[REDACTED]": 1}));
         assert!(!format!("{r:?}").contains("sk-abc"));
         assert!(!format!("{:?}", Secret::new("sk-abc")).contains("sk-abc"));
+    }
+
+    #[test]
+    fn streamed_pieces_never_leak_a_secret_however_the_text_is_split() {
+        let r = Redactor::new(["sk-abcdef", "sk-abc", "cdxyz1"]);
+        let texts = [
+            "key sk-abcdef here",
+            "short sk-abc. end",
+            "prefix sk-ab only",
+            "ends with sk-abcde",
+            "both sk-abcdxyz1 ok",
+            "é sk-abcdef ü",
+            "no secret at all",
+        ];
+        for text in texts {
+            let whole = r.redact(text);
+            for a in 0..=text.len() {
+                for b in a..=text.len() {
+                    if !(text.is_char_boundary(a) && text.is_char_boundary(b)) {
+                        continue;
+                    }
+                    let mut stream = StreamRedactor::new(&r);
+                    let mut out = Vec::new();
+                    for piece in [&text[..a], &text[a..b], &text[b..]] {
+                        out.push(stream.push(piece));
+                    }
+                    out.push(stream.finish());
+                    let joined: String = out.concat();
+                    assert!(!r.leaks(&joined), "{text:?} split at {a},{b}: {out:?}");
+                    for (i, piece) in out.iter().enumerate() {
+                        // No piece, and no run of pieces handed on, shows a secret's start and end apart.
+                        assert!(!r.leaks(piece), "{text:?} piece {i}: {piece:?}");
+                    }
+                    if !text.contains("cdxyz1") {
+                        assert_eq!(joined, whole, "{text:?} split at {a},{b}");
+                    }
+                }
+            }
+        }
+        // Without secrets, pieces pass at once.
+        let none = Redactor::default();
+        let mut stream = StreamRedactor::new(&none);
+        assert_eq!(stream.push("sk-ab"), "sk-ab");
+        assert_eq!(stream.finish(), "");
     }
 
     #[test]

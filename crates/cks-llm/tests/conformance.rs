@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 const MODES: [bool; 2] = [false, true];
 
 async fn chat(client: &LlmClient, messages: &[Message], stream: bool) -> ChatResponse {
-    client.chat_with(request(messages.to_vec()), ChatOptions { stream }).await.unwrap()
+    client.chat_with(request(messages.to_vec()), ChatOptions { stream, ..ChatOptions::default() }).await.unwrap()
 }
 
 /// What a stateless caller like `ai_chat` does between turns: serialize the history and read it back.

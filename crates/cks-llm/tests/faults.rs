@@ -171,7 +171,9 @@ async fn run_row(kind: ProviderKind, r: &Row) -> (Expect, Duration, Option<LlmEr
     (r.tweak)(&mut config);
     let client = LlmClient::new(config).unwrap();
     let started = Instant::now();
-    let result = client.chat_with(request(vec![Message::user("Hi")]), ChatOptions { stream: r.stream }).await;
+    let result = client
+        .chat_with(request(vec![Message::user("Hi")]), ChatOptions { stream: r.stream, ..ChatOptions::default() })
+        .await;
     let elapsed = started.elapsed();
     let attempts = chat_requests(&server).len();
     assert_requests_valid(&server);
@@ -323,7 +325,10 @@ async fn redaction() {
         let client = client(kind, &server);
         let mut seen = Vec::new();
         for stream in [false, false, true, false] {
-            match client.chat_with(request(vec![Message::user("hi")]), ChatOptions { stream }).await {
+            match client
+                .chat_with(request(vec![Message::user("hi")]), ChatOptions { stream, ..ChatOptions::default() })
+                .await
+            {
                 Ok(r) => seen.push(serde_json::to_string(&r).unwrap()),
                 Err(e) => seen.push(format!("{e} | {e:?}")),
             }

@@ -1,5 +1,6 @@
 //! HTTP: MCP streamable HTTP at `/mcp` (rmcp), the reference's bare JSON-RPC form on the same path,
-//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, a liveness
+//! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, one `ai_chat` turn
+//! watched as it runs at `POST /chat/stream` (Server-Sent Events; see `http/chat.rs`), a liveness
 //! answer at `/health`, and the chat page at `/` with its assets under `/assets/` (`page.rs`).
 //! Accepted connections have Nagle's algorithm off (see [`serve`]).
 //!
@@ -20,7 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use futures::stream::Stream;
 use serde::Deserialize;
@@ -42,6 +43,7 @@ use crate::server::CksServer;
 
 mod bare;
 mod body;
+mod chat;
 mod page;
 
 /// HTTP settings taken from the configuration.
@@ -105,6 +107,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     Router::new()
         .route("/mcp", any(mcp_endpoint))
         .route("/health", get(health))
+        .route("/chat/stream", post(chat::chat_stream))
         .route("/events", get(events))
         .route("/events/{session_id}", get(events_for_session))
         .route("/", get(page::index))

@@ -127,7 +127,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
-            eprintln!("cks-mcp: MCP over HTTP at http://{local}/mcp, events at http://{local}/events");
+            eprintln!(
+                "cks-mcp: MCP over HTTP at http://{local}/mcp, events at http://{local}/events, streamed chat \
+                 turns at http://{local}/chat/stream"
+            );
             Some(tokio::spawn(http::serve(listener, server.clone(), http::HttpConfig::from(&config))))
         }
         None => None,

@@ -2,7 +2,8 @@
 //!
 //! A [`Reply`] describes one answer (or one fault). The server pops replies from a FIFO queue shared by all
 //! endpoints and renders each in the wire format of the endpoint that was hit, so one script drives any of the
-//! four providers. Wrappers ([`Reply::Usage`], [`Reply::Delay`]) nest freely around any other variant.
+//! four providers. Wrappers ([`Reply::Usage`], [`Reply::Delay`], [`Reply::Paced`]) nest freely around any other
+//! variant.
 
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ pub enum Reply {
     Usage(Box<Reply>, u32, u32),
     /// Waits this long before answering with the wrapped reply.
     Delay(Duration, Box<Reply>),
+    /// Streaming requests: the wrapped reply's chunks are written this far apart (the first at once), as a
+    /// model generating its answer piece by piece; each chunk is recorded with when it was handed to the
+    /// connection ([`crate::RecordedRequest::sent`]). Other requests are answered as without it.
+    Paced(Duration, Box<Reply>),
     /// A raw reply: this status, these headers and this body, whatever the endpoint.
     Status {
         /// HTTP status code.
@@ -71,15 +76,26 @@ impl Reply {
         Reply::Delay(delay, Box::new(self))
     }
 
-    /// Unwraps the wrappers: total delay and the outcome to render.
-    pub(crate) fn resolve(self) -> (Duration, Outcome) {
+    /// Wraps `self` in [`Reply::Paced`].
+    pub fn paced(self, gap: Duration) -> Reply {
+        Reply::Paced(gap, Box::new(self))
+    }
+
+    /// Unwraps the wrappers: total delay, the gap between streamed chunks (the outermost wins) and the
+    /// outcome to render.
+    pub(crate) fn resolve(self) -> (Duration, Option<Duration>, Outcome) {
         let mut delay = Duration::ZERO;
         let mut usage = None;
+        let mut pace = None;
         let mut reply = self;
         loop {
             match reply {
                 Reply::Delay(d, inner) => {
                     delay += d;
+                    reply = *inner;
+                }
+                Reply::Paced(gap, inner) => {
+                    pace.get_or_insert(gap);
                     reply = *inner;
                 }
                 Reply::Usage(inner, i, o) => {
@@ -108,9 +124,9 @@ impl Reply {
                         Reply::Truncated => Outcome::Fault(Fault::Truncated),
                         Reply::ErrorMidStream => Outcome::Fault(Fault::ErrorMidStream),
                         Reply::DropConnection => Outcome::Fault(Fault::DropConnection),
-                        Reply::Delay(..) | Reply::Usage(..) => unreachable!("unwrapped above"),
+                        Reply::Delay(..) | Reply::Usage(..) | Reply::Paced(..) => unreachable!("unwrapped above"),
                     };
-                    return (delay, outcome);
+                    return (delay, pace, outcome);
                 }
             }
         }
@@ -197,8 +213,9 @@ mod tests {
             .delayed(Duration::from_millis(5))
             .with_usage(3, 4)
             .delayed(Duration::from_millis(7));
-        let (delay, outcome) = r.resolve();
+        let (delay, pace, outcome) = r.resolve();
         assert_eq!(delay, Duration::from_millis(12));
+        assert_eq!(pace, None);
         match outcome {
             Outcome::Answer(a) => {
                 assert_eq!(a.text.as_deref(), Some("hi"));
@@ -210,7 +227,9 @@ mod tests {
 
     #[test]
     fn default_usage_is_small_and_nonzero() {
-        let (_, outcome) = Reply::ToolCalls(vec![ToolCall::new("f", serde_json::json!({}))]).resolve();
+        let (_, pace, outcome) =
+            Reply::ToolCalls(vec![ToolCall::new("f", serde_json::json!({}))]).paced(Duration::from_millis(3)).resolve();
+        assert_eq!(pace, Some(Duration::from_millis(3)));
         let Outcome::Answer(a) = outcome else { panic!() };
         assert!(a.input_tokens > 0 && a.output_tokens > 0);
         assert_eq!(a.calls.len(), 1);

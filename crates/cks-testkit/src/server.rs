@@ -59,6 +59,10 @@ pub struct RecordedRequest {
     pub provider: Option<Provider>,
     /// When the request's head reached the handler.
     pub received_at: Instant,
+    /// For a paced stream ([`Reply::Paced`]): each chunk of the answer, with when it was handed to the
+    /// connection (a benchmark's "the provider sent its first token" is the first chunk holding text).
+    /// Empty for every other answer.
+    pub sent: Vec<(Instant, String)>,
     /// When the answer was rendered (before its bytes are written); `None` while it is being
     /// prepared, and for a dropped connection. `answered_at - received_at` is this server's own
     /// time for the request (reading the body, checks, scripted delays, rendering), which a
@@ -221,6 +225,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    // Each chunk of a stream goes out when it is written, as a provider's streams do: with Nagle's
+    // algorithm on, a chunk written while the previous one is unacknowledged would wait for the
+    // client's delayed ACK.
+    let _ = stream.set_nodelay(true);
     let kill = Arc::new(Notify::new());
     let kill2 = kill.clone();
     let svc = hyper::service::service_fn(move |req| handle(shared.clone(), kill2.clone(), req));
@@ -320,9 +328,11 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         provider: route.provider(),
         received_at,
         answered_at: None,
+        sent: Vec::new(),
         seq,
     });
 
+    let mut pace = None;
     let rendered = match route {
         Route::ModelsOpenAi => provider::openai::models(),
         Route::ModelsAnthropic => provider::anthropic::models(),
@@ -364,7 +374,10 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
                 mode,
             };
             match chat(&ctx, provider, &kill).await {
-                Some(r) => r,
+                Some((r, gap)) => {
+                    pace = gap.filter(|_| mode != Mode::Json && r.chunks.len() > 1);
+                    r
+                }
                 None => return Ok(std::future::pending::<Response<Body>>().await),
             }
         }
@@ -372,11 +385,36 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
     if let Some(record) = shared.lock().requests.iter_mut().rev().find(|r| r.seq == seq) {
         record.answered_at = Some(Instant::now());
     }
-    Ok(rendered.into_response())
+    match pace {
+        Some(gap) => Ok(paced(rendered, gap, shared, seq)),
+        None => Ok(rendered.into_response()),
+    }
 }
 
-/// Checks, pops and renders. `None`: the connection is to be dropped.
-async fn chat(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<Rendered> {
+/// `rendered` with its chunks written `gap` apart, each recorded in the request's `sent` as it goes out.
+fn paced(rendered: Rendered, gap: std::time::Duration, shared: Arc<Shared>, seq: u64) -> Response<Body> {
+    let Rendered { status, headers, chunks } = rendered;
+    // The status and headers as any answer gets them; the body is the paced stream.
+    let (parts, _) = Rendered { status, headers, chunks: vec![String::new()] }.into_response().into_parts();
+    let stream = futures::stream::unfold((chunks.into_iter(), true), move |(mut rest, first)| {
+        let shared = shared.clone();
+        async move {
+            let chunk = rest.next()?;
+            if !first {
+                tokio::time::sleep(gap).await;
+            }
+            if let Some(record) = shared.lock().requests.iter_mut().rev().find(|r| r.seq == seq) {
+                record.sent.push((Instant::now(), chunk.clone()));
+            }
+            Some((Ok::<_, Infallible>(chunk), (rest, false)))
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// Checks, pops and renders, with the gap a paced reply asks for between streamed chunks. `None`: the
+/// connection is to be dropped.
+async fn chat(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<(Rendered, Option<std::time::Duration>)> {
     use provider::{anthropic, gemini, ollama, openai};
     let checked = match provider {
         Provider::Anthropic => anthropic::validate(ctx),
@@ -385,41 +423,47 @@ async fn chat(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<Render
         Provider::Ollama => ollama::validate(ctx),
     };
     if let Err(rejected) = checked {
-        return Some(rejected);
+        return Some((rejected, None));
     }
     let Some(reply) = ctx.shared.next_reply() else {
-        return Some(match provider {
-            Provider::Anthropic => anthropic::error(500, "api_error", provider::NO_SCRIPT),
-            Provider::OpenAi => openai::error(500, "server_error", None, provider::NO_SCRIPT),
-            Provider::Gemini => gemini::error(500, "INTERNAL", provider::NO_SCRIPT),
-            Provider::Ollama => ollama::error(500, provider::NO_SCRIPT),
-        });
+        return Some((
+            match provider {
+                Provider::Anthropic => anthropic::error(500, "api_error", provider::NO_SCRIPT),
+                Provider::OpenAi => openai::error(500, "server_error", None, provider::NO_SCRIPT),
+                Provider::Gemini => gemini::error(500, "INTERNAL", provider::NO_SCRIPT),
+                Provider::Ollama => ollama::error(500, provider::NO_SCRIPT),
+            },
+            None,
+        ));
     };
-    let (delay, outcome) = reply.resolve();
+    let (delay, pace, outcome) = reply.resolve();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    Some(match outcome {
-        Outcome::Fault(Fault::DropConnection) => {
-            kill.notify_one();
-            return None;
-        }
-        Outcome::Fault(Fault::Status { status, headers, body }) => Rendered {
-            status,
-            headers: headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect(),
-            chunks: vec![body],
+    Some((
+        match outcome {
+            Outcome::Fault(Fault::DropConnection) => {
+                kill.notify_one();
+                return None;
+            }
+            Outcome::Fault(Fault::Status { status, headers, body }) => Rendered {
+                status,
+                headers: headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect(),
+                chunks: vec![body],
+            },
+            Outcome::Answer(a) => match provider {
+                Provider::Anthropic => anthropic::answer(ctx, &a),
+                Provider::OpenAi => openai::answer(ctx, &a),
+                Provider::Gemini => gemini::answer(ctx, &a),
+                Provider::Ollama => ollama::answer(ctx, &a),
+            },
+            Outcome::Fault(f) => match provider {
+                Provider::Anthropic => anthropic::fault(ctx, &f),
+                Provider::OpenAi => openai::fault(ctx, &f),
+                Provider::Gemini => gemini::fault(ctx, &f),
+                Provider::Ollama => ollama::fault(ctx, &f),
+            },
         },
-        Outcome::Answer(a) => match provider {
-            Provider::Anthropic => anthropic::answer(ctx, &a),
-            Provider::OpenAi => openai::answer(ctx, &a),
-            Provider::Gemini => gemini::answer(ctx, &a),
-            Provider::Ollama => ollama::answer(ctx, &a),
-        },
-        Outcome::Fault(f) => match provider {
-            Provider::Anthropic => anthropic::fault(ctx, &f),
-            Provider::OpenAi => openai::fault(ctx, &f),
-            Provider::Gemini => gemini::fault(ctx, &f),
-            Provider::Ollama => ollama::fault(ctx, &f),
-        },
-    })
+        pace,
+    ))
 }

@@ -18,7 +18,7 @@ pub mod telemetry;
 pub mod tool;
 pub mod tools;
 
-pub use context::{LlmAccess, ProgressSink, ToolContext};
+pub use context::{ChatEvent, ChatEventSink, LlmAccess, ProgressSink, ToolContext};
 pub use error::ToolError;
 pub use registry::{RegisteredTool, Registry, UnknownTool};
 pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, SessionCheck, Tool, ToolMeta};

@@ -407,7 +407,7 @@ impl Stream {
 }
 
 impl StreamDecoder for Stream {
-    fn on_frame(&mut self, frame: Frame) -> Result<bool, Fault> {
+    fn on_frame(&mut self, frame: Frame, shown: &mut String) -> Result<bool, Fault> {
         let Frame::Event { data, .. } = frame else { return Ok(false) };
         // The `event:` name repeats the JSON `type`; the JSON is authoritative.
         let event: Event = serde_json::from_str(&data).map_err(|e| Fault::bad_json("Anthropic stream event", &e))?;
@@ -419,7 +419,10 @@ impl StreamDecoder for Stream {
             }
             Event::ContentBlockStart { index, content_block } => {
                 let partial = match content_block {
-                    RespBlock::Text { text } => Partial::Text(text),
+                    RespBlock::Text { text } => {
+                        shown.push_str(&text);
+                        Partial::Text(text)
+                    }
                     RespBlock::ToolUse { id, name, input } => {
                         Partial::ToolUse { id, name, json: String::new(), placeholder: input }
                     }
@@ -430,7 +433,10 @@ impl StreamDecoder for Stream {
                 self.blocks.insert(index, partial);
             }
             Event::ContentBlockDelta { index, delta } => match (self.blocks.get_mut(&index), delta) {
-                (Some(Partial::Text(t)), BlockDelta::TextDelta { text }) => t.push_str(&text),
+                (Some(Partial::Text(t)), BlockDelta::TextDelta { text }) => {
+                    shown.push_str(&text);
+                    t.push_str(&text);
+                }
                 (Some(Partial::ToolUse { json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
                     json.push_str(&partial_json)
                 }

@@ -595,7 +595,7 @@ impl Stream {
 
     /// Text continues the previous text part only when neither carries a signature: a signed part is never
     /// merged into another (the signature belongs to exactly the part it came on).
-    fn push(&mut self, p: RespPart) {
+    fn push(&mut self, p: RespPart, shown: &mut String) {
         if let Some(fc) = &p.function_call
             && let Some(id) = fc.id.as_deref()
             && let Some(ContentBlock::ToolUse { input, .. }) = self.blocks.iter_mut().find(|b| {
@@ -607,6 +607,9 @@ impl Stream {
             return;
         }
         let Some(new) = block(p, &mut self.ctx) else { return };
+        if let ContentBlock::Text { text, .. } = &new {
+            shown.push_str(text);
+        }
         match (self.blocks.last_mut(), &new) {
             (
                 Some(ContentBlock::Text { text, provider_state: None }),
@@ -622,7 +625,7 @@ impl Stream {
 }
 
 impl StreamDecoder for Stream {
-    fn on_frame(&mut self, frame: Frame) -> Result<bool, Fault> {
+    fn on_frame(&mut self, frame: Frame, shown: &mut String) -> Result<bool, Fault> {
         let Frame::Event { data, .. } = frame else { return Ok(false) };
         let r: Response = serde_json::from_str(&data).map_err(|e| Fault::bad_json("Gemini stream chunk", &e))?;
         if let Some(e) = r.error {
@@ -644,7 +647,7 @@ impl StreamDecoder for Stream {
         }
         if let Some(c) = r.candidates.into_iter().next() {
             for p in c.content.map(|c| c.parts).unwrap_or_default() {
-                self.push(p);
+                self.push(p, shown);
             }
             if c.finish_reason.is_some() {
                 self.finish = c.finish_reason;

@@ -96,8 +96,10 @@ pub(crate) struct ErrorInfo {
 
 /// Turns stream frames into one response.
 pub(crate) trait StreamDecoder: Send {
-    /// Consume one frame. `Ok(true)` when the provider has signalled the end of the answer.
-    fn on_frame(&mut self, frame: Frame) -> Result<bool, Fault>;
+    /// Consume one frame, appending to `text` the answer text the frame adds (what a caller watching the
+    /// answer arrive is shown: text parts only, never reasoning or tool arguments). `Ok(true)` when the
+    /// provider has signalled the end of the answer.
+    fn on_frame(&mut self, frame: Frame, text: &mut String) -> Result<bool, Fault>;
     /// The response, once the stream has ended.
     fn finish(self: Box<Self>) -> Result<ChatResponse, Fault>;
 }
@@ -322,7 +324,55 @@ pub(crate) mod test_support;
 
 #[cfg(test)]
 mod tests {
+    use super::test_support::{decode_stream_shown, fixture, weather_turn1};
     use super::*;
+
+    /// Every provider's stream fixture: the text the decoder shows, frame by frame, joins to exactly the
+    /// answer's text; reasoning and tool arguments are never shown.
+    #[test]
+    fn streamed_text_is_shown_as_it_arrives() {
+        for (kind, file, text) in [
+            (ProviderKind::Anthropic, "anthropic_stream_tool_use.sse", "Let me check that for you."),
+            (ProviderKind::OpenaiCompatible, "openai_stream_tool_calls.sse", ""),
+            (ProviderKind::Google, "gemini_stream_function_call.sse", ""),
+            (ProviderKind::Ollama, "ollama_stream_tool_calls.ndjson", ""),
+        ] {
+            let (shown, response) = decode_stream_shown(kind, &weather_turn1(), &fixture(file));
+            let response = response.unwrap();
+            assert_eq!(shown.concat(), response.text(), "{kind}");
+            assert_eq!(response.text(), text, "{kind}");
+            assert!(response.has_tool_calls(), "{kind}");
+        }
+        // Text that arrives over several frames is shown frame by frame; reasoning is not shown.
+        let openai = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"reasoning_content\":\"hmm\"}}]}\n\n\
+            data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n\
+            data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n\
+            data: [DONE]\n\n";
+        let ollama = "{\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":\"hmm\"},\"done\":false}\n\
+            {\"message\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"done\":false}\n\
+            {\"message\":{\"role\":\"assistant\",\"content\":\"lo\"},\"done\":true,\"done_reason\":\"stop\"}\n";
+        let gemini = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"hmm\",\"thought\":true}]}}]}\r\n\r\n\
+            data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"Hel\"}]}}]}\r\n\r\n\
+            data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"lo\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n";
+        let anthropic = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{}}}\n\n\
+            event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm\"}}\n\n\
+            event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"lo\"}}\n\n\
+            event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        for (kind, body) in [
+            (ProviderKind::OpenaiCompatible, openai),
+            (ProviderKind::Ollama, ollama),
+            (ProviderKind::Google, gemini),
+            (ProviderKind::Anthropic, anthropic),
+        ] {
+            let (shown, response) = decode_stream_shown(kind, &weather_turn1(), body);
+            let response = response.unwrap();
+            assert_eq!(shown, ["Hel", "lo"], "{kind}");
+            assert_eq!(response.text(), "Hello", "{kind}");
+        }
+    }
 
     #[test]
     fn ids_are_unique_and_portable() {

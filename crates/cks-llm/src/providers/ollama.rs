@@ -321,7 +321,7 @@ impl Stream {
 }
 
 impl StreamDecoder for Stream {
-    fn on_frame(&mut self, frame: Frame) -> Result<bool, Fault> {
+    fn on_frame(&mut self, frame: Frame, shown: &mut String) -> Result<bool, Fault> {
         let Frame::Line(line) = frame else { return Ok(false) };
         let r: Response = serde_json::from_str(&line).map_err(|e| Fault::bad_json("Ollama stream line", &e))?;
         if let Some(e) = r.error {
@@ -334,6 +334,7 @@ impl StreamDecoder for Stream {
         let u = usage(&r);
         if let Some(m) = r.message {
             if let Some(t) = m.content {
+                shown.push_str(&t);
                 self.text.push_str(&t);
             }
             if let Some(t) = m.thinking {

@@ -557,7 +557,7 @@ impl Stream {
 }
 
 impl StreamDecoder for Stream {
-    fn on_frame(&mut self, frame: Frame) -> Result<bool, Fault> {
+    fn on_frame(&mut self, frame: Frame, shown: &mut String) -> Result<bool, Fault> {
         let Frame::Event { data, .. } = frame else { return Ok(false) };
         if data.trim() == "[DONE]" {
             self.done = true;
@@ -586,6 +586,7 @@ impl StreamDecoder for Stream {
             }
             let Some(delta) = choice.delta else { continue };
             if let Some(t) = delta.content {
+                shown.push_str(&t);
                 self.text.push_str(&t);
             }
             if let Some(r) = delta.reasoning_content {

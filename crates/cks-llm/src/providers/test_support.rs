@@ -99,20 +99,44 @@ pub(crate) fn foreign_thinking(kind: ProviderKind) -> ContentBlock {
 
 /// Feed a whole stream body through the framer and the provider's decoder.
 pub(crate) fn decode_stream(kind: ProviderKind, req: &ChatRequest, body: &str) -> Result<ChatResponse, Fault> {
+    decode_stream_shown(kind, req, body).1
+}
+
+/// [`decode_stream`], with the text each frame added (one entry per frame that added any).
+pub(crate) fn decode_stream_shown(
+    kind: ProviderKind,
+    req: &ChatRequest,
+    body: &str,
+) -> (Vec<String>, Result<ChatResponse, Fault>) {
     let (framing, mut dec) = stream_decoder(kind, ctx_for(req, "m"));
     let mut framer = Framer::new(framing);
+    let mut shown = Vec::new();
+    let mut frame = |dec: &mut Box<dyn super::StreamDecoder>, f| {
+        let mut text = String::new();
+        let result = dec.on_frame(f, &mut text);
+        if !text.is_empty() {
+            shown.push(text);
+        }
+        result
+    };
     // Feed in small pieces to exercise incremental parsing.
     for chunk in body.as_bytes().chunks(7) {
         for f in framer.push(chunk).unwrap() {
-            dec.on_frame(f)?;
+            if let Err(e) = frame(&mut dec, f) {
+                return (shown, Err(e));
+            }
         }
     }
     for f in framer.finish().unwrap() {
-        dec.on_frame(f)?;
+        if let Err(e) = frame(&mut dec, f) {
+            return (shown, Err(e));
+        }
     }
-    let mut r = dec.finish()?;
-    super::normalise(&mut r);
-    Ok(r)
+    let result = dec.finish().map(|mut r| {
+        super::normalise(&mut r);
+        r
+    });
+    (shown, result)
 }
 
 fn validator(kind: ProviderKind) -> &'static jsonschema::Validator {

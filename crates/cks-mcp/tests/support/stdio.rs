@@ -17,7 +17,17 @@ pub(crate) struct Mcp {
 
 impl Mcp {
     pub(crate) async fn start(data_dir: &std::path::Path, env: &[(&'static str, String)]) -> Mcp {
+        Mcp::start_with_args(data_dir, env, &[]).await
+    }
+
+    /// [`Mcp::start`] with command-line arguments (e.g. `--http ADDR`, to serve HTTP as well).
+    pub(crate) async fn start_with_args(
+        data_dir: &std::path::Path,
+        env: &[(&'static str, String)],
+        args: &[String],
+    ) -> Mcp {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cks-mcp"));
+        command.args(args);
         command.env("CKS_MCP_DATA_DIR", data_dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         for (key, value) in env {
             command.env(key, value);
