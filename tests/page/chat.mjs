@@ -44,10 +44,11 @@ const provider = await startProvider(process.env.PROVIDER_URL, ({ prompt, result
         return { status: 500, body: { type: 'error', error: { type: 'api_error', message: 'scripted outage' } } }
       }
       return 'Recovered after the outage.'
-    case 'Add Pluto.':
-      return results.length ? `Pluto: ${results[0].is_error ? 'not added' : 'added'}.` : { tools: [{ name: 'evolve_knowledge', input: { operations: [{ type: 'add_object', identity: { id: 'pluto', type: 'Planet', name: 'Pluto' } }] } }] }
-    case 'Add Vulcan.':
-      return results.length ? `Vulcan: ${results[0].is_error ? 'not added' : 'added'}.` : { tools: [{ name: 'evolve_knowledge', input: { operations: [{ type: 'add_object', identity: { id: 'vulcan', type: 'Planet', name: 'Vulcan' } }] } }] }
+    // Removals discard what the graph holds: the server asks before running them.
+    case 'Remove Mars.':
+      return results.length ? `Mars: ${results[0].is_error ? 'not removed' : 'removed'}.` : { tools: [{ name: 'evolve_knowledge', input: { operations: [{ type: 'remove_object', object_id: 'mars' }] } }] }
+    case 'Remove Venus.':
+      return results.length ? `Venus: ${results[0].is_error ? 'not removed' : 'removed'}.` : { tools: [{ name: 'evolve_knowledge', input: { operations: [{ type: 'remove_object', object_id: 'venus' }] } }] }
     case 'Tell me a long story.':
       return 'Once upon a time the Sun had planets that went round and round and round for a very long time.'
     default:
@@ -147,6 +148,8 @@ await check(page, 'a message sent with Enter gets the reply and a tool-call card
   await card.waitFor()
   assert.equal(await card.getAttribute('data-state'), 'done')
   assert.equal(lastCall().body.model, 'scripted-large', 'the chosen model is sent as ai_chat’s model')
+  // The chat is stored when the turn ends, which may be just after its streamed reply shows.
+  await until('the stored chat', async () => (await chats()).length === 1)
   const stored = await chats()
   assert.equal(stored.length, 1, 'the first turn started a stored chat')
   assert.equal(stored[0].title, 'Which planets are in the graph?')
@@ -272,33 +275,34 @@ if (hasStream) {
     await assistant('for a very long time.').waitFor()
     await streamingBubble.waitFor({ state: 'detached' })
   })
-  await check(page, 'an approval prompt approves a change, which is committed', async () => {
+  await check(page, 'an approval prompt approves a removal, which is committed', async () => {
     await page.locator('#new-chat').click()
-    await sendMessage('Add Pluto.')
+    await sendMessage('Remove Mars.')
     const prompt = page.locator('#notices .notice.approval')
     await prompt.waitFor()
     await check.shot(page, 'approval')
     assert.match(await prompt.textContent(), /evolve_knowledge/)
-    assert.match(await prompt.textContent(), /pluto/)
+    assert.match(await prompt.textContent(), /mars/)
+    assert.equal((await graphData()).nodes, '4', 'nothing ran before the approval')
     await prompt.getByRole('button', { name: 'Approve' }).click()
-    await assistant('Pluto: added.').waitFor()
-    await until('Pluto in the graph', async () => (await graphData()).nodes === '5')
+    await assistant('Mars: removed.').waitFor()
+    await until('Mars gone from the graph', async () => (await graphData()).nodes === '3')
   })
   await check(page, 'a rejection with a reason commits nothing', async () => {
     await page.locator('#new-chat').click()
-    await sendMessage('Add Vulcan.')
+    await sendMessage('Remove Venus.')
     const prompt = page.locator('#notices .notice.approval')
     await prompt.waitFor()
-    await prompt.getByLabel('Reason').fill('Vulcan does not exist')
+    await prompt.getByLabel('Reason').fill('Venus stays')
     await prompt.getByRole('button', { name: 'Reject' }).click()
-    await assistant('Vulcan: not added.').waitFor()
+    await assistant('Venus: not removed.').waitFor()
     const sent = lastCall()
-    assert.match(JSON.stringify(sent.results), /Vulcan does not exist/, 'the reason reached the model')
-    assert.equal((await graphData()).nodes, '5')
+    assert.match(JSON.stringify(sent.results), /Venus stays/, 'the reason reached the model')
+    assert.equal((await graphData()).nodes, '3')
   })
 } else {
   check.skip('streamed text arrives in pieces before the turn ends', NO_STREAM)
-  check.skip('an approval prompt approves a change, which is committed', NO_STREAM)
+  check.skip('an approval prompt approves a removal, which is committed', NO_STREAM)
   check.skip('a rejection with a reason commits nothing', NO_STREAM)
 }
 
@@ -447,7 +451,8 @@ await check(tpage, 'with the token the chat runs and the graph follows its commi
   await replied('Added Mars', tpage)
   await until('the redrawn graph', async () => (await tpage.locator('#graph').getAttribute('data-nodes')) === '4')
   assert.equal(await tpage.locator('#graph').getAttribute('data-reason'), 'event')
-  assert.equal((await chats(securedSession, secured)).length, 1)
+  // Stored when the turn ends, which may be just after the reply and the commit show.
+  await until('the stored chat', async () => (await chats(securedSession, secured)).length === 1)
 })
 
 await check(tpage, 'a reload keeps the token for the tab: no question asked', async () => {

@@ -165,8 +165,8 @@ impl ToolExecutor for RegistryExecutor {
         }
     }
 
-    fn needs_approval(&self, name: &str) -> bool {
-        self.offered(name).is_some_and(|(tool, _)| tool.meta().destructive)
+    fn needs_approval(&self, name: &str, arguments: &Value) -> bool {
+        self.offered(name).is_some_and(|(tool, _)| tool.tool.destructive_call(arguments))
     }
 
     fn pinned(&self, name: &str, arguments: &Value) -> Value {

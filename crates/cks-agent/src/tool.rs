@@ -147,7 +147,8 @@ pub struct Input {
     /// Model to use for this turn, overriding the provider's configured default (the provider
     /// itself is chosen by CKS_LLM_PROVIDER).
     pub model: Option<String>,
-    /// Ask the user before destructive calls (revert_version): when the model makes one, the turn
+    /// Ask the user before destructive calls (revert_version; evolve_knowledge removing or replacing):
+    /// when the model makes one, the turn
     /// stops before running that answer's calls and answers 'pending_approval'; send the decision
     /// as 'approval' in the next request. Default false (true when 'approval' is given).
     pub approvals: Option<bool>,
@@ -454,7 +455,7 @@ impl Tool for AiChat {
             result. The model may revert the session to an earlier version. Errors: llm_call_failed / \
             llm_provider_unavailable, still with 'messages' and 'tool_calls' (a failed turn of a stored chat is not \
             saved); chat_not_found (no such chat in this session); chat_busy (another turn of the chat is running or \
-            was saved first: this one is not saved). With 'approvals': true, a call to a destructive tool (revert_version) \
+            was saved first: this one is not saved). With 'approvals': true, a destructive call (revert_version; evolve_knowledge removing or replacing) \
             waits for the user: the turn stops before running that answer's calls and answers 'pending_approval' \
             {tool_use_id, name, arguments}, 'messages' ending with that answer; the next request sends 'approval': \
             {decision: 'approve' or 'reject', reason} with the same 'chat_id' or those 'messages', and no prompt.",

@@ -110,9 +110,10 @@ pub trait ToolExecutor: Send + Sync {
     /// Runs one call, returning within `time_left`; refusals, failures and running out of time
     /// are results, never panics or errors.
     async fn execute(&self, name: &str, arguments: &Value, origin: Origin<'_>, time_left: Duration) -> Execution;
-    /// Whether a call to `name` waits for the user's approval when the turn asks for approvals
-    /// (a tool that may discard or overwrite state). Nothing in the arguments changes the answer.
-    fn needs_approval(&self, _name: &str) -> bool {
+    /// Whether a call to `name` with `arguments` waits for the user's approval when the turn asks
+    /// for approvals: it may discard or overwrite state (a destructive tool, or a call that removes
+    /// or replaces what the graph holds). No argument can make a destructive tool's call safe.
+    fn needs_approval(&self, _name: &str, _arguments: &Value) -> bool {
         false
     }
     /// The arguments a call would run with (session arguments pinned), as shown before it runs.
@@ -187,7 +188,7 @@ pub struct PendingApproval {
 /// needs approval in a final assistant message whose calls have no results yet.
 pub fn pending_approval(history: &[Message], tools: &dyn ToolExecutor) -> Option<PendingApproval> {
     let last = history.last().filter(|m| m.role == Role::Assistant)?;
-    last.tool_calls().into_iter().find(|c| tools.needs_approval(c.name)).map(|c| PendingApproval {
+    last.tool_calls().into_iter().find(|c| tools.needs_approval(c.name, c.input)).map(|c| PendingApproval {
         tool_use_id: c.id.to_owned(),
         name: c.name.to_owned(),
         arguments: tools.pinned(c.name, c.input),
@@ -563,7 +564,8 @@ pub async fn continue_turn(
             if stop.is_none() && remaining.is_none() {
                 stop = Some(Stop::Deadline);
             }
-            let decided = if stop.is_none() && tools.needs_approval(&name) { Some(decision.take()) } else { None };
+            let decided =
+                if stop.is_none() && tools.needs_approval(&name, &input) { Some(decision.take()) } else { None };
             let refused = match stop {
                 Some(Stop::Cancelled) => Some(("cancelled", "The turn was cancelled before this call ran.".to_owned())),
                 Some(_) => {

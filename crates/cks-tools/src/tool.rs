@@ -156,6 +156,14 @@ pub trait Tool: Send + Sync + 'static {
     /// Forms of arguments accepted beyond the published schema (see [`Coercion`]).
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[];
 
+    /// Whether a call with these arguments may discard or overwrite state (what a person is asked
+    /// to approve): a destructive tool's every call, and for others the calls that remove or
+    /// replace what the graph holds.
+    fn destructive_call(arguments: &Value) -> bool {
+        let _ = arguments;
+        Self::META.destructive
+    }
+
     async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Self::Output, ToolError>;
 }
 
@@ -167,6 +175,8 @@ pub trait DynTool: Send + Sync + 'static {
     fn argument_codes(&self) -> &'static [ArgumentCode];
     fn argument_coercions(&self) -> &'static [(&'static str, Coercion)];
     fn output_schema(&self) -> Option<Value>;
+    /// See [`Tool::destructive_call`].
+    fn destructive_call(&self, arguments: &Value) -> bool;
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
 }
 
@@ -190,6 +200,10 @@ impl<T: Tool> DynTool for T {
 
     fn output_schema(&self) -> Option<Value> {
         crate::schema::output_schema::<T::Output>()
+    }
+
+    fn destructive_call(&self, arguments: &Value) -> bool {
+        T::destructive_call(arguments)
     }
 
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {

@@ -94,6 +94,23 @@ impl Tool for EvolveKnowledge {
         llm_exposed: true,
     };
 
+    /// Removing an object or relation, or replacing an object's structure, discards what the
+    /// graph held; adding and merging do not.
+    fn destructive_call(arguments: &Value) -> bool {
+        let operations = match arguments.get("operations") {
+            Some(Value::String(text)) => serde_json::from_str::<Value>(text).unwrap_or(Value::Null),
+            Some(list) => list.clone(),
+            None => Value::Null,
+        };
+        operations.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| match op.get("type").and_then(Value::as_str) {
+                Some("remove_object" | "remove_relation") => true,
+                Some("update_object") => op.get("mode").and_then(Value::as_str) == Some("replace"),
+                _ => false,
+            })
+        })
+    }
+
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         // As in the reference: the structure to evolve first, then the operations.
         let session_id = input.session_id.filter(|s| !s.is_empty());
@@ -196,6 +213,19 @@ mod tests {
     use serde_json::{Value, json};
 
     use crate::tools::test_support::{call, context, obj, rel, session, structure};
+
+    #[test]
+    fn removing_or_replacing_is_a_destructive_call_adding_and_merging_are_not() {
+        use crate::tool::Tool;
+        let destructive = |ops: Value| super::EvolveKnowledge::destructive_call(&json!({"operations": ops}));
+        assert!(destructive(json!([{"type": "add_object"}, {"type": "remove_object", "object_id": "a"}])));
+        assert!(destructive(json!([{"type": "remove_relation", "relation_id": "r"}])));
+        assert!(destructive(json!([{"type": "update_object", "object_id": "a", "mode": "replace"}])));
+        assert!(destructive(json!(r#"[{"type": "remove_object", "object_id": "a"}]"#)), "operations as text");
+        assert!(!destructive(json!([{"type": "add_object"}, {"type": "update_object", "object_id": "a"}])));
+        assert!(!destructive(json!([{"type": "update_object", "object_id": "a", "mode": "merge"}])));
+        assert!(!super::EvolveKnowledge::destructive_call(&json!({})));
+    }
 
     fn data() -> Value {
         structure(vec![
