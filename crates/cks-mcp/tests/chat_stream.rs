@@ -11,32 +11,7 @@ use cks_testkit::{ProviderServer, Reply, ToolCall};
 
 mod support;
 use support::stdio::Mcp;
-
-const PROVIDERS: [&str; 4] = ["anthropic", "openai_compatible", "google", "ollama"];
-
-fn provider_env(provider: &str, base: &str) -> Vec<(&'static str, String)> {
-    let mut env = vec![
-        ("CKS_LLM_PROVIDER", provider.to_owned()),
-        ("CKS_LLM_MAX_RETRIES", "0".into()),
-        ("CKS_MCP_LOG", "error".into()),
-    ];
-    match provider {
-        "anthropic" => {
-            env.push(("ANTHROPIC_API_KEY", "sk-ant-e2e-secret".into()));
-            env.push(("ANTHROPIC_BASE_URL", base.to_owned()));
-        }
-        "openai_compatible" => {
-            env.push(("CKS_OPENAI_API_KEY", "sk-openai-e2e-secret".into()));
-            env.push(("CKS_OPENAI_BASE_URL", format!("{base}/v1")));
-        }
-        "google" => {
-            env.push(("CKS_GOOGLE_API_KEY", "google-e2e-secret".into()));
-            env.push(("CKS_GOOGLE_BASE_URL", format!("{base}/v1beta")));
-        }
-        _ => env.push(("CKS_OLLAMA_HOST", base.to_owned())),
-    }
-    env
-}
+use support::{PROVIDERS, provider_env};
 
 /// The binary with MCP on stdio and HTTP on a free loopback port, and its provider.
 struct Served {

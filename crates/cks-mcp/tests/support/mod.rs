@@ -4,6 +4,35 @@
 
 pub(crate) mod stdio;
 
+/// The four providers, as `CKS_LLM_PROVIDER` names them.
+pub(crate) const PROVIDERS: [&str; 4] = ["anthropic", "openai_compatible", "google", "ollama"];
+
+/// The server's environment for `provider` answering at `base` (a cks-testkit provider server),
+/// with a fake key and no retries.
+pub(crate) fn provider_env(provider: &str, base: &str) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("CKS_LLM_PROVIDER", provider.to_owned()),
+        ("CKS_LLM_MAX_RETRIES", "0".into()),
+        ("CKS_MCP_LOG", "error".into()),
+    ];
+    match provider {
+        "anthropic" => {
+            env.push(("ANTHROPIC_API_KEY", "sk-ant-e2e-secret".into()));
+            env.push(("ANTHROPIC_BASE_URL", base.to_owned()));
+        }
+        "openai_compatible" => {
+            env.push(("CKS_OPENAI_API_KEY", "sk-openai-e2e-secret".into()));
+            env.push(("CKS_OPENAI_BASE_URL", format!("{base}/v1")));
+        }
+        "google" => {
+            env.push(("CKS_GOOGLE_API_KEY", "google-e2e-secret".into()));
+            env.push(("CKS_GOOGLE_BASE_URL", format!("{base}/v1beta")));
+        }
+        _ => env.push(("CKS_OLLAMA_HOST", base.to_owned())),
+    }
+    env
+}
+
 use serde_json::{Value, json};
 use std::sync::Arc;
 
