@@ -93,14 +93,15 @@ const sendMessage = async (text) => {
 }
 const lastCall = () => provider.calls.at(-1)
 /**
- * Waits for an assistant message with `text` in page `p`. The page asks for approvals; a server that
- * pauses a turn for one (with POST /chat/stream) gets it approved here, so the steps that are not
- * about approvals run the same either way.
+ * Waits for an assistant message with `text` in page `p` and the end of its turn. The page asks for
+ * approvals; a server that pauses a turn for one (with POST /chat/stream) gets it approved here, so
+ * the steps that are not about approvals run the same either way.
  */
 async function replied(text, p = page) {
   const deadline = Date.now() + 20000
   for (;;) {
-    if (await p.locator('#log .msg.assistant', { hasText: text }).count()) return
+    // The turn has ended (and its chat is stored) when the page takes the next message again.
+    if ((await p.locator('#log .msg.assistant', { hasText: text }).count()) && (await p.locator('#send').isEnabled())) return
     const approve = p.locator('#notices .notice.approval').getByRole('button', { name: 'Approve' })
     if (await approve.count()) await approve.click()
     assert.ok(Date.now() < deadline, `timed out waiting for the reply ${JSON.stringify(text)}`)
