@@ -61,7 +61,7 @@ pub fn object_hash(object: &KnowledgeObject) -> ContentHash {
     write_str(&mut hasher, &object.identity.id);
     write_str(&mut hasher, &object.identity.r#type);
     write_str(&mut hasher, &object.identity.name);
-    write_map(&mut hasher, &object.structure);
+    write_entries(&mut hasher, object.structure.len(), object.structure.iter());
     ContentHash(hasher.finalize().into())
 }
 
@@ -76,10 +76,15 @@ fn write_str(hasher: &mut Sha256, s: &str) {
 }
 
 fn write_map(hasher: &mut Sha256, map: &serde_json::Map<String, Value>) {
+    write_entries(hasher, map.len(), map);
+}
+
+/// Both `serde_json::Map` (a B-tree) and [`crate::Structure`] iterate in key order, which is byte
+/// order for UTF-8 strings.
+fn write_entries<'a>(hasher: &mut Sha256, len: usize, entries: impl IntoIterator<Item = (&'a String, &'a Value)>) {
     hasher.update(b"{");
-    write_len(hasher, map.len());
-    // `serde_json::Map` iterates in key order (BTreeMap), which is byte order for UTF-8 strings.
-    for (key, value) in map {
+    write_len(hasher, len);
+    for (key, value) in entries {
         write_str(hasher, key);
         write_value(hasher, value);
     }
@@ -181,8 +186,8 @@ mod tests {
         assert_ne!(a, object_hash(&object("a", json!({"x": "1"}))));
         assert_ne!(a, object_hash(&object("b", json!({"x": 1}))));
         // Length prefixes keep field boundaries apart.
-        let split1 = KnowledgeObject::new(Identity::new("ab", "c", ""), Default::default());
-        let split2 = KnowledgeObject::new(Identity::new("a", "bc", ""), Default::default());
+        let split1 = KnowledgeObject::new(Identity::new("ab", "c", ""), crate::Structure::new());
+        let split2 = KnowledgeObject::new(Identity::new("a", "bc", ""), crate::Structure::new());
         assert_ne!(object_hash(&split1), object_hash(&split2));
     }
 

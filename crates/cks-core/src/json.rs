@@ -14,7 +14,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::object::{Identity, KnowledgeObject, PARTICIPANTS, RELATION_TYPE};
+use crate::object::{Identity, KnowledgeObject, PARTICIPANTS, RELATION_TYPE, Structure};
 use crate::structure::KnowledgeStructure;
 
 /// The one serialization format version this crate reads and writes.
@@ -310,8 +310,8 @@ pub fn parse_object(index: usize, raw: Value) -> Result<KnowledgeObject, ParseEr
     };
     let identity = parse_identity(index, identity)?;
     let structure = match record.remove("structure") {
-        None => Map::new(),
-        Some(Value::Object(structure)) => structure,
+        None => Structure::new(),
+        Some(Value::Object(structure)) => Structure::from(structure),
         Some(_) => return Err(ParseError::StructureNotAnObject { index }),
     };
     check_relation_fields(index, &structure)?;
@@ -334,7 +334,7 @@ fn parse_identity(index: usize, mut identity: Map<String, Value>) -> Result<Iden
     }
 }
 
-fn check_relation_fields(index: usize, structure: &Map<String, Value>) -> Result<(), ParseError> {
+fn check_relation_fields(index: usize, structure: &Structure) -> Result<(), ParseError> {
     let (Some(participants), Some(relation_type)) = (structure.get(PARTICIPANTS), structure.get(RELATION_TYPE)) else {
         return Ok(());
     };

@@ -5,6 +5,7 @@
 //! Invariant: this crate does no IO and has no async code; every function is deterministic.
 
 pub mod diff;
+mod fields;
 pub mod hash;
 pub mod json;
 mod kinds;

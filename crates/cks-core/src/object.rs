@@ -7,9 +7,7 @@
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// The free-form part of an object. `serde_json::Map` is ordered by key, which gives the canonical
-/// (sorted) key order for serialization and hashing for free.
-pub type Structure = Map<String, Value>;
+pub use crate::fields::Structure;
 
 /// The structure key that lists a relation's participants.
 pub const PARTICIPANTS: &str = "participants";
@@ -68,8 +66,8 @@ pub enum RelationShapeError {
 }
 
 impl KnowledgeObject {
-    pub fn new(identity: Identity, structure: Structure) -> Self {
-        KnowledgeObject { identity, structure }
+    pub fn new(identity: Identity, structure: impl Into<Structure>) -> Self {
+        KnowledgeObject { identity, structure: structure.into() }
     }
 
     pub fn id(&self) -> &str {
@@ -121,7 +119,7 @@ impl KnowledgeObject {
         identity.insert("type".into(), Value::String(self.identity.r#type.clone()));
         let mut object = Map::new();
         object.insert("identity".into(), Value::Object(identity));
-        object.insert("structure".into(), Value::Object(self.structure.clone()));
+        object.insert("structure".into(), Value::Object(self.structure.to_map()));
         Value::Object(object)
     }
 }

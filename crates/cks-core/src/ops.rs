@@ -183,9 +183,9 @@ impl<'a> Fields<'a> {
 
     fn object(&self, field: &'static str, required: bool) -> Result<Structure, OperationErrorKind> {
         match self.0.get(field) {
-            None | Some(Value::Null) if !required => Ok(Map::new()),
+            None | Some(Value::Null) if !required => Ok(Structure::new()),
             None | Some(Value::Null) => Err(OperationErrorKind::MissingField(field)),
-            Some(Value::Object(map)) => Ok(map.clone()),
+            Some(Value::Object(map)) => Ok(map.clone().into()),
             Some(other) => {
                 Err(OperationErrorKind::WrongType { field, expected: "an object", got: json_type_name(other) })
             }
@@ -326,19 +326,19 @@ impl Operation {
         match self {
             Operation::AddObject { identity, structure } | Operation::RecordInference { identity, structure } => {
                 put("identity", identity_value(identity));
-                put("structure", Value::Object(structure.clone()));
+                put("structure", Value::Object(structure.to_map()));
             }
             Operation::AddRelation { identity, participants, relation_type, structure } => {
                 put("identity", identity_value(identity));
                 put("participants", participants.iter().cloned().map(Value::String).collect());
                 put("relation_type", Value::String(relation_type.clone()));
-                put("structure", Value::Object(structure.clone()));
+                put("structure", Value::Object(structure.to_map()));
             }
             Operation::RemoveObject { object_id } => put("object_id", Value::String(object_id.clone())),
             Operation::RemoveRelation { relation_id } => put("relation_id", Value::String(relation_id.clone())),
             Operation::UpdateObject { object_id, structure_patch, mode } => {
                 put("object_id", Value::String(object_id.clone()));
-                put("structure_patch", Value::Object(structure_patch.clone()));
+                put("structure_patch", Value::Object(structure_patch.to_map()));
                 put("mode", Value::String(if *mode == PatchMode::Merge { "merge" } else { "replace" }.into()));
             }
             Operation::RenameObject { object_id, new_name } => {
@@ -621,13 +621,13 @@ mod tests {
         let mut s = base();
         run(&mut s, json!([{"type": "update_object", "object_id": "a", "structure_patch": {"x": null, "z": 3}}]))
             .unwrap();
-        assert_eq!(Value::Object(s.get("a").unwrap().structure.clone()), json!({"y": 2, "z": 3}));
+        assert_eq!(Value::from(s.get("a").unwrap().structure.clone()), json!({"y": 2, "z": 3}));
         run(
             &mut s,
             json!([{"type": "update_object", "object_id": "a", "structure_patch": {"q": 1}, "mode": "replace"}]),
         )
         .unwrap();
-        assert_eq!(Value::Object(s.get("a").unwrap().structure.clone()), json!({"q": 1}));
+        assert_eq!(Value::from(s.get("a").unwrap().structure.clone()), json!({"q": 1}));
         assert_eq!(s.index_of("a"), Some(0), "updates keep the position");
         let err = run(&mut s, json!([{"type": "update_object", "object_id": "r", "structure_patch": {}}])).unwrap_err();
         assert_eq!(err, "Operation #0: 'r' is a CanonicalRelation; update_object only updates plain KnowledgeObjects.");

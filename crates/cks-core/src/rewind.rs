@@ -161,7 +161,7 @@ mod tests {
         let mut current = before.clone();
         let mut log = ChangeSet::default();
         current.remove("r", &mut log);
-        let renamed = crate::object::KnowledgeObject::new(crate::Identity::new("b", "N", "B"), Default::default());
+        let renamed = crate::object::KnowledgeObject::new(crate::Identity::new("b", "N", "B"), crate::Structure::new());
         current.put(renamed, &mut log).unwrap();
         let mut rewind = Rewind::default();
         rewind.record_change_set(&log);

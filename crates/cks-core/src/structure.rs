@@ -492,7 +492,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn node(id: &str) -> KnowledgeObject {
-        KnowledgeObject::new(Identity::new(id, "Node", id), Default::default())
+        KnowledgeObject::new(Identity::new(id, "Node", id), crate::Structure::new())
     }
 
     fn rel(id: &str, a: &str, b: &str, ty: &str) -> KnowledgeObject {

@@ -464,7 +464,7 @@ mod tests {
         let object = |structure: serde_json::Value| {
             let mut o = node("x", "T", 0);
             o.identity.name = "N".into();
-            o.structure = structure.as_object().unwrap().clone();
+            o.structure = serde_json::from_value(structure).unwrap();
             o
         };
         let tricky = object(serde_json::json!({

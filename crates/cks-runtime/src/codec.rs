@@ -124,7 +124,7 @@ mod tests {
     fn delta_round_trips_and_rejects_garbage() {
         let mut s = KnowledgeStructure::new();
         let mut log = ChangeSet::default();
-        s.put(KnowledgeObject::new(Identity::new("a", "T", "é"), Default::default()), &mut log).unwrap();
+        s.put(KnowledgeObject::new(Identity::new("a", "T", "é"), cks_core::Structure::new()), &mut log).unwrap();
         s.remove("a", &mut log);
         let text = encode_delta(&log);
         let a = r#"{"identity":{"id":"a","name":"é","type":"T"},"structure":{}}"#;

@@ -194,7 +194,11 @@ mod tests {
         for (id, v) in objects {
             let mut fields = Map::new();
             fields.insert("v".into(), Value::from(*v));
-            s.put(KnowledgeObject::new(Identity::new(*id, "T", *id), fields.into_iter().collect()), &mut log).unwrap();
+            s.put(
+                KnowledgeObject::new(Identity::new(*id, "T", *id), fields.into_iter().collect::<cks_core::Structure>()),
+                &mut log,
+            )
+            .unwrap();
         }
         s
     }

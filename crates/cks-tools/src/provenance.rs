@@ -50,7 +50,7 @@ pub fn details(diagnostics: &[Diagnostic]) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Map, Value, json};
+    use serde_json::{Value, json};
     use std::sync::Arc;
 
     use cks_core::validate::ProvenanceKey;
@@ -70,14 +70,14 @@ mod tests {
 
     /// A document with a claim verified by `record`, signed with `key` (or not at all).
     fn document(key: Option<&ProvenanceKey>) -> Value {
-        let mut record: Map<String, Value> = serde_json::from_str(CHECK).unwrap();
+        let mut record: cks_core::Structure = serde_json::from_str(CHECK).unwrap();
         if let Some(key) = key {
             let signature = sign(key, "record", "claim", &record);
             record.insert(SIGNATURE_KEY.into(), json!(signature));
         }
         structure(vec![
             obj("claim", "Claim", "Water boils at 100 °C", json!({})),
-            obj("record", "VerificationRecord", "check", Value::Object(record)),
+            obj("record", "VerificationRecord", "check", Value::from(record)),
             rel("claim-verified", &["claim", "record"], "verified_by"),
         ])
     }

@@ -16,12 +16,13 @@
 //! 11. the claim does not list itself;
 //! 12. no id is both supporting and contradicting.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::BTreeSet;
 
 use super::dates::claim_timestamp_ok;
 use super::pyrepr::{py_repr_opt, repr_str};
 use super::{Diagnostic, semantic_error};
+use crate::object::Structure;
 use crate::structure::KnowledgeStructure;
 
 const CODE: &str = "CKS-EXT-CLAIM-INTEGRITY";
@@ -43,7 +44,7 @@ fn string_list(value: Option<&Value>) -> Option<Vec<&str>> {
 }
 
 /// The ids under `key` (absent key: none). Only called once the lists are known to be well-typed.
-fn ids<'a>(data: &'a Map<String, Value>, key: &str) -> Vec<&'a str> {
+fn ids<'a>(data: &'a Structure, key: &str) -> Vec<&'a str> {
     string_list(data.get(key)).unwrap_or_default()
 }
 

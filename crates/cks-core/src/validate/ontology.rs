@@ -20,11 +20,12 @@
 //! value means no restriction; non-string entries of an allowed list never match but are printed.
 
 use indexmap::IndexMap;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::pyrepr::{py_repr, truthy};
 use super::{Diagnostic, binary, semantic_error};
+use crate::object::Structure;
 use crate::structure::KnowledgeStructure;
 
 const HIERARCHY_CODE: &str = "CKS-EXT-TYPE-HIERARCHY-CYCLE";
@@ -127,7 +128,7 @@ pub(crate) fn check_type_hierarchy(structure: &KnowledgeStructure, out: &mut Vec
 }
 
 /// The allowed types of one side of a rule; `None` means unrestricted.
-fn allowed_types<'r>(rule: &'r Map<String, Value>, key: &str) -> Option<&'r [Value]> {
+fn allowed_types<'r>(rule: &'r Structure, key: &str) -> Option<&'r [Value]> {
     match rule.get(key) {
         Some(Value::Array(items)) if truthy(rule.get(key)) => Some(items),
         _ => None,
@@ -136,7 +137,7 @@ fn allowed_types<'r>(rule: &'r Map<String, Value>, key: &str) -> Option<&'r [Val
 
 /// CKS-EXT-RELATION-TYPE.
 pub(crate) fn check_relation_types(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
-    let mut rules: HashMap<&str, &Map<String, Value>> = HashMap::new();
+    let mut rules: HashMap<&str, &Structure> = HashMap::new();
     for object in structure.objects() {
         if object.identity.r#type != TYPE_RULE {
             continue;

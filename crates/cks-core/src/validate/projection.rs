@@ -68,7 +68,7 @@ pub(crate) fn check(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
         }
 
         let mut leaked: Vec<&str> =
-            INLINE_PAYLOAD_KEYS.iter().copied().filter(|k| object.structure.contains_key(*k)).collect();
+            INLINE_PAYLOAD_KEYS.iter().copied().filter(|k| object.structure.contains_key(k)).collect();
         if !leaked.is_empty() {
             leaked.sort_unstable();
             out.push(semantic_error(

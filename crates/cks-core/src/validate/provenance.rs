@@ -13,13 +13,14 @@
 //! - linked to no subject: `CKS-MCP-UNLINKED-VERIFICATION-RECORD` (warning: it is simply not trusted);
 //! - otherwise a missing or wrong signature: `CKS-MCP-UNVERIFIED-PROVENANCE` (error).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::pyrepr::py_str;
 use super::{Diagnostic, Severity, Stage, binary};
+use crate::object::Structure;
 use crate::structure::KnowledgeStructure;
 
 /// The structure key holding a record's signature.
@@ -66,7 +67,7 @@ impl fmt::Debug for ProvenanceKey {
 }
 
 /// The signature of a record with this id, verifying this subject, with this structure.
-pub fn sign(key: &ProvenanceKey, record_id: &str, subject_id: &str, record: &Map<String, Value>) -> String {
+pub fn sign(key: &ProvenanceKey, record_id: &str, subject_id: &str, record: &Structure) -> String {
     let field = |name: &str, absent: &str| match record.get(name) {
         None | Some(Value::Null) => absent.to_owned(),
         Some(value) => py_str(value),
@@ -87,7 +88,7 @@ pub fn sign(key: &ProvenanceKey, record_id: &str, subject_id: &str, record: &Map
 }
 
 /// Whether `signature` is the record's signature (compared in constant time).
-pub fn verify(key: &ProvenanceKey, record_id: &str, subject_id: &str, record: &Map<String, Value>) -> bool {
+pub fn verify(key: &ProvenanceKey, record_id: &str, subject_id: &str, record: &Structure) -> bool {
     let Some(Value::String(given)) = record.get(SIGNATURE_KEY) else { return false };
     if given.is_empty() {
         return false;
@@ -176,18 +177,18 @@ mod tests {
         parse_value(json!({"objects": objects})).unwrap()
     }
 
-    fn record() -> Map<String, Value> {
-        json!({"checked_at": "2024-01-02T03:04:05Z", "checked_via": "automated_http_check", "http_status": 200})
-            .as_object()
-            .unwrap()
-            .clone()
+    fn record() -> Structure {
+        serde_json::from_value(
+            json!({"checked_at": "2024-01-02T03:04:05Z", "checked_via": "automated_http_check", "http_status": 200}),
+        )
+        .unwrap()
     }
 
     fn signed(key: &ProvenanceKey, subject: &str) -> Value {
         let mut data = record();
         let signature = sign(key, "record", subject, &data);
         data.insert(SIGNATURE_KEY.into(), Value::String(signature));
-        Value::Object(data)
+        Value::from(data)
     }
 
     fn codes(diagnostics: &[Diagnostic]) -> Vec<&str> {
@@ -214,7 +215,7 @@ mod tests {
         let key = ProvenanceKey::new(*b"secret");
         let expected = key.mac_hex(b"record|claim|2024-01-02T03:04:05Z|automated_http_check|200");
         assert_eq!(sign(&key, "record", "claim", &record()), expected);
-        let bare = Map::new();
+        let bare = Structure::new();
         assert_eq!(sign(&key, "record", "claim", &bare), key.mac_hex(b"record|claim|||None"));
     }
 
@@ -227,14 +228,14 @@ mod tests {
     #[test]
     fn forged_unsigned_and_foreign_records_fail() {
         let key = ProvenanceKey::new(*b"secret");
-        let unsigned = check_provenance(&structure(Value::Object(record()), &["claim"]), &key);
+        let unsigned = check_provenance(&structure(Value::from(record()), &["claim"]), &key);
         assert_eq!(codes(&unsigned), [UNVERIFIED]);
         assert_eq!(unsigned[0].location.as_deref(), Some("record"));
         assert_eq!(unsigned[0].severity, Severity::Error);
 
         let mut forged = record();
         forged.insert(SIGNATURE_KEY.into(), json!("0".repeat(64)));
-        assert_eq!(codes(&check_provenance(&structure(Value::Object(forged), &["claim"]), &key)), [UNVERIFIED]);
+        assert_eq!(codes(&check_provenance(&structure(Value::from(forged), &["claim"]), &key)), [UNVERIFIED]);
 
         let other_key = ProvenanceKey::new(*b"another secret");
         let foreign = structure(signed(&other_key, "claim"), &["claim"]);

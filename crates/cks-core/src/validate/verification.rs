@@ -109,7 +109,7 @@ pub(crate) fn check(structure: &KnowledgeStructure, out: &mut Vec<Diagnostic>) {
             }
         }
 
-        let mut leaked: Vec<&str> = JUDGMENT_KEYS.iter().copied().filter(|k| data.contains_key(*k)).collect();
+        let mut leaked: Vec<&str> = JUDGMENT_KEYS.iter().copied().filter(|k| data.contains_key(k)).collect();
         if !leaked.is_empty() {
             leaked.sort_unstable();
             out.push(semantic_error(

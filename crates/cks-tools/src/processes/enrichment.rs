@@ -255,7 +255,7 @@ async fn link(
             identity: Identity::new(relation_id, "Relation", ENRICHED_BY),
             participants: vec![object_id.to_owned(), document],
             relation_type: ENRICHED_BY.to_owned(),
-            structure,
+            structure: structure.into(),
         });
     }
     if operations.is_empty() {

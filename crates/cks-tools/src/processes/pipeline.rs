@@ -400,7 +400,11 @@ impl Job<'_> {
         let mut patch = Map::new();
         patch.insert("current_status".into(), json!(to));
         patch.insert("transition_log".into(), Value::Array(log));
-        Operation::UpdateObject { object_id: object.id().to_owned(), structure_patch: patch, mode: PatchMode::Merge }
+        Operation::UpdateObject {
+            object_id: object.id().to_owned(),
+            structure_patch: patch.into(),
+            mode: PatchMode::Merge,
+        }
     }
 
     /// The fields every node a step writes carries.
@@ -462,7 +466,7 @@ pub(super) fn shown(object: &KnowledgeObject) -> Value {
 
 /// A new node.
 pub(super) fn node(id: &str, ty: &str, name: &str, structure: Map<String, Value>) -> Operation {
-    Operation::AddObject { identity: Identity::new(id, ty, name), structure }
+    Operation::AddObject { identity: Identity::new(id, ty, name), structure: structure.into() }
 }
 
 /// A link from one node to another, named by what it means (`supports`, `refutes`, ...): a
@@ -476,7 +480,7 @@ pub(super) fn link(from: &str, to: &str, meaning: &str) -> Operation {
         identity: Identity::new(format!("rel-{meaning}-{from}-{to}"), "Relation", meaning),
         participants: vec![from.to_owned(), to.to_owned()],
         relation_type: "depends_on".into(),
-        structure,
+        structure: structure.into(),
     }
 }
 

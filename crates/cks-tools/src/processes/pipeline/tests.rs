@@ -280,6 +280,6 @@ fn a_synthesis_answer_needs_objects_with_ids_and_never_makes_relations() {
         ("a", "Claim", "a"),
         "a Claim named by its id by default"
     );
-    assert_eq!(Value::Object(first.structure.clone()), json!({"kept": 1}));
+    assert_eq!(Value::from(first.structure.clone()), json!({"kept": 1}));
     assert_eq!((proposed[1].ty.as_str(), proposed[1].name.as_str()), ("Fact", "B"));
 }

@@ -134,7 +134,7 @@ mod tests {
         let ctx = local_context();
         let url = format!("http://127.0.0.1:{}/paper", server.addr.port());
         let mut old = json!({"checked_at": "2001-01-01T00:00:00Z", "checked_via": "automated_http_check"});
-        let signature = sign(&ctx.provenance, "vr-old", "doc", old.as_object().unwrap());
+        let signature = sign(&ctx.provenance, "vr-old", "doc", &serde_json::from_value(old.clone()).unwrap());
         old["_cks_mcp_signature"] = json!(signature);
         let id = session(
             &ctx,

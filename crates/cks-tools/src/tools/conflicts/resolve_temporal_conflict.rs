@@ -151,7 +151,7 @@ impl Tool for ResolveTemporalConflict {
                 .collect()
             }
         };
-        let operation = Operation::UpdateObject { object_id, structure_patch: patch, mode: PatchMode::Merge };
+        let operation = Operation::UpdateObject { object_id, structure_patch: patch.into(), mode: PatchMode::Merge };
         output.operations = Some(vec![operation.to_value()]);
         output.resolution = Resolution::commit_if(
             ctx,

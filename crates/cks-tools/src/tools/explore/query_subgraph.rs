@@ -238,7 +238,7 @@ fn compact(structure: &KnowledgeStructure) -> Compact {
                 r#type: o.identity.r#type.clone(),
                 name: o.identity.name.clone(),
             },
-            structure: o.structure.clone(),
+            structure: o.structure.to_map(),
         })
         .collect();
     let edges = structure

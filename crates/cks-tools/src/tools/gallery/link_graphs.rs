@@ -126,7 +126,10 @@ impl Tool for LinkGraphs {
         let mut structure = Map::new();
         structure.insert("participants".into(), json!([input.object_a_id, input.object_b_id]));
         structure.insert("relation_type".into(), json!(input.relation_type));
-        let relation = Operation::AddObject { identity: Identity::new(&relation_id, "Relation", &name), structure };
+        let relation = Operation::AddObject {
+            identity: Identity::new(&relation_id, "Relation", &name),
+            structure: structure.into(),
+        };
 
         // Check both writes before making either, so that a refusal changes neither graph.
         let ops_a = link_operations(&state_a, &a, object_b, &relation)?;

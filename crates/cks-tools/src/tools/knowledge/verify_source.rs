@@ -5,10 +5,10 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use cks_core::object::{Identity, KnowledgeObject};
+use cks_core::object::{Identity, KnowledgeObject, Structure};
 use cks_core::ops::Operation;
 use cks_core::validate::provenance::{SIGNATURE_KEY, sign};
 
@@ -72,7 +72,7 @@ impl Verification {
                 identity: link.identity,
                 participants,
                 relation_type: VERIFIED_BY.to_owned(),
-                structure: Map::new(),
+                structure: Structure::new(),
             },
         ]
     }
@@ -94,7 +94,7 @@ pub(crate) async fn verify(ctx: &ToolContext, url: &str, subject_id: &str) -> Re
         Err(e) => (None, Some(json!({"error": e.code(), "message": e.to_string()}))),
     };
     let record_id = format!("vr-{}", uuid::Uuid::new_v4().simple());
-    let mut structure = Map::new();
+    let mut structure = Structure::new();
     structure.insert("checked_at".into(), json!(checked_at(OffsetDateTime::now_utc())));
     structure.insert("checked_via".into(), json!("automated_http_check"));
     if let Some(status) = status {
@@ -167,7 +167,7 @@ impl Tool for VerifySource {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use serde_json::{Map, Value, json};
+    use serde_json::{Value, json};
     use std::sync::Arc;
 
     use cks_core::validate::provenance::verify;
@@ -186,8 +186,8 @@ pub(crate) mod tests {
 
     /// Whether `record` (an object as returned) is signed for `subject` under the context's key.
     pub(crate) fn signed(ctx: &ToolContext, record: &Value, subject: &str) -> bool {
-        let structure: &Map<String, Value> = record["structure"].as_object().unwrap();
-        verify(&ctx.provenance, record["identity"]["id"].as_str().unwrap(), subject, structure)
+        let structure: cks_core::Structure = serde_json::from_value(record["structure"].clone()).unwrap();
+        verify(&ctx.provenance, record["identity"]["id"].as_str().unwrap(), subject, &structure)
     }
 
     #[tokio::test]
