@@ -15,7 +15,7 @@ use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::object::{Identity, KnowledgeObject, PARTICIPANTS, RELATION_TYPE, Structure};
-use crate::structure::KnowledgeStructure;
+use crate::structure::{KnowledgeStructure, StructureError};
 
 /// The one serialization format version this crate reads and writes.
 pub const FORMAT_VERSION: &str = "1.0";
@@ -148,7 +148,6 @@ fn release(version: &str) -> Vec<u64> {
 #[derive(Default)]
 struct Builder {
     structure: KnowledgeStructure,
-    log: crate::structure::ChangeSet,
     next_index: usize,
 }
 
@@ -170,13 +169,11 @@ impl Builder {
     }
 
     fn insert(&mut self, index: usize, object: KnowledgeObject) -> Result<(), ParseError> {
-        if self.structure.contains(object.id()) {
-            return Err(ParseError::DuplicateId(object.identity.id));
-        }
-        // Shape was checked by `parse_object`; `put` cannot fail here.
-        self.structure.put(object, &mut self.log).map_err(|_| ParseError::TooFewParticipants { index })?;
-        self.log.changes.clear();
-        Ok(())
+        self.structure.insert_new(object).map_err(|e| match e {
+            StructureError::DuplicateId(id) => ParseError::DuplicateId(id),
+            // The relation fields were checked already, by stricter rules.
+            StructureError::RelationShape(_) => ParseError::TooFewParticipants { index },
+        })
     }
 }
 

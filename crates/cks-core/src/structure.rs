@@ -13,6 +13,12 @@
 
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
+
+/// The hasher of the structure's maps: seeded per process, and several times faster than the
+/// standard library's on the short ids every load and commit looks up.
+type Hasher = foldhash::fast::RandomState;
+/// An id-keyed index.
+type IdIndex = HashMap<String, Vec<String>, Hasher>;
 use std::sync::{Arc, OnceLock};
 
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
@@ -105,11 +111,11 @@ pub enum StructureError {
 /// An ordered set of knowledge objects with unique ids.
 #[derive(Debug, Default)]
 pub struct KnowledgeStructure {
-    objects: IndexMap<String, Entry>,
+    objects: IndexMap<String, Entry, Hasher>,
     /// participant id → relation ids naming it (each relation listed once per participant id).
-    incidence: HashMap<String, Vec<String>>,
+    incidence: IdIndex,
     /// `derives` source id → relation ids of the binary `derives` relations leaving it.
-    derives_out: HashMap<String, Vec<String>>,
+    derives_out: IdIndex,
     root: RootAccumulator,
     /// The text index, once the structure has been searched; kept up to date from then on.
     text: OnceLock<Box<TextIndex>>,
@@ -278,15 +284,18 @@ impl KnowledgeStructure {
         self.objects.keys().map(String::as_str)
     }
 
-    fn insert_new(&mut self, object: KnowledgeObject) -> Result<(), StructureError> {
+    /// Appends an object whose id is new (loading a document: no change is recorded).
+    pub(crate) fn insert_new(&mut self, object: KnowledgeObject) -> Result<(), StructureError> {
         object.check_relation_shape()?;
-        if self.objects.contains_key(object.id()) {
-            return Err(StructureError::DuplicateId(object.identity.id));
-        }
         let entry = Entry::new(object);
-        self.index_insert(&entry);
-        self.objects.insert(entry.object.identity.id.clone(), entry);
-        Ok(())
+        match self.objects.entry(entry.object.identity.id.clone()) {
+            indexmap::map::Entry::Occupied(_) => Err(StructureError::DuplicateId(entry.object.identity.id.clone())),
+            indexmap::map::Entry::Vacant(slot) => {
+                slot.insert(entry.clone());
+                self.index_insert(&entry);
+                Ok(())
+            }
+        }
     }
 
     /// Inserts a new object at the end, or replaces an existing one in place.
@@ -390,12 +399,10 @@ impl KnowledgeStructure {
             kinds.insert(object);
         }
         if let Some(relation) = object.relation() {
-            let mut seen = HashSet::with_capacity(relation.participants.len());
-            for participant in &relation.participants {
-                if seen.insert(*participant) {
-                    self.incidence.entry((*participant).to_owned()).or_default().push(object.identity.id.clone());
-                }
-            }
+            let incidence = &mut self.incidence;
+            for_each_distinct(&relation.participants, |participant| {
+                incidence.entry(participant.to_owned()).or_default().push(object.identity.id.clone());
+            });
             if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
                 self.derives_out.entry(source.to_owned()).or_default().push(object.identity.id.clone());
             }
@@ -418,12 +425,9 @@ impl KnowledgeStructure {
         if let Some(relation) = object.relation() {
             // A repeated participant was indexed once (see `index_insert`), so it is unindexed once:
             // otherwise replacing the relation would also drop the new version's incidence entry.
-            let mut seen = HashSet::with_capacity(relation.participants.len());
-            for participant in &relation.participants {
-                if seen.insert(*participant) {
-                    remove_from_index(&mut self.incidence, participant, id);
-                }
-            }
+            for_each_distinct(&relation.participants, |participant| {
+                remove_from_index(&mut self.incidence, participant, id);
+            });
             if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
                 remove_from_index(&mut self.derives_out, source, id);
             }
@@ -431,7 +435,26 @@ impl KnowledgeStructure {
     }
 }
 
-fn remove_from_index(index: &mut HashMap<String, Vec<String>>, key: &str, id: &str) {
+/// Calls `f` with each of a relation's participants once, in order. Most relations have two or
+/// three: each is compared with those before it, where a set would cost an allocation.
+fn for_each_distinct(participants: &[&str], mut f: impl FnMut(&str)) {
+    if participants.len() <= 16 {
+        for (i, participant) in participants.iter().enumerate() {
+            if !participants[..i].contains(participant) {
+                f(participant);
+            }
+        }
+    } else {
+        let mut seen = HashSet::with_capacity(participants.len());
+        for participant in participants {
+            if seen.insert(*participant) {
+                f(participant);
+            }
+        }
+    }
+}
+
+fn remove_from_index(index: &mut IdIndex, key: &str, id: &str) {
     if let Some(ids) = index.get_mut(key) {
         if let Some(pos) = ids.iter().position(|r| r == id) {
             ids.swap_remove(pos);
