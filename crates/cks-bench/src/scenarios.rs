@@ -213,6 +213,11 @@ pub(crate) fn with_message_limit(command: &ServerCommand, json_bytes: usize, inh
     command.clone().with_env(&[(VAR, &needed.to_string())])
 }
 
+/// A size in bytes for a status: "740 KiB", "295 MiB".
+fn bytes_text(bytes: usize) -> String {
+    if bytes < 1 << 20 { format!("{} KiB", bytes.div_ceil(1024)) } else { format!("{:.0} MiB", bytes as f64 / MIB) }
+}
+
 /// The canonical JSON text of the deterministic sample graph of `objects` objects.
 pub(crate) fn sample_json(objects: u64) -> String {
     let half = (objects / 2) as usize;
@@ -352,13 +357,13 @@ impl<'a> Bench<'a> {
         let result = client.call_tool("validate_knowledge", json!({"json_data": json_data})).await;
         let elapsed = started.elapsed();
         client.set_timeout(self.plan.call_timeout);
-        let request_mib = json_data.len() as f64 / MIB;
+        let graph = bytes_text(json_data.len());
         match result.and_then(|result| created_session(&result)) {
             Ok((session, version)) => Ok((client, dir, session, version, elapsed)),
             Err(CallError::Failed(message)) if message.contains("closed its stdout") => {
                 let peak = client.kill().await;
                 let status = format!(
-                    "error: the server died on the {request_mib:.0} MiB request after {:.0} ms{} ({message})",
+                    "error: the server died on the request with the {graph} graph after {:.0} ms{} ({message})",
                     ms(elapsed),
                     peak.map(|kib| format!(", peak RSS {:.0} MiB", kib as f64 / 1024.0)).unwrap_or_default()
                 );
@@ -369,8 +374,8 @@ impl<'a> Bench<'a> {
                 let sent_in = client.sent_in();
                 let peak = client.kill().await;
                 let mut how_far = vec![match sent_in {
-                    Some(d) => format!("the {request_mib:.0} MiB request read in {:.1} s", d.as_secs_f64()),
-                    None => format!("the {request_mib:.0} MiB request not read whole"),
+                    Some(d) => format!("the request with the {graph} graph read whole in {:.1} s", d.as_secs_f64()),
+                    None => format!("the request with the {graph} graph not read whole"),
                 }];
                 if let Some(kib) = peak {
                     how_far.push(format!("peak RSS {:.0} MiB when killed", kib as f64 / 1024.0));
@@ -1077,20 +1082,23 @@ mod tests {
     }
 
     #[test]
+    fn sizes_read_in_kib_or_mib() {
+        assert_eq!(bytes_text(70_000), "69 KiB");
+        assert_eq!(bytes_text(309_329_920), "295 MiB");
+    }
+
+    #[test]
     fn the_scale_measurements_all_have_labels() {
-        let table = crate::report::markdown_table(
-            &SCALE_MEASUREMENTS
-                .map(|(m, unit)| crate::report::Record {
-                    server: "ours".into(),
-                    measurement: m.into(),
-                    size: Some(1_000_000),
-                    unit: unit.into(),
-                    value: None,
-                    status: Some("not reached: session creation at 100k timed out after 300 s".into()),
-                    note: None,
-                })
-                .to_vec(),
-        );
+        let records = SCALE_MEASUREMENTS.map(|(m, unit)| crate::report::Record {
+            server: "ours".into(),
+            measurement: m.into(),
+            size: Some(1_000_000),
+            unit: unit.into(),
+            value: None,
+            status: Some("not reached: session creation at 100k timed out after 300 s".into()),
+            note: None,
+        });
+        let table = crate::report::markdown_table(&records);
         for (m, _) in SCALE_MEASUREMENTS {
             assert!(!table.contains(&format!("| {m} |")), "{m} has no label: {table}");
         }
