@@ -26,8 +26,8 @@ const PROTOCOL_VERSION: &str = "2025-06-18";
 /// Why a call produced no result.
 #[derive(Debug)]
 pub(crate) enum CallError {
-    /// No answer within the per-call timeout; the connection is no longer usable.
-    Timeout,
+    /// No answer within the per-call timeout (given); the connection is no longer usable.
+    Timeout(Duration),
     /// A JSON-RPC error, a business error (`{"error": ...}` result), a closed pipe, ...
     Failed(String),
 }
@@ -35,7 +35,7 @@ pub(crate) enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::Timeout => f.write_str("timeout"),
+            CallError::Timeout(after) => write!(f, "timeout after {} s", after.as_secs()),
             CallError::Failed(message) => f.write_str(message),
         }
     }
@@ -137,6 +137,9 @@ pub(crate) struct McpClient {
     content_length_over: Option<usize>,
     /// Set after a timeout or a broken pipe: later calls fail at once.
     broken: bool,
+    /// How long writing the last request took (`None` while it is being written, or when
+    /// writing it failed): the pipe takes a request whole only once the server has read it.
+    sent_in: Option<Duration>,
     line: String,
     /// The highest VmHWM seen so far (KiB).
     pub(crate) peak_rss_kib: Option<u64>,
@@ -178,6 +181,7 @@ impl McpClient {
             timeout,
             content_length_over: command.content_length_over,
             broken: false,
+            sent_in: None,
             line: String::new(),
             peak_rss_kib: None,
         })
@@ -248,21 +252,40 @@ impl McpClient {
         stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))
     }
 
-    /// Sends one request and waits (at most the per-call timeout) for its response; server
+    /// Sends one request and waits for its response, at most the per-call timeout from the start
+    /// of the write (a server that stops reading its stdin cannot hold the call forever); server
     /// notifications are skipped, server requests are refused.
     pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let timeout = self.timeout;
-        match tokio::time::timeout(timeout, self.read_response(id)).await {
+        self.sent_in = None;
+        let exchange = async {
+            let started = Instant::now();
+            self.send(&message).await?;
+            self.sent_in = Some(started.elapsed());
+            self.read_response(id).await
+        };
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(e),
             Err(_) => {
                 self.broken = true;
-                Err(CallError::Timeout)
+                Err(CallError::Timeout(timeout))
             }
         }
+    }
+
+    /// Changes the per-call timeout of the calls from now on.
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// How long writing the last request took; `None` when it was not written whole (a timeout
+    /// while writing: the server had not read all of it).
+    pub(crate) fn sent_in(&self) -> Option<Duration> {
+        self.sent_in
     }
 
     async fn read_response(&mut self, id: u64) -> Result<Value, CallError> {
@@ -476,7 +499,7 @@ impl InFlight {
             Ok(Ok(Ok(result))) => tool_result(&self.name, &result),
             Ok(Ok(Err(e))) => Err(e),
             Ok(Err(_)) => Err(CallError::Failed("the response router stopped".into())),
-            Err(_) => Err(CallError::Timeout),
+            Err(_) => Err(CallError::Timeout(timeout)),
         }
     }
 }

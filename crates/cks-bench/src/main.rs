@@ -22,7 +22,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::client::ServerCommand;
-use crate::report::{Recorder, compare_table, markdown_table, read_jsonl, replace_between_markers};
+use crate::report::{RESULTS, Recorder, compare_table, markdown_table, read_jsonl, replace_between_markers};
 use crate::scenarios::{Bench, Plan};
 
 #[derive(Debug, Parser)]
@@ -77,6 +77,10 @@ struct Cli {
     /// Per-call timeout; a call that takes longer is recorded as "timeout".
     #[arg(long, default_value_t = 120)]
     call_timeout_secs: u64,
+    /// Timeout of the `validate_knowledge` call that creates a session from a whole graph (the
+    /// scale group's largest sizes) [the per-call timeout].
+    #[arg(long)]
+    create_timeout_secs: Option<u64>,
     /// Time budget of one repeated measurement (commits, depth-2 queries, the repeats of serialize
     /// / list_versions / compare_versions, session creation for the reload group): once spent, the
     /// loop stops after at least 3 samples, and the record's note says how many were taken.
@@ -124,6 +128,10 @@ struct Cli {
     /// `cks-bench:results` markers) with the comparison.
     #[arg(long, requires = "compare")]
     update_markdown: Option<PathBuf>,
+    /// With --update-markdown: the name of the markers to replace between,
+    /// `<!-- cks-bench:NAME:start -->` and `<!-- cks-bench:NAME:end -->` [results].
+    #[arg(long, requires = "update_markdown", default_value = RESULTS, value_name = "NAME")]
+    markers: String,
     /// With --update-markdown: text put above the table (e.g. the run's date and versions).
     #[arg(long, requires = "update_markdown")]
     preamble: Option<String>,
@@ -149,7 +157,7 @@ fn compare(cli: &Cli, ours: &Path, reference: &Path) -> anyhow::Result<()> {
             Some(preamble) => format!("{}\n\n{table}", preamble.trim_end()),
             None => table,
         };
-        std::fs::write(path, replace_between_markers(&document, &body)?)
+        std::fs::write(path, replace_between_markers(&document, &cli.markers, &body)?)
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("updated {}", path.display());
     }
@@ -186,6 +194,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     plan.measurement_budget = Duration::from_secs(cli.measurement_budget_secs.max(1));
     plan.ai_provider = cli.ai_provider.clone();
     plan.call_timeout = Duration::from_secs(cli.call_timeout_secs.max(1));
+    plan.create_timeout = cli.create_timeout_secs.map(|secs| Duration::from_secs(secs.max(1)));
 
     let mut command = match &cli.server {
         Some(line) => ServerCommand::parse(line)?,

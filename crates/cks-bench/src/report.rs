@@ -8,8 +8,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-/// One measurement: a number (`value`) or why there is none (`status`: "timeout",
-/// "not available", "error: ...", "skipped: ...").
+/// One measurement: a number (`value`) or why there is none (`status`: "timeout after N s ...",
+/// "not available", "error: ...", "not reached: ..." when an earlier step of its scenario failed,
+/// "skipped: ...").
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Record {
     pub(crate) server: String,
@@ -171,6 +172,52 @@ const LABELS: &[(&str, &str)] = &[
     ("reload_touch_all_rss", "peak RSS after a restart that reads every stored session once"),
 ];
 
+/// What a status says happened, for "not reached: <step> <outcome>": "timed out after 300 s",
+/// "failed (the server closed its stdout)", or the status itself.
+pub(crate) fn outcome(status: &str) -> String {
+    // The details in parentheses stay with the failing measurement's own record.
+    let head = status.split(" (").next().unwrap_or(status).trim();
+    if let Some(rest) = head.strip_prefix("timeout") {
+        return format!("timed out{rest}");
+    }
+    match status.strip_prefix("error: ") {
+        Some(message) => format!("failed ({})", crate::client::truncate(message, 80)),
+        None => status.to_owned(),
+    }
+}
+
+/// The status of a measurement that was not taken because `measurement`, earlier in the same
+/// scenario, ended with `status`: "not reached: session creation timed out after 300 s".
+pub(crate) fn not_reached(measurement: &str, status: &str) -> String {
+    format!("not reached: {} {}", step(measurement), outcome(status))
+}
+
+/// A measurement's step in words, for "not reached" statuses.
+fn step(measurement: &str) -> String {
+    let words = match measurement {
+        "cold_start_p50" => "a cold start",
+        "query_small_p50" => "the query run",
+        "ai_chat_turn_p50" => "an `ai_chat` turn",
+        "ai_chat_50_concurrent_wall" => "the concurrent `ai_chat` turns",
+        "query_during_chats_p50" => "a query during the turns",
+        "create_validate" => "session creation",
+        "evolve_one_p50" => "a one-object commit",
+        "query_depth2_p50" => "a depth-2 query",
+        "serialize" => "`serialize_knowledge`",
+        "list_versions" => "`list_versions`",
+        "compare_versions" => "`compare_versions`",
+        "restart_first_query" => "the restart",
+        "reload_first_query" => "a restart",
+        other => return label(other),
+    };
+    words.to_owned()
+}
+
+/// Text for a Markdown table cell: no `|` or line break of its own.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+}
+
 fn order(measurement: &str) -> usize {
     LABELS.iter().position(|(m, _)| *m == measurement).unwrap_or(LABELS.len())
 }
@@ -185,9 +232,10 @@ fn key(r: &Record) -> (bool, u64, usize, String) {
 }
 
 /// The size column: objects, or stored sessions for the reload group.
-fn size_label(measurement: &str, size: Option<u64>) -> String {
+pub(crate) fn size_label(measurement: &str, size: Option<u64>) -> String {
     let number = match size {
         None => return "—".into(),
+        Some(s) if s >= 1_000_000 && s % 1_000_000 == 0 => format!("{}M", s / 1_000_000),
         Some(s) if s >= 1000 && s % 1000 == 0 => format!("{}k", s / 1000),
         Some(s) => s.to_string(),
     };
@@ -208,8 +256,8 @@ pub(crate) fn markdown_table(records: &[Record]) -> String {
             "| {} | {} | {} | {} |\n",
             label(&r.measurement),
             size_label(&r.measurement, r.size),
-            r.display_value(),
-            r.note.as_deref().unwrap_or("")
+            cell(&r.display_value()),
+            cell(r.note.as_deref().unwrap_or(""))
         ));
     }
     out
@@ -265,6 +313,9 @@ pub(crate) fn compare_table(ours: &[Record], reference: &[Record]) -> String {
                 {
                     "reference did not finish".into()
                 }
+                None if o.value.is_some() && r.status.as_deref().is_some_and(|s| s.starts_with("not reached")) => {
+                    "reference did not get this far".into()
+                }
                 None => "—".into(),
             },
             _ => "—".into(),
@@ -277,13 +328,13 @@ pub(crate) fn compare_table(ours: &[Record], reference: &[Record]) -> String {
             },
             None => String::new(),
         };
-        let cell = |x: Option<&Record>| x.map_or_else(|| "—".into(), Record::display_value);
+        let side = |x: Option<&Record>| x.map_or_else(|| "—".into(), |r| cell(&r.display_value()));
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             label(&any.measurement),
             size_label(&any.measurement, any.size),
-            cell(o),
-            cell(r),
+            side(o),
+            side(r),
             ratio,
             goal_text
         ));
@@ -323,15 +374,21 @@ fn flatness(records: &[Record]) -> String {
     out
 }
 
-pub(crate) const RESULTS_START: &str = "<!-- cks-bench:results:start -->";
-pub(crate) const RESULTS_END: &str = "<!-- cks-bench:results:end -->";
+/// The default markers' name: `<!-- cks-bench:results:start -->` … `<!-- cks-bench:results:end -->`.
+pub(crate) const RESULTS: &str = "results";
 
-/// Replaces the text between the result markers of a Markdown file.
-pub(crate) fn replace_between_markers(document: &str, body: &str) -> anyhow::Result<String> {
-    let start = document.find(RESULTS_START).with_context(|| format!("no {RESULTS_START} marker"))?;
-    let end = document.find(RESULTS_END).with_context(|| format!("no {RESULTS_END} marker"))?;
-    anyhow::ensure!(start < end, "the result markers are out of order");
-    let head = &document[..start + RESULTS_START.len()];
+/// The start and end markers of a generated section: `<!-- cks-bench:NAME:start -->`, `…:end -->`.
+pub(crate) fn markers(name: &str) -> (String, String) {
+    (format!("<!-- cks-bench:{name}:start -->"), format!("<!-- cks-bench:{name}:end -->"))
+}
+
+/// Replaces the text between the markers named `name` of a Markdown file.
+pub(crate) fn replace_between_markers(document: &str, name: &str, body: &str) -> anyhow::Result<String> {
+    let (start_marker, end_marker) = markers(name);
+    let start = document.find(&start_marker).with_context(|| format!("no {start_marker} marker"))?;
+    let end = document.find(&end_marker).with_context(|| format!("no {end_marker} marker"))?;
+    anyhow::ensure!(start < end, "the {name} markers are out of order");
+    let head = &document[..start + start_marker.len()];
     let tail = &document[end..];
     Ok(format!("{head}\n{}\n{tail}", body.trim_end()))
 }
@@ -399,9 +456,93 @@ mod tests {
 
     #[test]
     fn markers_are_replaced() {
-        let doc = format!("a\n{RESULTS_START}\nold\n{RESULTS_END}\nb\n");
-        let new = replace_between_markers(&doc, "new\n").unwrap();
-        assert_eq!(new, format!("a\n{RESULTS_START}\nnew\n{RESULTS_END}\nb\n"));
-        assert!(replace_between_markers("x", "y").is_err());
+        let (start, end) = markers(RESULTS);
+        assert_eq!(start, "<!-- cks-bench:results:start -->");
+        let doc = format!("a\n{start}\nold\n{end}\nb\n");
+        let new = replace_between_markers(&doc, RESULTS, "new\n").unwrap();
+        assert_eq!(new, format!("a\n{start}\nnew\n{end}\nb\n"));
+        assert!(replace_between_markers("x", RESULTS, "y").is_err());
+    }
+
+    #[test]
+    fn named_markers_leave_the_other_sections_alone() {
+        let (results_start, results_end) = markers(RESULTS);
+        let (scale_start, scale_end) = markers("scale");
+        assert_eq!(scale_end, "<!-- cks-bench:scale:end -->");
+        let doc = format!("{results_start}\nr\n{results_end}\ntext\n{scale_start}\nold\n{scale_end}\n");
+        let new = replace_between_markers(&doc, "scale", "new").unwrap();
+        assert_eq!(new, format!("{results_start}\nr\n{results_end}\ntext\n{scale_start}\nnew\n{scale_end}\n"));
+        let err = replace_between_markers(&format!("{results_start}\n{results_end}"), "scale", "x").unwrap_err();
+        assert!(err.to_string().contains("cks-bench:scale:start"), "{err}");
+        let reversed = format!("{scale_end}\n{scale_start}");
+        assert!(replace_between_markers(&reversed, "scale", "x").is_err());
+    }
+
+    #[test]
+    fn not_reached_statuses_name_the_step_and_its_outcome() {
+        let timeout = "timeout after 300 s (the 152 MiB request read in 2.1 s, peak RSS 9120 MiB when killed)";
+        assert_eq!(outcome(timeout), "timed out after 300 s");
+        assert_eq!(outcome("timeout"), "timed out");
+        assert_eq!(not_reached("create_validate", timeout), "not reached: session creation timed out after 300 s");
+        assert_eq!(
+            not_reached("evolve_one_p50", "error: the server closed its stdout"),
+            "not reached: a one-object commit failed (the server closed its stdout)"
+        );
+        let long = format!("error: {}", "x".repeat(200));
+        assert!(outcome(&long).len() < 100, "{}", outcome(&long));
+        assert_eq!(not_reached("serialize", "not available"), "not reached: `serialize_knowledge` not available");
+    }
+
+    #[test]
+    fn comparison_shows_how_far_the_reference_got() {
+        let created = "timeout after 300 s (the 152 MiB request read in 2.1 s, peak RSS 9120 MiB when killed)";
+        let ours = vec![
+            rec("ours", "create_validate", Some(100_000), "ms", Some(950.0), None),
+            rec("ours", "evolve_one_p50", Some(100_000), "ms", Some(0.3), None),
+            rec("ours", "create_validate", Some(1_000_000), "ms", Some(9500.0), None),
+            rec("ours", "evolve_one_p50", Some(1_000_000), "ms", Some(0.3), None),
+        ];
+        let reference = vec![
+            rec("ref", "create_validate", Some(100_000), "ms", None, Some(created)),
+            rec("ref", "evolve_one_p50", Some(100_000), "ms", None, Some(&not_reached("create_validate", created))),
+            rec(
+                "ref",
+                "create_validate",
+                Some(1_000_000),
+                "ms",
+                None,
+                Some("not reached: session creation at 100k timed out after 300 s"),
+            ),
+            rec("ref", "evolve_one_p50", Some(1_000_000), "ms", None, Some("not reached: a | b")),
+        ];
+        let table = compare_table(&ours, &reference);
+        let rows: Vec<&str> = table.lines().collect();
+        let row = |m: &str, size: &str| {
+            let prefix = format!("| {} | {size} |", label(m));
+            *rows.iter().find(|r| r.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix} in {table}"))
+        };
+        assert_eq!(
+            row("create_validate", "100k"),
+            format!("| {} | 100k | 950.0 ms | {created} | reference did not finish |  |", label("create_validate"))
+        );
+        assert!(
+            row("evolve_one_p50", "100k").contains(
+                "| 0.3000 ms | not reached: session creation timed out after 300 s | reference did not get this far | \
+                 ≥ 100× faster |"
+            ),
+            "{table}"
+        );
+        assert!(
+            row("create_validate", "1M").contains(
+                "| 9500 ms | not reached: session creation at 100k timed out after 300 s | reference did not get this far |"
+            ),
+            "{table}"
+        );
+        // A status's own `|` does not break the row.
+        assert!(row("evolve_one_p50", "1M").contains("| not reached: a \\| b |"), "{table}");
+        // Every row of the comparison keeps its seven cell borders.
+        for r in rows.iter().take_while(|r| !r.is_empty()).filter(|r| r.starts_with("| ")) {
+            assert_eq!(r.matches(" | ").count() + 2, 7, "{r}");
+        }
     }
 }

@@ -13,7 +13,7 @@ use cks_testkit::{ProviderServer, Reply, ToolCall};
 
 use crate::client::{CallError, InFlight, McpClient, ServerCommand, dir_size};
 use crate::postgres::Postgres;
-use crate::report::{Recorder, quantile};
+use crate::report::{Recorder, not_reached, outcome, quantile, size_label};
 
 /// What to measure, and how much.
 #[derive(Debug, Clone)]
@@ -40,6 +40,9 @@ pub(crate) struct Plan {
     /// Repeats of serialize / list_versions / compare_versions per size (the median is kept).
     pub(crate) repeats: usize,
     pub(crate) call_timeout: Duration,
+    /// The timeout of the `validate_knowledge` call that creates a scale group's session [the
+    /// per-call timeout].
+    pub(crate) create_timeout: Option<Duration>,
     /// Once a repeated measurement has run this long it stops (after at least [`MIN_SAMPLES`]).
     pub(crate) measurement_budget: Duration,
     /// Numbers of stored sessions before the restarts of the reload group.
@@ -68,6 +71,7 @@ impl Plan {
             scale_queries: 50,
             repeats: 3,
             call_timeout: Duration::from_secs(120),
+            create_timeout: None,
             measurement_budget: Duration::from_secs(120),
             session_counts: vec![1, 100, 1_000],
             reload_objects: None,
@@ -154,7 +158,7 @@ struct Stop {
 impl Stop {
     fn new(measurement: &'static str, unit: &'static str, error: CallError) -> Stop {
         let status = match error {
-            CallError::Timeout => "timeout".to_owned(),
+            CallError::Timeout(_) => error.to_string(),
             CallError::Failed(message) => format!("error: {message}"),
         };
         Stop { measurement, unit, status }
@@ -176,6 +180,42 @@ const DATABASE_URL_FILE: &str = "database-url";
 
 fn dir_name(dir: &Path) -> String {
     dir.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned())
+}
+
+/// The measurements of the scale group, at each size.
+const SCALE_MEASUREMENTS: [(&str, &str); 11] = [
+    ("create_validate", "ms"),
+    ("evolve_one_p50", "ms"),
+    ("evolve_one_p95", "ms"),
+    ("query_depth2_p50", "ms"),
+    ("serialize", "ms"),
+    ("list_versions", "ms"),
+    ("compare_versions", "ms"),
+    ("peak_rss", "MiB"),
+    ("disk_size", "MiB"),
+    ("restart_first_query", "ms"),
+    ("peak_rss_restart", "MiB"),
+];
+
+/// Our server's default limit on one incoming message (`CKS_MCP_MAX_MESSAGE_BYTES`).
+const DEFAULT_MESSAGE_LIMIT: usize = 64 * 1024 * 1024;
+
+/// `command`, with `CKS_MCP_MAX_MESSAGE_BYTES` raised to fit a `validate_knowledge` request
+/// carrying `json_bytes` of graph text (escaped inside the request, at most twice as long) when
+/// our default limit would refuse it and neither the command nor this process's environment sets
+/// the variable. A server that does not know the variable (the reference) ignores it.
+pub(crate) fn with_message_limit(command: &ServerCommand, json_bytes: usize, inherited: Option<&str>) -> ServerCommand {
+    const VAR: &str = "CKS_MCP_MAX_MESSAGE_BYTES";
+    let needed = json_bytes.saturating_mul(2).saturating_add(1 << 20);
+    if needed <= DEFAULT_MESSAGE_LIMIT || command.env.contains_key(VAR) || inherited.is_some() {
+        return command.clone();
+    }
+    command.clone().with_env(&[(VAR, &needed.to_string())])
+}
+
+/// A size in bytes for a status: "740 KiB", "295 MiB".
+fn bytes_text(bytes: usize) -> String {
+    if bytes < 1 << 20 { format!("{} KiB", bytes.div_ceil(1024)) } else { format!("{:.0} MiB", bytes as f64 / MIB) }
 }
 
 /// The canonical JSON text of the deterministic sample graph of `objects` objects.
@@ -222,8 +262,19 @@ impl<'a> Bench<'a> {
             self.ai_chat_concurrent(tools).await?;
         }
         if self.plan.runs("scale") {
+            // Once a size's session could not be created, the sizes from it up are not tried
+            // (their measurements are recorded as not reached); smaller ones still run.
+            let mut failed: Option<(u64, String)> = None;
             for size in self.plan.sizes.clone() {
-                self.scale(size).await?;
+                if let Some((_, why)) = failed.as_ref().filter(|(at, _)| *at <= size) {
+                    for (name, unit) in SCALE_MEASUREMENTS {
+                        self.rec.status(name, Some(size), unit, format!("not reached: {why}"));
+                    }
+                    continue;
+                }
+                if let Some(why) = self.scale(size).await? {
+                    failed = Some((size, why));
+                }
             }
         }
         if self.plan.runs("reload") {
@@ -291,26 +342,45 @@ impl<'a> Bench<'a> {
         measurement: &'static str,
     ) -> Result<(McpClient, PathBuf, String, String, Duration), Stop> {
         let dir = self.fresh_dir(label).map_err(|e| Stop::new(measurement, "ms", e.into()))?;
-        let mut client = self.spawn(command, &dir).or_stop(measurement, "ms")?;
         let json_data = sample_json(objects);
-        let started = Instant::now();
-        let created = async {
-            client.initialize().await?;
-            let started = Instant::now();
-            let result = client.call_tool("validate_knowledge", json!({"json_data": json_data})).await?;
-            let elapsed = started.elapsed();
-            created_session(&result).map(|(session, version)| (session, version, elapsed))
+        let inherited = std::env::var("CKS_MCP_MAX_MESSAGE_BYTES").ok();
+        let command = with_message_limit(command, json_data.len(), inherited.as_deref());
+        let mut client = self.spawn(&command, &dir).or_stop(measurement, "ms")?;
+        if let Err(e) = client.initialize().await {
+            client.kill().await;
+            return Err(Stop::new(measurement, "ms", e));
         }
-        .await;
-        match created {
-            Ok((session, version, elapsed)) => Ok((client, dir, session, version, elapsed)),
+        if let Some(timeout) = self.plan.create_timeout {
+            client.set_timeout(timeout);
+        }
+        let started = Instant::now();
+        let result = client.call_tool("validate_knowledge", json!({"json_data": json_data})).await;
+        let elapsed = started.elapsed();
+        client.set_timeout(self.plan.call_timeout);
+        let graph = bytes_text(json_data.len());
+        match result.and_then(|result| created_session(&result)) {
+            Ok((session, version)) => Ok((client, dir, session, version, elapsed)),
             Err(CallError::Failed(message)) if message.contains("closed its stdout") => {
-                client.kill().await;
+                let peak = client.kill().await;
                 let status = format!(
-                    "error: the server died on the {} KiB request after {:.0} ms ({message})",
-                    json_data.len() / 1024,
-                    ms(started.elapsed())
+                    "error: the server died on the request with the {graph} graph after {:.0} ms{} ({message})",
+                    ms(elapsed),
+                    peak.map(|kib| format!(", peak RSS {:.0} MiB", kib as f64 / 1024.0)).unwrap_or_default()
                 );
+                Err(Stop { measurement, unit: "ms", status })
+            }
+            Err(e @ CallError::Timeout(_)) => {
+                // How far it got: whether it read the whole request, and its memory by then.
+                let sent_in = client.sent_in();
+                let peak = client.kill().await;
+                let mut how_far = vec![match sent_in {
+                    Some(d) => format!("the request with the {graph} graph read whole in {:.1} s", d.as_secs_f64()),
+                    None => format!("the request with the {graph} graph not read whole"),
+                }];
+                if let Some(kib) = peak {
+                    how_far.push(format!("peak RSS {:.0} MiB when killed", kib as f64 / 1024.0));
+                }
+                let status = format!("{e} ({})", how_far.join(", "));
                 Err(Stop { measurement, unit: "ms", status })
             }
             Err(e) => {
@@ -393,7 +463,7 @@ impl<'a> Bench<'a> {
                 self.rec.status(stop.measurement, size, stop.unit, stop.status.clone());
                 done.insert(stop.measurement);
             }
-            reason = format!("skipped: {} failed earlier ({})", stop.measurement, short(&stop.status));
+            reason = not_reached(stop.measurement, &stop.status);
         }
         for (name, unit) in names {
             if !done.contains(name) {
@@ -696,21 +766,11 @@ impl<'a> Bench<'a> {
         Ok(())
     }
 
-    /// The graph-scale measurements at one size.
-    async fn scale(&mut self, size: u64) -> anyhow::Result<()> {
-        let names = [
-            ("create_validate", "ms"),
-            ("evolve_one_p50", "ms"),
-            ("evolve_one_p95", "ms"),
-            ("query_depth2_p50", "ms"),
-            ("serialize", "ms"),
-            ("list_versions", "ms"),
-            ("compare_versions", "ms"),
-            ("peak_rss", "MiB"),
-            ("disk_size", "MiB"),
-            ("restart_first_query", "ms"),
-            ("peak_rss_restart", "MiB"),
-        ];
+    /// The graph-scale measurements at one size, each size on a server of its own (a timed-out
+    /// server is killed, so the next size starts afresh). Returns why the session could not be
+    /// created, when it could not ("session creation at 1000k timed out after 300 s").
+    async fn scale(&mut self, size: u64) -> anyhow::Result<Option<String>> {
+        let names = SCALE_MEASUREMENTS;
         let mut done = HashSet::new();
         let command = self.command.clone();
         let plan = self.plan.clone();
@@ -854,8 +914,16 @@ impl<'a> Bench<'a> {
             Ok(())
         }
         .await;
+        let creation_failed = match &result {
+            Err(stop) if stop.measurement == "create_validate" => Some(format!(
+                "session creation at {} {}",
+                size_label("create_validate", Some(size)),
+                outcome(&stop.status)
+            )),
+            _ => None,
+        };
         self.finish(result, &names, &mut done, Some(size));
-        Ok(())
+        Ok(creation_failed)
     }
 }
 
@@ -968,7 +1036,10 @@ impl Bench<'_> {
                 }
                 Err(stop) => {
                     self.rec.status("reload_first_query", Some(count), "ms", stop.status.clone());
-                    reason = Some(format!("skipped: the count before failed ({})", short(&stop.status)));
+                    reason = Some(format!(
+                        "not reached: the run with {count} sessions {}",
+                        crate::report::outcome(&stop.status)
+                    ));
                 }
             }
         }
@@ -990,6 +1061,47 @@ fn created_session(result: &Value) -> Result<(String, String), CallError> {
     Ok((session, version))
 }
 
-fn short(status: &str) -> String {
-    crate::client::truncate(status, 80)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_limit_is_raised_only_where_our_default_refuses_the_request() {
+        const VAR: &str = "CKS_MCP_MAX_MESSAGE_BYTES";
+        let command = ServerCommand::parse("cks-mcp").unwrap();
+        // 50k objects (about 7 MiB of graph text): the default is enough.
+        assert!(!with_message_limit(&command, 7 << 20, None).env.contains_key(VAR));
+        // 1M objects (about 135 MiB): raised to fit the request, escaped.
+        let raised = with_message_limit(&command, 135 << 20, None);
+        let limit: usize = raised.env[VAR].parse().unwrap();
+        assert!(limit >= 2 * (135 << 20), "{limit}");
+        // Set by whoever runs the benchmark: left alone.
+        assert!(!with_message_limit(&command, 135 << 20, Some("1000")).env.contains_key(VAR));
+        let set = command.clone().with_env(&[(VAR, "5")]);
+        assert_eq!(with_message_limit(&set, 135 << 20, None).env[VAR], "5");
+    }
+
+    #[test]
+    fn sizes_read_in_kib_or_mib() {
+        assert_eq!(bytes_text(70_000), "69 KiB");
+        assert_eq!(bytes_text(309_329_920), "295 MiB");
+    }
+
+    #[test]
+    fn the_scale_measurements_all_have_labels() {
+        let records = SCALE_MEASUREMENTS.map(|(m, unit)| crate::report::Record {
+            server: "ours".into(),
+            measurement: m.into(),
+            size: Some(1_000_000),
+            unit: unit.into(),
+            value: None,
+            status: Some("not reached: session creation at 100k timed out after 300 s".into()),
+            note: None,
+        });
+        let table = crate::report::markdown_table(&records);
+        for (m, _) in SCALE_MEASUREMENTS {
+            assert!(!table.contains(&format!("| {m} |")), "{m} has no label: {table}");
+        }
+        assert_eq!(table.matches("| 1M | not reached: session creation at 100k timed out after 300 s |").count(), 11);
+    }
 }
