@@ -13,12 +13,6 @@
 
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
-
-/// The hasher of the structure's maps: seeded per process, and several times faster than the
-/// standard library's on the short ids every load and commit looks up.
-type Hasher = foldhash::fast::RandomState;
-/// An id-keyed index.
-type IdIndex = HashMap<String, Vec<String>, Hasher>;
 use std::sync::{Arc, OnceLock};
 
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
@@ -108,10 +102,16 @@ pub enum StructureError {
     RelationShape(#[from] RelationShapeError),
 }
 
+/// The hasher of the structure's maps: seeded per process, and faster than the standard
+/// library's SipHash on the short ids every load and commit looks up.
+type IdHasher = foldhash::fast::RandomState;
+/// An index from an id to the ids of the relations that name it.
+type IdIndex = HashMap<String, Vec<String>, IdHasher>;
+
 /// An ordered set of knowledge objects with unique ids.
 #[derive(Debug, Default)]
 pub struct KnowledgeStructure {
-    objects: IndexMap<String, Entry, Hasher>,
+    objects: IndexMap<String, Entry, IdHasher>,
     /// participant id → relation ids naming it (each relation listed once per participant id).
     incidence: IdIndex,
     /// `derives` source id → relation ids of the binary `derives` relations leaving it.
