@@ -64,10 +64,6 @@ impl Structure {
         self.position(key).ok().map(|i| self.entries.remove(i).1)
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut Value) -> bool) {
-        self.entries.retain_mut(|(k, v)| keep(k, v));
-    }
-
     /// Entries in key order.
     pub fn iter(&self) -> Iter<'_> {
         Iter(self.entries.iter())
