@@ -11,6 +11,7 @@
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
+use smallvec::SmallVec;
 use std::fmt;
 
 /// An object's `structure`: a map from keys to JSON values, in key order.
@@ -97,6 +98,7 @@ impl Structure {
             }
             entries = unique;
         }
+        // Exact already when decoded; a vector collected from an iterator may have room to spare.
         entries.shrink_to_fit();
         Structure { entries }
     }
@@ -211,10 +213,14 @@ impl<'de> Deserialize<'de> for Structure {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Structure, A::Error> {
-                let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0).min(64));
+                // JSON gives no count: a vector grown entry by entry and then shrunk to fit would
+                // be reallocated twice or more per object, so the entries wait on the stack.
+                let mut gathered: SmallVec<[(String, Value); 8]> = SmallVec::new();
                 while let Some(entry) = access.next_entry::<String, Value>()? {
-                    entries.push(entry);
+                    gathered.push(entry);
                 }
+                let mut entries = Vec::with_capacity(gathered.len());
+                entries.extend(gathered);
                 Ok(Structure::from_entries(entries))
             }
         }
