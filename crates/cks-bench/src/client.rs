@@ -326,6 +326,14 @@ impl McpClient {
         self.peak_rss_kib
     }
 
+    /// Starts a new peak: keeps the peak so far (for [`McpClient::shutdown`]) and resets the
+    /// server's `VmHWM` to its current RSS (Linux's `clear_refs`, value 5), so that a later
+    /// [`vm_hwm_kib`] is the peak of what ran in between. False where that cannot be done.
+    pub(crate) fn start_new_peak(&mut self) -> bool {
+        self.sample_rss();
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5").is_ok()
+    }
+
     /// Closes stdin and waits for the server to exit (killing it after `grace`), sampling VmHWM
     /// until the process is gone. Returns the peak seen (KiB).
     pub(crate) async fn shutdown(mut self, grace: Duration) -> Option<u64> {

@@ -11,7 +11,7 @@ use cks_core::json::to_canonical_string;
 use cks_core::sample::random_graph;
 use cks_testkit::{ProviderServer, Reply, ToolCall};
 
-use crate::client::{CallError, InFlight, McpClient, ServerCommand, dir_size};
+use crate::client::{CallError, InFlight, McpClient, ServerCommand, dir_size, vm_hwm_kib};
 use crate::postgres::Postgres;
 use crate::report::{Recorder, not_reached, outcome, quantile, size_label};
 
@@ -183,14 +183,16 @@ fn dir_name(dir: &Path) -> String {
 }
 
 /// The measurements of the scale group, at each size.
-const SCALE_MEASUREMENTS: [(&str, &str); 11] = [
+const SCALE_MEASUREMENTS: [(&str, &str); 13] = [
     ("create_validate", "ms"),
+    ("peak_rss_create", "MiB"),
     ("evolve_one_p50", "ms"),
     ("evolve_one_p95", "ms"),
     ("query_depth2_p50", "ms"),
     ("serialize", "ms"),
     ("list_versions", "ms"),
     ("compare_versions", "ms"),
+    ("peak_rss_serialize", "MiB"),
     ("peak_rss", "MiB"),
     ("disk_size", "MiB"),
     ("restart_first_query", "ms"),
@@ -780,6 +782,10 @@ impl<'a> Bench<'a> {
                 self.session_server(&command, &format!("scale-{size}"), size, "create_validate").await?;
             self.rec.value("create_validate", Some(size), "ms", ms(created), None);
             done.insert("create_validate");
+            if let Some(kib) = client.sample_rss() {
+                self.rec.value("peak_rss_create", Some(size), "MiB", kib as f64 / 1024.0, None);
+                done.insert("peak_rss_create");
+            }
 
             // One-object commits.
             let mut samples = Vec::new();
@@ -852,6 +858,7 @@ impl<'a> Bench<'a> {
                 ),
             ];
             for (measurement, tool, args) in repeated {
+                let peak_of_serialize = measurement == "serialize" && client.start_new_peak();
                 let mut samples = Vec::new();
                 let mut note = None;
                 let loop_started = Instant::now();
@@ -880,6 +887,11 @@ impl<'a> Bench<'a> {
                 }
                 self.rec.value(measurement, Some(size), "ms", quantile(&samples, 0.5), note);
                 done.insert(measurement);
+                if peak_of_serialize && let Some(kib) = vm_hwm_kib(client.pid()) {
+                    let note = Some("peak RSS while serializing (from the RSS before the first call)".into());
+                    self.rec.value("peak_rss_serialize", Some(size), "MiB", kib as f64 / 1024.0, note);
+                    done.insert("peak_rss_serialize");
+                }
             }
 
             let peak = client.shutdown(GRACE).await;
@@ -1102,6 +1114,6 @@ mod tests {
         for (m, _) in SCALE_MEASUREMENTS {
             assert!(!table.contains(&format!("| {m} |")), "{m} has no label: {table}");
         }
-        assert_eq!(table.matches("| 1M | not reached: session creation at 100k timed out after 300 s |").count(), 11);
+        assert_eq!(table.matches("| 1M | not reached: session creation at 100k timed out after 300 s |").count(), SCALE_MEASUREMENTS.len());
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod fuzzing;
 pub mod http;
 pub mod import_reference;
+mod json_text;
 mod mcp;
 mod prompts;
 mod resources;

@@ -184,10 +184,14 @@ fn tool_entry(tool: &RegisteredTool) -> Value {
 /// one, `serialize_knowledge`, returns documents of any size (and sometimes a bare string, which
 /// `structuredContent` cannot carry): its result travels once, as the text, rather than twice.
 pub fn tool_result(value: Value, structured: bool) -> CallToolResult {
-    let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = (structured && value.is_object()).then_some(value);
-    result
+    if structured && value.is_object() {
+        let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(value);
+        return result;
+    }
+    // Text only: a result carrying a whole graph's document becomes its text without a copy.
+    CallToolResult::success(vec![ContentBlock::text(crate::json_text::into_text(value))])
 }
 
 #[cfg(test)]

@@ -18,11 +18,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientNotification, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientNotification, ClientRequest, ContentBlock, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
 use framing::{Decoded, FrameDecoder, Framing, IdScanner};
+
+use crate::json_text;
 
 /// JSON-RPC: the text is not JSON.
 const PARSE_ERROR: i64 = -32700;
@@ -32,8 +34,29 @@ const INVALID_REQUEST: i64 = -32600;
 /// The smallest read: big enough that a large message takes few reads.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// A message past this size gets a read buffer of its own (see `let_go_of_the_buffer`).
+const LARGE_BUFFER_BYTES: usize = 1 << 20;
+
 /// One framed answer, as parts written back to back (a large body is never copied to frame it).
-type Frame = Vec<Bytes>;
+type Frame = Vec<Part>;
+
+/// A piece of a framed answer.
+#[derive(Debug)]
+enum Part {
+    Bytes(Bytes),
+    /// A large text, written JSON-escaped (without quotes) a slice at a time: the answer's line
+    /// is never built whole beside it.
+    Escaped(String),
+}
+
+impl Part {
+    fn len(&self) -> usize {
+        match self {
+            Part::Bytes(bytes) => bytes.len(),
+            Part::Escaped(text) => json_text::escaped_len(text.as_bytes()),
+        }
+    }
+}
 
 /// Which framing each answer gets, and the batches still collecting answers.
 #[derive(Debug)]
@@ -93,6 +116,15 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
         self.routing.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Moves what is left to read into a buffer of its own, after a large message was taken out.
+    ///
+    /// The message shares the buffer's allocation, and reads go on into the rest of it (or, once
+    /// the message is gone, into all of it again), so without this the pages of a 300 MB request
+    /// would stay resident while the session it describes is built, and long after.
+    fn let_go_of_the_buffer(&mut self) {
+        self.buf = BytesMut::from(&self.buf[..]);
+    }
+
     /// Turns one decoded item into messages for rmcp and answers for the client.
     fn accept(&mut self, decoded: Decoded) {
         match decoded {
@@ -119,7 +151,11 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
 
     fn accept_body(&mut self, framing: Framing, body: &[u8]) {
         let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
-        let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body) {
+        let parsed = match large_message(body) {
+            Some(message) => Ok(message),
+            None => serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body),
+        };
+        let error = match parsed {
             Ok(message) => {
                 if let JsonRpcMessage::Request(request) = &message {
                     self.routing().framing_by_id.insert(request.id.clone(), framing);
@@ -204,6 +240,35 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
     }
 }
 
+/// A large tool call, read without copying its large arguments.
+///
+/// rmcp reads a message through serde's buffering (an untagged enum holding a flattened one),
+/// which copies each string it holds several times: a 300 MB `json_data` would be in memory four
+/// times over at once. Here the call's large argument strings are taken out of the parsed JSON
+/// first and moved back into the parsed call. `None` for every other message (and for any fault,
+/// which the ordinary path then reports in its own words).
+fn large_message(body: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    if body.len() <= LARGE_BUFFER_BYTES {
+        return None;
+    }
+    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let mut taken = Vec::new();
+    if let Some(arguments) = value.pointer_mut("/params/arguments").and_then(Value::as_object_mut) {
+        for (name, argument) in arguments.iter_mut() {
+            if argument.as_str().is_some_and(|text| text.len() >= json_text::LARGE_TEXT_BYTES) {
+                taken.push((name.clone(), argument.take()));
+            }
+        }
+    }
+    let mut message = serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value).ok()?;
+    if !taken.is_empty() {
+        let JsonRpcMessage::Request(request) = &mut message else { return None };
+        let ClientRequest::CallToolRequest(call) = &mut request.request else { return None };
+        call.params.arguments.as_mut()?.extend(taken);
+    }
+    Some(message)
+}
+
 /// The answer to well-formed JSON that is not a usable message; `None` for a notification,
 /// which gets no answer even when it is wrong.
 fn invalid_request_answer(value: &Value, error: &serde_json::Error) -> Option<Value> {
@@ -227,25 +292,57 @@ const ONE_WRITE_BYTES: usize = 64 * 1024;
 
 /// Frames an answer given as JSON text.
 fn frame_bytes(framing: Framing, mut body: Vec<u8>) -> Frame {
-    let small = body.len() <= ONE_WRITE_BYTES;
+    if body.len() > ONE_WRITE_BYTES {
+        return frame_parts(framing, vec![Part::Bytes(Bytes::from(body))]);
+    }
     match framing {
-        Framing::Line if small => {
-            body.push(b'\n');
-            vec![Bytes::from(body)]
-        }
-        Framing::Line => vec![Bytes::from(body), Bytes::from_static(b"\n")],
+        Framing::Line => body.push(b'\n'),
         Framing::ContentLength => {
             let header = format!("Content-Length: {}\r\n\r\n", body.len());
-            if small {
-                let mut whole = Vec::with_capacity(header.len() + body.len());
-                whole.extend_from_slice(header.as_bytes());
-                whole.extend_from_slice(&body);
-                vec![Bytes::from(whole)]
-            } else {
-                vec![Bytes::from(header), Bytes::from(body)]
-            }
+            body.splice(0..0, header.into_bytes());
         }
     }
+    vec![Part::Bytes(Bytes::from(body))]
+}
+
+/// Frames an answer given as parts.
+fn frame_parts(framing: Framing, mut parts: Vec<Part>) -> Frame {
+    match framing {
+        Framing::Line => parts.push(Part::Bytes(Bytes::from_static(b"\n"))),
+        Framing::ContentLength => {
+            let length: usize = parts.iter().map(Part::len).sum();
+            parts.insert(0, Part::Bytes(Bytes::from(format!("Content-Length: {length}\r\n\r\n"))));
+        }
+    }
+    parts
+}
+
+/// The body of an answer whose tool result carries a large text: the envelope serialized around
+/// a marker, and the text escaped where the marker was as it is written.
+fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Vec<Part>>, serde_json::Error> {
+    let JsonRpcMessage::Response(response) = message else { return Ok(None) };
+    let ServerResult::CallToolResult(result) = &mut response.result else { return Ok(None) };
+    let Some(block) = result.content.iter_mut().find_map(|block| match block {
+        ContentBlock::Text(block) if block.text.len() >= json_text::LARGE_TEXT_BYTES => Some(block),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    // Random, so that no text the answer carries elsewhere can contain it.
+    let marker = format!("cks-large-text-{:016x}{:016x}", random_u64(), random_u64());
+    let text = std::mem::replace(&mut block.text, marker.clone());
+    let envelope = Bytes::from(serde_json::to_vec(message)?);
+    let Some(at) = envelope.windows(marker.len()).position(|w| w == marker.as_bytes()) else {
+        return Err(serde_json::Error::io(std::io::Error::other("the large text's marker is not in its answer")));
+    };
+    let after = at + marker.len();
+    Ok(Some(vec![Part::Bytes(envelope.slice(..at)), Part::Escaped(text), Part::Bytes(envelope.slice(after..))]))
+}
+
+/// 64 random bits from the standard library's per-process hash keys.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 fn frame(framing: Framing, value: &Value) -> Frame {
@@ -253,9 +350,10 @@ fn frame(framing: Framing, value: &Value) -> Frame {
 }
 
 async fn write_frames<W: AsyncWrite + Unpin>(mut write: W, mut queue: mpsc::Receiver<Frame>) {
+    let mut escaped = Vec::new();
     while let Some(parts) = queue.recv().await {
         for part in parts {
-            if let Err(e) = write.write_all(&part).await {
+            if let Err(e) = write_part(&mut write, part, &mut escaped).await {
                 tracing::warn!("writing to stdout failed: {e}");
                 return;
             }
@@ -271,6 +369,20 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut write: W, mut queue: mpsc::Rece
     let _ = write.flush().await;
 }
 
+async fn write_part<W: AsyncWrite + Unpin>(write: &mut W, part: Part, escaped: &mut Vec<u8>) -> std::io::Result<()> {
+    match part {
+        Part::Bytes(bytes) => write.write_all(&bytes).await,
+        Part::Escaped(text) => {
+            for piece in text.as_bytes().chunks(ONE_WRITE_BYTES) {
+                escaped.clear();
+                json_text::escape_into(piece, escaped);
+                write.write_all(escaped).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
 fn closed() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the stdio transport is closed")
 }
@@ -278,26 +390,29 @@ fn closed() -> std::io::Error {
 impl Routing {
     /// Where an outgoing message goes: its own frame, or into a batch (whose answer, once
     /// complete, is returned instead).
-    fn route(&mut self, message: &TxJsonRpcMessage<RoleServer>) -> Result<Option<Frame>, serde_json::Error> {
-        let id = match message {
-            JsonRpcMessage::Response(response) => Some(&response.id),
-            JsonRpcMessage::Error(error) => error.id.as_ref(),
+    fn route(&mut self, mut message: TxJsonRpcMessage<RoleServer>) -> Result<Option<Frame>, serde_json::Error> {
+        let id = match &message {
+            JsonRpcMessage::Response(response) => Some(response.id.clone()),
+            JsonRpcMessage::Error(error) => error.id.clone(),
             JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
         };
-        if let Some(id) = id
+        if let Some(id) = &id
             && let Some(index) = self.batches.iter().position(|b| b.waiting.contains(id))
         {
             let batch = &mut self.batches[index];
             batch.waiting.remove(id);
-            batch.replies.push(serde_json::to_value(message)?);
+            batch.replies.push(serde_json::to_value(&message)?);
             if !batch.waiting.is_empty() {
                 return Ok(None);
             }
             let batch = self.batches.swap_remove(index);
             return Ok(Some(frame(batch.framing, &Value::Array(batch.replies))));
         }
-        let framing = id.and_then(|id| self.framing_by_id.remove(id)).unwrap_or(self.last);
-        Ok(Some(frame_bytes(framing, serde_json::to_vec(message)?)))
+        let framing = id.and_then(|id| self.framing_by_id.remove(&id)).unwrap_or(self.last);
+        match streamed_body(&mut message)? {
+            Some(parts) => Ok(Some(frame_parts(framing, parts))),
+            None => Ok(Some(frame_bytes(framing, serde_json::to_vec(&message)?))),
+        }
     }
 
     /// Forgets a request that will not be answered; the answer of its batch when that batch now
@@ -322,7 +437,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let routed = self.routing().route(&item);
+        let routed = self.routing().route(item);
         let writer = self.writer.clone();
         async move {
             let Some(frame) = routed.map_err(std::io::Error::other)? else { return Ok(()) };
@@ -340,6 +455,11 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
                 return Some(message);
             }
             if let Some(decoded) = self.decoder.decode(&mut self.buf, self.eof) {
+                if let Decoded::Message { body, .. } = &decoded
+                    && body.len() > LARGE_BUFFER_BYTES
+                {
+                    self.let_go_of_the_buffer();
+                }
                 self.accept(decoded);
                 continue;
             }
@@ -375,7 +495,14 @@ mod tests {
     use super::*;
 
     fn joined(frame: Frame) -> Vec<u8> {
-        frame.concat()
+        let mut out = Vec::new();
+        for part in frame {
+            match part {
+                Part::Bytes(bytes) => out.extend_from_slice(&bytes),
+                Part::Escaped(text) => json_text::escape_into(text.as_bytes(), &mut out),
+            }
+        }
+        out
     }
 
     #[test]
@@ -392,13 +519,57 @@ mod tests {
         // A large answer is not copied to be framed: its buffer is one of the parts.
         let body = vec![b'7'; ONE_WRITE_BYTES + 10];
         let address = body.as_ptr();
-        assert!(frame_bytes(Framing::Line, body).iter().any(|part| part.as_ptr() == address));
+        assert!(
+            frame_bytes(Framing::Line, body).iter().any(|part| matches!(part, Part::Bytes(b) if b.as_ptr() == address))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_tool_result_is_written_as_serde_json_writes_it_without_building_the_line() {
+        let text = "{\"serialized\":\"{\\n  \\\"a\\\": \\\"é\\\"\\n}\"}\u{1}".repeat(json_text::LARGE_TEXT_BYTES / 20);
+        let answer = || {
+            let result = rmcp::model::CallToolResult::success(vec![ContentBlock::text(text.clone())]);
+            JsonRpcMessage::response(ServerResult::CallToolResult(result), RequestId::Number(7))
+        };
+        let expected = serde_json::to_vec(&answer()).unwrap();
+
+        let mut routing = Routing { framing_by_id: HashMap::new(), batches: Vec::new(), last: Framing::Line };
+        let message = answer();
+        let JsonRpcMessage::Response(response) = &message else { unreachable!() };
+        let ServerResult::CallToolResult(result) = &response.result else { unreachable!() };
+        let address = result.content[0].as_text().unwrap().text.as_ptr();
+        let frame = routing.route(message).unwrap().unwrap();
+        assert!(
+            frame.iter().any(|part| matches!(part, Part::Escaped(t) if t.as_ptr() == address)),
+            "the text was copied"
+        );
+        assert!(frame.iter().all(|part| matches!(part, Part::Escaped(_)) || part.len() < 200), "the line was built");
+        assert_eq!(joined(frame), [expected.as_slice(), b"\n"].concat());
+
+        routing.framing_by_id.insert(RequestId::Number(7), Framing::ContentLength);
+        let framed = joined(routing.route(answer()).unwrap().unwrap());
+        let header = format!("Content-Length: {}\r\n\r\n", expected.len());
+        assert_eq!(framed, [header.as_bytes(), expected.as_slice()].concat());
+
+        // Through the writer task, as a client reads it.
+        let (mut transport, mut stdout) = transport_over(String::new());
+        let reader = tokio::spawn(async move {
+            let mut written = Vec::new();
+            stdout.read_to_end(&mut written).await.unwrap();
+            written
+        });
+        transport.send(answer()).await.unwrap();
+        transport.close().await.unwrap();
+        drop(transport);
+        let written = reader.await.unwrap();
+        let parsed: Value = serde_json::from_slice(&written).unwrap();
+        assert_eq!(parsed["result"]["content"][0]["text"].as_str(), Some(text.as_str()));
     }
 
     /// A transport fed `input` on stdin, with stdout readable.
     fn transport_over(input: String) -> (StdioTransport<std::io::Cursor<Vec<u8>>>, tokio::io::DuplexStream) {
         let (stdout, read_back) = tokio::io::duplex(1 << 16);
-        (StdioTransport::new(std::io::Cursor::new(input.into_bytes()), stdout, 1 << 20), read_back)
+        (StdioTransport::new(std::io::Cursor::new(input.into_bytes()), stdout, 1 << 24), read_back)
     }
 
     fn cancel(id: u64) -> String {
@@ -407,6 +578,38 @@ mod tests {
 
     fn ping(id: u64) -> Value {
         json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+    }
+
+    #[tokio::test]
+    async fn the_buffer_of_a_large_request_is_let_go_once_it_is_decoded() {
+        let call = |id: u64, padding: usize| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "x", "arguments": {"padding": "p".repeat(padding)}}})
+        };
+        let input = format!("{}\n{}\n", call(1, 3 * LARGE_BUFFER_BYTES), call(2, 10));
+        let (mut transport, _stdout) = transport_over(input);
+        assert!(transport.receive().await.is_some());
+        // Reading on would reuse the large request's allocation if the buffer still held it.
+        assert!(!transport.buf.try_reclaim(LARGE_BUFFER_BYTES), "the large request's allocation is kept");
+        assert!(transport.receive().await.is_some(), "the message after it was lost");
+    }
+
+    #[test]
+    fn a_large_call_reads_as_the_ordinary_path_reads_it() {
+        let large = "{\"objects\": [\"é\\n\"]}".repeat(LARGE_BUFFER_BYTES / 10);
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "validate_knowledge",
+            "arguments": {"json_data": large, "nested": {"also": large}, "extensions": ["x"]}}});
+        let prompt = json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
+            "params": {"name": "p", "arguments": {"text": large}}});
+        let not_a_message = json!({"jsonrpc": "2.0", "id": 5, "params": {"arguments": {"text": large}}});
+        let body = serde_json::to_vec(&call).unwrap();
+        let ordinary = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&body).unwrap();
+        let large = large_message(&body).expect("read");
+        assert_eq!(serde_json::to_value(large).unwrap(), serde_json::to_value(ordinary).unwrap());
+        // Anything else takes the ordinary path.
+        for other in [prompt, not_a_message] {
+            assert!(large_message(&serde_json::to_vec(&other).unwrap()).is_none());
+        }
     }
 
     #[tokio::test]

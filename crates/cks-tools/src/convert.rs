@@ -108,10 +108,13 @@ pub(crate) fn serialized_at(at: time::OffsetDateTime) -> String {
 }
 
 /// Parses `json_data`, given either as a JSON string (the reference's form) or as an object.
-pub fn parse_json_data(value: &Value) -> Result<KnowledgeStructure, ToolError> {
+///
+/// Takes the value, so that its text (a whole graph's, possibly hundreds of megabytes) is freed
+/// as soon as the structure is built rather than held beside it for the rest of the call.
+pub fn parse_json_data(value: Value) -> Result<KnowledgeStructure, ToolError> {
     match value {
-        Value::String(text) => Ok(cks_json::parse_str(text)?),
-        Value::Object(_) => Ok(cks_json::parse_value(value.clone())?),
+        Value::String(text) => Ok(cks_json::parse_str(&text)?),
+        value @ Value::Object(_) => Ok(cks_json::parse_value(value)?),
         _ => Err(ToolError::invalid_json("expected a JSON string or object")),
     }
 }

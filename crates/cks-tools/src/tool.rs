@@ -165,6 +165,12 @@ pub trait Tool: Send + Sync + 'static {
     }
 
     async fn run(&self, ctx: &ToolContext, input: Self::Input) -> Result<Self::Output, ToolError>;
+
+    /// The result as JSON. `serde_json::to_value` copies every string; a tool whose result can
+    /// carry a whole graph's text builds the value itself and moves that text in.
+    fn into_value(output: Self::Output) -> Result<Value, serde_json::Error> {
+        serde_json::to_value(output)
+    }
 }
 
 /// The type-erased form the registry stores.
@@ -210,7 +216,7 @@ impl<T: Tool> DynTool for T {
         let input = serde_json::from_value::<T::Input>(args)
             .map_err(|e| ToolError::invalid_parameter(format!("Invalid arguments for '{}': {e}", T::META.name)))?;
         let output = self.run(ctx, input).await?;
-        serde_json::to_value(output)
+        T::into_value(output)
             .map_err(|e| ToolError::internal(format!("tool '{}' produced an unencodable result: {e}", T::META.name)))
     }
 }

@@ -76,16 +76,16 @@ impl Tool for MergeKnowledge {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let resolutions = resolutions(input.resolutions.as_ref())?;
-        let parse = |name: &'static str, value: &Value| {
+        let parse = |name: &'static str, value: Value| {
             // As in the reference, an empty value is a missing one.
             if value.as_str().is_some_and(str::is_empty) {
                 return Err(ToolError::missing_parameter(name));
             }
             parse_json_data(value).map_err(|e| e.with("parameter", name))
         };
-        let base = parse("json_data_base", &input.json_data_base)?;
-        let branch_a = parse("json_data_branch_a", &input.json_data_branch_a)?;
-        let branch_b = parse("json_data_branch_b", &input.json_data_branch_b)?;
+        let base = parse("json_data_base", input.json_data_base)?;
+        let branch_a = parse("json_data_branch_a", input.json_data_branch_a)?;
+        let branch_b = parse("json_data_branch_b", input.json_data_branch_b)?;
         match merge(&base, &branch_a, &branch_b, &resolutions) {
             Ok(outcome) => {
                 let unverified = crate::provenance::blocking(ctx, &outcome.structure);

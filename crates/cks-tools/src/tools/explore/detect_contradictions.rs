@@ -67,7 +67,7 @@ impl Tool for DetectContradictions {
             return Ok(result);
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
-        Ok(contradictions(&parse_json_data(&json_data)?))
+        Ok(contradictions(&parse_json_data(json_data)?))
     }
 }
 

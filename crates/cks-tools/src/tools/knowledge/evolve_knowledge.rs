@@ -117,7 +117,7 @@ impl Tool for EvolveKnowledge {
         let new_structure = match &session_id {
             Some(_) => None,
             None => {
-                let json_data = input.json_data.as_ref().ok_or_else(|| ToolError::missing_parameter("session_id"))?;
+                let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("session_id"))?;
                 Some(parse_json_data(json_data)?)
             }
         };

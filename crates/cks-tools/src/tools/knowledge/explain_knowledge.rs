@@ -107,7 +107,7 @@ impl Tool for ExplainKnowledge {
             return Ok(Output::Session { session_id, explanation });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
-        let structure = parse_json_data(&json_data)?;
+        let structure = parse_json_data(json_data)?;
         crate::provenance::require_verified(ctx, &structure, "explain")?;
         Ok(Output::Bare(explain(&structure, object_id.as_deref())))
     }

@@ -103,7 +103,7 @@ impl Tool for ValidateKnowledge {
             });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
-        let structure = parse_json_data(&json_data)?;
+        let structure = parse_json_data(json_data)?;
         let (valid, diagnostics) = judge(ctx, &structure, &requested);
         let mut result =
             Output { valid, extensions_applied: input.extensions, diagnostics, session_id: None, version_id: None };

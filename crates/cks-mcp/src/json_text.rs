@@ -1,0 +1,206 @@
+//! JSON string escaping for large texts, without a second copy of them.
+//!
+//! A whole graph's document travels as a string inside a string: the tool's result text holds it
+//! escaped once (`{"serialized": "..."}`), and the JSON-RPC line escapes that text again. Built
+//! the ordinary way, the document, its escaped text and the line (each hundreds of megabytes at a
+//! million objects) are all in memory at once. Here the result text is escaped in the document's
+//! own buffer ([`into_text`]), and the transport writes the line's escaping a slice at a time
+//! ([`escape_into`]). The bytes are the ones `serde_json` writes.
+
+use serde_json::Value;
+
+/// Strings from this size on are escaped in place and streamed; smaller ones take `serde_json`'s
+/// ordinary path.
+pub(crate) const LARGE_TEXT_BYTES: usize = 1 << 20;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// What `serde_json` writes for `byte` inside a string, when it is not the byte itself.
+fn escape_of(byte: u8) -> Option<[u8; 6]> {
+    let short = |c: u8| Some([b'\\', c, 0, 0, 0, 0]);
+    match byte {
+        b'"' => short(b'"'),
+        b'\\' => short(b'\\'),
+        b'\n' => short(b'n'),
+        b'\r' => short(b'r'),
+        b'\t' => short(b't'),
+        0x08 => short(b'b'),
+        0x0c => short(b'f'),
+        0x00..=0x1f => Some([b'\\', b'u', b'0', b'0', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]),
+        _ => None,
+    }
+}
+
+/// The length of the escape sequence `escape_of` returned for `byte`.
+fn escape_len(byte: u8) -> usize {
+    match byte {
+        b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+        0x00..=0x1f => 6,
+        _ => 1,
+    }
+}
+
+fn needs_escape(byte: &u8) -> bool {
+    *byte < 0x20 || *byte == b'"' || *byte == b'\\'
+}
+
+/// The length of `bytes` escaped (without the quotes).
+pub(crate) fn escaped_len(bytes: &[u8]) -> usize {
+    bytes.iter().map(|&b| escape_len(b)).sum()
+}
+
+/// Appends `bytes` escaped as the inside of a JSON string (no quotes). Escaping goes byte by
+/// byte and never touches a byte of a multi-byte character, so any split of a UTF-8 text may be
+/// escaped piece by piece.
+pub(crate) fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
+    let mut rest = bytes;
+    while let Some(at) = rest.iter().position(needs_escape) {
+        out.extend_from_slice(&rest[..at]);
+        let escape = escape_of(rest[at]).unwrap_or_default();
+        out.extend_from_slice(&escape[..escape_len(rest[at])]);
+        rest = &rest[at + 1..];
+    }
+    out.extend_from_slice(rest);
+}
+
+/// `prefix`, `text` as a quoted JSON string, then `suffix`, written in `text`'s own buffer: it
+/// grows by what escaping adds, and the text is escaped from its end backwards, so no byte is
+/// overwritten before it is read.
+fn escape_in_place(text: String, prefix: &[u8], suffix: &[u8]) -> String {
+    let mut bytes = text.into_bytes();
+    let text_len = bytes.len();
+    let head = prefix.len() + 1;
+    let total = head + escaped_len(&bytes) + 1 + suffix.len();
+    bytes.resize(total, 0);
+
+    let mut write = total - suffix.len();
+    bytes[write..].copy_from_slice(suffix);
+    write -= 1;
+    bytes[write] = b'"';
+    let mut read = text_len;
+    while read > 0 {
+        // The run of bytes written as they are, then the one escaped byte before it.
+        let run_start = bytes[..read].iter().rposition(needs_escape).map_or(0, |at| at + 1);
+        let run = read - run_start;
+        bytes.copy_within(run_start..read, write - run);
+        write -= run;
+        read = run_start;
+        if read > 0 {
+            read -= 1;
+            let byte = bytes[read];
+            let len = escape_len(byte);
+            write -= len;
+            bytes[write..write + len].copy_from_slice(&escape_of(byte).unwrap_or_default()[..len]);
+        }
+    }
+    debug_assert_eq!(write, head);
+    bytes[..prefix.len()].copy_from_slice(prefix);
+    bytes[prefix.len()] = b'"';
+    // Escaping keeps UTF-8 intact (only ASCII bytes are replaced, by ASCII), so this never fails.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn write_json(value: &Value, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, value).expect("writing JSON to memory");
+}
+
+/// The JSON text of `value`, as `serde_json::to_string` writes it. A large string — the value
+/// itself or one member of an object — becomes the buffer of the text instead of being copied
+/// into it.
+pub(crate) fn into_text(value: Value) -> String {
+    match value {
+        Value::String(text) if text.len() >= LARGE_TEXT_BYTES => escape_in_place(text, b"", b""),
+        Value::Object(map) if map.values().any(|v| v.as_str().is_some_and(|s| s.len() >= LARGE_TEXT_BYTES)) => {
+            let (mut prefix, mut suffix) = (b"{".to_vec(), Vec::new());
+            let mut large = None;
+            for (index, (key, member)) in map.into_iter().enumerate() {
+                let out = if large.is_none() { &mut prefix } else { &mut suffix };
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_json(&Value::String(key), out);
+                out.push(b':');
+                match member {
+                    Value::String(text) if large.is_none() && text.len() >= LARGE_TEXT_BYTES => large = Some(text),
+                    other => write_json(&other, out),
+                }
+            }
+            suffix.push(b'}');
+            escape_in_place(large.unwrap_or_default(), &prefix, &suffix)
+        }
+        other => serde_json::to_string(&other).expect("writing JSON to memory"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Texts rich in what needs escaping: quotes, backslashes, every control byte, multi-byte
+    /// characters.
+    fn text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                Just('"'),
+                Just('\\'),
+                (0u8..0x20).prop_map(char::from),
+                Just('é'),
+                Just('😀'),
+                Just('\u{7f}'),
+                proptest::char::range('a', 'z')
+            ],
+            0..200,
+        )
+        .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    fn escaped(text: &str) -> String {
+        let quoted = serde_json::to_string(text).unwrap();
+        quoted[1..quoted.len() - 1].to_owned()
+    }
+
+    proptest! {
+        #[test]
+        fn escaping_writes_what_serde_json_writes(text in text(), split in 0usize..200) {
+            let expected = escaped(&text);
+            prop_assert_eq!(escaped_len(text.as_bytes()), expected.len());
+            // Escaped in two pieces split anywhere, even inside a character.
+            let split = split.min(text.len());
+            let mut out = Vec::new();
+            escape_into(&text.as_bytes()[..split], &mut out);
+            escape_into(&text.as_bytes()[split..], &mut out);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), expected.clone());
+            let in_place = escape_in_place(text.clone(), b"{\"k\":", b"}");
+            prop_assert_eq!(in_place, format!("{{\"k\":\"{expected}\"}}"));
+        }
+    }
+
+    #[test]
+    fn large_strings_alone_or_in_an_object_become_the_same_text_as_serde_json_writes() {
+        let large = "line \"one\"\n\tand \\ two é\u{1}".repeat(LARGE_TEXT_BYTES / 20);
+        assert!(large.len() >= LARGE_TEXT_BYTES);
+        let values = [
+            Value::String(large.clone()),
+            json!({"serialized": large, "session_id": "s-1"}),
+            json!({"a": [1, "x"], "m": large, "n": large, "z": {"k": null}}),
+            json!({"small": "text", "n": 3}),
+            json!("small"),
+        ];
+        for value in values {
+            assert_eq!(into_text(value.clone()), serde_json::to_string(&value).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_large_string_is_escaped_in_its_own_buffer() {
+        let mut text = String::with_capacity(2 * LARGE_TEXT_BYTES);
+        text.push_str(&"x".repeat(LARGE_TEXT_BYTES));
+        text.push('"');
+        let address = text.as_ptr();
+        let escaped = into_text(Value::String(text));
+        assert_eq!(escaped.as_ptr(), address, "the text was copied");
+        assert!(escaped.ends_with("x\\\"\""));
+    }
+}
