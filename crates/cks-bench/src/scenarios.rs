@@ -1114,6 +1114,9 @@ mod tests {
         for (m, _) in SCALE_MEASUREMENTS {
             assert!(!table.contains(&format!("| {m} |")), "{m} has no label: {table}");
         }
-        assert_eq!(table.matches("| 1M | not reached: session creation at 100k timed out after 300 s |").count(), SCALE_MEASUREMENTS.len());
+        assert_eq!(
+            table.matches("| 1M | not reached: session creation at 100k timed out after 300 s |").count(),
+            SCALE_MEASUREMENTS.len()
+        );
     }
 }

@@ -367,13 +367,13 @@ impl Store for PostgresStore {
         Some(self.remote.subscribe())
     }
 
-    async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+    async fn create_session(&self, row: &SessionRow, initial_state: String) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         if !insert_session(&tx, row).await? {
             return Err(StoreError::SessionExists(row.session_id.clone()));
         }
-        insert_snapshot(&tx, &row.session_id, 0, initial_state).await?;
+        insert_snapshot(&tx, &row.session_id, 0, &initial_state).await?;
         tx.commit().await.map_err(db_error)
     }
 

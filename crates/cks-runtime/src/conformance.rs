@@ -133,9 +133,9 @@ fn version(id: &str, seq: u64, delta: Option<&str>, snapshot: Option<&str>) -> N
 async fn store_sessions(store: Arc<dyn Store>) {
     let id = format!("conf-sessions-{}", uuid::Uuid::new_v4());
     assert_eq!(store.load_session(&id).await.unwrap(), None, "unknown session loads as None");
-    store.create_session(&row(&id), "S0").await.unwrap();
+    store.create_session(&row(&id), "S0".into()).await.unwrap();
     assert!(
-        matches!(store.create_session(&row(&id), "S0").await, Err(StoreError::SessionExists(_))),
+        matches!(store.create_session(&row(&id), "S0".into()).await, Err(StoreError::SessionExists(_))),
         "creating a session twice fails"
     );
     assert_eq!(store.load_session(&id).await.unwrap(), Some(row(&id)));
@@ -194,8 +194,8 @@ fn graph(name: &str, session_id: &str, updated_at: &str) -> GraphRow {
 /// removal leaves the session; an unknown session is refused; another handle sees everything.
 async fn store_graph_registry(open: Open) {
     let store = open();
-    store.create_session(&row("g1"), "{}").await.unwrap();
-    store.create_session(&row("g2"), "{}").await.unwrap();
+    store.create_session(&row("g1"), "{}".into()).await.unwrap();
+    store.create_session(&row("g2"), "{}".into()).await.unwrap();
 
     let first = GraphRow {
         source_graph_name: Some("origin".into()),
@@ -403,8 +403,8 @@ async fn store_chats(open: Open) {
     let store = open();
     let unique = uuid::Uuid::new_v4();
     let (s1, s2) = (format!("conf-chats-1-{unique}"), format!("conf-chats-2-{unique}"));
-    store.create_session(&row(&s1), "{}").await.unwrap();
-    store.create_session(&row(&s2), "{}").await.unwrap();
+    store.create_session(&row(&s1), "{}".into()).await.unwrap();
+    store.create_session(&row(&s2), "{}".into()).await.unwrap();
     let id = |n: u32| format!("conf-chat-{n}-{unique}");
 
     let first = chat(&id(1), &s1, "2026-01-01T00:00:01.000000Z", 2);
@@ -498,7 +498,7 @@ async fn store_imports(store: Arc<dyn Store>) {
 
 async fn store_compare_and_swap(store: Arc<dyn Store>) {
     let id = format!("conf-cas-{}", uuid::Uuid::new_v4());
-    store.create_session(&row(&id), "S0").await.unwrap();
+    store.create_session(&row(&id), "S0".into()).await.unwrap();
     store.append_version(&version(&id, 1, Some("[]"), None)).await.unwrap();
     // A writer that still believes the head is 0 loses.
     let mut stale = version(&id, 1, Some("[]"), None);
@@ -551,7 +551,7 @@ async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::ta
 
 async fn store_chains(store: Arc<dyn Store>) {
     let id = format!("conf-chain-{}", uuid::Uuid::new_v4());
-    store.create_session(&row(&id), "S0").await.unwrap();
+    store.create_session(&row(&id), "S0".into()).await.unwrap();
     for seq in 1..=7 {
         let snapshot = (seq == 4).then_some("S4");
         store.append_version(&version(&id, seq, Some(&format!("[{seq}]")), snapshot)).await.unwrap();

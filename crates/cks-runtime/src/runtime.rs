@@ -22,7 +22,7 @@ use tokio::sync::{OnceCell, RwLock, broadcast};
 
 use cks_core::merge::{self, Conflict, Resolutions};
 use cks_core::ops::{self, Operation};
-use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, ValidationOptions};
+use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, Validated, ValidationOptions};
 use cks_core::{Base, ChangeSet, KnowledgeStructure, Rewind};
 
 use crate::codec;
@@ -310,20 +310,27 @@ impl Runtime {
         state: KnowledgeStructure,
         options: NewSession,
     ) -> Result<SessionInfo, RuntimeError> {
+        self.create_session_with_parent(checked(state)?, options, None, None).await
+    }
+
+    /// Creates a session holding a state its caller has validated already (a million objects
+    /// take seconds to check).
+    pub async fn create_validated_session(
+        &self,
+        state: Validated,
+        options: NewSession,
+    ) -> Result<SessionInfo, RuntimeError> {
         self.create_session_with_parent(state, options, None, None).await
     }
 
     async fn create_session_with_parent(
         &self,
-        state: KnowledgeStructure,
+        state: Validated,
         options: NewSession,
         parent_session_id: Option<String>,
         parent_version_id: Option<String>,
     ) -> Result<SessionInfo, RuntimeError> {
-        let report = validate::validate(&state, &ValidationOptions::default());
-        if !report.is_valid() {
-            return Err(RuntimeError::ValidationFailed { diagnostics: report.diagnostics });
-        }
+        let state = state.into_inner();
         let mut metadata = options.metadata;
         // Each session (a branch too) counts its commits under its own node id.
         metadata.entry(NODE_ID).or_insert_with(|| Value::String(new_id()));
@@ -342,7 +349,7 @@ impl Runtime {
                 object_count: state.len() as u64,
             },
         };
-        self.store.create_session(&row, &codec::encode_state(&state)).await?;
+        self.store.create_session(&row, codec::encode_state(&state)).await?;
         let id = row.session_id.clone();
         let session = Arc::new(Session {
             id: id.clone(),
@@ -854,7 +861,7 @@ impl Runtime {
             None => self.read(id, |s, info| (s.clone(), info.latest_version_id.clone())).await?,
         };
         let options = NewSession { metadata, first_version: None };
-        self.create_session_with_parent(state, options, Some(id.to_owned()), parent_version_id).await
+        self.create_session_with_parent(checked(state)?, options, Some(id.to_owned()), parent_version_id).await
     }
 
     /// Three-way merges `source_id` into `target_id`. The base is `base_version_id` when given,
@@ -947,6 +954,14 @@ async fn forward_remote_events(mut remote: broadcast::Receiver<Event>, local: br
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+/// `state` as a session may hold it: passing the always-on checks.
+fn checked(state: KnowledgeStructure) -> Result<Validated, RuntimeError> {
+    match Validated::check(state, &ValidationOptions::default()) {
+        (_, Ok(valid)) => Ok(valid),
+        (report, Err(_)) => Err(RuntimeError::ValidationFailed { diagnostics: report.diagnostics }),
     }
 }
 

@@ -38,7 +38,7 @@ impl Store for StallingStore {
     fn change_token(&self) -> Option<u64> {
         self.inner.change_token()
     }
-    async fn create_session(&self, session: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+    async fn create_session(&self, session: &SessionRow, initial_state: String) -> Result<(), StoreError> {
         self.inner.create_session(session, initial_state).await
     }
     async fn load_session(&self, session_id: &str) -> Result<Option<SessionRow>, StoreError> {

@@ -397,6 +397,33 @@ impl ValidationReport {
     }
 }
 
+/// A structure whose validation found no error: what a session may be made of without checking
+/// it again. Only [`Validated::check`] makes one, so the report and the structure always agree.
+#[derive(Debug)]
+pub struct Validated(KnowledgeStructure);
+
+impl Validated {
+    /// Validates `structure` (see [`validate`]). With the report comes the structure, as
+    /// `Validated` when no diagnostic is an error — whatever the options' `min_severity`, so that
+    /// it also passed the default rule — or handed back as it was.
+    pub fn check(
+        structure: KnowledgeStructure,
+        options: &ValidationOptions,
+    ) -> (ValidationReport, Result<Validated, KnowledgeStructure>) {
+        let report = validate(&structure, options);
+        let checked = if report.is_valid_at(Severity::Error) { Ok(Validated(structure)) } else { Err(structure) };
+        (report, checked)
+    }
+
+    pub fn structure(&self) -> &KnowledgeStructure {
+        &self.0
+    }
+
+    pub fn into_inner(self) -> KnowledgeStructure {
+        self.0
+    }
+}
+
 /// Validates a whole structure: all always-on constraints plus the requested extensions.
 pub fn validate(structure: &KnowledgeStructure, options: &ValidationOptions) -> ValidationReport {
     let mut diagnostics = Vec::new();
@@ -477,6 +504,19 @@ mod tests {
     use super::test_support::*;
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_a_structure_without_errors_is_validated_and_a_rejected_one_comes_back_whole() {
+        let valid = structure(vec![node("a"), node("b"), rel("r", &["a", "b"], "knows")]);
+        let (report, checked) = Validated::check(valid.clone(), &ValidationOptions::default());
+        assert!(report.is_valid());
+        assert_eq!(checked.expect("validated").into_inner(), valid);
+
+        let dangling = structure(vec![node("a"), rel("r", &["a", "missing"], "knows")]);
+        let (report, checked) = Validated::check(dangling.clone(), &ValidationOptions::default());
+        assert!(!report.errors().is_empty());
+        assert_eq!(checked.expect_err("rejected"), dangling);
+    }
 
     #[test]
     fn extension_names_and_codes_round_trip() {

@@ -106,16 +106,13 @@ impl Store for MemoryStore {
         Some(self.writes.load(std::sync::atomic::Ordering::SeqCst))
     }
 
-    async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
+    async fn create_session(&self, row: &SessionRow, initial_state: String) -> Result<(), StoreError> {
         self.write(|inner| {
             if inner.sessions.contains_key(&row.session_id) {
                 return Err(StoreError::SessionExists(row.session_id.clone()));
             }
-            let data = SessionData {
-                row: row.clone(),
-                versions: Vec::new(),
-                snapshots: BTreeMap::from([(0, initial_state.to_owned())]),
-            };
+            let data =
+                SessionData { row: row.clone(), versions: Vec::new(), snapshots: BTreeMap::from([(0, initial_state)]) };
             inner.sessions.insert(row.session_id.clone(), data);
             inner.order.push(row.session_id.clone());
             Ok(())

@@ -151,7 +151,8 @@ pub trait Store: Send + Sync + Debug + 'static {
     fn kind(&self) -> &'static str;
 
     /// Creates a session with its starting state (snapshot 0). Fails if the id exists.
-    async fn create_session(&self, session: &SessionRow, initial_state: &str) -> Result<(), StoreError>;
+    /// Takes the state's text: a million objects' text is not copied again to be stored.
+    async fn create_session(&self, session: &SessionRow, initial_state: String) -> Result<(), StoreError>;
 
     async fn load_session(&self, session_id: &str) -> Result<Option<SessionRow>, StoreError>;
 
@@ -327,7 +328,7 @@ pub trait Store: Send + Sync + Debug + 'static {
         }
         for session in fresh {
             let first = SessionRow { closed: false, head: initial_head(session), ..session.row.clone() };
-            self.create_session(&first, &session.initial_state).await?;
+            self.create_session(&first, session.initial_state.clone()).await?;
             for (expected_seq, version) in (0u64..).zip(&session.versions) {
                 self.append_version(&NewVersion {
                     session_id: session.row.session_id.clone(),

@@ -317,8 +317,8 @@ impl Store for SqliteStore {
         conn.pragma_query_value(None, "data_version", |r| r.get::<_, i64>(0)).ok().map(|v| v as u64)
     }
 
-    async fn create_session(&self, row: &SessionRow, initial_state: &str) -> Result<(), StoreError> {
-        let (row, state) = (row.clone(), initial_state.to_owned());
+    async fn create_session(&self, row: &SessionRow, initial_state: String) -> Result<(), StoreError> {
+        let (row, state) = (row.clone(), initial_state);
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             let inserted = insert_session(&tx, &row).map_err(backend)?;

@@ -272,7 +272,7 @@ async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
 async fn a_session_that_cannot_be_read_does_not_stop_the_sweep() {
     let runtime = runtime();
     let damaged = crate::store::SessionRow { session_id: "damaged".into(), ..Default::default() };
-    runtime.store().create_session(&damaged, "not a structure").await.unwrap();
+    runtime.store().create_session(&damaged, "not a structure".into()).await.unwrap();
     let good = session(&runtime, contradiction()).await;
     let ops = json!([{"type": "add_relation", "identity": {"id": "c1", "type": "Relation", "name": "c1"},
                       "participants": ["earth", "theory"], "relation_type": "contradicts"}]);

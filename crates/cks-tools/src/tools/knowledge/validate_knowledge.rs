@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use cks_core::KnowledgeStructure;
-use cks_core::validate::{Extension, Severity, ValidationOptions, validate};
+use cks_core::validate::{Extension, Severity, Validated, ValidationOptions, ValidationReport, validate};
 use cks_runtime::{CommitRequest, NewSession};
 
 use crate::context::ToolContext;
@@ -85,8 +85,12 @@ impl Tool for ValidateKnowledge {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let requested = extensions(&input.extensions)?;
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let (valid, diagnostics) =
-                ctx.runtime.read(&session_id, |structure, _| judge(ctx, structure, &requested)).await?;
+            let (valid, diagnostics) = ctx
+                .runtime
+                .read(&session_id, |structure, _| {
+                    judge(ctx, structure, validate(structure, &options(structure, &requested)))
+                })
+                .await?;
             let version_id = if valid {
                 let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
                 let check = CommitRequest::default().with_metadata(metadata).with_extensions(requested);
@@ -104,14 +108,24 @@ impl Tool for ValidateKnowledge {
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(json_data)?;
-        let (valid, diagnostics) = judge(ctx, &structure, &requested);
+        let options = options(&structure, &requested);
+        // Checked once: the session is made of the structure this report found valid.
+        let (report, checked) = Validated::check(structure, &options);
+        let structure = match &checked {
+            Ok(valid) => valid.structure(),
+            Err(invalid) => invalid,
+        };
+        let (valid, diagnostics) = judge(ctx, structure, report);
         let mut result =
             Output { valid, extensions_applied: input.extensions, diagnostics, session_id: None, version_id: None };
-        if valid {
+        if valid && let Ok(structure) = checked {
             let first_version = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
             let info = ctx
                 .runtime
-                .create_session(structure, NewSession { first_version: Some(first_version), ..Default::default() })
+                .create_validated_session(
+                    structure,
+                    NewSession { first_version: Some(first_version), ..Default::default() },
+                )
                 .await?;
             result.session_id = Some(info.session_id);
             result.version_id = info.latest_version_id;
@@ -120,10 +134,9 @@ impl Tool for ValidateKnowledge {
     }
 }
 
-/// Validity and diagnostics of a structure: the core validator, then the provenance findings
-/// under the server's key (marked with the server as their source, as the reference does).
-fn judge(ctx: &ToolContext, structure: &KnowledgeStructure, requested: &[Extension]) -> (bool, Vec<FullDiagnostic>) {
-    let report = validate(structure, &options(structure, requested));
+/// Validity and diagnostics of a structure: its core validation report, then the provenance
+/// findings under the server's key (marked with the server as their source, as the reference does).
+fn judge(ctx: &ToolContext, structure: &KnowledgeStructure, report: ValidationReport) -> (bool, Vec<FullDiagnostic>) {
     let provenance = crate::provenance::findings(ctx, structure);
     let valid = report.is_valid() && !provenance.iter().any(|d| d.severity == Severity::Error);
     let mut diagnostics = full_diagnostics(&report.diagnostics);
