@@ -7,12 +7,14 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::object::KnowledgeObject;
-use crate::structure::KnowledgeStructure;
+use crate::structure::{IdHasher, KnowledgeStructure};
+
+type Ids = HashSet<String, IdHasher>;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct KindIndex {
-    by_type: HashMap<String, HashSet<String>>,
-    by_relation_type: HashMap<String, HashSet<String>>,
+    by_type: HashMap<String, Ids, IdHasher>,
+    by_relation_type: HashMap<String, Ids, IdHasher>,
 }
 
 impl KindIndex {
@@ -49,7 +51,7 @@ impl KindIndex {
     }
 }
 
-fn remove(index: &mut HashMap<String, HashSet<String>>, key: &str, id: &str) {
+fn remove(index: &mut HashMap<String, Ids, IdHasher>, key: &str, id: &str) {
     if let Some(ids) = index.get_mut(key) {
         ids.remove(id);
         if ids.is_empty() {

@@ -104,7 +104,7 @@ pub enum StructureError {
 
 /// The hasher of the structure's maps: seeded per process, and faster than the standard
 /// library's SipHash on the short ids every load and commit looks up.
-type IdHasher = foldhash::fast::RandomState;
+pub(crate) type IdHasher = foldhash::fast::RandomState;
 /// An index from an id to the ids of the relations that name it.
 type IdIndex = HashMap<String, Vec<String>, IdHasher>;
 

@@ -39,6 +39,49 @@ async fn sqlite_schema_is_versioned_and_reopens() {
     assert!(err.contains("newer than this server supports"), "{err}");
 }
 
+/// States and deltas moved out of WITHOUT ROWID tables keep every row.
+#[tokio::test]
+async fn sqlite_keeps_every_state_and_delta_when_their_tables_are_rebuilt() {
+    use cks_runtime::store::sqlite::MIGRATIONS;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cks.db");
+    let rebuild = MIGRATIONS.len() - 1;
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    for sql in &MIGRATIONS[..rebuild] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "user_version", rebuild as u32).unwrap();
+    let tx = conn.transaction().unwrap();
+    tx.execute_batch(
+        "INSERT INTO sessions VALUES ('s', 't', NULL, NULL, 0, '{}', 10, 1, 'v1', 'h1', 2);
+         INSERT INTO versions VALUES ('s', 1, 'v1', 'x1', 't1', 'h1', 2, '{}', '[]', 0);
+         INSERT INTO versions VALUES ('s', 0, 'v0', 'x0', 't0', 'h0', 1, '{}', NULL, 1);
+         INSERT INTO snapshots VALUES ('s', 0, '{\"objects\": []}');",
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    drop(conn);
+
+    let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+    assert_eq!(store.schema_version().unwrap() as usize, MIGRATIONS.len());
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let chain = store.load_chain("s", 1).await.unwrap();
+    assert_eq!((chain.snapshot_seq, chain.snapshot.as_str()), (0, "{\"objects\": []}"));
+    let versions: Vec<_> = chain.versions.iter().map(|v| (v.row.seq, v.row.version_id.as_str())).collect();
+    assert_eq!(versions, [(1, "v1")]);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let without_rowid: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name IN ('versions', 'snapshots') AND sql LIKE '%WITHOUT ROWID%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(without_rowid, 0);
+    let duplicate = conn.execute("INSERT INTO snapshots VALUES ('s', 0, 'again')", []);
+    assert!(duplicate.is_err(), "(session, seq) is still unique");
+}
+
 #[tokio::test]
 async fn replica_ids_are_kept_for_the_life_of_the_data() {
     let dir = tempfile::tempdir().unwrap();

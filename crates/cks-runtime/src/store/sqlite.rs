@@ -115,6 +115,39 @@ CREATE TABLE chats (
 CREATE INDEX chats_by_session ON chats (session_id, updated_at DESC, chat_id);
 CREATE INDEX chats_by_update ON chats (updated_at DESC, chat_id);
 "#,
+    // States and deltas in rowid tables. A WITHOUT ROWID table keeps each row in its key's
+    // b-tree, and SQLite reads a cell's whole payload to compare keys when that payload
+    // overflows its page: every insert and lookup near a stored state read whole states of tens
+    // of megabytes (a quarter of creating a 200,000-object session). Now the key (session, seq)
+    // is a small index entry and the state is read once, by rowid.
+    r#"
+CREATE TABLE versions_by_rowid (
+    session_id     TEXT NOT NULL REFERENCES sessions(session_id),
+    seq            INTEGER NOT NULL,
+    version_id     TEXT NOT NULL UNIQUE,
+    transaction_id TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    state_hash     TEXT NOT NULL,
+    object_count   INTEGER NOT NULL,
+    metadata       TEXT NOT NULL,
+    delta          TEXT,
+    has_snapshot   INTEGER NOT NULL,
+    UNIQUE (session_id, seq)
+);
+INSERT INTO versions_by_rowid SELECT session_id, seq, version_id, transaction_id, created_at, state_hash,
+    object_count, metadata, delta, has_snapshot FROM versions ORDER BY session_id, seq;
+DROP TABLE versions;
+ALTER TABLE versions_by_rowid RENAME TO versions;
+CREATE TABLE snapshots_by_rowid (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    seq        INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    UNIQUE (session_id, seq)
+);
+INSERT INTO snapshots_by_rowid SELECT session_id, seq, state FROM snapshots ORDER BY session_id, seq;
+DROP TABLE snapshots;
+ALTER TABLE snapshots_by_rowid RENAME TO snapshots;
+"#,
 ];
 
 /// Tuning knobs of the SQLite store.
