@@ -559,7 +559,10 @@ pub fn to_compact_string(structure: &KnowledgeStructure) -> String {
 /// Serializes a document for clients: the canonical pretty form plus the format-versioning keys,
 /// with `serialized_at` as given (an ISO 8601 time; this crate reads no clock).
 pub fn to_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
-    let mut out = Vec::with_capacity(structure.len() * 160 + 256);
+    // Room for the text and for escaping it in place later (a server sends the document as a JSON
+    // string): the pretty text of a small object is about 300 bytes. Address space reserved and
+    // never written costs no memory, while growing a 300 MB buffer would copy it.
+    let mut out = Vec::with_capacity(structure.len() * 400 + 256);
     let mut ser =
         serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
     Document { structure, serialized_at }.serialize(&mut ser).expect("serializing to memory");

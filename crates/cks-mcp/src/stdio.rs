@@ -317,23 +317,37 @@ fn frame_parts(framing: Framing, mut parts: Vec<Part>) -> Frame {
     parts
 }
 
+/// The texts of a tool result's content, in order.
+fn result_texts(message: &mut TxJsonRpcMessage<RoleServer>) -> impl Iterator<Item = &mut String> {
+    let content = match message {
+        JsonRpcMessage::Response(response) => match &mut response.result {
+            ServerResult::CallToolResult(result) => Some(&mut result.content),
+            _ => None,
+        },
+        _ => None,
+    };
+    content.into_iter().flatten().filter_map(|block| match block {
+        ContentBlock::Text(block) => Some(&mut block.text),
+        _ => None,
+    })
+}
+
 /// The body of an answer whose tool result carries a large text: the envelope serialized around
 /// a marker, and the text escaped where the marker was as it is written.
 fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Vec<Part>>, serde_json::Error> {
-    let JsonRpcMessage::Response(response) = message else { return Ok(None) };
-    let ServerResult::CallToolResult(result) = &mut response.result else { return Ok(None) };
-    let Some(block) = result.content.iter_mut().find_map(|block| match block {
-        ContentBlock::Text(block) if block.text.len() >= json_text::LARGE_TEXT_BYTES => Some(block),
-        _ => None,
-    }) else {
+    let Some(index) = result_texts(message).position(|text| text.len() >= json_text::LARGE_TEXT_BYTES) else {
         return Ok(None);
     };
     // Random, so that no text the answer carries elsewhere can contain it.
     let marker = format!("cks-large-text-{:016x}{:016x}", random_u64(), random_u64());
-    let text = std::mem::replace(&mut block.text, marker.clone());
+    let text = result_texts(message).nth(index).map(|slot| std::mem::replace(slot, marker.clone())).unwrap_or_default();
     let envelope = Bytes::from(serde_json::to_vec(message)?);
     let Some(at) = envelope.windows(marker.len()).position(|w| w == marker.as_bytes()) else {
-        return Err(serde_json::Error::io(std::io::Error::other("the large text's marker is not in its answer")));
+        // Not expected; if it ever happens, the answer goes out the ordinary way.
+        if let Some(slot) = result_texts(message).nth(index) {
+            *slot = text;
+        }
+        return Ok(None);
     };
     let after = at + marker.len();
     Ok(Some(vec![Part::Bytes(envelope.slice(..at)), Part::Escaped(text), Part::Bytes(envelope.slice(after..))]))
