@@ -115,11 +115,20 @@ async def over_stdio(data_dir: str) -> dict:
             info = await session.initialize()
             assert info.serverInfo.name == "cks-mcp", info
             outcome = await knowledge_flow(session, "stdio")
-            # A large message (far above 64 KB) travels.
+            # Large messages (above 1 MiB: read and answered without copies of their text) travel
+            # both ways, with what needs escaping intact.
             big = {"version": "1.0", "objects": [
-                {"identity": {"id": f"n{i}", "type": "Node", "name": f"node {i} " + "x" * 40}} for i in range(5000)]}
-            validated = result_of(await session.call_tool("validate_knowledge", {"json_data": json.dumps(big)}))
+                {"identity": {"id": f"n{i}", "type": "Node", "name": f"node {i} \"quoted\" é\n\t\\ " + "x" * 40}}
+                for i in range(12000)]}
+            request = json.dumps(big)
+            assert len(request) > 1 << 20
+            validated = result_of(await session.call_tool("validate_knowledge", {"json_data": request}))
             assert validated["valid"] is True, validated
+            answer = await session.call_tool("serialize_knowledge", {"session_id": validated["session_id"]})
+            assert len(answer.content[0].text) > 1 << 20
+            document = json.loads(result_of(answer)["serialized"])
+            names = {o["identity"]["id"]: o["identity"]["name"] for o in document["objects"]}
+            assert names == {o["identity"]["id"]: o["identity"]["name"] for o in big["objects"]}
             return outcome
 
 
