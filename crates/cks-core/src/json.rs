@@ -88,8 +88,17 @@ pub enum ParseError {
 /// whole document never exists as a `serde_json::Value` tree (which takes several times the
 /// text's size): the result equals `parse_value` of the decoded text, errors included.
 pub fn parse_str(text: &str) -> Result<KnowledgeStructure, ParseError> {
+    parse_text(text, text.len() >= PIPELINED_TEXT_BYTES)
+}
+
+/// Texts from this size on are parsed on two threads: one reads the object records while the
+/// other builds the structure from them (they take about as long as each other). A smaller text
+/// is not worth a thread.
+const PIPELINED_TEXT_BYTES: usize = 1 << 20;
+
+fn parse_text(text: &str, pipelined: bool) -> Result<KnowledgeStructure, ParseError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let root = serde::Deserializer::deserialize_any(&mut deserializer, streaming::RootVisitor)
+    let root = serde::Deserializer::deserialize_any(&mut deserializer, streaming::RootVisitor { pipelined })
         .and_then(|root| deserializer.end().map(|()| root))
         .map_err(|e| ParseError::InvalidJson(e.to_string()))?;
     let root = root.ok_or(ParseError::NotAnObject)?;
@@ -161,6 +170,21 @@ impl Builder {
 
     /// Adds an object already decoded with the right shape (see `streaming::Record`): what is
     /// left of [`parse_object`]'s checks is the relation fields'.
+    fn add_record(&mut self, record: streaming::Record) -> Result<(), ParseError> {
+        match record {
+            streaming::Record::Decoded(object) => self.add_decoded(object),
+            streaming::Record::Raw(raw) => self.add(raw),
+        }
+    }
+
+    /// The structure built, or the first object error.
+    fn finish(self, failure: Option<ParseError>) -> Result<KnowledgeStructure, Option<ParseError>> {
+        match failure {
+            Some(error) => Err(Some(error)),
+            None => Ok(self.structure),
+        }
+    }
+
     fn add_decoded(&mut self, object: KnowledgeObject) -> Result<(), ParseError> {
         let index = self.next_index;
         self.next_index += 1;
@@ -203,7 +227,10 @@ mod streaming {
         pub(super) objects: Option<Result<KnowledgeStructure, Option<ParseError>>>,
     }
 
-    pub(super) struct RootVisitor;
+    pub(super) struct RootVisitor {
+        /// Build the structure on a second thread (see `build_beside`).
+        pub(super) pipelined: bool,
+    }
 
     /// Implements the visits of every JSON value that is not the expected map or array: drain it,
     /// and report "not the expected kind".
@@ -251,7 +278,7 @@ mod streaming {
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
                     // A repeated key: the last one counts, as when decoding into a map.
-                    "objects" => objects = Some(map.next_value_seed(ObjectsSeed)?),
+                    "objects" => objects = Some(map.next_value_seed(ObjectsSeed { pipelined: self.pipelined })?),
                     "version" => version = Some(map.next_value::<Value>()?),
                     MIN_READER_KEY => min_reader = Some(map.next_value::<Value>()?),
                     _ => {
@@ -270,7 +297,9 @@ mod streaming {
     }
 
     /// The `objects` value: the structure, `Err(None)` when not an array, or the first object error.
-    struct ObjectsSeed;
+    struct ObjectsSeed {
+        pipelined: bool,
+    }
 
     impl<'de> DeserializeSeed<'de> for ObjectsSeed {
         type Value = Result<KnowledgeStructure, Option<ParseError>>;
@@ -295,20 +324,19 @@ mod streaming {
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            if self.pipelined {
+                return build_beside(seq);
+            }
             let mut builder = Builder::default();
             let mut failure = None;
             while failure.is_none() {
                 failure = match seq.next_element::<Record>()? {
                     None => break,
-                    Some(Record::Decoded(object)) => builder.add_decoded(object).err(),
-                    Some(Record::Raw(raw)) => builder.add(raw).err(),
+                    Some(record) => builder.add_record(record).err(),
                 };
             }
             while seq.next_element::<Value>()?.is_some() {}
-            Ok(match failure {
-                Some(error) => Err(Some(error)),
-                None => Ok(builder.structure),
-            })
+            Ok(builder.finish(failure))
         }
     }
 
@@ -318,9 +346,52 @@ mod streaming {
     /// `Value` tree per object. Anything else is kept as the JSON value it is — or, where only its
     /// kind matters to the error, a stand-in of that kind — for [`super::parse_object`] to report
     /// in the reference's words.
-    enum Record {
+    pub(super) enum Record {
         Decoded(KnowledgeObject),
         Raw(Value),
+    }
+
+    /// Records in one hand-over between the reading and the building thread.
+    const BATCH: usize = 512;
+
+    /// Reads the records here and builds the structure on a second thread, a batch at a time, in
+    /// document order. The outcome is the one-thread reader's: the first object error in order,
+    /// unless the text has a syntax error anywhere (every record is still read to the end).
+    fn build_beside<'de, A: SeqAccess<'de>>(
+        mut seq: A,
+    ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, A::Error> {
+        std::thread::scope(|scope| {
+            let (send, batches) = std::sync::mpsc::sync_channel::<Vec<Record>>(4);
+            let building = scope.spawn(move || {
+                let mut builder = Builder::default();
+                let mut failure = None;
+                // After a failure the batches are still taken (and dropped), so reading never waits.
+                for record in batches.into_iter().flatten() {
+                    if failure.is_none() {
+                        failure = builder.add_record(record).err();
+                    }
+                }
+                builder.finish(failure)
+            });
+            let mut batch = Vec::with_capacity(BATCH);
+            let read = loop {
+                match seq.next_element::<Record>() {
+                    Ok(Some(record)) => batch.push(record),
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+                if batch.len() == BATCH {
+                    // The builder only stops taking batches when it panicked; `join` says so below.
+                    let _ = send.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                }
+            };
+            if !batch.is_empty() {
+                let _ = send.send(batch);
+            }
+            drop(send);
+            let built = building.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            read.map(|()| built)
+        })
     }
 
     /// Reads every element of a sequence that is only reported as "not an object".
@@ -717,6 +788,27 @@ mod tests {
     }
 
     #[test]
+    fn a_large_text_read_on_two_threads_gives_what_one_thread_gives() {
+        let structure = crate::sample::random_graph(4_000, 4_000, 7);
+        let text = to_compact_string(&structure);
+        assert!(text.len() >= PIPELINED_TEXT_BYTES, "{} bytes: parse_str would not use two threads", text.len());
+        assert_eq!(parse_str(&text).unwrap(), structure);
+        assert_eq!(parse_text(&text, false).unwrap(), structure);
+        // The first object error in document order, past many batches; a syntax error wins over it.
+        let mut document: Value = serde_json::from_str(&text).unwrap();
+        let objects = document["objects"].as_array_mut().unwrap();
+        objects.push(objects[10].clone());
+        objects.push(serde_json::json!({"identity": {"id": "late", "type": "T"}}));
+        let late_duplicate = document.to_string();
+        let expected = parse_text(&late_duplicate, false);
+        assert!(matches!(expected, Err(ParseError::DuplicateId(_))), "{expected:?}");
+        assert_eq!(parse_text(&late_duplicate, true), expected);
+        let truncated = &text[..text.len() - 3];
+        assert_eq!(parse_text(truncated, true), parse_text(truncated, false));
+        assert!(matches!(parse_text(truncated, true), Err(ParseError::InvalidJson(_))));
+    }
+
+    #[test]
     fn parse_errors_match_the_reference() {
         assert!(err("{").starts_with("Invalid JSON: "));
         assert_eq!(err("[]"), "Top-level JSON value must be an object.");
@@ -889,6 +981,7 @@ mod tests {
                 let decoded = serde_json::from_str::<Value>(&text)
                     .map_err(|e| ParseError::InvalidJson(e.to_string()))
                     .and_then(parse_value);
+                prop_assert_eq!(parse_text(&text, true), decoded.clone(), "{}", text);
                 prop_assert_eq!(parse_str(&text), decoded, "{}", text);
             }
         }
