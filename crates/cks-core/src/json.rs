@@ -168,8 +168,6 @@ impl Builder {
         self.insert(index, object)
     }
 
-    /// Adds an object already decoded with the right shape (see `streaming::Record`): what is
-    /// left of [`parse_object`]'s checks is the relation fields'.
     fn add_record(&mut self, record: streaming::Record) -> Result<(), ParseError> {
         match record {
             streaming::Record::Decoded(object) => self.add_decoded(object),
@@ -185,6 +183,8 @@ impl Builder {
         }
     }
 
+    /// Adds an object already decoded with the right shape (see `streaming::Record`): what is
+    /// left of [`parse_object`]'s checks is the relation fields'.
     fn add_decoded(&mut self, object: KnowledgeObject) -> Result<(), ParseError> {
         let index = self.next_index;
         self.next_index += 1;
