@@ -103,7 +103,7 @@ pub struct LlmClient {
 impl LlmClient {
     /// A client for this configuration.
     pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
-        let transport = Transport::new(config.http.clone(), config.redactor.clone())?;
+        let transport = Transport::new(config.http.clone(), config.redactor.clone());
         let telemetry = Telemetry::new(config.telemetry_capacity);
         Ok(LlmClient {
             inner: Arc::new(Inner { config, transport, telemetry, models: Mutex::new(None), auto: Mutex::new(None) }),

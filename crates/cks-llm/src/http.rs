@@ -9,6 +9,7 @@
 //! `RetryInfo`, otherwise full-jitter exponential backoff; attempts and total time are bounded
 //! ([`RetryPolicy`]). Every message that leaves — error, log field, decoded answer — is redacted here.
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -103,24 +104,32 @@ fn class_of_status(status: u16) -> ErrorKind {
 /// The reqwest client plus retry policy and redactor.
 #[derive(Debug, Clone)]
 pub(crate) struct Transport {
-    client: reqwest::Client,
+    /// Built on the first request: reading the system's root certificates is most of what a
+    /// client costs, and a server whose tools never call a model should not pay it as it starts.
+    client: OnceLock<reqwest::Client>,
     config: HttpConfig,
     redactor: Redactor,
 }
 
 impl Transport {
-    pub(crate) fn new(config: HttpConfig, redactor: Redactor) -> Result<Self, LlmError> {
+    pub(crate) fn new(config: HttpConfig, redactor: Redactor) -> Self {
+        Transport { client: OnceLock::new(), config, redactor }
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, String> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
         // reqwest is built without a default crypto provider; install ring once per process. A second
         // install fails harmlessly (another component, or another client, got there first).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
+            .connect_timeout(self.config.connect_timeout)
             .user_agent(concat!("cks-llm/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| {
-                LlmError::not_configured(None, redactor.redact(&format!("cannot build the HTTP client: {e}")))
-            })?;
-        Ok(Transport { client, config, redactor })
+            .map_err(|e| self.redactor.redact(&format!("cannot build the HTTP client: {e}")))?;
+        // Two first requests at once may both build one; either serves.
+        Ok(self.client.get_or_init(|| client))
     }
 
     pub(crate) fn redactor(&self) -> &Redactor {
@@ -129,7 +138,7 @@ impl Transport {
 
     /// Whether `url` answers a GET with 2xx within the probe timeout. No retries: this is a quick check.
     pub(crate) async fn probe(&self, call: &HttpCall) -> Result<(), String> {
-        let mut rb = self.client.get(&call.url).timeout(self.config.probe_timeout);
+        let mut rb = self.client()?.get(&call.url).timeout(self.config.probe_timeout);
         for (k, v) in &call.headers {
             rb = rb.header(*k, v);
         }
@@ -294,9 +303,12 @@ impl Transport {
         timeout: Duration,
         shown: &mut bool,
     ) -> Result<Payload, Failure> {
+        let client = self
+            .client()
+            .map_err(|message| Failure { retryable: Some(false), ..Failure::new(ErrorKind::NotConfigured, message) })?;
         let mut rb = match call.method {
-            Method::Get => self.client.get(&call.url),
-            Method::Post => self.client.post(&call.url),
+            Method::Get => client.get(&call.url),
+            Method::Post => client.post(&call.url),
         };
         for (k, v) in &call.headers {
             rb = rb.header(*k, v);

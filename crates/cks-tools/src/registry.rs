@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::{Map, Value};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use cks_runtime::RuntimeError;
@@ -23,14 +23,15 @@ use crate::error::ToolError;
 use crate::telemetry::ToolTelemetry;
 use crate::tool::{ArgumentFault, DynTool, SessionCheck, ToolMeta};
 
-/// One registered tool with its published schema and compiled validator.
+/// One registered tool with its published schemas and their validators.
 pub struct RegisteredTool {
     pub tool: Arc<dyn DynTool>,
     pub schema: Value,
     /// The published `outputSchema`, when the tool's result type is an object.
     pub output_schema: Option<Value>,
-    validator: jsonschema::Validator,
-    output_validator: Option<OutputValidators>,
+    // Compiled on first use: compiling every tool's schemas took most of the server's start.
+    validator: OnceLock<jsonschema::Validator>,
+    output_validators: OnceLock<Option<OutputValidators>>,
 }
 
 /// The compiled `outputSchema`, and each of its two branches alone for precise messages.
@@ -68,11 +69,26 @@ impl RegisteredTool {
         self.tool.meta()
     }
 
+    fn validator(&self) -> &jsonschema::Validator {
+        self.validator.get_or_init(|| {
+            jsonschema::validator_for(&self.schema)
+                .unwrap_or_else(|e| panic!("tool '{}' has an invalid input schema: {e}", self.meta().name))
+        })
+    }
+
+    fn output_validators(&self) -> Option<&OutputValidators> {
+        self.output_validators
+            .get_or_init(|| {
+                self.output_schema.as_ref().map(|schema| OutputValidators::compile(self.meta().name, schema))
+            })
+            .as_ref()
+    }
+
     /// Checks a result against the published `outputSchema` (always passes without one). The
     /// message names the first mismatch against the success shape, or the error shape when the
     /// result is an error object.
     pub fn check_output(&self, result: &Value) -> Result<(), String> {
-        let Some(validators) = &self.output_validator else { return Ok(()) };
+        let Some(validators) = self.output_validators() else { return Ok(()) };
         if validators.either.is_valid(result) {
             return Ok(());
         }
@@ -110,17 +126,27 @@ impl Registry {
     /// Adds a tool (used for tools defined in higher crates, such as `ai_chat`).
     ///
     /// # Panics
-    /// When the name is taken or the tool's schema does not compile: both are programming errors
-    /// caught by the registry tests.
+    /// When the name is taken, or (in debug builds; otherwise at the tool's first call) when one
+    /// of the tool's schemas does not compile: both are programming errors caught by the tests.
     pub fn register(&mut self, tool: Arc<dyn DynTool>) {
         let meta = tool.meta();
         let schema = tool.input_schema();
-        let validator = jsonschema::validator_for(&schema)
-            .unwrap_or_else(|e| panic!("tool '{}' has an invalid input schema: {e}", meta.name));
         let output_schema = tool.output_schema();
-        let output_validator = output_schema.as_ref().map(|schema| OutputValidators::compile(meta.name, schema));
-        let previous =
-            self.tools.insert(meta.name, RegisteredTool { tool, schema, output_schema, validator, output_validator });
+        let entry = RegisteredTool {
+            tool,
+            schema,
+            output_schema,
+            validator: OnceLock::new(),
+            output_validators: OnceLock::new(),
+        };
+        // Every test builds the registry in a debug build: a schema that does not compile fails
+        // there at once, not at some later call.
+        #[cfg(debug_assertions)]
+        {
+            entry.validator();
+            entry.output_validators();
+        }
+        let previous = self.tools.insert(meta.name, entry);
         assert!(previous.is_none(), "tool '{}' registered twice", meta.name);
     }
 
@@ -241,7 +267,7 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     // document object is accepted too, as the reference accepts it.
     let json_data_object = args.get("json_data").is_some_and(Value::is_object);
     let Some(error) = entry
-        .validator
+        .validator()
         .iter_errors(args)
         .find(|e| !(json_data_object && e.instance_path().to_string() == "/json_data"))
     else {
