@@ -261,7 +261,9 @@ fn drop_dangling(structure: &mut KnowledgeStructure) -> Vec<String> {
         .collect();
     while let Some(id) = pending.pop() {
         if dropped.insert(id.clone()) {
-            pending.extend(structure.relations_of(&id).iter().filter(|r| !dropped.contains(*r)).cloned());
+            pending.extend(
+                structure.relations_of(&id).iter().map(|r| r.id()).filter(|r| !dropped.contains(*r)).map(str::to_owned),
+            );
         }
     }
     if dropped.is_empty() {

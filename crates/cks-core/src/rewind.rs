@@ -126,12 +126,13 @@ impl<'a> BaseView<'a> {
     /// Ids of the base's relations that name `id`.
     pub(crate) fn relations_of(&self, id: &str) -> Vec<&'a str> {
         match self.base {
-            Base::Whole(structure) => structure.relations_of(id).iter().map(String::as_str).collect(),
+            Base::Whole(structure) => structure.relations_of(id).iter().map(|r| r.id()).collect(),
             Base::Rewound(rewind) => {
                 // Unchanged relations name what they name now; changed ones, what they named before.
-                let unchanged = self.target.relations_of(id).iter().filter(|r| !rewind.before.contains_key(r.as_str()));
-                let changed = rewind.named_before.get(id).into_iter().flatten();
-                unchanged.chain(changed).map(String::as_str).collect()
+                let unchanged =
+                    self.target.relations_of(id).iter().map(|r| r.id()).filter(|r| !rewind.before.contains_key(*r));
+                let changed = rewind.named_before.get(id).into_iter().flatten().map(String::as_str);
+                unchanged.chain(changed).collect()
             }
         }
     }

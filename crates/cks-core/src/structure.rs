@@ -105,17 +105,19 @@ pub enum StructureError {
 /// The hasher of the structure's maps: seeded per process, and faster than the standard
 /// library's SipHash on the short ids every load and commit looks up.
 pub(crate) type IdHasher = foldhash::fast::RandomState;
-/// An index from an id to the ids of the relations that name it.
-type IdIndex = HashMap<String, Vec<String>, IdHasher>;
+/// An index from an id to the relations that name it. The relations themselves, not their ids:
+/// a copy is a reference count where an id was an allocation, and a walk reads the relation
+/// without looking it up.
+type RelationIndex = HashMap<String, Vec<Arc<KnowledgeObject>>, IdHasher>;
 
 /// An ordered set of knowledge objects with unique ids.
 #[derive(Debug, Default)]
 pub struct KnowledgeStructure {
     objects: IndexMap<String, Entry, IdHasher>,
-    /// participant id → relation ids naming it (each relation listed once per participant id).
-    incidence: IdIndex,
-    /// `derives` source id → relation ids of the binary `derives` relations leaving it.
-    derives_out: IdIndex,
+    /// participant id → relations naming it (each relation listed once per participant id).
+    incidence: RelationIndex,
+    /// `derives` source id → the binary `derives` relations leaving it.
+    derives_out: RelationIndex,
     root: RootAccumulator,
     /// The text index, once the structure has been searched; kept up to date from then on.
     text: OnceLock<Box<TextIndex>>,
@@ -206,13 +208,13 @@ impl KnowledgeStructure {
         self.objects().filter(|o| o.is_relation())
     }
 
-    /// Ids of the relations that name `id` as a participant.
-    pub fn relations_of(&self, id: &str) -> &[String] {
+    /// The relations that name `id` as a participant.
+    pub fn relations_of(&self, id: &str) -> &[Arc<KnowledgeObject>] {
         self.incidence.get(id).map_or(&[], Vec::as_slice)
     }
 
-    /// Ids of the binary `derives` relations whose source is `id`.
-    pub fn derives_from(&self, id: &str) -> &[String] {
+    /// The binary `derives` relations whose source is `id`.
+    pub fn derives_from(&self, id: &str) -> &[Arc<KnowledgeObject>] {
         self.derives_out.get(id).map_or(&[], Vec::as_slice)
     }
 
@@ -343,7 +345,8 @@ impl KnowledgeStructure {
             return Vec::new();
         }
         let mut removed = vec![id.to_owned()];
-        for relation in self.relations_of(id).to_vec() {
+        let naming: Vec<String> = self.relations_of(id).iter().map(|r| r.identity.id.clone()).collect();
+        for relation in naming {
             if self.remove(&relation, log) {
                 removed.push(relation);
             }
@@ -358,7 +361,7 @@ impl KnowledgeStructure {
         let mut pending = vec![id.to_owned()];
         while let Some(next) = pending.pop() {
             if self.remove(&next, log) {
-                pending.extend(self.relations_of(&next).iter().cloned());
+                pending.extend(self.relations_of(&next).iter().map(|r| r.identity.id.clone()));
                 removed.push(next);
             }
         }
@@ -401,10 +404,10 @@ impl KnowledgeStructure {
         if let Some(relation) = object.relation() {
             let incidence = &mut self.incidence;
             for_each_distinct(&relation.participants, |participant| {
-                incidence.entry(participant.to_owned()).or_default().push(object.identity.id.clone());
+                incidence.entry(participant.to_owned()).or_default().push(object.clone());
             });
             if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
-                self.derives_out.entry(source.to_owned()).or_default().push(object.identity.id.clone());
+                self.derives_out.entry(source.to_owned()).or_default().push(object.clone());
             }
         }
     }
@@ -454,12 +457,12 @@ fn for_each_distinct(participants: &[&str], mut f: impl FnMut(&str)) {
     }
 }
 
-fn remove_from_index(index: &mut IdIndex, key: &str, id: &str) {
-    if let Some(ids) = index.get_mut(key) {
-        if let Some(pos) = ids.iter().position(|r| r == id) {
-            ids.swap_remove(pos);
+fn remove_from_index(index: &mut RelationIndex, key: &str, id: &str) {
+    if let Some(relations) = index.get_mut(key) {
+        if let Some(pos) = relations.iter().position(|r| r.id() == id) {
+            relations.swap_remove(pos);
         }
-        if ids.is_empty() {
+        if relations.is_empty() {
             index.remove(key);
         }
     }
@@ -523,6 +526,10 @@ mod tests {
         KnowledgeObject::new(Identity::new(id, "Relation", id), s)
     }
 
+    fn ids(relations: &[Arc<KnowledgeObject>]) -> Vec<&str> {
+        relations.iter().map(|r| r.id()).collect()
+    }
+
     fn sample() -> KnowledgeStructure {
         KnowledgeStructure::from_objects([
             node("a"),
@@ -544,7 +551,7 @@ mod tests {
     fn indexes_follow_relations() {
         let s = sample();
         assert_eq!(s.relations_of("b").len(), 2);
-        assert_eq!(s.derives_from("a"), ["r1".to_string()]);
+        assert_eq!(ids(s.derives_from("a")), ["r1"]);
         assert!(s.derives_from("b").is_empty());
     }
 
@@ -585,7 +592,8 @@ mod tests {
         renamed.identity.name = "renamed".into();
         let mut log = ChangeSet::default();
         s.put(renamed, &mut log).unwrap();
-        assert_eq!(s.relations_of("a"), ["r".to_string()]);
+        assert_eq!(ids(s.relations_of("a")), ["r"]);
+        assert!(Arc::ptr_eq(&s.relations_of("a")[0], s.get("r").unwrap()), "the index holds the new version");
         s.remove_cascading("a", &mut log);
         assert!(s.is_empty(), "the relation goes with its only participant");
     }
@@ -673,16 +681,16 @@ mod tests {
                 prop_assert_eq!(s.root_hash(), s.root_hash_from_scratch());
                 let rebuilt = KnowledgeStructure::from_objects(s.objects().map(|o| KnowledgeObject::clone(o))).unwrap();
                 for id in s.ids() {
-                    let mut a = s.relations_of(id).to_vec();
-                    let mut b = rebuilt.relations_of(id).to_vec();
-                    a.sort();
-                    b.sort();
-                    prop_assert_eq!(a, b);
-                    let mut a = s.derives_from(id).to_vec();
-                    let mut b = rebuilt.derives_from(id).to_vec();
-                    a.sort();
-                    b.sort();
-                    prop_assert_eq!(a, b);
+                    for (kept, from_scratch) in
+                        [(s.relations_of(id), rebuilt.relations_of(id)), (s.derives_from(id), rebuilt.derives_from(id))]
+                    {
+                        // The same relations, each the version the structure holds now.
+                        prop_assert!(kept.iter().all(|r| s.get(r.id()).is_some_and(|now| Arc::ptr_eq(r, now))));
+                        let (mut a, mut b) = (ids(kept), ids(from_scratch));
+                        a.sort_unstable();
+                        b.sort_unstable();
+                        prop_assert_eq!(a, b);
+                    }
                 }
                 prop_assert_eq!(s.text_index(), &TextIndex::build(&s));
                 prop_assert_eq!(s.kind_index(), &KindIndex::build(&s));

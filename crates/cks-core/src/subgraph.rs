@@ -189,8 +189,8 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
         if distance >= query.depth {
             continue;
         }
-        for relation_id in structure.relations_of(id) {
-            let Some(view) = structure.get(relation_id).and_then(|r| traversable(r)) else { continue };
+        for relation in structure.relations_of(id) {
+            let Some(view) = traversable(relation) else { continue };
             for participant in view.participants {
                 if found.contains_key(participant) || rejected.contains(participant) {
                     continue;
@@ -218,13 +218,7 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
     let mut next_seed: Option<&str> = None;
     if (max_objects.is_some() || max_tokens.is_some()) && found.len() > seeds {
         // Rank the non-seed nodes, ties by id.
-        let degree = |id: &str| {
-            structure
-                .relations_of(id)
-                .iter()
-                .filter(|r| structure.get(r).and_then(|r| traversable(r)).is_some())
-                .count()
-        };
+        let degree = |id: &str| structure.relations_of(id).iter().filter(|r| traversable(r).is_some()).count();
         let score = |id: &str, distance: usize| {
             let weight =
                 structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
@@ -260,12 +254,12 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
     let nodes: HashSet<&str> = kept.iter().copied().collect();
     let mut relations: HashSet<&str> = HashSet::new();
     for &id in &nodes {
-        for relation_id in structure.relations_of(id) {
-            let relation_id = relation_id.as_str();
+        for relation in structure.relations_of(id) {
+            let relation_id = relation.id();
             if relations.contains(relation_id) {
                 continue;
             }
-            let Some(view) = structure.get(relation_id).and_then(|r| traversable(r)) else { continue };
+            let Some(view) = traversable(relation) else { continue };
             if view.participants.iter().all(|p| nodes.contains(p)) {
                 relations.insert(relation_id);
             }

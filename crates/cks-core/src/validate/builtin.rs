@@ -173,11 +173,12 @@ pub fn check_changes(after: &KnowledgeStructure, changes: &ChangeSet) -> Vec<Dia
         if change.after.is_some() || after.contains(id) {
             continue;
         }
-        for relation_id in after.relations_of(id) {
+        for relation in after.relations_of(id) {
+            let relation_id = relation.id();
             if net.get(relation_id).is_some_and(|c| c.after.is_some()) {
                 continue; // already checked in full above
             }
-            let Some(relation) = after.get(relation_id).and_then(|o| o.relation().map(|r| r.participants)) else {
+            let Some(relation) = relation.relation().map(|r| r.participants) else {
                 continue;
             };
             for participant in relation.iter().filter(|p| **p == id.as_str()) {
@@ -210,11 +211,8 @@ fn reaches(structure: &KnowledgeStructure, start: &str, goal: &str) -> bool {
     let mut visited: HashSet<&str> = HashSet::from([start]);
     let mut stack = vec![start];
     while let Some(node) = stack.pop() {
-        for relation_id in structure.derives_from(node) {
-            let Some(object) = structure.get(relation_id) else {
-                continue;
-            };
-            let Some((_, target)) = object.relation().as_ref().and_then(derives_edge) else {
+        for relation in structure.derives_from(node) {
+            let Some((_, target)) = relation.relation().as_ref().and_then(derives_edge) else {
                 continue;
             };
             if !structure.contains(target) {

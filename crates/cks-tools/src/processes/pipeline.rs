@@ -498,9 +498,8 @@ pub(super) fn neighbourhood(structure: &KnowledgeStructure, seeds: &[String], de
         if hops >= depth {
             continue;
         }
-        for relation_id in structure.relations_of(&id) {
-            let Some(relation) = structure.get(relation_id) else { continue };
-            if ours(relation) || !shown_ids.insert(relation_id.clone()) {
+        for relation in structure.relations_of(&id) {
+            if ours(relation) || !shown_ids.insert(relation.identity.id.clone()) {
                 continue;
             }
             if context.len() >= CONTEXT_LIMIT {
