@@ -1,6 +1,6 @@
 //! Heap bytes a knowledge structure holds at rest, per object, as jemalloc counts them: the
-//! objects alone, then the whole structure with its indexes, then with the text index a search
-//! builds. The sample graph is `cks_core::sample::random_graph`, half nodes and half relations.
+//! objects alone, then the whole structure with its indexes, then with the index by type a
+//! session's first commit builds, then with the text index a search builds. The sample graph is `cks_core::sample::random_graph`, half nodes and half relations.
 //!
 //! `cargo run --release -p cks-core --example structure_memory -- 100000`
 
@@ -29,6 +29,8 @@ fn main() {
     let before = live();
     let structure = json::parse_str(&text).expect("sample parses");
     let structure_bytes = live() - before;
+    let _ = structure.objects_of_type("Concept");
+    let kinds_bytes = live() - before;
     let _ = structure.text_index();
     let searched_bytes = live() - before;
 
@@ -43,5 +45,6 @@ fn main() {
         structure_bytes,
         per_object(structure_bytes)
     );
+    println!("and with the type index:  {:>12} bytes, {:>7.0} per object", kinds_bytes, per_object(kinds_bytes));
     println!("and with the text index:  {:>12} bytes, {:>7.0} per object", searched_bytes, per_object(searched_bytes));
 }

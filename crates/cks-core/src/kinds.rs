@@ -5,16 +5,17 @@
 //! then cost what those kinds hold, not the whole graph.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::object::KnowledgeObject;
-use crate::structure::{IdHasher, KnowledgeStructure};
+use crate::structure::{ById, IdHasher, KnowledgeStructure};
 
-type Ids = HashSet<String, IdHasher>;
+type Objects = HashSet<ById<Arc<KnowledgeObject>>, IdHasher>;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct KindIndex {
-    by_type: HashMap<String, Ids, IdHasher>,
-    by_relation_type: HashMap<String, Ids, IdHasher>,
+    by_type: HashMap<String, Objects, IdHasher>,
+    by_relation_type: HashMap<String, Objects, IdHasher>,
 }
 
 impl KindIndex {
@@ -26,12 +27,11 @@ impl KindIndex {
         index
     }
 
-    pub(crate) fn insert(&mut self, object: &KnowledgeObject) {
-        let id = object.id().to_owned();
+    pub(crate) fn insert(&mut self, object: &Arc<KnowledgeObject>) {
         if let Some(relation) = object.relation() {
-            self.by_relation_type.entry(relation.relation_type.to_owned()).or_default().insert(id.clone());
+            self.by_relation_type.entry(relation.relation_type.to_owned()).or_default().insert(ById(object.clone()));
         }
-        self.by_type.entry(object.identity.r#type.clone()).or_default().insert(id);
+        self.by_type.entry(object.identity.r#type.clone()).or_default().insert(ById(object.clone()));
     }
 
     pub(crate) fn remove(&mut self, object: &KnowledgeObject) {
@@ -43,15 +43,21 @@ impl KindIndex {
     }
 
     pub(crate) fn of_type(&self, ty: &str) -> impl Iterator<Item = &str> + '_ {
-        self.by_type.get(ty).into_iter().flatten().map(String::as_str)
+        self.by_type.get(ty).into_iter().flatten().map(ById::id)
+    }
+
+    /// Every object held, once per kind it is indexed under.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> impl Iterator<Item = &Arc<KnowledgeObject>> + '_ {
+        self.by_type.values().chain(self.by_relation_type.values()).flatten().map(|held| &held.0)
     }
 
     pub(crate) fn of_relation_type(&self, relation_type: &str) -> impl Iterator<Item = &str> + '_ {
-        self.by_relation_type.get(relation_type).into_iter().flatten().map(String::as_str)
+        self.by_relation_type.get(relation_type).into_iter().flatten().map(ById::id)
     }
 }
 
-fn remove(index: &mut HashMap<String, Ids, IdHasher>, key: &str, id: &str) {
+fn remove(index: &mut HashMap<String, Objects, IdHasher>, key: &str, id: &str) {
     if let Some(ids) = index.get_mut(key) {
         ids.remove(id);
         if ids.is_empty() {

@@ -11,8 +11,10 @@
 //! Mutations go through [`KnowledgeStructure::put`] and [`KnowledgeStructure::remove`], which record
 //! [`Change`]s; a [`ChangeSet`] can be undone exactly (positions included) or replayed elsewhere.
 
-use indexmap::IndexMap;
+use indexmap::{IndexMap, IndexSet};
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
@@ -36,6 +38,44 @@ impl Entry {
     pub fn from_shared(object: Arc<KnowledgeObject>) -> Self {
         let hash = object_hash(&object);
         Entry { object, hash }
+    }
+}
+
+impl AsRef<KnowledgeObject> for Entry {
+    fn as_ref(&self) -> &KnowledgeObject {
+        &self.object
+    }
+}
+
+/// An object (or an entry) as an index holds it: hashed, compared and found by the object's id, so
+/// the index keeps no copy of the id.
+#[derive(Clone, Debug)]
+pub(crate) struct ById<T>(pub(crate) T);
+
+impl<T: AsRef<KnowledgeObject>> ById<T> {
+    pub(crate) fn id(&self) -> &str {
+        self.0.as_ref().id()
+    }
+}
+
+impl<T: AsRef<KnowledgeObject>> PartialEq for ById<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl<T: AsRef<KnowledgeObject>> Eq for ById<T> {}
+
+impl<T: AsRef<KnowledgeObject>> Hash for ById<T> {
+    // As `str` hashes, which `Borrow<str>` requires: indexes are searched by id.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id().hash(state);
+    }
+}
+
+impl<T: AsRef<KnowledgeObject>> Borrow<str> for ById<T> {
+    fn borrow(&self) -> &str {
+        self.id()
     }
 }
 
@@ -113,7 +153,7 @@ type RelationIndex = HashMap<String, Vec<Arc<KnowledgeObject>>, IdHasher>;
 /// An ordered set of knowledge objects with unique ids.
 #[derive(Debug, Default)]
 pub struct KnowledgeStructure {
-    objects: IndexMap<String, Entry, IdHasher>,
+    objects: IndexSet<ById<Entry>, IdHasher>,
     /// participant id → relations naming it (each relation listed once per participant id).
     incidence: RelationIndex,
     /// `derives` source id → the binary `derives` relations leaving it.
@@ -147,7 +187,7 @@ impl PartialEq for KnowledgeStructure {
     /// Same objects in the same order.
     fn eq(&self, other: &Self) -> bool {
         self.objects.len() == other.objects.len()
-            && self.objects.values().zip(other.objects.values()).all(|(a, b)| a.hash == b.hash && a.object == b.object)
+            && self.entries().zip(other.entries()).all(|(a, b)| a.hash == b.hash && a.object == b.object)
     }
 }
 
@@ -174,15 +214,15 @@ impl KnowledgeStructure {
     }
 
     pub fn get(&self, id: &str) -> Option<&Arc<KnowledgeObject>> {
-        self.objects.get(id).map(|e| &e.object)
+        self.objects.get(id).map(|slot| &slot.0.object)
     }
 
     pub fn entry(&self, id: &str) -> Option<&Entry> {
-        self.objects.get(id)
+        self.objects.get(id).map(|slot| &slot.0)
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.objects.contains_key(id)
+        self.objects.contains(id)
     }
 
     pub fn index_of(&self, id: &str) -> Option<usize> {
@@ -191,16 +231,16 @@ impl KnowledgeStructure {
 
     /// The entry at a position in canonical order.
     pub fn entry_at(&self, position: usize) -> Option<&Entry> {
-        self.objects.get_index(position).map(|(_, e)| e)
+        self.objects.get_index(position).map(|slot| &slot.0)
     }
 
     /// Objects in canonical (insertion) order.
     pub fn objects(&self) -> impl ExactSizeIterator<Item = &Arc<KnowledgeObject>> + '_ {
-        self.objects.values().map(|e| &e.object)
+        self.objects.iter().map(|slot| &slot.0.object)
     }
 
     pub fn entries(&self) -> impl ExactSizeIterator<Item = &Entry> + '_ {
-        self.objects.values()
+        self.objects.iter().map(|slot| &slot.0)
     }
 
     /// Relations in canonical order.
@@ -230,7 +270,7 @@ impl KnowledgeStructure {
     /// Root hash recomputed from scratch; used by tests and reconstruction checks.
     pub fn root_hash_from_scratch(&self) -> ContentHash {
         let mut acc = RootAccumulator::default();
-        for entry in self.objects.values() {
+        for entry in self.entries() {
             acc.insert(&object_hash(&entry.object));
         }
         acc.root()
@@ -243,7 +283,7 @@ impl KnowledgeStructure {
 
     /// The object with this id, its position and its id as stored.
     pub fn entry_full(&self, id: &str) -> Option<(usize, &str, &Entry)> {
-        self.objects.get_full(id).map(|(position, id, entry)| (position, id.as_str(), entry))
+        self.objects.get_full(id).map(|(position, slot)| (position, slot.0.object.id(), &slot.0))
     }
 
     /// The text index of this structure's searchable objects, built on first use and kept up to
@@ -274,30 +314,26 @@ impl KnowledgeStructure {
     }
 
     fn in_order<'a>(&'a self, ids: impl Iterator<Item = &'a str>) -> Vec<&'a Arc<KnowledgeObject>> {
-        let mut found: Vec<(usize, &Arc<KnowledgeObject>)> = ids
-            .filter_map(|id| self.objects.get_full(id).map(|(position, _, entry)| (position, &entry.object)))
-            .collect();
+        let mut found: Vec<(usize, &Arc<KnowledgeObject>)> =
+            ids.filter_map(|id| self.objects.get_full(id).map(|(position, slot)| (position, &slot.0.object))).collect();
         found.sort_unstable_by_key(|(position, _)| *position);
         found.into_iter().map(|(_, object)| object).collect()
     }
 
     /// All object ids, in order.
     pub fn ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.objects.keys().map(String::as_str)
+        self.objects.iter().map(ById::id)
     }
 
     /// Appends an object whose id is new (loading a document: no change is recorded).
     pub(crate) fn insert_new(&mut self, object: KnowledgeObject) -> Result<(), StructureError> {
         object.check_relation_shape()?;
         let entry = Entry::new(object);
-        match self.objects.entry(entry.object.identity.id.clone()) {
-            indexmap::map::Entry::Occupied(_) => Err(StructureError::DuplicateId(entry.object.identity.id.clone())),
-            indexmap::map::Entry::Vacant(slot) => {
-                slot.insert(entry.clone());
-                self.index_insert(&entry);
-                Ok(())
-            }
+        if !self.objects.insert(ById(entry.clone())) {
+            return Err(StructureError::DuplicateId(entry.object.identity.id.clone()));
         }
+        self.index_insert(&entry);
+        Ok(())
     }
 
     /// Inserts a new object at the end, or replaces an existing one in place.
@@ -309,13 +345,8 @@ impl KnowledgeStructure {
 
     /// Like [`Self::put`] for an entry whose shape was already checked and hash computed.
     pub fn put_entry(&mut self, entry: Entry, log: &mut ChangeSet) {
-        let (index, previous) = match self.objects.get_full_mut(entry.object.id()) {
-            Some((index, _, slot)) => (index, Some(std::mem::replace(slot, entry.clone()))),
-            None => {
-                let (index, _) = self.objects.insert_full(entry.object.identity.id.clone(), entry.clone());
-                (index, None)
-            }
-        };
+        let (index, previous) = self.objects.replace_full(ById(entry.clone()));
+        let previous = previous.map(|slot| slot.0);
         // The old version leaves the indexes before the new one enters (as in `undo`): an id is
         // never indexed twice.
         if let Some(previous) = &previous {
@@ -328,7 +359,7 @@ impl KnowledgeStructure {
     /// Removes one object (no cascade); returns whether it existed.
     pub fn remove(&mut self, id: &str, log: &mut ChangeSet) -> bool {
         match self.objects.shift_remove_full(id) {
-            Some((index, _, previous)) => {
+            Some((index, ById(previous))) => {
                 self.index_remove(&previous);
                 log.changes.push(Change::Remove { index, previous });
                 true
@@ -375,7 +406,8 @@ impl KnowledgeStructure {
                 Change::Put { index, previous: Some(previous), current } => {
                     self.index_remove(&current);
                     self.index_insert(&previous);
-                    self.objects[index] = previous;
+                    let (at, _) = self.objects.replace_full(ById(previous));
+                    debug_assert_eq!(at, index, "a replaced object keeps its position");
                 }
                 Change::Put { previous: None, current, .. } => {
                     self.index_remove(&current);
@@ -383,7 +415,7 @@ impl KnowledgeStructure {
                 }
                 Change::Remove { index, previous } => {
                     self.index_insert(&previous);
-                    self.objects.shift_insert(index, previous.object.identity.id.clone(), previous);
+                    self.objects.shift_insert(index, ById(previous));
                 }
             }
         }
@@ -694,6 +726,7 @@ mod tests {
                 }
                 prop_assert_eq!(s.text_index(), &TextIndex::build(&s));
                 prop_assert_eq!(s.kind_index(), &KindIndex::build(&s));
+                prop_assert!(s.kind_index().held().all(|o| s.get(o.id()).is_some_and(|now| Arc::ptr_eq(o, now))));
                 let mut replayed = checkpoint.clone();
                 replayed.apply_delta(&log.to_delta()).unwrap();
                 prop_assert_eq!(&replayed, &s);
