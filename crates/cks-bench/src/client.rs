@@ -222,6 +222,20 @@ impl McpClient {
         tool_result(name, &result)
     }
 
+    /// Calls a tool and returns the text of `content[0]` once the answer is read and known not to
+    /// be a failure (as for [`Self::call_tool`]), without building a value of the text: what a
+    /// client waits for that hands the text on, as MCP clients hand it to a model. Timing a call
+    /// that answers a large document then times the answer, not this client decoding it.
+    pub(crate) async fn call_tool_text(&mut self, name: &str, arguments: Value) -> Result<String, CallError> {
+        let mut result = self.request("tools/call", json!({"name": name, "arguments": arguments})).await?;
+        let text = match result["content"][0]["text"].take() {
+            Value::String(text) => text,
+            _ => String::new(),
+        };
+        check_tool_result(name, &result, &text)?;
+        Ok(text)
+    }
+
     /// Hands the connection to a [`ConcurrentClient`] (after `initialize`).
     pub(crate) fn into_concurrent(mut self) -> ConcurrentClient {
         let pending: Pending = Arc::default();
@@ -299,7 +313,7 @@ impl McpClient {
                 self.broken = true;
                 return Err(CallError::Failed("the server closed its stdout".into()));
             };
-            let Ok(message) = serde_json::from_str::<Value>(&message) else { continue };
+            let Ok(mut message) = serde_json::from_str::<Value>(&message) else { continue };
             if message.get("method").is_some() {
                 if let Some(request_id) = message.get("id").cloned() {
                     let refusal = json!({"jsonrpc": "2.0", "id": request_id,
@@ -314,7 +328,7 @@ impl McpClient {
             if let Some(error) = message.get("error") {
                 return Err(CallError::Failed(format!("JSON-RPC error: {error}")));
             }
-            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+            return Ok(message.get_mut("result").map_or(Value::Null, Value::take));
         }
     }
 
@@ -369,15 +383,45 @@ impl McpClient {
 /// `error` member, or `isError`, is a failure.
 fn tool_result(name: &str, result: &Value) -> Result<Value, CallError> {
     let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    flagged_as_error(name, result, text)?;
     let value: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
-    if result["isError"].as_bool() == Some(true) {
-        return Err(CallError::Failed(format!("{name}: isError: {}", truncate(text, 300))));
+    match value.get("error") {
+        Some(error) => Err(failed(name, error, value.get("message"))),
+        None => Ok(value),
     }
-    if let Some(error) = value.get("error") {
-        let message = value.get("message").and_then(Value::as_str).unwrap_or_default();
-        return Err(CallError::Failed(format!("{name}: {error}: {}", truncate(message, 300))));
+}
+
+/// The members of a tool's result object that say it failed; the others are skipped unread.
+#[derive(serde::Deserialize)]
+struct FailureProbe {
+    error: Option<Value>,
+    message: Option<Value>,
+}
+
+/// Whether a tool's answer (`result`, its text taken out as `text`) is a failure, as
+/// [`tool_result`] judges, without building a value of the text.
+fn check_tool_result(name: &str, result: &Value, text: &str) -> Result<(), CallError> {
+    flagged_as_error(name, result, text)?;
+    // Only an object can fail (a derived struct would also read a list, by position).
+    if !text.trim_start().starts_with('{') {
+        return Ok(());
     }
-    Ok(value)
+    match serde_json::from_str::<FailureProbe>(text) {
+        Ok(FailureProbe { error: Some(error), message }) => Err(failed(name, &error, message.as_ref())),
+        _ => Ok(()),
+    }
+}
+
+fn flagged_as_error(name: &str, result: &Value, text: &str) -> Result<(), CallError> {
+    match result["isError"].as_bool() {
+        Some(true) => Err(CallError::Failed(format!("{name}: isError: {}", truncate(text, 300)))),
+        _ => Ok(()),
+    }
+}
+
+fn failed(name: &str, error: &Value, message: Option<&Value>) -> CallError {
+    let message = message.and_then(Value::as_str).unwrap_or_default();
+    CallError::Failed(format!("{name}: {error}: {}", truncate(message, 300)))
 }
 
 /// `message` as one line, or with a `Content-Length:` header when it is longer than `content_length_over`.
@@ -693,6 +737,32 @@ mod tests {
         }
         assert_eq!(read, vec![big, small, json!({"id": 3})]);
         assert!(read_message(&mut BufReader::new(&b"Content-Length: 9\r\n\r\n{}"[..]), &mut line).await.is_err());
+    }
+
+    #[test]
+    fn a_failure_is_seen_with_or_without_decoding_the_text() {
+        let answer =
+            |text: &str, is_error: bool| json!({"content": [{"type": "text", "text": text}], "isError": is_error});
+        let document = json!({"format": "json", "data": "{\"error\": \"inside the data\"}"}).to_string();
+        let cases = [
+            (document.as_str(), false, None),
+            ("plain text", false, None),
+            ("[1, 2]", false, None),
+            (r#"{"error": "session_not_found", "message": "no such session"}"#, false, Some("no such session")),
+            (r#"{"error": "bad", "message": 3}"#, false, Some("bad")),
+            ("anything", true, Some("isError")),
+        ];
+        for (text, is_error, failure) in cases {
+            let result = answer(text, is_error);
+            let decoded = tool_result("t", &result).err().map(|e| e.to_string());
+            let probed = check_tool_result("t", &result, text).err().map(|e| e.to_string());
+            assert_eq!(decoded, probed, "{text}");
+            match failure {
+                Some(part) => assert!(probed.as_deref().is_some_and(|m| m.contains(part)), "{text}: {probed:?}"),
+                None => assert_eq!(probed, None, "{text}"),
+            }
+        }
+        assert_eq!(tool_result("t", &answer(&document, false)).unwrap()["format"], "json");
     }
 
     #[test]

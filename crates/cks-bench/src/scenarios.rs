@@ -867,10 +867,13 @@ impl<'a> Bench<'a> {
                         break;
                     }
                     let started = Instant::now();
-                    match client.call_tool(tool, args.clone()).await {
-                        Ok(result) => {
+                    // Timed until the answer is read and known to be no failure; a client that
+                    // goes on to decode a 1M-object document is not the server's time.
+                    match client.call_tool_text(tool, args.clone()).await {
+                        Ok(text) => {
                             samples.push(ms(started.elapsed()));
                             if measurement == "list_versions" {
+                                let result: Value = serde_json::from_str(&text).unwrap_or_default();
                                 let n = result["versions"].as_array().map_or(0, Vec::len);
                                 note = Some(format!("{n} versions listed"));
                             }
