@@ -142,12 +142,16 @@ async fn a_run_goes_through_its_four_steps_survives_restarts_and_a_kill_mid_step
     // Killed while the Researcher waits for the model: the next server's pipeline takes the task
     // over once its lease ends, and the run completes with the object researched once.
     provider.push(Reply::Delay(Duration::from_secs(30), Box::new(Reply::Text("Too late.".into()))));
+    let asked_before = provider.requests().len();
     let moon = mcp.call("start_pipeline", json!({"session_id": session, "object_ids": ["moon"]})).await;
     wait(&mut mcp, "the pipeline to take the task", async |mcp| {
         mcp.call("process_status", json!({"process_kind": "pipeline"})).await["current_task_type"]
             == "pipeline_research_request"
     })
     .await;
+    // Killed only once the question has reached the model (the delayed reply is then this
+    // server's, not the next one's).
+    wait(&mut mcp, "the Researcher to ask the model", async |_| provider.requests().len() > asked_before).await;
     mcp.child.kill().await.unwrap();
     drop(mcp);
     provider.push_all([
