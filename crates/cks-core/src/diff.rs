@@ -247,7 +247,7 @@ pub fn summarize_from(base: Base<'_>, target: &KnowledgeStructure) -> DiffSummar
             (Some(_), false) => &mut summary.modified_objects,
             (Some(_), true) => &mut summary.modified_relations,
         };
-        list.push(object.identity.id.clone());
+        list.push(object.identity.id.to_string());
     };
     let source = BaseView::new(base, target);
     let removed: Vec<&KnowledgeObject> = match base {
@@ -273,7 +273,7 @@ pub fn summarize_from(base: Base<'_>, target: &KnowledgeStructure) -> DiffSummar
     };
     for object in removed {
         let list = if object.is_relation() { &mut summary.removed_relations } else { &mut summary.removed_objects };
-        list.push(object.identity.id.clone());
+        list.push(object.identity.id.to_string());
     }
     summary
 }

@@ -8,6 +8,7 @@
 //! as it is for `serde_json::Map`. Nested objects inside the values stay `serde_json` maps: they
 //! are rarer, and clients hand them over as they are.
 
+use compact_str::CompactString;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -17,8 +18,9 @@ use std::fmt;
 /// An object's `structure`: a map from keys to JSON values, in key order.
 #[derive(Clone, Default, PartialEq)]
 pub struct Structure {
-    /// Sorted by key, keys unique.
-    entries: Vec<(String, Value)>,
+    /// Sorted by key, keys unique. Keys are short and repeat across objects: held inline, they
+    /// cost no allocation of their own.
+    entries: Vec<(CompactString, Value)>,
 }
 
 impl Structure {
@@ -51,11 +53,11 @@ impl Structure {
     }
 
     /// Sets `key` to `value`; returns the value it replaces.
-    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
-        match self.position(&key) {
+    pub fn insert(&mut self, key: &str, value: Value) -> Option<Value> {
+        match self.position(key) {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
-                self.entries.insert(i, (key, value));
+                self.entries.insert(i, (key.into(), value));
                 None
             }
         }
@@ -70,8 +72,8 @@ impl Structure {
         Iter(self.entries.iter())
     }
 
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator + '_ {
-        self.entries.iter().map(|(k, _)| k)
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
+        self.entries.iter().map(|(k, _)| k.as_str())
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &Value> + ExactSizeIterator + '_ {
@@ -80,16 +82,16 @@ impl Structure {
 
     /// The same entries as a `serde_json` map (for building JSON values).
     pub fn to_map(&self) -> Map<String, Value> {
-        self.entries.iter().cloned().collect()
+        self.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect()
     }
 
     /// Builds from entries in any order; of two entries with one key the later wins, as when
     /// `serde_json` reads an object with a repeated key.
-    fn from_entries(mut entries: Vec<(String, Value)>) -> Self {
+    fn from_entries(mut entries: Vec<(CompactString, Value)>) -> Self {
         if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
             // A stable sort keeps repeated keys in input order; the last of each run is kept.
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut unique: Vec<(String, Value)> = Vec::with_capacity(entries.len());
+            let mut unique: Vec<(CompactString, Value)> = Vec::with_capacity(entries.len());
             for entry in entries {
                 match unique.last_mut() {
                     Some(last) if last.0 == entry.0 => *last = entry,
@@ -106,13 +108,13 @@ impl Structure {
 
 /// An iterator over a [`Structure`]'s entries, in key order.
 #[derive(Clone, Debug)]
-pub struct Iter<'a>(std::slice::Iter<'a, (String, Value)>);
+pub struct Iter<'a>(std::slice::Iter<'a, (CompactString, Value)>);
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a String, &'a Value);
+    type Item = (&'a str, &'a Value);
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(k, v)| (k, v))
+        self.0.next().map(|(k, v)| (k.as_str(), v))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -122,14 +124,14 @@ impl<'a> Iterator for Iter<'a> {
 
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(|(k, v)| (k, v))
+        self.0.next_back().map(|(k, v)| (k.as_str(), v))
     }
 }
 
 impl ExactSizeIterator for Iter<'_> {}
 
 impl<'a> IntoIterator for &'a Structure {
-    type Item = (&'a String, &'a Value);
+    type Item = (&'a str, &'a Value);
     type IntoIter = Iter<'a>;
 
     fn into_iter(self) -> Iter<'a> {
@@ -139,16 +141,32 @@ impl<'a> IntoIterator for &'a Structure {
 
 impl IntoIterator for Structure {
     type Item = (String, Value);
-    type IntoIter = std::vec::IntoIter<(String, Value)>;
+    type IntoIter = IntoIter;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+    fn into_iter(self) -> IntoIter {
+        IntoIter(self.entries.into_iter())
     }
 }
 
-impl FromIterator<(String, Value)> for Structure {
-    fn from_iter<I: IntoIterator<Item = (String, Value)>>(entries: I) -> Self {
-        Structure::from_entries(entries.into_iter().collect())
+/// The entries of a [`Structure`], taken in key order.
+#[derive(Debug)]
+pub struct IntoIter(std::vec::IntoIter<(CompactString, Value)>);
+
+impl Iterator for IntoIter {
+    type Item = (String, Value);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(k, v)| (k.into_string(), v))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl<K: Into<CompactString>> FromIterator<(K, Value)> for Structure {
+    fn from_iter<I: IntoIterator<Item = (K, Value)>>(entries: I) -> Self {
+        Structure::from_entries(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 }
 
@@ -160,7 +178,7 @@ impl From<Map<String, Value>> for Structure {
 
 impl From<Structure> for Map<String, Value> {
     fn from(structure: Structure) -> Self {
-        structure.entries.into_iter().collect()
+        structure.into_iter().collect()
     }
 }
 
@@ -172,7 +190,7 @@ impl From<Structure> for Value {
 
 impl PartialEq<Map<String, Value>> for Structure {
     fn eq(&self, other: &Map<String, Value>) -> bool {
-        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b)
+        self.len() == other.len() && self.iter().zip(other).all(|((k, v), (ok, ov))| k == ok && v == ov)
     }
 }
 
@@ -215,8 +233,8 @@ impl<'de> Deserialize<'de> for Structure {
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Structure, A::Error> {
                 // JSON gives no count: a vector grown entry by entry and then shrunk to fit would
                 // be reallocated twice or more per object, so the entries wait on the stack.
-                let mut gathered: SmallVec<[(String, Value); 8]> = SmallVec::new();
-                while let Some(entry) = access.next_entry::<String, Value>()? {
+                let mut gathered: SmallVec<[(CompactString, Value); 8]> = SmallVec::new();
+                while let Some(entry) = access.next_entry::<CompactString, Value>()? {
                     gathered.push(entry);
                 }
                 let mut entries = Vec::with_capacity(gathered.len());
@@ -235,16 +253,16 @@ mod tests {
     use serde_json::json;
 
     fn keys(structure: &Structure) -> Vec<&str> {
-        structure.keys().map(String::as_str).collect()
+        structure.keys().collect()
     }
 
     #[test]
     fn keeps_keys_sorted_and_unique_through_inserts_and_removals() {
         let mut structure = Structure::new();
-        assert_eq!(structure.insert("b".into(), json!(1)), None);
-        assert_eq!(structure.insert("a".into(), json!(2)), None);
-        assert_eq!(structure.insert("c".into(), json!(3)), None);
-        assert_eq!(structure.insert("b".into(), json!(4)), Some(json!(1)));
+        assert_eq!(structure.insert("b", json!(1)), None);
+        assert_eq!(structure.insert("a", json!(2)), None);
+        assert_eq!(structure.insert("c", json!(3)), None);
+        assert_eq!(structure.insert("b", json!(4)), Some(json!(1)));
         assert_eq!(keys(&structure), ["a", "b", "c"]);
         assert_eq!(structure.get("b"), Some(&json!(4)));
         assert_eq!(structure.remove("a"), Some(json!(2)));

@@ -81,11 +81,15 @@ fn write_map(hasher: &mut Sha256, map: &serde_json::Map<String, Value>) {
 
 /// Both `serde_json::Map` (a B-tree) and [`crate::Structure`] iterate in key order, which is byte
 /// order for UTF-8 strings.
-fn write_entries<'a>(hasher: &mut Sha256, len: usize, entries: impl IntoIterator<Item = (&'a String, &'a Value)>) {
+fn write_entries<'a, K: AsRef<str> + ?Sized + 'a>(
+    hasher: &mut Sha256,
+    len: usize,
+    entries: impl IntoIterator<Item = (&'a K, &'a Value)>,
+) {
     hasher.update(b"{");
     write_len(hasher, len);
     for (key, value) in entries {
-        write_str(hasher, key);
+        write_str(hasher, key.as_ref());
         write_value(hasher, value);
     }
 }

@@ -209,9 +209,11 @@ impl Builder {
 mod streaming {
     use std::fmt;
 
+    use compact_str::CompactString;
     use serde::Deserialize;
     use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
     use serde_json::{Map, Value};
+    use smallvec::SmallVec;
 
     use super::{
         Builder, Identity, KnowledgeObject, KnowledgeStructure, MIN_READER_KEY, ParseError, Structure,
@@ -480,7 +482,7 @@ mod streaming {
         fn into_value(self) -> Value {
             match self {
                 IdentityPart::Decoded(Identity { id, r#type, name }) => {
-                    serde_json::json!({"id": id, "type": r#type, "name": name})
+                    serde_json::json!({"id": id.as_str(), "type": r#type.as_str(), "name": name.as_str()})
                 }
                 IdentityPart::Raw(value) => value,
             }
@@ -504,23 +506,90 @@ mod streaming {
 
         not_an_object!(IdentityPart::Raw(Value::Null));
 
-        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<IdentityPart, A::Error> {
-            // Read like a structure: a few entries in key order, the last of a repeated key kept.
-            let fields = Structure::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-            let mut entries = fields.into_iter();
-            Ok(match (entries.next(), entries.next(), entries.next(), entries.next()) {
-                (
-                    Some((id_key, Value::String(id))),
-                    Some((name_key, Value::String(name))),
-                    Some((type_key, Value::String(r#type))),
-                    None,
-                ) if (id_key.as_str(), name_key.as_str(), type_key.as_str()) == ("id", "name", "type") => {
-                    IdentityPart::Decoded(Identity { id, r#type, name })
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IdentityPart, A::Error> {
+            // Of a repeated key the last is kept, as for a structure.
+            let mut fields: SmallVec<[(CompactString, IdentityField); 3]> = SmallVec::new();
+            while let Some((key, value)) = map.next_entry::<CompactString, IdentityField>()? {
+                match fields.iter_mut().find(|(k, _)| *k == key) {
+                    Some(field) => field.1 = value,
+                    None => fields.push((key, value)),
                 }
-                (first, second, third, fourth) => IdentityPart::Raw(Value::Object(
-                    [first, second, third, fourth].into_iter().flatten().chain(entries).collect(),
-                )),
-            })
+            }
+            let text = |name: &str| fields.iter().position(|(k, v)| k == name && matches!(v, IdentityField::Text(_)));
+            if let (3, Some(id), Some(r#type), Some(name)) = (fields.len(), text("id"), text("type"), text("name")) {
+                let mut take = |i: usize| match std::mem::replace(&mut fields[i].1, IdentityField::Other(Value::Null)) {
+                    IdentityField::Text(text) => text,
+                    IdentityField::Other(_) => unreachable!("checked to be text above"),
+                };
+                return Ok(IdentityPart::Decoded(Identity { id: take(id), r#type: take(r#type), name: take(name) }));
+            }
+            Ok(IdentityPart::Raw(Value::Object(
+                fields.into_iter().map(|(key, value)| (key.into_string(), value.into_value())).collect(),
+            )))
+        }
+    }
+
+    /// One value of an identity: a string decoded straight into the identity's form (inline when
+    /// short, without a `String` first), or any other JSON value, kept for the error it causes.
+    enum IdentityField {
+        Text(CompactString),
+        Other(Value),
+    }
+
+    impl IdentityField {
+        fn into_value(self) -> Value {
+            match self {
+                IdentityField::Text(text) => Value::String(text.into_string()),
+                IdentityField::Other(value) => value,
+            }
+        }
+    }
+
+    impl<'de> Deserialize<'de> for IdentityField {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_any(IdentityFieldVisitor)
+        }
+    }
+
+    struct IdentityFieldVisitor;
+
+    impl<'de> Visitor<'de> for IdentityFieldVisitor {
+        type Value = IdentityField;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<IdentityField, E> {
+            Ok(IdentityField::Text(text.into()))
+        }
+
+        fn visit_bool<E: serde::de::Error>(self, value: bool) -> Result<IdentityField, E> {
+            Ok(IdentityField::Other(value.into()))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<IdentityField, E> {
+            Ok(IdentityField::Other(value.into()))
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<IdentityField, E> {
+            Ok(IdentityField::Other(value.into()))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<IdentityField, E> {
+            Ok(IdentityField::Other(value.into()))
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<IdentityField, E> {
+            Ok(IdentityField::Other(Value::Null))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<IdentityField, A::Error> {
+            Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq)).map(IdentityField::Other)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<IdentityField, A::Error> {
+            Value::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(IdentityField::Other)
         }
     }
 
@@ -583,7 +652,7 @@ fn parse_identity(index: usize, mut identity: Map<String, Value>) -> Result<Iden
     };
     let (id, r#type, name) = (take("id")?, take("type")?, take("name")?);
     match (id, r#type, name) {
-        (Value::String(id), Value::String(r#type), Value::String(name)) => Ok(Identity { id, r#type, name }),
+        (Value::String(id), Value::String(r#type), Value::String(name)) => Ok(Identity::new(id, r#type, name)),
         _ => Err(ParseError::IdentityFieldNotString { index }),
     }
 }
@@ -964,7 +1033,7 @@ mod tests {
                 let mut log = ChangeSet::default();
                 for (id, extra) in ids.iter().zip(extras) {
                     let mut object = KnowledgeObject::clone(s.get(id).unwrap());
-                    object.structure.insert("extra".into(), extra);
+                    object.structure.insert("extra", extra);
                     s.put(object, &mut log).unwrap();
                 }
                 let pretty = parse_str(&to_canonical_string(&s)).unwrap();

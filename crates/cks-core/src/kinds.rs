@@ -31,7 +31,7 @@ impl KindIndex {
         if let Some(relation) = object.relation() {
             self.by_relation_type.entry(relation.relation_type.to_owned()).or_default().insert(ById(object.clone()));
         }
-        self.by_type.entry(object.identity.r#type.clone()).or_default().insert(ById(object.clone()));
+        self.by_type.entry(object.identity.r#type.to_string()).or_default().insert(ById(object.clone()));
     }
 
     pub(crate) fn remove(&mut self, object: &KnowledgeObject) {

@@ -257,7 +257,7 @@ fn drop_dangling(structure: &mut KnowledgeStructure) -> Vec<String> {
         .filter(|r| {
             r.relation().is_some_and(|view| view.participants.iter().any(|p| !structure.contains(p) && *p != r.id()))
         })
-        .map(|r| r.identity.id.clone())
+        .map(|r| r.identity.id.to_string())
         .collect();
     while let Some(id) = pending.pop() {
         if dropped.insert(id.clone()) {
@@ -450,7 +450,7 @@ mod tests {
         assert_eq!(err, MergeError::ResolutionNotNeeded("a".into()));
 
         let mut bad = relation("c", &["a", "b"], "supports");
-        bad.structure.insert("participants".into(), json!(["a"]));
+        bad.structure.insert("participants", json!(["a"]));
         let err = merge(&base, &a, &b, &Resolutions::from([("c".to_owned(), Resolution::Object(bad))])).unwrap_err();
         assert_eq!(
             err.to_string(),

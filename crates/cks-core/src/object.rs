@@ -4,6 +4,7 @@
 //! An object *is a relation* when its structure holds both `participants` and `relation_type`;
 //! relations are hyperedges, so every participant reaches every other participant in one hop.
 
+use compact_str::CompactString;
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -16,16 +17,17 @@ pub const RELATION_TYPE: &str = "relation_type";
 /// The relation type with semantic meaning: `derives` edges are (source, target) and must be acyclic.
 pub const DERIVES: &str = "derives";
 
-/// The three identity strings of an object.
+/// The three identity strings of an object. Each is held inline up to 24 bytes (most ids and
+/// type names, many names), without an allocation of its own.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Identity {
-    pub id: String,
-    pub r#type: String,
-    pub name: String,
+    pub id: CompactString,
+    pub r#type: CompactString,
+    pub name: CompactString,
 }
 
 impl Identity {
-    pub fn new(id: impl Into<String>, r#type: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(id: impl Into<CompactString>, r#type: impl Into<CompactString>, name: impl Into<CompactString>) -> Self {
         Identity { id: id.into(), r#type: r#type.into(), name: name.into() }
     }
 }
@@ -96,7 +98,7 @@ impl KnowledgeObject {
         if !self.is_relation() {
             return Ok(());
         }
-        let id = || self.identity.id.clone();
+        let id = || self.identity.id.to_string();
         let participants = match &self.structure[PARTICIPANTS] {
             Value::Array(items) if items.iter().all(Value::is_string) => items.len(),
             _ => return Err(RelationShapeError::ParticipantsNotStrings { id: id() }),
@@ -114,9 +116,9 @@ impl KnowledgeObject {
     /// The object's canonical JSON value: `{"identity": {...}, "structure": {...}}`.
     pub fn to_value(&self) -> Value {
         let mut identity = Map::new();
-        identity.insert("id".into(), Value::String(self.identity.id.clone()));
-        identity.insert("name".into(), Value::String(self.identity.name.clone()));
-        identity.insert("type".into(), Value::String(self.identity.r#type.clone()));
+        identity.insert("id".into(), Value::String(self.identity.id.to_string()));
+        identity.insert("name".into(), Value::String(self.identity.name.to_string()));
+        identity.insert("type".into(), Value::String(self.identity.r#type.to_string()));
         let mut object = Map::new();
         object.insert("identity".into(), Value::Object(identity));
         object.insert("structure".into(), Value::Object(self.structure.to_map()));

@@ -203,11 +203,11 @@ impl<'a> Fields<'a> {
             return Err(OperationErrorKind::InvalidIdentity(format!("unknown field(s): {}", unknown.join(", "))));
         }
         let field = |name: &str| match identity.get(name) {
-            Some(Value::String(s)) => Ok(s.clone()),
+            Some(Value::String(s)) => Ok(s.as_str()),
             Some(_) => Err(OperationErrorKind::InvalidIdentity(format!("'{name}' must be a string"))),
             None => Err(OperationErrorKind::InvalidIdentity(format!("missing field '{name}'"))),
         };
-        Ok(Identity { id: field("id")?, r#type: field("type")?, name: field("name")? })
+        Ok(Identity::new(field("id")?, field("type")?, field("name")?))
     }
 }
 
@@ -247,7 +247,7 @@ impl Operation {
                     Value::Array(items) => {
                         items.iter().map(|p| p.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>().ok_or(
                             OperationErrorKind::RelationShape(RelationShapeError::ParticipantsNotStrings {
-                                id: identity.id.clone(),
+                                id: identity.id.to_string(),
                             }),
                         )?
                     }
@@ -290,7 +290,7 @@ impl Operation {
                 let identity = fields.identity()?;
                 let structure = fields.object("structure", false)?;
                 if identity.r#type != "InferenceStep" {
-                    return Err(OperationErrorKind::NotAnInferenceStep(identity.r#type));
+                    return Err(OperationErrorKind::NotAnInferenceStep(identity.r#type.into()));
                 }
                 if !truthy(structure.get("conclusion")) {
                     return Err(OperationErrorKind::MissingConclusionField);
@@ -413,13 +413,13 @@ fn apply_one(
     match operation {
         Operation::AddObject { identity, structure: fields } => {
             if structure.contains(&identity.id) {
-                return Err(E::ObjectExists(identity.id.clone()));
+                return Err(E::ObjectExists(identity.id.to_string()));
             }
             put(structure, KnowledgeObject::new(identity.clone(), fields.clone()), log)
         }
         Operation::AddRelation { identity, participants, relation_type, structure: fields } => {
             if structure.contains(&identity.id) {
-                return Err(E::RelationExists(identity.id.clone()));
+                return Err(E::RelationExists(identity.id.to_string()));
             }
             let mut fields = fields.clone();
             let participants_value = Value::Array(participants.iter().cloned().map(Value::String).collect());
@@ -434,7 +434,7 @@ fn apply_one(
                             got: got.to_string(),
                         });
                     }
-                    _ => fields.insert(field.to_owned(), expected),
+                    _ => fields.insert(field, expected),
                 };
             }
             let object = KnowledgeObject::new(identity.clone(), fields);
@@ -473,7 +473,7 @@ fn apply_one(
                         if value.is_null() {
                             updated.structure.remove(key);
                         } else {
-                            updated.structure.insert(key.clone(), value.clone());
+                            updated.structure.insert(key, value.clone());
                         }
                     }
                 }
@@ -483,12 +483,12 @@ fn apply_one(
         Operation::RenameObject { object_id, new_name } => {
             let object = structure.get(object_id).ok_or_else(|| E::ObjectMissing(object_id.clone()))?;
             let mut renamed = KnowledgeObject::clone(object);
-            renamed.identity.name = new_name.clone();
+            renamed.identity.name = new_name.as_str().into();
             put(structure, renamed, log)
         }
         Operation::RecordInference { identity, structure: fields } => {
             if structure.contains(&identity.id) {
-                return Err(E::ObjectExists(identity.id.clone()));
+                return Err(E::ObjectExists(identity.id.to_string()));
             }
             if let Some(Value::Array(premises)) = fields.get("premises") {
                 for premise in premises {
@@ -507,7 +507,7 @@ fn apply_one(
         Operation::ResolveInferenceConflict { conclusion_id, winner_id } => {
             let winner = structure.get(winner_id).ok_or_else(|| E::WinnerMissing(winner_id.clone()))?;
             if winner.identity.r#type != "InferenceStep" {
-                return Err(E::WinnerNotAStep { winner: winner_id.clone(), found: winner.identity.r#type.clone() });
+                return Err(E::WinnerNotAStep { winner: winner_id.clone(), found: winner.identity.r#type.to_string() });
             }
             if winner.structure.get("conclusion").and_then(Value::as_str) != Some(conclusion_id.as_str()) {
                 let found = winner.structure.get("conclusion").map_or_else(|| "None".into(), Value::to_string);
@@ -531,7 +531,7 @@ fn apply_one(
                 })
                 .map(|o| {
                     let mut retired = KnowledgeObject::clone(o);
-                    retired.structure.insert("superseded_by".into(), Value::String(winner_id.clone()));
+                    retired.structure.insert("superseded_by", Value::String(winner_id.clone()));
                     retired
                 })
                 .collect();

@@ -11,7 +11,9 @@
 //! Mutations go through [`KnowledgeStructure::put`] and [`KnowledgeStructure::remove`], which record
 //! [`Change`]s; a [`ChangeSet`] can be undone exactly (positions included) or replayed elsewhere.
 
+use compact_str::CompactString;
 use indexmap::{IndexMap, IndexSet};
+use smallvec::SmallVec;
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -147,8 +149,10 @@ pub enum StructureError {
 pub(crate) type IdHasher = foldhash::fast::RandomState;
 /// An index from an id to the relations that name it. The relations themselves, not their ids:
 /// a copy is a reference count where an id was an allocation, and a walk reads the relation
-/// without looking it up.
-type RelationIndex = HashMap<String, Vec<Arc<KnowledgeObject>>, IdHasher>;
+/// without looking it up. Most objects are named by one or two relations: those are held inline
+/// (in the room a `Vec` takes), as are keys up to 24 bytes.
+type RelationIndex = HashMap<CompactString, Relations, IdHasher>;
+type Relations = SmallVec<[Arc<KnowledgeObject>; 2]>;
 
 /// An ordered set of knowledge objects with unique ids.
 #[derive(Debug, Default)]
@@ -250,12 +254,12 @@ impl KnowledgeStructure {
 
     /// The relations that name `id` as a participant.
     pub fn relations_of(&self, id: &str) -> &[Arc<KnowledgeObject>] {
-        self.incidence.get(id).map_or(&[], Vec::as_slice)
+        self.incidence.get(id).map_or(&[], Relations::as_slice)
     }
 
     /// The binary `derives` relations whose source is `id`.
     pub fn derives_from(&self, id: &str) -> &[Arc<KnowledgeObject>] {
-        self.derives_out.get(id).map_or(&[], Vec::as_slice)
+        self.derives_out.get(id).map_or(&[], Relations::as_slice)
     }
 
     /// The order-independent root hash (see [`crate::hash`]), maintained incrementally.
@@ -330,7 +334,7 @@ impl KnowledgeStructure {
         object.check_relation_shape()?;
         let entry = Entry::new(object);
         if !self.objects.insert(ById(entry.clone())) {
-            return Err(StructureError::DuplicateId(entry.object.identity.id.clone()));
+            return Err(StructureError::DuplicateId(entry.object.identity.id.to_string()));
         }
         self.index_insert(&entry);
         Ok(())
@@ -376,7 +380,7 @@ impl KnowledgeStructure {
             return Vec::new();
         }
         let mut removed = vec![id.to_owned()];
-        let naming: Vec<String> = self.relations_of(id).iter().map(|r| r.identity.id.clone()).collect();
+        let naming: Vec<String> = self.relations_of(id).iter().map(|r| r.identity.id.to_string()).collect();
         for relation in naming {
             if self.remove(&relation, log) {
                 removed.push(relation);
@@ -392,7 +396,7 @@ impl KnowledgeStructure {
         let mut pending = vec![id.to_owned()];
         while let Some(next) = pending.pop() {
             if self.remove(&next, log) {
-                pending.extend(self.relations_of(&next).iter().map(|r| r.identity.id.clone()));
+                pending.extend(self.relations_of(&next).iter().map(|r| r.identity.id.to_string()));
                 removed.push(next);
             }
         }
@@ -436,10 +440,10 @@ impl KnowledgeStructure {
         if let Some(relation) = object.relation() {
             let incidence = &mut self.incidence;
             for_each_distinct(&relation.participants, |participant| {
-                incidence.entry(participant.to_owned()).or_default().push(object.clone());
+                incidence.entry(participant.into()).or_default().push(object.clone());
             });
             if let (DERIVES, Some((source, _))) = (relation.relation_type, relation.source_target()) {
-                self.derives_out.entry(source.to_owned()).or_default().push(object.clone());
+                self.derives_out.entry(source.into()).or_default().push(object.clone());
             }
         }
     }
@@ -514,7 +518,7 @@ impl ChangeSet {
             .iter()
             .map(|c| match c {
                 Change::Put { current, .. } => DeltaOp::Put(current.object.clone()),
-                Change::Remove { previous, .. } => DeltaOp::Remove(previous.object.identity.id.clone()),
+                Change::Remove { previous, .. } => DeltaOp::Remove(previous.object.identity.id.to_string()),
             })
             .collect()
     }

@@ -82,11 +82,11 @@ pub fn estimate_tokens(object: &KnowledgeObject) -> usize {
 }
 
 /// Characters of Python's `repr` of a dict with these entries: `{'k': v, ...}`.
-fn map_repr_len<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>) -> usize {
+fn map_repr_len<'a, K: AsRef<str> + ?Sized + 'a>(entries: impl Iterator<Item = (&'a K, &'a Value)>) -> usize {
     let mut len = 2;
     let mut count: usize = 0;
     for (key, value) in entries {
-        len += str_repr_len(key) + 2 + repr_len(value);
+        len += str_repr_len(key.as_ref()) + 2 + repr_len(value);
         count += 1;
     }
     len + 2 * count.saturating_sub(1)
@@ -220,8 +220,11 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
         // Rank the non-seed nodes, ties by id.
         let degree = |id: &str| structure.relations_of(id).iter().filter(|r| traversable(r).is_some()).count();
         let score = |id: &str, distance: usize| {
-            let weight =
-                structure.get(id).and_then(|o| query.type_weights.get(&o.identity.r#type)).copied().unwrap_or(1.0);
+            let weight = structure
+                .get(id)
+                .and_then(|o| query.type_weights.get(o.identity.r#type.as_str()))
+                .copied()
+                .unwrap_or(1.0);
             degree(id).max(1) as f64 * weight / (distance + 1) as f64
         };
         let mut ranked: Vec<(&str, f64)> = found.iter().skip(seeds).map(|(&id, &d)| (id, score(id, d))).collect();
@@ -431,7 +434,7 @@ mod tests {
 
         // A node too large for what is left is skipped, and a smaller one further down still fits.
         let mut big = node("b", "Claim", 2);
-        big.structure.insert("text".into(), serde_json::json!("x".repeat(400)));
+        big.structure.insert("text", serde_json::json!("x".repeat(400)));
         let s = KnowledgeStructure::from_objects([
             node("a", "Claim", 1),
             big,
@@ -453,7 +456,7 @@ mod tests {
     fn token_estimate_is_the_references() {
         // Expected values computed by the reference's estimator.
         let mut o = node("é", "T", 0);
-        o.identity.name = String::new();
+        o.identity.name = Default::default();
         assert_eq!(estimate_tokens(&o), 13);
         let object = |structure: serde_json::Value| {
             let mut o = node("x", "T", 0);
@@ -580,7 +583,7 @@ mod tests {
             // Without budgets, the nodes are exactly the depth-limited reach.
             if q.max_objects.unwrap_or(0) == 0 && q.max_tokens.unwrap_or(0) == 0 {
                 let reach = naive_reach(&s, &q);
-                let got: HashSet<String> = out.objects().filter(|o| !o.is_relation()).map(|o| o.identity.id.clone()).collect();
+                let got: HashSet<String> = out.objects().filter(|o| !o.is_relation()).map(|o| o.identity.id.to_string()).collect();
                 prop_assert_eq!(got, reach.clone());
                 prop_assert_eq!(r.total_found_nodes, reach.len());
             }

@@ -113,14 +113,14 @@ pub(crate) fn mutate_logged(base: &KnowledgeStructure, edits: &[Edit]) -> (Knowl
             Edit::Update(i, v) => {
                 if let Some(object) = pick(i).and_then(|id| s.get(&id).cloned()).filter(|o| !o.is_relation()) {
                     let mut updated = KnowledgeObject::clone(&object);
-                    updated.structure.insert("v".into(), json!(v * 100 + n as i64));
+                    updated.structure.insert("v", json!(v * 100 + n as i64));
                     s.put(updated, &mut log).expect("a node stays well-formed");
                 }
             }
             Edit::Rename(i) => {
                 if let Some(object) = pick(i).and_then(|id| s.get(&id).cloned()) {
                     let mut renamed = KnowledgeObject::clone(&object);
-                    renamed.identity.name = format!("renamed {n}");
+                    renamed.identity.name = format!("renamed {n}").into();
                     s.put(renamed, &mut log).expect("renaming keeps the shape");
                 }
             }

@@ -134,7 +134,7 @@ mod tests {
         let record = json!({"checked_at": "2024-01-01T00:00:00Z", "checked_via": "manual_review"});
         let mut record: cks_core::Structure = serde_json::from_value(record).unwrap();
         let signature = cks_core::validate::provenance::sign(key, "r", "s", &record);
-        record.insert("_cks_mcp_signature".into(), json!(signature));
+        record.insert("_cks_mcp_signature", json!(signature));
         cks_core::validate::provenance::verify(other, "r", "s", &record)
     }
 

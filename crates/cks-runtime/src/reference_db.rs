@@ -495,7 +495,7 @@ fn apply_patch(state: &mut KnowledgeStructure, patch: &[Value]) -> Result<(), St
                 if !state.contains(&id) {
                     return Err(fail(format!("object '{id}' does not exist")));
                 }
-                let naming: Vec<String> = state.relations_of(&id).iter().map(|r| r.identity.id.clone()).collect();
+                let naming: Vec<String> = state.relations_of(&id).iter().map(|r| r.identity.id.to_string()).collect();
                 state.remove(&id, &mut log);
                 for relation in naming {
                     state.remove(&relation, &mut log);

@@ -177,7 +177,7 @@ async fn commit_and_drop(runtime: &Runtime, store: &StallingStore, id: &str) {
 
 async fn object_ids(runtime: &Runtime, id: &str) -> Vec<String> {
     let mut ids = runtime
-        .read(id, |structure, _| structure.objects().map(|o| o.identity.id.clone()).collect::<Vec<_>>())
+        .read(id, |structure, _| structure.objects().map(|o| o.identity.id.to_string()).collect::<Vec<_>>())
         .await
         .unwrap();
     ids.sort();

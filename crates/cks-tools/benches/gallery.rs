@@ -27,7 +27,7 @@ fn compare_graphs_20k(bencher: Bencher) {
     let mut log = Default::default();
     for id in a.objects().filter(|o| !o.is_relation()).map(|o| o.id().to_owned()).step_by(10).collect::<Vec<_>>() {
         let mut changed = cks_core::KnowledgeObject::clone(b.get(&id).unwrap());
-        changed.structure.insert("changed".into(), json!(true));
+        changed.structure.insert("changed", json!(true));
         b.put(changed, &mut log).unwrap();
     }
     let (a, b) = tokio.block_on(async {

@@ -73,7 +73,7 @@ mod tests {
         let mut record: cks_core::Structure = serde_json::from_str(CHECK).unwrap();
         if let Some(key) = key {
             let signature = sign(key, "record", "claim", &record);
-            record.insert(SIGNATURE_KEY.into(), json!(signature));
+            record.insert(SIGNATURE_KEY, json!(signature));
         }
         structure(vec![
             obj("claim", "Claim", "Water boils at 100 °C", json!({})),

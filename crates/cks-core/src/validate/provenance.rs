@@ -187,7 +187,7 @@ mod tests {
     fn signed(key: &ProvenanceKey, subject: &str) -> Value {
         let mut data = record();
         let signature = sign(key, "record", subject, &data);
-        data.insert(SIGNATURE_KEY.into(), Value::String(signature));
+        data.insert(SIGNATURE_KEY, Value::String(signature));
         Value::from(data)
     }
 
@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(unsigned[0].severity, Severity::Error);
 
         let mut forged = record();
-        forged.insert(SIGNATURE_KEY.into(), json!("0".repeat(64)));
+        forged.insert(SIGNATURE_KEY, json!("0".repeat(64)));
         assert_eq!(codes(&check_provenance(&structure(Value::from(forged), &["claim"]), &key)), [UNVERIFIED]);
 
         let other_key = ProvenanceKey::new(*b"another secret");

@@ -222,7 +222,7 @@ mod tests {
         ];
         let mut objects = objects;
         if let Some(last) = objects.last_mut() {
-            last.structure.insert("valid_until".into(), json!("2026-W01"));
+            last.structure.insert("valid_until", json!("2026-W01"));
         }
         assert_eq!(
             run(objects),

@@ -120,9 +120,9 @@ async fn enrich(ctx: &ToolContext, config: &EnrichmentConfig, robots: &RobotsCac
         return Outcome::Unsettleable(format!("the payload is not {{object_id, query}}: {}", task.payload));
     };
     let object_id = payload.object_id.as_str();
-    let looked = ctx
-        .runtime
-        .read(&task.session_id, |s, _| (s.get(object_id).map(|o| o.identity.name.clone()), linked_urls(s, object_id)));
+    let looked = ctx.runtime.read(&task.session_id, |s, _| {
+        (s.get(object_id).map(|o| o.identity.name.to_string()), linked_urls(s, object_id))
+    });
     let (name, linked) = match looked.await {
         Ok(found) => found,
         Err(e @ (RuntimeError::SessionNotFound(_) | RuntimeError::SessionClosed(_))) => {

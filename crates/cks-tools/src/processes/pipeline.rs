@@ -451,7 +451,7 @@ pub(super) fn content_hash(object: &KnowledgeObject) -> String {
 pub(super) fn combined_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     let mut all = KnowledgeObject::new(Identity::new("", "", ""), Map::new());
     let parts: Vec<Value> = parts.into_iter().map(|p| json!(p)).collect();
-    all.structure.insert("parts".into(), Value::Array(parts));
+    all.structure.insert("parts", Value::Array(parts));
     object_hash(&all).to_hex()
 }
 

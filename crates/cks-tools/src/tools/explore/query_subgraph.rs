@@ -235,8 +235,8 @@ fn compact(structure: &KnowledgeStructure) -> Compact {
         .map(|o| Node {
             identity: NodeIdentity {
                 id: o.id().to_owned(),
-                r#type: o.identity.r#type.clone(),
-                name: o.identity.name.clone(),
+                r#type: o.identity.r#type.to_string(),
+                name: o.identity.name.to_string(),
             },
             structure: o.structure.to_map(),
         })

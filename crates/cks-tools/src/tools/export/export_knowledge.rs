@@ -212,12 +212,10 @@ fn relation_fields(object: &KnowledgeObject) -> bool {
 }
 
 /// The structure fields written as data properties (a relation's defining fields excluded).
-fn data_fields(object: &KnowledgeObject) -> impl Iterator<Item = (&String, &Value)> {
+fn data_fields(object: &KnowledgeObject) -> impl Iterator<Item = (&str, &Value)> {
     let relation = relation_fields(object);
     object.structure.iter().filter(move |(k, v)| {
-        !v.is_null()
-            && !(relation
-                && (k.as_str() == cks_core::object::PARTICIPANTS || k.as_str() == cks_core::object::RELATION_TYPE))
+        !v.is_null() && !(relation && (*k == cks_core::object::PARTICIPANTS || *k == cks_core::object::RELATION_TYPE))
     })
 }
 

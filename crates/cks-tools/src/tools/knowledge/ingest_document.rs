@@ -87,8 +87,8 @@ pub(crate) fn addition(object: KnowledgeObject) -> Operation {
         }
         (participants, relation_type) => {
             // Not a relation after all: put back what was taken.
-            participants.map(|p| structure.insert("participants".into(), p));
-            relation_type.map(|r| structure.insert("relation_type".into(), r));
+            participants.map(|p| structure.insert("participants", p));
+            relation_type.map(|r| structure.insert("relation_type", r));
             None
         }
     };

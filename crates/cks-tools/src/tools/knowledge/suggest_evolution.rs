@@ -180,8 +180,8 @@ fn template(structure: &KnowledgeStructure, description: String, session_id: &st
         .take(LIST_LIMIT)
         .map(|o| ObjectEntry {
             id: o.id().to_owned(),
-            r#type: o.identity.r#type.clone(),
-            name: o.identity.name.clone(),
+            r#type: o.identity.r#type.to_string(),
+            name: o.identity.name.to_string(),
         })
         .collect();
     let current_relations = structure

@@ -95,13 +95,13 @@ pub(crate) async fn verify(ctx: &ToolContext, url: &str, subject_id: &str) -> Re
     };
     let record_id = format!("vr-{}", uuid::Uuid::new_v4().simple());
     let mut structure = Structure::new();
-    structure.insert("checked_at".into(), json!(checked_at(OffsetDateTime::now_utc())));
-    structure.insert("checked_via".into(), json!("automated_http_check"));
+    structure.insert("checked_at", json!(checked_at(OffsetDateTime::now_utc())));
+    structure.insert("checked_via", json!("automated_http_check"));
     if let Some(status) = status {
-        structure.insert("http_status".into(), json!(status));
+        structure.insert("http_status", json!(status));
     }
     let signature = sign(&ctx.provenance, &record_id, subject_id, &structure);
-    structure.insert(SIGNATURE_KEY.into(), json!(signature));
+    structure.insert(SIGNATURE_KEY, json!(signature));
     let record =
         KnowledgeObject::new(Identity::new(record_id.clone(), "VerificationRecord", "verification"), structure);
     let link_structure = json!({"participants": [subject_id, record_id], "relation_type": VERIFIED_BY});

@@ -111,12 +111,12 @@ pub(crate) fn field_level_diff(base: Option<&KnowledgeObject>, target: Option<&K
             };
             identity_change("identity.name", &before.identity.name, &after.identity.name);
             identity_change("identity.type", &before.identity.r#type, &after.identity.r#type);
-            let keys: std::collections::BTreeSet<&String> =
+            let keys: std::collections::BTreeSet<&str> =
                 before.structure.keys().chain(after.structure.keys()).collect();
             for key in keys {
                 let (from, to) = (before.structure.get(key), after.structure.get(key));
                 if from != to {
-                    changes.insert(key.clone(), json!({"from": from, "to": to}));
+                    changes.insert(key.to_owned(), json!({"from": from, "to": to}));
                 }
             }
             json!({
