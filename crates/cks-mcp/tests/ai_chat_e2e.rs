@@ -179,7 +179,13 @@ async fn progress_notifications_and_cancellation() {
     let id = mcp
         .send_request("tools/call", json!({"name": "ai_chat", "arguments": {"session_id": chat, "prompt": "slow"}}))
         .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Cancelled once the question has reached the model, however slowly the loop starts.
+    for _ in 0..200 {
+        if server.requests().len() > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     mcp.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "user"}}),
     )

@@ -143,11 +143,15 @@ async fn a_stop_request_or_a_kill_mid_task_settles_the_task_once() {
 
     // The model takes long to answer; the server is killed while the Critic waits for it.
     provider.push(Reply::Delay(Duration::from_secs(30), Box::new(decision())));
+    let asked_before = provider.requests().len();
     sweep(&mut mcp, "inference_staleness").await;
     wait(&mut mcp, "the Critic to take the task", async |mcp| {
         mcp.call("process_status", json!({"process_kind": "critic"})).await["current_task_type"] == "inference_conflict"
     })
     .await;
+    // Killed only once the question has reached the model (the delayed reply is then this
+    // server's, not the next one's).
+    wait(&mut mcp, "the Critic to ask the model", async |_| provider.requests().len() > asked_before).await;
     let killed = mcp.call("process_status", json!({"process_kind": "critic"})).await["instance_id"].clone();
     mcp.child.kill().await.unwrap();
     drop(mcp);
