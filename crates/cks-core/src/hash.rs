@@ -203,6 +203,18 @@ mod tests {
     const KNOWN_ANSWER: &str = "faa35c613d9294dbd398cff6d732d4e3a56405f38f4addea8749ae3ee329ed1f";
 
     #[test]
+    fn object_hash_known_answer_for_every_kind_of_value() {
+        // Numbers of each kind, nesting, and strings longer than any buffer the hasher keeps.
+        let long = "λ".repeat(700);
+        let structure = json!({
+            "ints": [0, -7, u64::MAX, i64::MIN], "floats": [0.5, -1e300, 2.0e-7, 1.0],
+            "nested": {"b": {"c": [[], {}, false]}, "a": null}, "long": long, "": "",
+        });
+        let h = object_hash(&object(&"i".repeat(300), structure));
+        assert_eq!(h.to_hex(), "184606a806a81ecf20690f35898a87c4de282fdd40cc64353b1ed1b49e845e91");
+    }
+
+    #[test]
     fn accumulator_is_order_independent_and_invertible() {
         let leaves: Vec<_> = (0..50).map(|i| object_hash(&object(&format!("o{i}"), json!({"i": i})))).collect();
         let mut forward = RootAccumulator::default();

@@ -32,10 +32,11 @@ use tokio::sync::broadcast;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{IsolationLevel, Row};
 
+use cks_core::KnowledgeStructure;
 use cks_runtime::events::Event;
 use cks_runtime::store::{
     Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow,
-    Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
+    SnapshotDecoder, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
 };
 
 pub use connect::{ConnectError, PostgresOptions, is_postgres_url};
@@ -54,6 +55,44 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    /// The chain that rebuilds the state at `seq`, its snapshot still the row that holds it
+    /// (`seq`, `state`). One repeatable-read snapshot of the database, so the head, the snapshot
+    /// and the versions agree even while another replica commits.
+    async fn read_chain(&self, id: &str, seq: u64) -> Result<Chain<Row>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db_error)?;
+        let head = tx
+            .query_opt("SELECT head_seq FROM cks_sessions WHERE session_id = $1", &[&id])
+            .await
+            .map_err(db_error)?
+            .map(|r| uint(r.get(0)));
+        match head {
+            None => return Err(StoreError::SessionNotFound(id.to_owned())),
+            Some(head) if seq > head => {
+                return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
+            }
+            Some(_) => {}
+        }
+        let snapshot = tx
+            .query_opt(
+                "SELECT seq, state FROM cks_snapshots WHERE session_id = $1 AND seq <= $2 ORDER BY seq DESC LIMIT 1",
+                &[&id, &int(seq)],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
+        let snapshot_seq = uint(snapshot.get(0));
+        let versions = versions_between(&tx, id, snapshot_seq, seq).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(Chain { snapshot_seq, snapshot, versions })
+    }
+
     /// Connects (waiting up to the options' connect timeout), creates or migrates the schema, and
     /// starts listening for other replicas' events.
     pub async fn connect(url: &str, options: &PostgresOptions) -> Result<PostgresStore, ConnectError> {
@@ -485,41 +524,23 @@ impl Store for PostgresStore {
         Ok(row.map(|r| (r.get(0), uint(r.get(1)))))
     }
 
-    /// One repeatable-read snapshot of the database, so the head, the snapshot and the versions
-    /// agree even while another replica commits.
     async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db_error)?;
-        let head = tx
-            .query_opt("SELECT head_seq FROM cks_sessions WHERE session_id = $1", &[&id])
-            .await
-            .map_err(db_error)?
-            .map(|r| uint(r.get(0)));
-        match head {
-            None => return Err(StoreError::SessionNotFound(id.to_owned())),
-            Some(head) if seq > head => {
-                return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
-            }
-            Some(_) => {}
-        }
-        let snapshot = tx
-            .query_opt(
-                "SELECT seq, state FROM cks_snapshots WHERE session_id = $1 AND seq <= $2 ORDER BY seq DESC LIMIT 1",
-                &[&id, &int(seq)],
-            )
-            .await
-            .map_err(db_error)?
-            .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
-        let snapshot_seq = uint(snapshot.get(0));
-        let versions = versions_between(&tx, id, snapshot_seq, seq).await?;
-        tx.commit().await.map_err(db_error)?;
+        let Chain { snapshot_seq, snapshot, versions } = self.read_chain(id, seq).await?;
         Ok(Chain { snapshot_seq, snapshot: snapshot.get(1), versions })
+    }
+
+    /// The snapshot is decoded from the row's own buffer, on the blocking pool.
+    async fn load_chain_decoded(
+        &self,
+        id: &str,
+        seq: u64,
+        decode: SnapshotDecoder,
+    ) -> Result<Chain<KnowledgeStructure>, StoreError> {
+        let Chain { snapshot_seq, snapshot, versions } = self.read_chain(id, seq).await?;
+        let snapshot = tokio::task::spawn_blocking(move || decode(snapshot.get(1)))
+            .await
+            .map_err(|e| StoreError::Backend(format!("decoding task failed: {e}")))??;
+        Ok(Chain { snapshot_seq, snapshot, versions })
     }
 
     async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {

@@ -13,8 +13,8 @@ use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
 use crate::store::{
-    ChatRow, GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow, Store, StoreError,
-    TaskFilter, TaskRef, TaskStatus, VersionRow,
+    ChatRow, GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow, SnapshotDecoder, Store,
+    StoreError, TaskFilter, TaskRef, TaskStatus, VersionRow,
 };
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
@@ -566,6 +566,19 @@ async fn store_chains(store: Arc<dyn Store>) {
     let chain = store.load_chain(&id, 4).await.unwrap();
     assert!(chain.versions.is_empty());
     assert!(store.load_chain(&id, 8).await.is_err(), "no chain beyond the head");
+    // Decoded where it is read: the decoder sees the snapshot's text, its error is the load's.
+    let decode = || -> SnapshotDecoder {
+        Box::new(|text| match text {
+            "S4" => Ok(small_graph()),
+            other => Err(StoreError::Corrupt(format!("cannot decode {other}"))),
+        })
+    };
+    let chain = store.load_chain_decoded(&id, 6, decode()).await.unwrap();
+    assert_eq!((chain.snapshot_seq, chain.snapshot.root_hash()), (4, small_graph().root_hash()));
+    assert_eq!(chain.versions.iter().map(|v| v.row.seq).collect::<Vec<_>>(), [5, 6]);
+    let failed = store.load_chain_decoded(&id, 3, decode()).await.map(|_| ());
+    assert!(matches!(&failed, Err(StoreError::Corrupt(e)) if e == "cannot decode S0"), "{failed:?}");
+    assert!(store.load_chain_decoded(&id, 8, decode()).await.is_err(), "no chain beyond the head");
     let after = store.load_versions_after(&id, 5).await.unwrap();
     assert_eq!(after.iter().map(|v| v.row.seq).collect::<Vec<_>>(), [6, 7]);
     let listed = store.list_versions(&id).await.unwrap();

@@ -29,7 +29,7 @@ use crate::codec;
 use crate::error::RuntimeError;
 use crate::events::{Event, EventKind};
 use crate::session::{SessionInfo, SessionState, VersionInfo};
-use crate::store::{Head, NewVersion, SessionRow, Store, StoreError, VersionRow};
+use crate::store::{Chain, Head, NewVersion, SessionRow, SnapshotDecoder, Store, StoreError, VersionRow};
 use crate::tasks::{QueueConfig, TaskQueue};
 
 /// The version id that stands for "the empty structure" (as in the reference).
@@ -435,7 +435,7 @@ impl Runtime {
 
     async fn load(&self, id: &str) -> Result<Arc<Session>, RuntimeError> {
         let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
-        let chain = self.store.load_chain(id, row.head.seq).await.map_err(|e| corrupt(id, e))?;
+        let chain = self.load_chain(id, row.head.seq).await?;
         let state = SessionState::rebuild(row, chain).map_err(|e| corrupt(id, e))?;
         Ok(Arc::new(Session {
             id: id.to_owned(),
@@ -444,6 +444,12 @@ impl Runtime {
             objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
         }))
+    }
+
+    /// The chain that rebuilds the state at `seq`, its snapshot parsed where the store reads it.
+    async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain<KnowledgeStructure>, RuntimeError> {
+        let decode: SnapshotDecoder = Box::new(codec::decode_state);
+        self.store.load_chain_decoded(id, seq, decode).await.map_err(|e| corrupt(id, e))
     }
 
     /// Brings a loaded session up to the store's head (other processes may have committed).
@@ -759,7 +765,7 @@ impl Runtime {
     /// The state after `seq` versions (0: the session's starting state).
     async fn state_at(&self, id: &str, seq: u64) -> Result<KnowledgeStructure, RuntimeError> {
         let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
-        let chain = self.store.load_chain(id, seq).await.map_err(|e| corrupt(id, e))?;
+        let chain = self.load_chain(id, seq).await?;
         let mut row = row;
         row.head.seq = chain.snapshot_seq;
         row.head.state_hash = String::new();

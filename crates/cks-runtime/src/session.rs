@@ -88,9 +88,9 @@ pub(crate) struct SessionState {
 
 impl SessionState {
     /// Rebuilds a state from its chain, verifying every version's `state_hash`.
-    pub(crate) fn rebuild(row: SessionRow, chain: Chain) -> Result<Self, StoreError> {
+    pub(crate) fn rebuild(row: SessionRow, chain: Chain<KnowledgeStructure>) -> Result<Self, StoreError> {
         let mut state = SessionState {
-            structure: codec::decode_state(&chain.snapshot)?,
+            structure: chain.snapshot,
             row,
             last_snapshot_seq: chain.snapshot_seq,
             changes_since_snapshot: 0,

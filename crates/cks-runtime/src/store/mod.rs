@@ -26,6 +26,7 @@ pub mod sqlite;
 pub mod tasks;
 
 use async_trait::async_trait;
+use cks_core::KnowledgeStructure;
 use std::fmt::Debug;
 
 pub use chats::{ChatRow, ChatSummary};
@@ -88,13 +89,17 @@ pub struct NewVersion {
 }
 
 /// What is needed to rebuild the state at a sequence number: the nearest snapshot at or before it
-/// and the versions after that snapshot, in order.
+/// (its text, or what [`Store::load_chain_decoded`] decoded it into) and the versions after that
+/// snapshot, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Chain {
+pub struct Chain<S = String> {
     pub snapshot_seq: u64,
-    pub snapshot: String,
+    pub snapshot: S,
     pub versions: Vec<StoredVersion>,
 }
+
+/// Decodes a snapshot's text where the store reads it (see [`Store::load_chain_decoded`]).
+pub type SnapshotDecoder = Box<dyn FnOnce(&str) -> Result<KnowledgeStructure, StoreError> + Send>;
 
 /// One version of an imported history: its row and payload(s), as for [`NewVersion`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,6 +195,22 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     /// The chain that rebuilds the state at `seq`.
     async fn load_chain(&self, session_id: &str, seq: u64) -> Result<Chain, StoreError>;
+
+    /// The same chain, its snapshot handed to `decode` off the async workers. A store that can
+    /// lend the text from its own buffer does, so a large state is parsed without first being
+    /// copied (for 100,000 objects, 14 MB copied into freshly faulted pages).
+    async fn load_chain_decoded(
+        &self,
+        session_id: &str,
+        seq: u64,
+        decode: SnapshotDecoder,
+    ) -> Result<Chain<KnowledgeStructure>, StoreError> {
+        let Chain { snapshot_seq, snapshot, versions } = self.load_chain(session_id, seq).await?;
+        let snapshot = tokio::task::spawn_blocking(move || decode(&snapshot))
+            .await
+            .map_err(|e| StoreError::Backend(format!("decoding task failed: {e}")))??;
+        Ok(Chain { snapshot_seq, snapshot, versions })
+    }
 
     /// Versions after `after_seq` up to the head, with deltas (used to catch up with other writers).
     async fn load_versions_after(&self, session_id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError>;

@@ -12,7 +12,8 @@
 //! own transaction, when a database is opened.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,9 +21,12 @@ use std::time::Duration;
 mod chats;
 mod tasks;
 
+use cks_core::KnowledgeStructure;
+
 use super::{
     Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow,
-    Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow, check_imports, version_taken,
+    SnapshotDecoder, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow, check_imports,
+    version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -169,7 +173,11 @@ impl Default for SqliteOptions {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// A second connection for reading whole states: WAL lets it read while `conn` writes, so
+    /// parsing a large state as it is read holds up no commit. Opened on first use.
+    reader: Arc<Mutex<Option<Connection>>>,
     path: PathBuf,
+    busy_timeout: Duration,
 }
 
 fn backend(e: rusqlite::Error) -> StoreError {
@@ -199,7 +207,20 @@ impl SqliteStore {
             .map_err(backend)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(backend)?;
         migrate(&mut conn)?;
-        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)), path })
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            reader: Arc::new(Mutex::new(None)),
+            path,
+            busy_timeout: options.busy_timeout,
+        })
+    }
+
+    fn open_reader(&self) -> Result<Connection, StoreError> {
+        let conn =
+            Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(backend)?;
+        conn.busy_timeout(self.busy_timeout).map_err(backend)?;
+        Ok(conn)
     }
 
     pub fn path(&self) -> &Path {
@@ -327,6 +348,45 @@ fn versions_between(conn: &Connection, id: &str, after: u64, upto: u64) -> Resul
         .map_err(backend)?;
     let rows = stmt.query_map(params![id, after, upto], stored_version).map_err(backend)?;
     rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+}
+
+/// Reads, in one read transaction, the chain that rebuilds the state at `seq`; `snapshot` takes
+/// the snapshot's text while its row is current.
+fn read_chain<S>(
+    conn: &mut Connection,
+    id: &str,
+    seq: u64,
+    snapshot: impl FnOnce(ValueRef<'_>) -> Result<S, StoreError>,
+) -> Result<Chain<S>, StoreError> {
+    let tx = conn.transaction().map_err(backend)?;
+    let head: Option<u64> = tx
+        .query_row("SELECT head_seq FROM sessions WHERE session_id = ?1", [id], |r| r.get(0))
+        .optional()
+        .map_err(backend)?;
+    match head {
+        None => return Err(StoreError::SessionNotFound(id.to_owned())),
+        Some(head) if seq > head => {
+            return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
+        }
+        Some(_) => {}
+    }
+    let mut snapshot = Some(snapshot);
+    let (snapshot_seq, snapshot) = tx
+        .query_row(
+            "SELECT seq, state FROM snapshots WHERE session_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
+            params![id, seq],
+            |r| Ok((r.get::<_, u64>(0)?, snapshot.take().map(|read| r.get_ref(1).map(read)))),
+        )
+        .optional()
+        .map_err(backend)?
+        .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
+    let snapshot = snapshot.expect("one row read").map_err(backend)??;
+    let versions = versions_between(&tx, id, snapshot_seq, seq)?;
+    Ok(Chain { snapshot_seq, snapshot, versions })
+}
+
+fn from_sql(e: rusqlite::types::FromSqlError) -> StoreError {
+    StoreError::Corrupt(format!("stored state is not text: {e}"))
 }
 
 #[async_trait]
@@ -578,32 +638,30 @@ impl Store for SqliteStore {
 
     async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
         let id = id.to_owned();
-        self.run(move |conn| {
-            let tx = conn.transaction().map_err(backend)?;
-            let head: Option<u64> = tx
-                .query_row("SELECT head_seq FROM sessions WHERE session_id = ?1", [&id], |r| r.get(0))
-                .optional()
-                .map_err(backend)?;
-            match head {
-                None => return Err(StoreError::SessionNotFound(id)),
-                Some(head) if seq > head => {
-                    return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
-                }
-                Some(_) => {}
+        self.run(move |conn| read_chain(conn, &id, seq, |state| state.as_str().map(str::to_owned).map_err(from_sql)))
+            .await
+    }
+
+    /// On the reading connection, so a long parse holds up no other statement; the text is
+    /// SQLite's own buffer, lent for as long as the row is current.
+    async fn load_chain_decoded(
+        &self,
+        id: &str,
+        seq: u64,
+        decode: SnapshotDecoder,
+    ) -> Result<Chain<KnowledgeStructure>, StoreError> {
+        let id = id.to_owned();
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut reader = store.reader.lock().unwrap_or_else(|p| p.into_inner());
+            if reader.is_none() {
+                *reader = Some(store.open_reader()?);
             }
-            let (snapshot_seq, snapshot): (u64, String) = tx
-                .query_row(
-                    "SELECT seq, state FROM snapshots WHERE session_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
-                    params![id, seq],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(backend)?
-                .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
-            let versions = versions_between(&tx, &id, snapshot_seq, seq)?;
-            Ok(Chain { snapshot_seq, snapshot, versions })
+            let conn = reader.as_mut().expect("opened above");
+            read_chain(conn, &id, seq, |state| decode(state.as_str().map_err(from_sql)?))
         })
         .await
+        .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
     }
 
     async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
