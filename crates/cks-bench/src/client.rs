@@ -140,6 +140,8 @@ pub(crate) struct McpClient {
     /// How long writing the last request took (`None` while it is being written, or when
     /// writing it failed): the pipe takes a request whole only once the server has read it.
     sent_in: Option<Duration>,
+    /// How long the last request took from its first byte written to its response read.
+    exchanged_in: Option<Duration>,
     line: String,
     /// The highest VmHWM seen so far (KiB).
     pub(crate) peak_rss_kib: Option<u64>,
@@ -182,6 +184,7 @@ impl McpClient {
             content_length_over: command.content_length_over,
             broken: false,
             sent_in: None,
+            exchanged_in: None,
             line: String::new(),
             peak_rss_kib: None,
         })
@@ -254,12 +257,16 @@ impl McpClient {
     }
 
     async fn send(&mut self, message: &Value) -> Result<(), CallError> {
+        let bytes = frame(message, self.content_length_over);
+        self.send_framed(&bytes).await
+    }
+
+    async fn send_framed(&mut self, bytes: &[u8]) -> Result<(), CallError> {
         if self.broken {
             return Err(CallError::Failed("connection unusable after an earlier failure".into()));
         }
         let stdin = self.stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
-        let bytes = frame(message, self.content_length_over);
-        if let Err(e) = stdin.write_all(&bytes).await {
+        if let Err(e) = stdin.write_all(bytes).await {
             self.broken = true;
             return Err(CallError::Failed(format!("writing to the server: {e}")));
         }
@@ -273,13 +280,19 @@ impl McpClient {
         let id = self.next_id;
         self.next_id += 1;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        // Encoded before the clock starts: a large request's encoding is this client's work.
+        let bytes = frame(&message, self.content_length_over);
+        drop(message);
         let timeout = self.timeout;
         self.sent_in = None;
+        self.exchanged_in = None;
         let exchange = async {
             let started = Instant::now();
-            self.send(&message).await?;
+            self.send_framed(&bytes).await?;
             self.sent_in = Some(started.elapsed());
-            self.read_response(id).await
+            let response = self.read_response(id).await;
+            self.exchanged_in = Some(started.elapsed());
+            response
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(value)) => Ok(value),
@@ -300,6 +313,12 @@ impl McpClient {
     /// while writing: the server had not read all of it).
     pub(crate) fn sent_in(&self) -> Option<Duration> {
         self.sent_in
+    }
+
+    /// How long the last request took from the first byte written to its response read; `None`
+    /// when it got none.
+    pub(crate) fn exchanged_in(&self) -> Option<Duration> {
+        self.exchanged_in
     }
 
     async fn read_response(&mut self, id: u64) -> Result<Value, CallError> {
