@@ -29,9 +29,9 @@ impl KindIndex {
 
     pub(crate) fn insert(&mut self, object: &Arc<KnowledgeObject>) {
         if let Some(relation) = object.relation() {
-            self.by_relation_type.entry(relation.relation_type.to_owned()).or_default().insert(ById(object.clone()));
+            kind(&mut self.by_relation_type, relation.relation_type).insert(ById(object.clone()));
         }
-        self.by_type.entry(object.identity.r#type.to_string()).or_default().insert(ById(object.clone()));
+        kind(&mut self.by_type, &object.identity.r#type).insert(ById(object.clone()));
     }
 
     pub(crate) fn remove(&mut self, object: &KnowledgeObject) {
@@ -55,6 +55,15 @@ impl KindIndex {
     pub(crate) fn of_relation_type(&self, relation_type: &str) -> impl Iterator<Item = &str> + '_ {
         self.by_relation_type.get(relation_type).into_iter().flatten().map(ById::id)
     }
+}
+
+/// The objects of one kind, the kind's name copied only when it is new (an index built over a
+/// million objects would otherwise copy a name for each).
+fn kind<'a>(index: &'a mut HashMap<String, Objects, IdHasher>, key: &str) -> &'a mut Objects {
+    if !index.contains_key(key) {
+        index.insert(key.to_owned(), Objects::default());
+    }
+    index.get_mut(key).expect("inserted above")
 }
 
 fn remove(index: &mut HashMap<String, Objects, IdHasher>, key: &str, id: &str) {

@@ -650,7 +650,7 @@ mod tests {
         )
         .unwrap();
         let r2 = s.get("r2").unwrap();
-        assert_eq!(r2.relation().unwrap().participants, ["b", "a"]);
+        assert_eq!(r2.relation().unwrap().participants.as_slice(), ["b", "a"]);
         assert_eq!(r2.structure["weight"], 2);
         let err = run(
             &mut s,

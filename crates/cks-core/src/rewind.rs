@@ -33,7 +33,7 @@ impl Rewind {
         }
         let entry = before.map(Entry::from_shared);
         if let Some(relation) = entry.as_ref().and_then(|e| e.object.relation()) {
-            let mut participants: Vec<&str> = relation.participants.clone();
+            let mut participants = relation.participants.clone();
             participants.sort_unstable();
             participants.dedup();
             for participant in participants {

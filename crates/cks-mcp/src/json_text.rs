@@ -6,6 +6,10 @@
 //! million objects) are all in memory at once. Here the result text is escaped in the document's
 //! own buffer ([`into_text`]), and the transport writes the line's escaping a slice at a time
 //! ([`escape_into`]). The bytes are the ones `serde_json` writes.
+//!
+//! The other way, a large string argument (a graph's text in `json_data`) is decoded from the
+//! request's bytes into a buffer of its final size ([`unescape`]), where `serde_json` grows one as
+//! it goes and then copies it.
 
 use serde_json::Value;
 
@@ -145,6 +149,36 @@ pub(crate) fn into_text(value: Value) -> String {
     }
 }
 
+/// Decodes a JSON string token (quotes included) that is known to be well-formed, as
+/// `serde_json::from_str::<String>` would: copied a run at a time between backslashes into a
+/// buffer reserved at the token's size (the decoded text is never longer). A `\u` escape, rare
+/// in the texts this is for, hands the token to `serde_json` instead.
+pub(crate) fn unescape(token: &str) -> Result<String, serde_json::Error> {
+    let ordinary = || serde_json::from_str::<String>(token);
+    let Some(inner) = token.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else { return ordinary() };
+    let mut out = Vec::with_capacity(inner.len());
+    let mut rest = inner.as_bytes();
+    while let Some(at) = memchr::memchr(b'\\', rest) {
+        out.extend_from_slice(&rest[..at]);
+        let decoded = match rest.get(at + 1) {
+            Some(b'"') => b'"',
+            Some(b'\\') => b'\\',
+            Some(b'/') => b'/',
+            Some(b'b') => 0x08,
+            Some(b'f') => 0x0c,
+            Some(b'n') => b'\n',
+            Some(b'r') => b'\r',
+            Some(b't') => b'\t',
+            _ => return ordinary(),
+        };
+        out.push(decoded);
+        rest = &rest[at + 2..];
+    }
+    out.extend_from_slice(rest);
+    // Runs of valid UTF-8 joined by ASCII are valid UTF-8; `from_utf8` checks it without unsafe code.
+    String::from_utf8(out).or_else(|_| ordinary())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +221,17 @@ mod tests {
             prop_assert_eq!(String::from_utf8(out).unwrap(), expected.clone());
             let in_place = escape_in_place(text.clone(), b"{\"k\":", b"}");
             prop_assert_eq!(in_place, format!("{{\"k\":\"{expected}\"}}"));
+        }
+
+        #[test]
+        fn unescaping_reads_what_serde_json_reads(text in text(), solidus in any::<bool>()) {
+            let mut token = serde_json::to_string(&text).unwrap();
+            if solidus {
+                // Escapes serde_json never writes but reads: `\/` and `\u` of a plain character.
+                token.insert_str(1, "\\/\\u00e9");
+            }
+            let expected = serde_json::from_str::<String>(&token).unwrap();
+            prop_assert_eq!(unescape(&token).unwrap(), expected);
         }
     }
 

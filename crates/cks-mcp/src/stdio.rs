@@ -13,7 +13,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -244,29 +246,82 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
 ///
 /// rmcp reads a message through serde's buffering (an untagged enum holding a flattened one),
 /// which copies each string it holds several times: a 300 MB `json_data` would be in memory four
-/// times over at once. Here the call's large argument strings are taken out of the parsed JSON
-/// first and moved back into the parsed call. `None` for every other message (and for any fault,
-/// which the ordinary path then reports in its own words).
+/// times over at once. Here the call's large argument strings are found in the body without being
+/// decoded (borrowed as raw JSON), decoded once each into a buffer of their size, and the rest of
+/// the message — the body with those strings left out — goes through rmcp, the strings then moved
+/// into the parsed call. `None` for every other message (and for any fault, which the ordinary
+/// path then reports in its own words).
 fn large_message(body: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     if body.len() <= LARGE_BUFFER_BYTES {
         return None;
     }
-    let mut value: Value = serde_json::from_slice(body).ok()?;
-    let mut taken = Vec::new();
-    if let Some(arguments) = value.pointer_mut("/params/arguments").and_then(Value::as_object_mut) {
-        for (name, argument) in arguments.iter_mut() {
-            if argument.as_str().is_some_and(|text| text.len() >= json_text::LARGE_TEXT_BYTES) {
-                taken.push((name.clone(), argument.take()));
-            }
-        }
+    let probe: CallProbe<'_> = serde_json::from_slice(body).ok()?;
+    let arguments = probe.params.and_then(|p| p.arguments).unwrap_or_default();
+    let mut large: Vec<(std::ops::Range<usize>, String, &RawValue)> = arguments
+        .0
+        .into_iter()
+        .filter(|(_, raw)| raw.get().len() >= json_text::LARGE_TEXT_BYTES && raw.get().starts_with('"'))
+        .map(|(name, raw)| {
+            // A borrowed raw value lies inside the body: its place is its offset there.
+            let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+            (start..start + raw.get().len(), name, raw)
+        })
+        .collect();
+    large.sort_by_key(|(range, ..)| range.start);
+    let mut rest = Vec::with_capacity(body.len() - large.iter().map(|(range, ..)| range.len()).sum::<usize>() + 64);
+    let mut taken = Map::new();
+    let mut end = 0;
+    for (range, name, raw) in large {
+        rest.extend_from_slice(body.get(end..range.start)?);
+        rest.extend_from_slice(b"null");
+        end = range.end;
+        taken.insert(name, Value::String(json_text::unescape(raw.get()).ok()?));
     }
-    let mut message = serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value).ok()?;
+    rest.extend_from_slice(&body[end..]);
+    let mut message = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&rest).ok()?;
     if !taken.is_empty() {
         let JsonRpcMessage::Request(request) = &mut message else { return None };
         let ClientRequest::CallToolRequest(call) = &mut request.request else { return None };
         call.params.arguments.as_mut()?.extend(taken);
     }
     Some(message)
+}
+
+/// What [`large_message`] needs of a message: its call's arguments, each as its raw JSON text.
+#[derive(Deserialize)]
+struct CallProbe<'a> {
+    #[serde(borrow)]
+    params: Option<ParamsProbe<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ParamsProbe<'a> {
+    #[serde(borrow)]
+    arguments: Option<RawArguments<'a>>,
+}
+
+/// An object's members in order, each value as its raw JSON text.
+#[derive(Default)]
+struct RawArguments<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawArguments<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Members<'a> {
+            type Value = RawArguments<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push(member);
+                }
+                Ok(RawArguments(members))
+            }
+        }
+        deserializer.deserialize_map(Members(std::marker::PhantomData))
+    }
 }
 
 /// The answer to well-formed JSON that is not a usable message; `None` for a notification,
@@ -611,8 +666,10 @@ mod tests {
     #[test]
     fn a_large_call_reads_as_the_ordinary_path_reads_it() {
         let large = "{\"objects\": [\"é\\n\"]}".repeat(LARGE_BUFFER_BYTES / 10);
+        // Control characters are written as `\u` escapes, which take serde_json's own decoding.
+        let controls = format!("\u{1}{large}😀");
         let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "validate_knowledge",
-            "arguments": {"json_data": large, "nested": {"also": large}, "extensions": ["x"]}}});
+            "arguments": {"json_data": large, "nested": {"also": large}, "extensions": ["x"], "controls": controls}}});
         let prompt = json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
             "params": {"name": "p", "arguments": {"text": large}}});
         let not_a_message = json!({"jsonrpc": "2.0", "id": 5, "params": {"arguments": {"text": large}}});

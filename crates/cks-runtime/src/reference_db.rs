@@ -481,13 +481,14 @@ fn apply_patch(state: &mut KnowledgeStructure, patch: &[Value]) -> Result<(), St
                 if state.contains(relation.id()) {
                     return Err(fail(format!("relation '{}' already exists", relation.id())));
                 }
-                let view = relation.relation().expect("checked when parsed");
-                if let Some(missing) = view.participants.iter().find(|p| !state.contains(p)) {
+                let participants = relation.relation().expect("checked when parsed").participants;
+                if let Some(missing) = participants.iter().find(|p| !state.contains(p)) {
                     return Err(fail(format!(
                         "participant '{missing}' of relation '{}' does not exist",
                         relation.id()
                     )));
                 }
+                drop(participants);
                 state.put(relation, &mut log).map_err(|e| fail(e.to_string()))?;
             }
             PatchOp::RemoveObject(id) => {
