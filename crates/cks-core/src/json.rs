@@ -192,8 +192,9 @@ impl Builder {
         self.insert(index, object)
     }
 
+    /// Inserts an object whose relation fields [`check_relation_fields`] passed.
     fn insert(&mut self, index: usize, object: KnowledgeObject) -> Result<(), ParseError> {
-        self.structure.insert_new(object).map_err(|e| match e {
+        self.structure.insert_shaped(object).map_err(|e| match e {
             StructureError::DuplicateId(id) => ParseError::DuplicateId(id),
             // The relation fields were checked already, by stricter rules.
             StructureError::RelationShape(_) => ParseError::TooFewParticipants { index },
