@@ -9,7 +9,7 @@
 
 pub(crate) mod framing;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
@@ -258,7 +258,6 @@ fn large_message(body: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     let probe: CallProbe<'_> = serde_json::from_slice(body).ok()?;
     let arguments = probe.params.and_then(|p| p.arguments).unwrap_or_default();
     let mut large: Vec<(std::ops::Range<usize>, String, &RawValue)> = arguments
-        .0
         .into_iter()
         .filter(|(_, raw)| raw.get().len() >= json_text::LARGE_TEXT_BYTES && raw.get().starts_with('"'))
         .map(|(name, raw)| {
@@ -296,32 +295,9 @@ struct CallProbe<'a> {
 
 #[derive(Deserialize)]
 struct ParamsProbe<'a> {
+    /// A name given twice keeps its last value, as everywhere in serde_json.
     #[serde(borrow)]
-    arguments: Option<RawArguments<'a>>,
-}
-
-/// An object's members in order, each value as its raw JSON text.
-#[derive(Default)]
-struct RawArguments<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawArguments<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Members<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Members<'a> {
-            type Value = RawArguments<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
-                    members.push(member);
-                }
-                Ok(RawArguments(members))
-            }
-        }
-        deserializer.deserialize_map(Members(std::marker::PhantomData))
-    }
+    arguments: Option<BTreeMap<String, &'a RawValue>>,
 }
 
 /// The answer to well-formed JSON that is not a usable message; `None` for a notification,

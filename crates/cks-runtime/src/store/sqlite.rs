@@ -370,17 +370,16 @@ fn read_chain<S>(
         }
         Some(_) => {}
     }
-    let mut snapshot = Some(snapshot);
     let (snapshot_seq, snapshot) = tx
         .query_row(
             "SELECT seq, state FROM snapshots WHERE session_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
             params![id, seq],
-            |r| Ok((r.get::<_, u64>(0)?, snapshot.take().map(|read| r.get_ref(1).map(read)))),
+            |r| Ok((r.get::<_, u64>(0)?, snapshot(r.get_ref(1)?))),
         )
         .optional()
         .map_err(backend)?
         .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
-    let snapshot = snapshot.expect("one row read").map_err(backend)??;
+    let snapshot = snapshot?;
     let versions = versions_between(&tx, id, snapshot_seq, seq)?;
     Ok(Chain { snapshot_seq, snapshot, versions })
 }
