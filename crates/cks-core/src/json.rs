@@ -435,13 +435,14 @@ mod streaming {
             let mut identity = None;
             let mut structure = None;
             let mut others = Map::new();
-            while let Some(key) = map.next_key::<String>()? {
+            // Keys read inline: a record's two keys cost no allocation.
+            while let Some(key) = map.next_key::<CompactString>()? {
                 // A repeated key: the last one counts, as when decoding into a map.
                 match key.as_str() {
                     "identity" => identity = Some(map.next_value::<IdentityPart>()?),
                     "structure" => structure = Some(map.next_value::<StructurePart>()?),
                     _ => {
-                        others.insert(key, map.next_value::<Value>()?);
+                        others.insert(key.into_string(), map.next_value::<Value>()?);
                     }
                 }
             }
