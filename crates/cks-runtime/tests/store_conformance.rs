@@ -100,3 +100,34 @@ async fn replica_ids_are_kept_for_the_life_of_the_data() {
     assert_eq!(memory.replica_id().await.unwrap(), Some(id.clone()));
     assert_ne!(MemoryStore::new().replica_id().await.unwrap(), Some(id));
 }
+
+/// A state of several megabytes spans thousands of overflow pages and is parsed on two threads;
+/// after a restart it is parsed from the reading connection's own buffer, and the session it
+/// rebuilds is the one stored, while the writing connection serves another session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_loads_a_large_state_from_its_own_buffer() {
+    use cks_runtime::{NewSession, Runtime, RuntimeConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cks.db");
+    let open = || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&path, &SqliteOptions::default()).unwrap()) };
+    let mut graph = cks_core::sample::random_graph(6_000, 6_000, 7);
+    let note = cks_core::KnowledgeObject::new(
+        cks_core::Identity::new("ünïcode", "Note", "«quoted» \"text\"\n"),
+        cks_core::Structure::from_iter([("body", serde_json::Value::from("é".repeat(5_000)))]),
+    );
+    graph.put(note, &mut cks_core::ChangeSet::default()).unwrap();
+    let expected = graph.root_hash();
+    let first = Runtime::new(open(), RuntimeConfig::default());
+    let stored = first.create_session(graph, NewSession::default()).await.unwrap().session_id;
+    let other = first.create_session(cks_core::KnowledgeStructure::new(), NewSession::default()).await.unwrap();
+
+    let restarted = Runtime::new(open(), RuntimeConfig::default());
+    let (loaded, committed) = tokio::join!(
+        restarted.read(&stored, |structure, _| (structure.root_hash(), structure.len())),
+        restarted.info(&other.session_id),
+    );
+    assert_eq!(loaded.unwrap(), (expected, 12_001));
+    assert!(committed.is_ok());
+    let note = restarted.read(&stored, |s, _| s.get("ünïcode").map(|o| o.identity.name.to_string())).await.unwrap();
+    assert_eq!(note.as_deref(), Some("«quoted» \"text\"\n"));
+}
