@@ -257,6 +257,11 @@ impl KnowledgeStructure {
         self.incidence.get(id).map_or(&[], Relations::as_slice)
     }
 
+    /// Every id some relation names as a participant, each once.
+    pub(crate) fn participant_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        self.incidence.keys().map(CompactString::as_str)
+    }
+
     /// The binary `derives` relations whose source is `id`.
     pub fn derives_from(&self, id: &str) -> &[Arc<KnowledgeObject>] {
         self.derives_out.get(id).map_or(&[], Relations::as_slice)
