@@ -11,6 +11,7 @@
 //! request's bytes into a buffer of its final size ([`unescape`]), where `serde_json` grows one as
 //! it goes and then copies it.
 
+use rmcp::model::{ContentBlock, MetaObject, TextContent};
 use serde_json::Value;
 
 /// Strings from this size on are escaped in place and streamed; smaller ones take `serde_json`'s
@@ -22,11 +23,16 @@ pub(crate) const LARGE_TEXT_BYTES: usize = 1 << 20;
 /// eight bytes of an entry and moves on by its length, one table lookup and no branch per byte:
 /// a pretty-printed document is dense in quotes and newlines, and a loop that branches on every
 /// escape runs at a fraction of this speed.
-static ESCAPED: [(u64, u8); 256] = {
+type EscapeTable = [(u64, u8); 256];
+
+static ESCAPED: EscapeTable = escape_table(false);
+
+/// Each byte escaped twice (the escaped form, escaped again): at most seven bytes (`\\u00XX`).
+static ESCAPED_TWICE: EscapeTable = escape_table(true);
+
+const fn escape_table(twice: bool) -> EscapeTable {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut table = [(0u64, 0u8); 256];
-    let mut byte = 0;
-    while byte < 256 {
+    const fn once(byte: usize) -> ([u8; 8], usize) {
         let short = match byte as u8 {
             0x08 => b'b',
             0x0c => b'f',
@@ -37,51 +43,86 @@ static ESCAPED: [(u64, u8); 256] = {
             b'\\' => b'\\',
             _ => 0,
         };
-        let sequence: [u8; 8] = if short != 0 {
-            [b'\\', short, 0, 0, 0, 0, 0, 0]
+        if short != 0 {
+            ([b'\\', short, 0, 0, 0, 0, 0, 0], 2)
         } else if byte < 0x20 {
-            [b'\\', b'u', b'0', b'0', HEX[byte >> 4], HEX[byte & 0xf], 0, 0]
+            ([b'\\', b'u', b'0', b'0', HEX[byte >> 4], HEX[byte & 0xf], 0, 0], 6)
         } else {
-            [byte as u8, 0, 0, 0, 0, 0, 0, 0]
-        };
-        let len = if short != 0 {
-            2
-        } else if byte < 0x20 {
-            6
-        } else {
-            1
-        };
-        table[byte] = (u64::from_le_bytes(sequence), len);
+            ([byte as u8, 0, 0, 0, 0, 0, 0, 0], 1)
+        }
+    }
+    let mut table = [(0u64, 0u8); 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let (mut sequence, mut len) = once(byte);
+        if twice {
+            let first = sequence;
+            let (mut read, mut written) = (0, 0);
+            while read < len {
+                let (part, part_len) = once(first[read] as usize);
+                let mut i = 0;
+                while i < part_len {
+                    sequence[written] = part[i];
+                    written += 1;
+                    i += 1;
+                }
+                read += 1;
+            }
+            len = written;
+        }
+        table[byte] = (u64::from_le_bytes(sequence), len as u8);
         byte += 1;
     }
     table
-};
-
-/// The length of `bytes` escaped (without the quotes).
-pub(crate) fn escaped_len(bytes: &[u8]) -> usize {
-    bytes.iter().map(|&b| usize::from(ESCAPED[usize::from(b)].1)).sum()
 }
 
-/// Escapes `bytes` into the front of `out`, which has room for their escaped length plus the
-/// eight bytes the last store writes; returns the length written.
-fn escape_to(bytes: &[u8], out: &mut [u8]) -> usize {
-    let mut written = 0;
-    for &byte in bytes {
-        let (sequence, len) = ESCAPED[usize::from(byte)];
-        out[written..written + 8].copy_from_slice(&sequence.to_le_bytes());
-        written += usize::from(len);
+/// How many times a text is escaped: once as a JSON string, or twice (a document inside a tool
+/// result's text inside a JSON-RPC line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Escaping {
+    Once,
+    Twice,
+}
+
+impl Escaping {
+    fn table(self) -> &'static EscapeTable {
+        match self {
+            Escaping::Once => &ESCAPED,
+            Escaping::Twice => &ESCAPED_TWICE,
+        }
     }
-    written
+
+    /// The length of `bytes` escaped (without the quotes).
+    pub(crate) fn len(self, bytes: &[u8]) -> usize {
+        let table = self.table();
+        bytes.iter().map(|&b| usize::from(table[usize::from(b)].1)).sum()
+    }
+
+    /// Appends `bytes` escaped (no quotes). Escaping goes byte by byte and never touches a byte
+    /// of a multi-byte character, so any split of a UTF-8 text may be escaped piece by piece.
+    pub(crate) fn escape_into(self, bytes: &[u8], out: &mut Vec<u8>) {
+        let table = self.table();
+        let start = out.len();
+        // Room for the last eight-byte store.
+        out.resize(start + self.len(bytes) + 8, 0);
+        let mut written = start;
+        for &byte in bytes {
+            let (sequence, len) = table[usize::from(byte)];
+            out[written..written + 8].copy_from_slice(&sequence.to_le_bytes());
+            written += usize::from(len);
+        }
+        out.truncate(written);
+    }
 }
 
-/// Appends `bytes` escaped as the inside of a JSON string (no quotes). Escaping goes byte by
-/// byte and never touches a byte of a multi-byte character, so any split of a UTF-8 text may be
-/// escaped piece by piece.
+/// The length of `bytes` escaped once (without the quotes).
+pub(crate) fn escaped_len(bytes: &[u8]) -> usize {
+    Escaping::Once.len(bytes)
+}
+
+/// Appends `bytes` escaped once as the inside of a JSON string (no quotes).
 pub(crate) fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
-    let start = out.len();
-    out.resize(start + escaped_len(bytes) + 8, 0);
-    let written = escape_to(bytes, &mut out[start..]);
-    out.truncate(start + written);
+    Escaping::Once.escape_into(bytes, out);
 }
 
 /// `prefix`, `text` as a quoted JSON string, then `suffix`, written in `text`'s own buffer: the
@@ -122,31 +163,83 @@ fn write_json(value: &Value, out: &mut Vec<u8>) {
     serde_json::to_writer(out, value).expect("writing JSON to memory");
 }
 
-/// The JSON text of `value`, as `serde_json::to_string` writes it. A large string — the value
-/// itself or one member of an object — becomes the buffer of the text instead of being copied
-/// into it.
-pub(crate) fn into_text(value: Value) -> String {
-    match value {
-        Value::String(text) if text.len() >= LARGE_TEXT_BYTES => escape_in_place(text, b"", b""),
-        Value::Object(map) if map.values().any(|v| v.as_str().is_some_and(|s| s.len() >= LARGE_TEXT_BYTES)) => {
-            let (mut prefix, mut suffix) = (b"{".to_vec(), Vec::new());
-            let mut large = None;
-            for (index, (key, member)) in map.into_iter().enumerate() {
-                let out = if large.is_none() { &mut prefix } else { &mut suffix };
-                if index > 0 {
-                    out.push(b',');
-                }
-                write_json(&Value::String(key), out);
-                out.push(b':');
-                match member {
-                    Value::String(text) if large.is_none() && text.len() >= LARGE_TEXT_BYTES => large = Some(text),
-                    other => write_json(&other, out),
-                }
+/// A value's JSON text with its one large string not yet escaped: the text is `before`, the
+/// string quoted, then `after`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct LargeText {
+    pub(crate) before: String,
+    pub(crate) text: String,
+    pub(crate) after: String,
+}
+
+impl LargeText {
+    /// `value` as a large text, when it is a large string or an object with one as a member;
+    /// otherwise the value itself, back.
+    pub(crate) fn split(value: Value) -> Result<LargeText, Value> {
+        let is_large = |v: &Value| v.as_str().is_some_and(|s| s.len() >= LARGE_TEXT_BYTES);
+        match value {
+            Value::String(text) if text.len() >= LARGE_TEXT_BYTES => {
+                Ok(LargeText { before: String::new(), text, after: String::new() })
             }
-            suffix.push(b'}');
-            escape_in_place(large.unwrap_or_default(), &prefix, &suffix)
+            Value::Object(map) if map.values().any(is_large) => {
+                let (mut before, mut after) = (b"{".to_vec(), Vec::new());
+                let mut large = None;
+                for (index, (key, member)) in map.into_iter().enumerate() {
+                    let out = if large.is_none() { &mut before } else { &mut after };
+                    if index > 0 {
+                        out.push(b',');
+                    }
+                    write_json(&Value::String(key), out);
+                    out.push(b':');
+                    match member {
+                        Value::String(text) if large.is_none() && text.len() >= LARGE_TEXT_BYTES => large = Some(text),
+                        other => write_json(&other, out),
+                    }
+                }
+                after.push(b'}');
+                // serde_json writes UTF-8.
+                let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap_or_default();
+                Ok(LargeText { before: text(before), text: large.unwrap_or_default(), after: text(after) })
+            }
+            other => Err(other),
         }
-        other => serde_json::to_string(&other).expect("writing JSON to memory"),
+    }
+
+    /// The JSON text, written in the large string's own buffer.
+    pub(crate) fn into_text(self) -> String {
+        escape_in_place(self.text, self.before.as_bytes(), self.after.as_bytes())
+    }
+}
+
+/// The `_meta` key of a text block whose text is a [`LargeText`]'s string, not yet escaped, and
+/// whose value is `[before, after]`: what a server that leaves large texts to its transport
+/// hands the transport (see [`LargeText::into_block`]). Such a block never leaves the process.
+const UNESCAPED_META_KEY: &str = "cks/unescapedLargeText";
+
+impl LargeText {
+    /// A text block that carries this text unescaped, for a transport that writes it escaped as
+    /// it sends it (see [`Self::take_from`]): escaping it here first would be a pass over the
+    /// whole text, and a larger buffer, for nothing.
+    pub(crate) fn into_block(self) -> ContentBlock {
+        let around = Value::Array(vec![Value::String(self.before), Value::String(self.after)]);
+        let meta = MetaObject(std::iter::once((UNESCAPED_META_KEY.to_owned(), around)).collect());
+        ContentBlock::Text(TextContent::new(self.text).with_meta(meta))
+    }
+
+    /// The large text of a block made by [`Self::into_block`], taken out of it (its text left
+    /// empty, its `_meta` as it was before); `None` for any other block.
+    pub(crate) fn take_from(block: &mut TextContent) -> Option<LargeText> {
+        let meta = block.meta.as_mut()?;
+        let Value::Array(around) = meta.0.remove(UNESCAPED_META_KEY)? else { return None };
+        if meta.0.is_empty() {
+            block.meta = None;
+        }
+        let mut around = around.into_iter().map(|part| match part {
+            Value::String(text) => text,
+            _ => String::new(),
+        });
+        let (before, after) = (around.next().unwrap_or_default(), around.next().unwrap_or_default());
+        Some(LargeText { before, text: std::mem::take(&mut block.text), after })
     }
 }
 
@@ -204,6 +297,14 @@ mod tests {
         .prop_map(|chars| chars.into_iter().collect())
     }
 
+    /// The JSON text of `value`, a large string written in its own buffer.
+    fn into_text(value: Value) -> String {
+        match LargeText::split(value) {
+            Ok(large) => large.into_text(),
+            Err(other) => serde_json::to_string(&other).unwrap(),
+        }
+    }
+
     fn escaped(text: &str) -> String {
         let quoted = serde_json::to_string(text).unwrap();
         quoted[1..quoted.len() - 1].to_owned()
@@ -220,6 +321,13 @@ mod tests {
             escape_into(&text.as_bytes()[..split], &mut out);
             escape_into(&text.as_bytes()[split..], &mut out);
             prop_assert_eq!(String::from_utf8(out).unwrap(), expected.clone());
+            // Twice, in one pass: the escaped text escaped again.
+            let twice = escaped(&expected);
+            prop_assert_eq!(Escaping::Twice.len(text.as_bytes()), twice.len());
+            let mut out = Vec::new();
+            Escaping::Twice.escape_into(&text.as_bytes()[..split], &mut out);
+            Escaping::Twice.escape_into(&text.as_bytes()[split..], &mut out);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), twice);
             let in_place = escape_in_place(text.clone(), b"{\"k\":", b"}");
             prop_assert_eq!(in_place, format!("{{\"k\":\"{expected}\"}}"));
             // A suffix longer than the gap escaping keeps: the buffer's end is the suffix's.

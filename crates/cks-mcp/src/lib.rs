@@ -176,7 +176,11 @@ async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Res
     // blocking pool, saving a thread hand-off per message; other streams fall back to blocking.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = stdio::StdioTransport::new(stdin, stdout, max_message_bytes);
-    let service = server.serve(transport).await.context("starting the stdio MCP session")?;
+    let service = server
+        .leaving_large_texts_to_the_transport()
+        .serve(transport)
+        .await
+        .context("starting the stdio MCP session")?;
     service.waiting().await.context("stdio MCP session")?;
     Ok(())
 }

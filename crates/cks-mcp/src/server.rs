@@ -13,6 +13,7 @@ use cks_runtime::{Runtime, Sweepers};
 use cks_tools::fetch::{FetchPolicy, Fetcher};
 use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
 
+use crate::json_text::LargeText;
 use crate::{prompts, resources};
 
 /// The MCP protocol version we announce to clients that ask for none we know.
@@ -31,6 +32,9 @@ pub struct CksServer {
     /// The guarded HTTP client of the tools that fetch a URL they are given.
     pub fetcher: Arc<Fetcher>,
     tools: Arc<Vec<Value>>,
+    /// Whether results leave their large texts unescaped for the transport (see
+    /// [`Self::leaving_large_texts_to_the_transport`]).
+    large_texts_unescaped: bool,
 }
 
 /// Per-call options from the transport.
@@ -57,6 +61,7 @@ impl CksServer {
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
             tools: Arc::new(tools),
+            large_texts_unescaped: false,
         }
     }
 
@@ -75,6 +80,14 @@ impl CksServer {
     /// Uses `key` to check and to make provenance signatures.
     pub fn with_provenance(mut self, key: ProvenanceKey) -> Self {
         self.provenance = Some(Arc::new(key));
+        self
+    }
+
+    /// Leaves a result's large text (a whole graph's document) unescaped, in a block only the
+    /// stdio transport reads (`json_text::LargeText::into_block`): it escapes the text for its
+    /// line as it writes it, the escapes of the result's text and of the line in one pass.
+    pub(crate) fn leaving_large_texts_to_the_transport(mut self) -> Self {
+        self.large_texts_unescaped = true;
         self
     }
 
@@ -128,7 +141,7 @@ impl CksServer {
             .call(name, args, &ctx)
             .await
             .map_err(|e| ErrorData::new(ErrorCode::METHOD_NOT_FOUND, e.to_string(), None))?;
-        Ok(tool_result(value, structured))
+        Ok(tool_result(value, structured, self.large_texts_unescaped))
     }
 
     pub async fn list_resources(&self) -> Result<Value, ErrorData> {
@@ -183,15 +196,22 @@ fn tool_entry(tool: &RegisteredTool) -> Value {
 /// MCP requires `structuredContent` only where an `outputSchema` promises it. The one tool without
 /// one, `serialize_knowledge`, returns documents of any size (and sometimes a bare string, which
 /// `structuredContent` cannot carry): its result travels once, as the text, rather than twice.
-pub fn tool_result(value: Value, structured: bool) -> CallToolResult {
+///
+/// A large text (a graph's document) becomes the result's text without a copy: escaped in its own
+/// buffer, or, with `large_text_unescaped`, not escaped at all, for the transport to escape.
+pub fn tool_result(value: Value, structured: bool, large_text_unescaped: bool) -> CallToolResult {
     if structured && value.is_object() {
         let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(value);
         return result;
     }
-    // Text only: a result carrying a whole graph's document becomes its text without a copy.
-    CallToolResult::success(vec![ContentBlock::text(crate::json_text::into_text(value))])
+    let block = match LargeText::split(value) {
+        Ok(large) if large_text_unescaped => large.into_block(),
+        Ok(large) => ContentBlock::text(large.into_text()),
+        Err(value) => ContentBlock::text(serde_json::to_string(&value).unwrap_or_else(|_| "null".into())),
+    };
+    CallToolResult::success(vec![block])
 }
 
 #[cfg(test)]
@@ -201,14 +221,14 @@ mod tests {
 
     #[test]
     fn objects_of_tools_with_an_output_schema_are_structured_and_other_results_are_text_only() {
-        let object = serde_json::to_value(tool_result(json!({"a": 1}), true)).unwrap();
+        let object = serde_json::to_value(tool_result(json!({"a": 1}), true, false)).unwrap();
         assert_eq!(object["content"], json!([{"type": "text", "text": "{\"a\":1}"}]));
         assert_eq!(object["structuredContent"], json!({"a": 1}));
-        let unpromised = serde_json::to_value(tool_result(json!({"a": 1}), false)).unwrap();
+        let unpromised = serde_json::to_value(tool_result(json!({"a": 1}), false, false)).unwrap();
         assert_eq!(unpromised["content"], object["content"]);
         assert!(unpromised.get("structuredContent").is_none());
 
-        let document = serde_json::to_value(tool_result(json!("{\n  \"objects\": []\n}"), true)).unwrap();
+        let document = serde_json::to_value(tool_result(json!("{\n  \"objects\": []\n}"), true, false)).unwrap();
         let text = document["content"][0]["text"].as_str().unwrap();
         assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), json!("{\n  \"objects\": []\n}"));
         assert!(document.get("structuredContent").is_none());

@@ -20,13 +20,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientNotification, ClientRequest, ContentBlock, JsonRpcMessage, RequestId, ServerResult};
+use rmcp::model::{
+    ClientNotification, ClientRequest, ContentBlock, JsonRpcMessage, RequestId, ServerResult, TextContent,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
 use framing::{Decoded, FrameDecoder, Framing, IdScanner};
 
-use crate::json_text;
+use crate::json_text::{self, Escaping, LargeText};
 
 /// JSON-RPC: the text is not JSON.
 const PARSE_ERROR: i64 = -32700;
@@ -48,14 +50,14 @@ enum Part {
     Bytes(Bytes),
     /// A large text, written JSON-escaped (without quotes) a slice at a time: the answer's line
     /// is never built whole beside it.
-    Escaped(String),
+    Escaped(String, Escaping),
 }
 
 impl Part {
     fn len(&self) -> usize {
         match self {
             Part::Bytes(bytes) => bytes.len(),
-            Part::Escaped(text) => json_text::escaped_len(text.as_bytes()),
+            Part::Escaped(text, escaping) => escaping.len(text.as_bytes()),
         }
     }
 }
@@ -348,8 +350,8 @@ fn frame_parts(framing: Framing, mut parts: Vec<Part>) -> Frame {
     parts
 }
 
-/// The texts of a tool result's content, in order.
-fn result_texts(message: &mut TxJsonRpcMessage<RoleServer>) -> impl Iterator<Item = &mut String> {
+/// The text blocks of a tool result's content, in order.
+fn result_texts(message: &mut TxJsonRpcMessage<RoleServer>) -> impl Iterator<Item = &mut TextContent> {
     let content = match message {
         JsonRpcMessage::Response(response) => match &mut response.result {
             ServerResult::CallToolResult(result) => Some(&mut result.content),
@@ -358,30 +360,72 @@ fn result_texts(message: &mut TxJsonRpcMessage<RoleServer>) -> impl Iterator<Ite
         _ => None,
     };
     content.into_iter().flatten().filter_map(|block| match block {
-        ContentBlock::Text(block) => Some(&mut block.text),
+        ContentBlock::Text(block) => Some(block),
         _ => None,
     })
 }
 
+/// Gives every text the server left unescaped (see `LargeText::into_block`) its JSON text, for
+/// an answer that is serialized the ordinary way.
+fn escape_large_texts(message: &mut TxJsonRpcMessage<RoleServer>) {
+    for block in result_texts(message) {
+        if let Some(large) = LargeText::take_from(block) {
+            block.text = large.into_text();
+        }
+    }
+}
+
 /// The body of an answer whose tool result carries a large text: the envelope serialized around
-/// a marker, and the text escaped where the marker was as it is written.
+/// a marker, and the text escaped where the marker was as it is written. A text the server left
+/// unescaped is escaped twice in that one pass (once as the result's text, once for the line).
 fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Vec<Part>>, serde_json::Error> {
-    let Some(index) = result_texts(message).position(|text| text.len() >= json_text::LARGE_TEXT_BYTES) else {
-        return Ok(None);
-    };
+    let mut large = None;
+    for (index, block) in result_texts(message).enumerate() {
+        if large.is_some() {
+            // Only one text streams; any other is written the ordinary way.
+            if let Some(other) = LargeText::take_from(block) {
+                block.text = other.into_text();
+            }
+        } else if let Some(unescaped) = LargeText::take_from(block) {
+            large = Some((index, unescaped, Escaping::Twice));
+        } else if block.text.len() >= json_text::LARGE_TEXT_BYTES {
+            let text = std::mem::take(&mut block.text);
+            large = Some((index, LargeText { before: String::new(), text, after: String::new() }, Escaping::Once));
+        }
+    }
+    let Some((index, large, escaping)) = large else { return Ok(None) };
     // Random, so that no text the answer carries elsewhere can contain it.
     let marker = format!("cks-large-text-{:016x}{:016x}", random_u64(), random_u64());
-    let text = result_texts(message).nth(index).map(|slot| std::mem::replace(slot, marker.clone())).unwrap_or_default();
+    if let Some(block) = result_texts(message).nth(index) {
+        block.text.clone_from(&marker);
+    }
     let envelope = Bytes::from(serde_json::to_vec(message)?);
     let Some(at) = envelope.windows(marker.len()).position(|w| w == marker.as_bytes()) else {
         // Not expected; if it ever happens, the answer goes out the ordinary way.
-        if let Some(slot) = result_texts(message).nth(index) {
-            *slot = text;
+        if let Some(block) = result_texts(message).nth(index) {
+            block.text = match escaping {
+                Escaping::Twice => large.into_text(),
+                Escaping::Once => large.text,
+            };
         }
         return Ok(None);
     };
-    let after = at + marker.len();
-    Ok(Some(vec![Part::Bytes(envelope.slice(..at)), Part::Escaped(text), Part::Bytes(envelope.slice(after..))]))
+    // What surrounds the text in the result's text (quotes included), escaped once for the line.
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    if escaping == Escaping::Twice {
+        json_text::escape_into(large.before.as_bytes(), &mut before);
+        before.extend_from_slice(b"\\\"");
+        after.extend_from_slice(b"\\\"");
+        json_text::escape_into(large.after.as_bytes(), &mut after);
+    }
+    let parts = vec![
+        Part::Bytes(envelope.slice(..at)),
+        Part::Bytes(Bytes::from(before)),
+        Part::Escaped(large.text, escaping),
+        Part::Bytes(Bytes::from(after)),
+        Part::Bytes(envelope.slice(at + marker.len()..)),
+    ];
+    Ok(Some(parts.into_iter().filter(|part| !matches!(part, Part::Bytes(bytes) if bytes.is_empty())).collect()))
 }
 
 /// 64 random bits from the standard library's per-process hash keys.
@@ -417,10 +461,10 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut write: W, mut queue: mpsc::Rece
 async fn write_part<W: AsyncWrite + Unpin>(write: &mut W, part: Part, escaped: &mut Vec<u8>) -> std::io::Result<()> {
     match part {
         Part::Bytes(bytes) => write.write_all(&bytes).await,
-        Part::Escaped(text) => {
+        Part::Escaped(text, escaping) => {
             for piece in text.as_bytes().chunks(ONE_WRITE_BYTES) {
                 escaped.clear();
-                json_text::escape_into(piece, escaped);
+                escaping.escape_into(piece, escaped);
                 write.write_all(escaped).await?;
             }
             Ok(())
@@ -446,6 +490,7 @@ impl Routing {
         {
             let batch = &mut self.batches[index];
             batch.waiting.remove(id);
+            escape_large_texts(&mut message);
             batch.replies.push(serde_json::to_value(&message)?);
             if !batch.waiting.is_empty() {
                 return Ok(None);
@@ -544,7 +589,7 @@ mod tests {
         for part in frame {
             match part {
                 Part::Bytes(bytes) => out.extend_from_slice(&bytes),
-                Part::Escaped(text) => json_text::escape_into(text.as_bytes(), &mut out),
+                Part::Escaped(text, escaping) => escaping.escape_into(text.as_bytes(), &mut out),
             }
         }
         out
@@ -585,10 +630,10 @@ mod tests {
         let address = result.content[0].as_text().unwrap().text.as_ptr();
         let frame = routing.route(message).unwrap().unwrap();
         assert!(
-            frame.iter().any(|part| matches!(part, Part::Escaped(t) if t.as_ptr() == address)),
+            frame.iter().any(|part| matches!(part, Part::Escaped(t, _) if t.as_ptr() == address)),
             "the text was copied"
         );
-        assert!(frame.iter().all(|part| matches!(part, Part::Escaped(_)) || part.len() < 200), "the line was built");
+        assert!(frame.iter().all(|part| matches!(part, Part::Escaped(..)) || part.len() < 200), "the line was built");
         assert_eq!(joined(frame), [expected.as_slice(), b"\n"].concat());
 
         routing.framing_by_id.insert(RequestId::Number(7), Framing::ContentLength);
@@ -609,6 +654,45 @@ mod tests {
         let written = reader.await.unwrap();
         let parsed: Value = serde_json::from_slice(&written).unwrap();
         assert_eq!(parsed["result"]["content"][0]["text"].as_str(), Some(text.as_str()));
+    }
+
+    #[test]
+    fn a_large_text_left_unescaped_is_written_as_the_escaped_result_would_be() {
+        use crate::server::tool_result;
+        let document = "{\n  \"a\": \"é \\ \u{1}\"\n}".repeat(json_text::LARGE_TEXT_BYTES / 10);
+        let value = json!({"serialized": document, "session_id": "s-1"});
+        // One large text left unescaped beside a large text and a small one escaped already.
+        let answer = |unescaped: bool| {
+            let mut result = tool_result(value.clone(), false, unescaped);
+            result.content.push(ContentBlock::text("\"x\"".repeat(json_text::LARGE_TEXT_BYTES)));
+            result.content.push(ContentBlock::text("small"));
+            JsonRpcMessage::response(ServerResult::CallToolResult(result), RequestId::Number(3))
+        };
+        let expected = serde_json::to_vec(&answer(false)).unwrap();
+        let message = answer(true);
+        let JsonRpcMessage::Response(response) = &message else { unreachable!() };
+        let ServerResult::CallToolResult(result) = &response.result else { unreachable!() };
+        let first = result.content[0].as_text().unwrap();
+        assert_eq!(first.text, document, "the document itself, unescaped");
+        let address = first.text.as_ptr();
+
+        let mut routing = Routing { framing_by_id: HashMap::new(), batches: Vec::new(), last: Framing::Line };
+        let frame = routing.route(message).unwrap().unwrap();
+        assert!(
+            frame.iter().any(|part| matches!(part, Part::Escaped(t, Escaping::Twice) if t.as_ptr() == address)),
+            "the document is escaped twice as it is written, not copied"
+        );
+        assert_eq!(joined(frame), [expected.as_slice(), b"\n"].concat());
+
+        // In a batch, the answer is built the ordinary way, with the same text.
+        routing.batches.push(Batch {
+            framing: Framing::Line,
+            waiting: HashSet::from([RequestId::Number(3)]),
+            replies: Vec::new(),
+        });
+        let batch = joined(routing.route(answer(true)).unwrap().unwrap());
+        let batch: Value = serde_json::from_slice(&batch).unwrap();
+        assert_eq!(batch, json!([serde_json::from_slice::<Value>(&expected).unwrap()]));
     }
 
     /// A transport fed `input` on stdin, with stdout readable.

@@ -180,3 +180,46 @@ fn batches_get_one_array_answer() {
     s.line(&json!([]));
     assert_eq!(s.next().body["error"]["code"], -32600);
 }
+
+#[test]
+fn a_large_document_arrives_whole_in_every_framing_and_in_a_batch() {
+    let mut s = start(None);
+    // Text that needs escaping at both levels: quotes, a backslash, a control character, é.
+    let objects: Vec<Value> = (0..6000)
+        .map(|i| {
+            json!({"identity": {"id": format!("n{i}"), "type": "Claim", "name": format!("Claim \"{i}\"")},
+                "structure": {"note": format!("a \\ b\u{1} é {i}")}})
+        })
+        .collect();
+    let graph = json!({"objects": objects}).to_string();
+    s.line(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "validate_knowledge", "arguments": {"json_data": graph}}}));
+    let created: Value = serde_json::from_str(s.next().body["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let session = created["session_id"].as_str().expect("a session").to_owned();
+
+    let call = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "serialize_knowledge", "arguments": {"session_id": session}}})
+    };
+    let check = |answer: &Value| {
+        let block = &answer["result"]["content"][0];
+        assert!(block.get("_meta").is_none(), "no mark of the transport's work is sent: {:?}", block.get("_meta"));
+        let result: Value = serde_json::from_str(block["text"].as_str().unwrap()).unwrap();
+        assert_eq!(result["session_id"], json!(session));
+        let text = result["serialized"].as_str().unwrap();
+        assert!(text.len() > 1 << 20, "a document large enough to be streamed ({} bytes)", text.len());
+        let document: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(document["objects"], json!(objects));
+    };
+    s.line(&call(2));
+    let reply = s.next();
+    assert!(!reply.content_length);
+    check(&reply.body);
+    s.framed(&call(3));
+    let reply = s.next();
+    assert!(reply.content_length);
+    check(&reply.body);
+    s.line(&json!([call(4)]));
+    let reply = s.next();
+    check(&reply.body.as_array().expect("an array answer")[0]);
+}
