@@ -84,6 +84,7 @@ pub(crate) struct StdioTransport<R> {
     read: R,
     buf: BytesMut,
     decoder: FrameDecoder,
+    max_message_bytes: usize,
     eof: bool,
     /// Messages already decoded (the members of a batch) waiting to be handed to rmcp.
     ready: VecDeque<RxJsonRpcMessage<RoleServer>>,
@@ -103,6 +104,7 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
             read,
             buf: BytesMut::new(),
             decoder: FrameDecoder::new(max_message_bytes),
+            max_message_bytes,
             eof: false,
             ready: VecDeque::new(),
             answers: VecDeque::new(),
@@ -127,6 +129,29 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
     /// would stay resident while the session it describes is built, and long after.
     fn let_go_of_the_buffer(&mut self) {
         self.buf = BytesMut::from(&self.buf[..]);
+    }
+
+    /// Makes room for the next read.
+    ///
+    /// Doubling costs a message of n bytes O(n) in copies, however it is split, but each larger
+    /// buffer is written afresh: a 295 MiB request went through buffers holding about 800 MiB of
+    /// newly touched pages, and a new page costs more to map than to copy. Once the buffer holds a
+    /// large message in part, it gets room for the largest message allowed in one allocation
+    /// instead: address space, whose pages become resident only as the message fills them, so
+    /// the rest is read in place. Where that much cannot be had, it doubles.
+    fn make_room(&mut self) {
+        let largest = self.max_message_bytes.saturating_add(READ_CHUNK);
+        // `BytesMut` only allocates or aborts: a `Vec` asks first.
+        if self.buf.len() >= LARGE_BUFFER_BYTES
+            && self.buf.capacity() < largest
+            && Vec::<u8>::new().try_reserve_exact(largest).is_ok()
+        {
+            let mut room = BytesMut::with_capacity(largest);
+            room.extend_from_slice(&self.buf);
+            self.buf = room;
+            return;
+        }
+        self.buf.reserve(READ_CHUNK.max(self.buf.len()));
     }
 
     /// Turns one decoded item into messages for rmcp and answers for the client.
@@ -557,8 +582,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
                 return None;
             }
             if self.buf.capacity() - self.buf.len() < READ_CHUNK {
-                // Doubling: a message of n bytes costs O(n) in copies, however it is split.
-                self.buf.reserve(READ_CHUNK.max(self.buf.len()));
+                self.make_room();
             }
             match self.read.read_buf(&mut self.buf).await {
                 Ok(0) => self.eof = true,
@@ -721,6 +745,30 @@ mod tests {
         // Reading on would reuse the large request's allocation if the buffer still held it.
         assert!(!transport.buf.try_reclaim(LARGE_BUFFER_BYTES), "the large request's allocation is kept");
         assert!(transport.receive().await.is_some(), "the message after it was lost");
+    }
+
+    #[test]
+    fn a_large_message_gets_room_for_the_largest_allowed_at_once() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let _entered = runtime.enter();
+        let part: Vec<u8> = (0..LARGE_BUFFER_BYTES).map(|i| (i % 251) as u8).collect();
+        for (limit, at_once) in [(1 << 26, true), (usize::MAX / 2, false)] {
+            let (stdout, _read_back) = tokio::io::duplex(1 << 16);
+            let mut transport = StdioTransport::new(std::io::Cursor::new(Vec::new()), stdout, limit);
+            transport.buf.extend_from_slice(&part[..1000]);
+            transport.make_room();
+            assert!(transport.buf.capacity() < 1 << 20, "a small buffer doubles");
+            transport.buf.clear();
+            transport.buf.extend_from_slice(&part);
+            transport.make_room();
+            assert_eq!(&transport.buf[..], &part[..], "what was read is kept");
+            if at_once {
+                assert!(transport.buf.capacity() >= limit + READ_CHUNK);
+            } else {
+                // Address space that cannot be had: the buffer doubles instead.
+                assert!(transport.buf.capacity() >= 2 * part.len() && transport.buf.capacity() < 1 << 30);
+            }
+        }
     }
 
     #[test]
