@@ -3,9 +3,11 @@
 //! A whole graph's document travels as a string inside a string: the tool's result text holds it
 //! escaped once (`{"serialized": "..."}`), and the JSON-RPC line escapes that text again. Built
 //! the ordinary way, the document, its escaped text and the line (each hundreds of megabytes at a
-//! million objects) are all in memory at once. Here the result text is escaped in the document's
-//! own buffer ([`into_text`]), and the transport writes the line's escaping a slice at a time
-//! ([`escape_into`]). The bytes are the ones `serde_json` writes.
+//! million objects) are all in memory at once. Here a result's large string is a [`LargeText`]:
+//! over stdio it is left unescaped in the result ([`LargeText::into_block`]) and the transport
+//! writes it escaped twice, a slice at a time ([`Escaping::Twice`]); elsewhere the result's text
+//! is escaped in the document's own buffer ([`LargeText::into_text`]) and the transport escapes
+//! it again as it writes it ([`escape_into`]). The bytes are the ones `serde_json` writes.
 //!
 //! The other way, a large string argument (a graph's text in `json_data`) is decoded from the
 //! request's bytes into a buffer of its final size ([`unescape`]), where `serde_json` grows one as
@@ -163,9 +165,14 @@ fn write_json(value: &Value, out: &mut Vec<u8>) {
     serde_json::to_writer(out, value).expect("writing JSON to memory");
 }
 
+/// The `_meta` key of a text block whose text is a [`LargeText`]'s string, not yet escaped, and
+/// whose value is `[before, after]`: what a server that leaves large texts to its transport
+/// hands the transport (see [`LargeText::into_block`]). Such a block never leaves the process.
+const UNESCAPED_META_KEY: &str = "cks/unescapedLargeText";
+
 /// A value's JSON text with its one large string not yet escaped: the text is `before`, the
 /// string quoted, then `after`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub(crate) struct LargeText {
     pub(crate) before: String,
     pub(crate) text: String,
@@ -209,14 +216,7 @@ impl LargeText {
     pub(crate) fn into_text(self) -> String {
         escape_in_place(self.text, self.before.as_bytes(), self.after.as_bytes())
     }
-}
 
-/// The `_meta` key of a text block whose text is a [`LargeText`]'s string, not yet escaped, and
-/// whose value is `[before, after]`: what a server that leaves large texts to its transport
-/// hands the transport (see [`LargeText::into_block`]). Such a block never leaves the process.
-const UNESCAPED_META_KEY: &str = "cks/unescapedLargeText";
-
-impl LargeText {
     /// A text block that carries this text unescaped, for a transport that writes it escaped as
     /// it sends it (see [`Self::take_from`]): escaping it here first would be a pass over the
     /// whole text, and a larger buffer, for nothing.
