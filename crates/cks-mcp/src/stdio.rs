@@ -390,13 +390,11 @@ fn result_texts(message: &mut TxJsonRpcMessage<RoleServer>) -> impl Iterator<Ite
     })
 }
 
-/// Gives every text the server left unescaped (see `LargeText::into_block`) its JSON text, for
-/// an answer that is serialized the ordinary way.
-fn escape_large_texts(message: &mut TxJsonRpcMessage<RoleServer>) {
-    for block in result_texts(message) {
-        if let Some(large) = LargeText::take_from(block) {
-            block.text = large.into_text();
-        }
+/// Gives a text the server left unescaped (see `LargeText::into_block`) its JSON text, for a
+/// block that is serialized the ordinary way.
+fn escape_left_text(block: &mut TextContent) {
+    if let Some(large) = LargeText::take_from(block) {
+        block.text = large.into_text();
     }
 }
 
@@ -408,9 +406,7 @@ fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Ve
     for (index, block) in result_texts(message).enumerate() {
         if large.is_some() {
             // Only one text streams; any other is written the ordinary way.
-            if let Some(other) = LargeText::take_from(block) {
-                block.text = other.into_text();
-            }
+            escape_left_text(block);
         } else if let Some(unescaped) = LargeText::take_from(block) {
             large = Some((index, unescaped, Escaping::Twice));
         } else if block.text.len() >= json_text::LARGE_TEXT_BYTES {
@@ -515,7 +511,7 @@ impl Routing {
         {
             let batch = &mut self.batches[index];
             batch.waiting.remove(id);
-            escape_large_texts(&mut message);
+            result_texts(&mut message).for_each(escape_left_text);
             batch.replies.push(serde_json::to_value(&message)?);
             if !batch.waiting.is_empty() {
                 return Ok(None);
