@@ -7,7 +7,7 @@
 //! over stdio it is left unescaped in the result ([`LargeText::into_block`]) and the transport
 //! writes it escaped twice, a slice at a time ([`Escaping::Twice`]); elsewhere the result's text
 //! is escaped in the document's own buffer ([`LargeText::into_text`]) and the transport escapes
-//! it again as it writes it ([`escape_into`]). The bytes are the ones `serde_json` writes.
+//! it again as it writes it ([`Escaping::Once`]). The bytes are the ones `serde_json` writes.
 //!
 //! The other way, a large string argument (a graph's text in `json_data`) is decoded from the
 //! request's bytes into a buffer of its final size ([`unescape`]), where `serde_json` grows one as
@@ -117,16 +117,6 @@ impl Escaping {
     }
 }
 
-/// The length of `bytes` escaped once (without the quotes).
-pub(crate) fn escaped_len(bytes: &[u8]) -> usize {
-    Escaping::Once.len(bytes)
-}
-
-/// Appends `bytes` escaped once as the inside of a JSON string (no quotes).
-pub(crate) fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
-    Escaping::Once.escape_into(bytes, out);
-}
-
 /// `prefix`, `text` as a quoted JSON string, then `suffix`, written in `text`'s own buffer: the
 /// buffer grows by what escaping adds, the text moves to its end, and is escaped from there
 /// towards the front, writing always more than eight bytes behind reading.
@@ -135,7 +125,7 @@ fn escape_in_place(text: String, prefix: &[u8], suffix: &[u8]) -> String {
     let mut bytes = text.into_bytes();
     let text_len = bytes.len();
     let head = prefix.len() + 1;
-    let escaped = escaped_len(&bytes);
+    let escaped = Escaping::Once.len(&bytes);
     let total = head + escaped + 1 + suffix.len();
     // Room for the escaped text, and the text itself ahead of it by at least the gap.
     let room = head + escaped + GAP;
@@ -314,12 +304,12 @@ mod tests {
         #[test]
         fn escaping_writes_what_serde_json_writes(text in text(), split in 0usize..200) {
             let expected = escaped(&text);
-            prop_assert_eq!(escaped_len(text.as_bytes()), expected.len());
+            prop_assert_eq!(Escaping::Once.len(text.as_bytes()), expected.len());
             // Escaped in two pieces split anywhere, even inside a character.
             let split = split.min(text.len());
             let mut out = Vec::new();
-            escape_into(&text.as_bytes()[..split], &mut out);
-            escape_into(&text.as_bytes()[split..], &mut out);
+            Escaping::Once.escape_into(&text.as_bytes()[..split], &mut out);
+            Escaping::Once.escape_into(&text.as_bytes()[split..], &mut out);
             prop_assert_eq!(String::from_utf8(out).unwrap(), expected.clone());
             // Twice, in one pass: the escaped text escaped again.
             let twice = escaped(&expected);

@@ -141,15 +141,15 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
     /// the rest is read in place. Where that much cannot be had, it doubles.
     fn make_room(&mut self) {
         let largest = self.max_message_bytes.saturating_add(READ_CHUNK);
-        // `BytesMut` only allocates or aborts: a `Vec` asks first.
-        if self.buf.len() >= LARGE_BUFFER_BYTES
-            && self.buf.capacity() < largest
-            && Vec::<u8>::new().try_reserve_exact(largest).is_ok()
-        {
-            let mut room = BytesMut::with_capacity(largest);
-            room.extend_from_slice(&self.buf);
-            self.buf = room;
-            return;
+        if self.buf.len() >= LARGE_BUFFER_BYTES && self.buf.capacity() < largest {
+            // `BytesMut` cannot fail to allocate, only abort: the room is a `Vec`'s, handed
+            // over (through `Bytes`, which keeps a unique buffer and its capacity) uncopied.
+            let mut room = Vec::new();
+            if room.try_reserve_exact(largest).is_ok() {
+                room.extend_from_slice(&self.buf);
+                self.buf = BytesMut::from(Bytes::from(room));
+                return;
+            }
         }
         self.buf.reserve(READ_CHUNK.max(self.buf.len()));
     }
@@ -434,10 +434,10 @@ fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Ve
     // What surrounds the text in the result's text (quotes included), escaped once for the line.
     let (mut before, mut after) = (Vec::new(), Vec::new());
     if escaping == Escaping::Twice {
-        json_text::escape_into(large.before.as_bytes(), &mut before);
+        Escaping::Once.escape_into(large.before.as_bytes(), &mut before);
         before.extend_from_slice(b"\\\"");
         after.extend_from_slice(b"\\\"");
-        json_text::escape_into(large.after.as_bytes(), &mut after);
+        Escaping::Once.escape_into(large.after.as_bytes(), &mut after);
     }
     let parts = vec![
         Part::Bytes(envelope.slice(..at)),
