@@ -874,6 +874,17 @@ mod tests {
         let expected = parse_text(&late_duplicate, false);
         assert!(matches!(expected, Err(ParseError::DuplicateId(_))), "{expected:?}");
         assert_eq!(parse_text(&late_duplicate, true), expected);
+        // A relation with too few participants inside a later batch, with its own index; it
+        // comes before the duplicate, so it is the error.
+        let objects = document["objects"].as_array_mut().unwrap();
+        let index = 1_500;
+        objects[index] = serde_json::json!({
+            "identity": {"id": objects[index]["identity"]["id"].clone(), "name": "r", "type": "R"},
+            "structure": {"participants": ["a"], "relation_type": "x"},
+        });
+        let early_relation = document.to_string();
+        assert_eq!(parse_text(&early_relation, false), Err(ParseError::TooFewParticipants { index }));
+        assert_eq!(parse_text(&early_relation, true), Err(ParseError::TooFewParticipants { index }));
         let truncated = &text[..text.len() - 3];
         assert_eq!(parse_text(truncated, true), parse_text(truncated, false));
         assert!(matches!(parse_text(truncated, true), Err(ParseError::InvalidJson(_))));
