@@ -17,6 +17,8 @@ use serde_json::{Map, Value};
 use crate::object::{Identity, KnowledgeObject, PARTICIPANTS, RELATION_TYPE, Structure};
 use crate::structure::{KnowledgeStructure, StructureError};
 
+mod pieces;
+
 /// The one serialization format version this crate reads and writes.
 pub const FORMAT_VERSION: &str = "1.0";
 
@@ -89,6 +91,13 @@ pub enum ParseError {
 /// text's size): the result equals `parse_value` of the decoded text, errors included.
 pub fn parse_str(text: &str) -> Result<KnowledgeStructure, ParseError> {
     parse_text(text, text.len() >= PIPELINED_TEXT_BYTES)
+}
+
+/// Parses a document read from `reader` — a stored state — without holding its whole text: see
+/// [`pieces`]. The outcome is [`parse_str`]'s, but for the wording of a syntax error (its place
+/// is counted from the start of the object it is in).
+pub fn parse_read(reader: &mut dyn std::io::Read) -> Result<KnowledgeStructure, ParseError> {
+    pieces::parse(reader, pieces::PIECE_BYTES)
 }
 
 /// Texts from this size on are parsed on two threads: one reads the object records while the
@@ -328,7 +337,7 @@ mod streaming {
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             if self.pipelined {
-                return build_beside(seq);
+                return build_beside(|| seq.next_element::<Record>());
             }
             let mut builder = Builder::default();
             let mut failure = None;
@@ -341,6 +350,21 @@ mod streaming {
             while seq.next_element::<Value>()?.is_some() {}
             Ok(builder.finish(failure))
         }
+    }
+
+    /// Builds the structure from the records `next` reads, here: the first object error in
+    /// order, unless reading fails (every record is still read to the end).
+    pub(super) fn build_here<E>(
+        mut next: impl FnMut() -> Result<Option<Record>, E>,
+    ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, E> {
+        let mut builder = Builder::default();
+        let mut failure = None;
+        while let Some(record) = next()? {
+            if failure.is_none() {
+                failure = builder.add_record(record).err();
+            }
+        }
+        Ok(builder.finish(failure))
     }
 
     /// One element of `objects`. Decoded straight into an object when it has exactly the expected
@@ -360,9 +384,9 @@ mod streaming {
     /// Reads the records here and builds the structure on a second thread, a batch at a time, in
     /// document order. The outcome is the one-thread reader's: the first object error in order,
     /// unless the text has a syntax error anywhere (every record is still read to the end).
-    fn build_beside<'de, A: SeqAccess<'de>>(
-        mut seq: A,
-    ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, A::Error> {
+    pub(super) fn build_beside<E>(
+        mut next: impl FnMut() -> Result<Option<Record>, E>,
+    ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, E> {
         std::thread::scope(|scope| {
             let (send, batches) = std::sync::mpsc::sync_channel::<Vec<Record>>(4);
             let building = scope.spawn(move || {
@@ -378,7 +402,7 @@ mod streaming {
             });
             let mut batch = Vec::with_capacity(BATCH);
             let read = loop {
-                match seq.next_element::<Record>() {
+                match next() {
                     Ok(Some(record)) => batch.push(record),
                     Ok(None) => break Ok(()),
                     Err(e) => break Err(e),
@@ -891,6 +915,58 @@ mod tests {
     }
 
     #[test]
+    fn a_document_read_in_pieces_gives_what_its_text_gives() {
+        let structure = crate::sample::random_graph(4_000, 4_000, 7);
+        let text = to_compact_string(&structure);
+        assert!(text.starts_with(r#"{"objects":[{"#) && text.len() > 1 << 20);
+        // One piece per megabyte (on two threads), small pieces, and pieces shorter than a record.
+        for piece in [pieces::PIECE_BYTES, 4_096, 100] {
+            assert_eq!(pieces::parse(&mut text.as_bytes(), piece).unwrap(), structure, "pieces of {piece}");
+        }
+        assert_eq!(parse_read(&mut text.as_bytes()).unwrap().root_hash(), structure.root_hash());
+        // Any other form is read whole.
+        let pretty = to_canonical_string(&structure);
+        assert_eq!(parse_read(&mut pretty.as_bytes()).unwrap(), structure);
+
+        let a = r#"{"identity":{"id":"a","name":"n","type":"T"},"structure":{}}"#;
+        let read = |text: &str| pieces::parse(&mut text.as_bytes(), 7);
+        let with_a = read(&format!(r#"{{"objects":[{a}],"version":"1.0"}}"#)).unwrap();
+        assert_eq!(with_a.ids().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(
+            read(&format!("{{\"objects\":[ {a} ,\n{a_b} ] }}", a_b = a.replace("\"a\"", "\"b\""))).unwrap().len(),
+            2
+        );
+        // A later `objects` key replaces the first, even an empty one.
+        assert!(read(&format!(r#"{{"objects":[{a}],"objects":[]}}"#)).unwrap().is_empty());
+        assert_eq!(read(&format!(r#"{{"objects":[{a}],"objects":1}}"#)), Err(ParseError::ObjectsNotArray));
+        // The version is checked after the objects, and wins over an object's error.
+        let twice = format!(r#"{{"objects":[{a},{a}],"version":"2.0"}}"#);
+        assert_eq!(read(&twice), Err(ParseError::UnsupportedVersion("'2.0'".into())));
+        assert_eq!(read(&twice.replace("2.0", "1.0")), Err(ParseError::DuplicateId("a".into())));
+        for bad in [
+            format!(r#"{{"objects":[{a},]}}"#),
+            format!(r#"{{"objects":[{a}],}}"#),
+            format!(r#"{{"objects":[{a}{a}]}}"#),
+            format!(r#"{{"objects":[{a}]}} x"#),
+            format!(r#"{{"objects":[{a}]"#),
+            format!(r#"{{"objects":[{a}"#),
+            r#"{"objects":["#.to_owned(),
+            r#"{"objects":[,]}"#.to_owned(),
+        ] {
+            assert!(matches!(read(&bad), Err(ParseError::InvalidJson(_))), "{bad}: {:?}", read(&bad));
+            assert!(matches!(parse_str(&bad), Err(ParseError::InvalidJson(_))), "{bad}");
+        }
+        // A reader that fails is a document that cannot be read.
+        struct Failing;
+        impl std::io::Read for Failing {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk gone"))
+            }
+        }
+        assert!(matches!(parse_read(&mut Failing), Err(ParseError::InvalidJson(m)) if m.contains("disk gone")));
+    }
+
+    #[test]
     fn parse_errors_match_the_reference() {
         assert!(err("{").starts_with("Invalid JSON: "));
         assert_eq!(err("[]"), "Top-level JSON value must be an object.");
@@ -1065,6 +1141,22 @@ mod tests {
                     .and_then(parse_value);
                 prop_assert_eq!(parse_text(&text, true), decoded.clone(), "{}", text);
                 prop_assert_eq!(parse_str(&text), decoded, "{}", text);
+            }
+
+            /// Read in pieces of any size, a document decodes as from its whole text (a syntax
+            /// error is worded differently).
+            #[test]
+            fn read_in_pieces_equals_parse_str(text in arb_document(), piece in 1..48usize) {
+                // In the compact form's start, so the piecewise reader reads it record by record.
+                let text = match text.strip_prefix(r#"{"objects": ["#) {
+                    Some(rest) => format!(r#"{{"objects":[{rest}"#),
+                    None => text,
+                };
+                let whole = parse_str(&text);
+                let read = pieces::parse(&mut text.as_bytes(), piece);
+                if !matches!((&read, &whole), (Err(ParseError::InvalidJson(_)), Err(ParseError::InvalidJson(_)))) {
+                    prop_assert_eq!(read, whole, "{}", text);
+                }
             }
         }
 

@@ -537,7 +537,7 @@ impl Store for PostgresStore {
         decode: SnapshotDecoder,
     ) -> Result<Chain<KnowledgeStructure>, StoreError> {
         let Chain { snapshot_seq, snapshot, versions } = self.read_chain(id, seq).await?;
-        let snapshot = tokio::task::spawn_blocking(move || decode(snapshot.get(1)))
+        let snapshot = tokio::task::spawn_blocking(move || decode(&mut snapshot.get::<_, &str>(1).as_bytes()))
             .await
             .map_err(|e| StoreError::Backend(format!("decoding task failed: {e}")))??;
         Ok(Chain { snapshot_seq, snapshot, versions })

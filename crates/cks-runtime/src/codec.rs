@@ -23,7 +23,16 @@ pub fn encode_state(structure: &KnowledgeStructure) -> String {
 }
 
 pub fn decode_state(text: &str) -> Result<KnowledgeStructure, StoreError> {
-    json::parse_str(text).map_err(|e| StoreError::Corrupt(format!("stored state does not parse: {e}")))
+    json::parse_str(text).map_err(unparsable)
+}
+
+/// [`decode_state`] of a text read a piece at a time, never held whole.
+pub fn read_state(reader: &mut dyn std::io::Read) -> Result<KnowledgeStructure, StoreError> {
+    json::parse_read(reader).map_err(unparsable)
+}
+
+fn unparsable(e: json::ParseError) -> StoreError {
+    StoreError::Corrupt(format!("stored state does not parse: {e}"))
 }
 
 struct Delta<'a>(&'a [Change]);

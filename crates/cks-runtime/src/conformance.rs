@@ -566,11 +566,15 @@ async fn store_chains(store: Arc<dyn Store>) {
     let chain = store.load_chain(&id, 4).await.unwrap();
     assert!(chain.versions.is_empty());
     assert!(store.load_chain(&id, 8).await.is_err(), "no chain beyond the head");
-    // Decoded where it is read: the decoder sees the snapshot's text, its error is the load's.
+    // Decoded where it is read: the decoder reads the snapshot's text, its error is the load's.
     let decode = || -> SnapshotDecoder {
-        Box::new(|text| match text {
-            "S4" => Ok(small_graph()),
-            other => Err(StoreError::Corrupt(format!("cannot decode {other}"))),
+        Box::new(|reader| {
+            let mut text = String::new();
+            reader.read_to_string(&mut text).map_err(|e| StoreError::Backend(e.to_string()))?;
+            match text.as_str() {
+                "S4" => Ok(small_graph()),
+                other => Err(StoreError::Corrupt(format!("cannot decode {other}"))),
+            }
         })
     };
     let chain = store.load_chain_decoded(&id, 6, decode()).await.unwrap();

@@ -448,7 +448,7 @@ impl Runtime {
 
     /// The chain that rebuilds the state at `seq`, its snapshot parsed where the store reads it.
     async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain<KnowledgeStructure>, RuntimeError> {
-        let decode: SnapshotDecoder = Box::new(codec::decode_state);
+        let decode: SnapshotDecoder = Box::new(codec::read_state);
         self.store.load_chain_decoded(id, seq, decode).await.map_err(|e| corrupt(id, e))
     }
 

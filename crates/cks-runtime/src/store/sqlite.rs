@@ -12,7 +12,6 @@
 //! own transaction, when a database is opened.
 
 use async_trait::async_trait;
-use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -350,13 +349,13 @@ fn versions_between(conn: &Connection, id: &str, after: u64, upto: u64) -> Resul
     rows.collect::<Result<Vec<_>, _>>().map_err(backend)
 }
 
-/// Reads, in one read transaction, the chain that rebuilds the state at `seq`; `snapshot` takes
-/// the snapshot's text while its row is current.
+/// Reads, in one read transaction, the chain that rebuilds the state at `seq`; `snapshot` reads
+/// the snapshot, given its row's `rowid`, in that transaction.
 fn read_chain<S>(
     conn: &mut Connection,
     id: &str,
     seq: u64,
-    snapshot: impl FnOnce(ValueRef<'_>) -> Result<S, StoreError>,
+    snapshot: impl FnOnce(&Connection, i64) -> Result<S, StoreError>,
 ) -> Result<Chain<S>, StoreError> {
     let tx = conn.transaction().map_err(backend)?;
     let head: Option<u64> = tx
@@ -370,22 +369,18 @@ fn read_chain<S>(
         }
         Some(_) => {}
     }
-    let (snapshot_seq, snapshot) = tx
+    let (snapshot_seq, rowid): (u64, i64) = tx
         .query_row(
-            "SELECT seq, state FROM snapshots WHERE session_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
+            "SELECT seq, rowid FROM snapshots WHERE session_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
             params![id, seq],
-            |r| Ok((r.get::<_, u64>(0)?, snapshot(r.get_ref(1)?))),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
         .map_err(backend)?
         .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
-    let snapshot = snapshot?;
+    let snapshot = snapshot(&tx, rowid)?;
     let versions = versions_between(&tx, id, snapshot_seq, seq)?;
     Ok(Chain { snapshot_seq, snapshot, versions })
-}
-
-fn from_sql(e: rusqlite::types::FromSqlError) -> StoreError {
-    StoreError::Corrupt(format!("stored state is not text: {e}"))
 }
 
 #[async_trait]
@@ -637,12 +632,16 @@ impl Store for SqliteStore {
 
     async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
         let id = id.to_owned();
-        self.run(move |conn| read_chain(conn, &id, seq, |state| state.as_str().map(str::to_owned).map_err(from_sql)))
-            .await
+        self.run(move |conn| {
+            read_chain(conn, &id, seq, |tx, rowid| {
+                tx.query_row("SELECT state FROM snapshots WHERE rowid = ?1", [rowid], |r| r.get(0)).map_err(backend)
+            })
+        })
+        .await
     }
 
-    /// On the reading connection, so a long parse holds up no other statement; the text is
-    /// SQLite's own buffer, lent for as long as the row is current.
+    /// On the reading connection, so a long parse holds up no other statement; the text is read
+    /// from the row a piece at a time (SQLite's incremental blob reading), never held whole.
     async fn load_chain_decoded(
         &self,
         id: &str,
@@ -657,7 +656,10 @@ impl Store for SqliteStore {
                 *reader = Some(store.open_reader()?);
             }
             let conn = reader.as_mut().expect("opened above");
-            read_chain(conn, &id, seq, |state| decode(state.as_str().map_err(from_sql)?))
+            read_chain(conn, &id, seq, |tx, rowid| {
+                let mut state = tx.blob_open("main", "snapshots", "state", rowid, true).map_err(backend)?;
+                decode(&mut state)
+            })
         })
         .await
         .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
@@ -965,5 +967,42 @@ mod tests {
         assert_eq!(token, None, "a busy connection cannot tell");
         drop(held);
         assert!(store.change_token().is_some());
+    }
+
+    /// A state of more than a piece is read back from its row a piece at a time, after a restart;
+    /// one that does not parse is reported as corrupt.
+    #[tokio::test]
+    async fn a_large_state_is_read_back_in_pieces() {
+        use crate::{CommitRequest, NewSession, Runtime, RuntimeConfig, RuntimeError};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let runtime = || {
+            let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+            Runtime::new(Arc::new(store), RuntimeConfig::default())
+        };
+        let graph = cks_core::sample::random_graph(4_000, 4_000, 3);
+        assert!(crate::codec::encode_state(&graph).len() > 1 << 20, "the state fits in one piece");
+        let first = runtime();
+        let id = first.create_session(graph.clone(), NewSession::default()).await.unwrap().session_id;
+        let operations = cks_core::ops::parse_operations(&serde_json::json!([{"type": "add_object",
+            "identity": {"id": "late", "type": "Node", "name": "late"}, "structure": {"k": 1}}]))
+        .unwrap();
+        let head = first.commit(&id, CommitRequest::operations(operations)).await.unwrap().version.state_hash;
+        drop(first);
+
+        let read = |rt: Runtime| {
+            let id = id.clone();
+            async move { rt.read(&id, |s, _| (s.len(), s.root_hash().to_hex())).await }
+        };
+        assert_eq!(read(runtime()).await.unwrap(), (graph.len() + 1, head));
+
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE snapshots SET state = substr(state, 1, length(state) - 10)", []).unwrap();
+        drop(conn);
+        let failed = read(runtime()).await;
+        assert!(
+            matches!(&failed, Err(RuntimeError::Corrupt { detail, .. }) if detail.starts_with("stored state does not parse")),
+            "{failed:?}"
+        );
     }
 }
