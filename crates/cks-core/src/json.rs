@@ -15,7 +15,7 @@ use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::object::{Identity, KnowledgeObject, PARTICIPANTS, RELATION_TYPE, Structure};
-use crate::structure::{KnowledgeStructure, StructureError};
+use crate::structure::{Entry, KnowledgeStructure, StructureError};
 
 mod pieces;
 
@@ -90,7 +90,8 @@ pub enum ParseError {
 /// whole document never exists as a `serde_json::Value` tree (which takes several times the
 /// text's size): the result equals `parse_value` of the decoded text, errors included.
 pub fn parse_str(text: &str) -> Result<KnowledgeStructure, ParseError> {
-    parse_text(text, text.len() >= PIPELINED_TEXT_BYTES)
+    let threads = if text.len() >= PIPELINED_TEXT_BYTES { streaming::Threads::TWO } else { streaming::Threads::One };
+    parse_text(text, threads)
 }
 
 /// Parses a document read from `reader` — a stored state — without holding its whole text: see
@@ -105,9 +106,9 @@ pub fn parse_read(reader: &mut dyn std::io::Read) -> Result<KnowledgeStructure, 
 /// is not worth a thread.
 const PIPELINED_TEXT_BYTES: usize = 1 << 20;
 
-fn parse_text(text: &str, pipelined: bool) -> Result<KnowledgeStructure, ParseError> {
+fn parse_text(text: &str, threads: streaming::Threads) -> Result<KnowledgeStructure, ParseError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let root = serde::Deserializer::deserialize_any(&mut deserializer, streaming::RootVisitor { pipelined })
+    let root = serde::Deserializer::deserialize_any(&mut deserializer, streaming::RootVisitor { threads })
         .and_then(|root| deserializer.end().map(|()| root))
         .map_err(|e| ParseError::InvalidJson(e.to_string()))?;
     let root = root.ok_or(ParseError::NotAnObject)?;
@@ -174,12 +175,17 @@ impl Builder {
         let index = self.next_index;
         self.next_index += 1;
         let object = parse_object(index, raw)?;
-        self.insert(index, object)
+        self.insert(index, Entry::new(object))
     }
 
     fn add_record(&mut self, record: streaming::Record) -> Result<(), ParseError> {
         match record {
             streaming::Record::Decoded(object) => self.add_decoded(object),
+            streaming::Record::Prepared(entry) => {
+                let index = self.next_index;
+                self.next_index += 1;
+                self.insert(index, entry?)
+            }
             streaming::Record::Raw(raw) => self.add(raw),
         }
     }
@@ -197,18 +203,24 @@ impl Builder {
     fn add_decoded(&mut self, object: KnowledgeObject) -> Result<(), ParseError> {
         let index = self.next_index;
         self.next_index += 1;
-        check_relation_fields(index, &object.structure)?;
-        self.insert(index, object)
+        self.insert(index, prepare_decoded(index, object)?)
     }
 
     /// Inserts an object whose relation fields [`check_relation_fields`] passed.
-    fn insert(&mut self, index: usize, object: KnowledgeObject) -> Result<(), ParseError> {
-        self.structure.insert_shaped(object).map_err(|e| match e {
+    fn insert(&mut self, index: usize, entry: Entry) -> Result<(), ParseError> {
+        self.structure.insert_shaped(entry).map_err(|e| match e {
             StructureError::DuplicateId(id) => ParseError::DuplicateId(id),
             // The relation fields were checked already, by stricter rules.
             StructureError::RelationShape(_) => ParseError::TooFewParticipants { index },
         })
     }
+}
+
+/// What is left of [`parse_object`]'s work for an object decoded with the right shape (see
+/// `streaming::Record`): its relation fields' checks, and its hash.
+fn prepare_decoded(index: usize, object: KnowledgeObject) -> Result<Entry, ParseError> {
+    check_relation_fields(index, &object.structure)?;
+    Ok(Entry::new(object))
 }
 
 /// The one-pass reader of [`parse_str`]: serde visitors over the document's root and its
@@ -218,6 +230,7 @@ impl Builder {
 /// serde_json words some syntax errors differently when skipping.
 mod streaming {
     use std::fmt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use compact_str::CompactString;
     use serde::Deserialize;
@@ -226,7 +239,7 @@ mod streaming {
     use smallvec::SmallVec;
 
     use super::{
-        Builder, Identity, KnowledgeObject, KnowledgeStructure, MIN_READER_KEY, ParseError, Structure,
+        Builder, Entry, Identity, KnowledgeObject, KnowledgeStructure, MIN_READER_KEY, ParseError, Structure,
         check_reader_version, check_version,
     };
 
@@ -239,9 +252,36 @@ mod streaming {
         pub(super) objects: Option<Result<KnowledgeStructure, Option<ParseError>>>,
     }
 
+    /// Where the records of a document are built into its structure.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) enum Threads {
+        /// On the reading thread: a small document is not worth a second one.
+        One,
+        /// On a second thread ([`build_beside`]); the reading one also checks and hashes the
+        /// objects it decodes while at least `help_when_queued` batches wait for the building one.
+        Two { help_when_queued: usize },
+    }
+
+    impl Threads {
+        /// Building takes about as long as reading: the reading thread helps once two batches
+        /// wait (measured: either way helping keeps both threads busy, and an object hashed
+        /// as it is decoded is still in its thread's cache).
+        pub(super) const TWO: Threads = Threads::Two { help_when_queued: 2 };
+
+        /// Builds the structure from the records `next` reads.
+        pub(super) fn build<E>(
+            self,
+            next: impl FnMut() -> Result<Option<Record>, E>,
+        ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, E> {
+            match self {
+                Threads::One => build_here(next),
+                Threads::Two { help_when_queued } => build_beside(next, help_when_queued),
+            }
+        }
+    }
+
     pub(super) struct RootVisitor {
-        /// Build the structure on a second thread (see `build_beside`).
-        pub(super) pipelined: bool,
+        pub(super) threads: Threads,
     }
 
     /// Implements the visits of every JSON value that is not the expected map or array: drain it,
@@ -290,7 +330,7 @@ mod streaming {
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
                     // A repeated key: the last one counts, as when decoding into a map.
-                    "objects" => objects = Some(map.next_value_seed(ObjectsSeed { pipelined: self.pipelined })?),
+                    "objects" => objects = Some(map.next_value_seed(ObjectsSeed { threads: self.threads })?),
                     "version" => version = Some(map.next_value::<Value>()?),
                     MIN_READER_KEY => min_reader = Some(map.next_value::<Value>()?),
                     _ => {
@@ -310,7 +350,7 @@ mod streaming {
 
     /// The `objects` value: the structure, `Err(None)` when not an array, or the first object error.
     struct ObjectsSeed {
-        pipelined: bool,
+        threads: Threads,
     }
 
     impl<'de> DeserializeSeed<'de> for ObjectsSeed {
@@ -336,8 +376,8 @@ mod streaming {
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            if self.pipelined {
-                return build_beside(|| seq.next_element::<Record>());
+            if let Threads::Two { help_when_queued } = self.threads {
+                return build_beside(|| seq.next_element::<Record>(), help_when_queued);
             }
             let mut builder = Builder::default();
             let mut failure = None;
@@ -354,7 +394,7 @@ mod streaming {
 
     /// Builds the structure from the records `next` reads, here: the first object error in
     /// order, unless reading fails (every record is still read to the end).
-    pub(super) fn build_here<E>(
+    fn build_here<E>(
         mut next: impl FnMut() -> Result<Option<Record>, E>,
     ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, E> {
         let mut builder = Builder::default();
@@ -375,6 +415,8 @@ mod streaming {
     /// in the reference's words.
     pub(super) enum Record {
         Decoded(KnowledgeObject),
+        /// A decoded object already checked and hashed ([`super::prepare_decoded`]), or why not.
+        Prepared(Result<Entry, ParseError>),
         Raw(Value),
     }
 
@@ -384,35 +426,53 @@ mod streaming {
     /// Reads the records here and builds the structure on a second thread, a batch at a time, in
     /// document order. The outcome is the one-thread reader's: the first object error in order,
     /// unless the text has a syntax error anywhere (every record is still read to the end).
-    pub(super) fn build_beside<E>(
+    /// While `help_when_queued` batches or more wait, this thread also checks and hashes each
+    /// object it decodes (`Record::Prepared`), while the object is still in its cache.
+    fn build_beside<E>(
         mut next: impl FnMut() -> Result<Option<Record>, E>,
+        help_when_queued: usize,
     ) -> Result<Result<KnowledgeStructure, Option<ParseError>>, E> {
+        // Batches sent and not yet taken.
+        let queued = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             let (send, batches) = std::sync::mpsc::sync_channel::<Vec<Record>>(4);
+            let queued = &queued;
             let building = scope.spawn(move || {
                 let mut builder = Builder::default();
                 let mut failure = None;
                 // After a failure the batches are still taken (and dropped), so reading never waits.
-                for record in batches.into_iter().flatten() {
-                    if failure.is_none() {
-                        failure = builder.add_record(record).err();
+                for batch in batches {
+                    queued.fetch_sub(1, Ordering::Relaxed);
+                    for record in batch {
+                        if failure.is_none() {
+                            failure = builder.add_record(record).err();
+                        }
                     }
                 }
                 builder.finish(failure)
             });
             let mut batch = Vec::with_capacity(BATCH);
+            // Records handed over so far: the index of the next one, less the batch's.
+            let mut handed_over = 0;
             let read = loop {
                 match next() {
+                    Ok(Some(Record::Decoded(object))) if queued.load(Ordering::Relaxed) >= help_when_queued => {
+                        let index = handed_over + batch.len();
+                        batch.push(Record::Prepared(super::prepare_decoded(index, object)));
+                    }
                     Ok(Some(record)) => batch.push(record),
                     Ok(None) => break Ok(()),
                     Err(e) => break Err(e),
                 }
                 if batch.len() == BATCH {
+                    handed_over += BATCH;
+                    queued.fetch_add(1, Ordering::Relaxed);
                     // The builder only stops taking batches when it panicked; `join` says so below.
                     let _ = send.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
                 }
             };
             if !batch.is_empty() {
+                queued.fetch_add(1, Ordering::Relaxed);
                 let _ = send.send(batch);
             }
             drop(send);
@@ -882,22 +942,27 @@ mod tests {
         parse_str(text).unwrap_err().to_string()
     }
 
+    /// Two threads where the reading one never helps the building one, and where it always does
+    /// (checking and hashing every object it decodes).
+    const TWO_THREADS: [streaming::Threads; 2] =
+        [streaming::Threads::Two { help_when_queued: usize::MAX }, streaming::Threads::Two { help_when_queued: 0 }];
+    const ONE_THREAD: streaming::Threads = streaming::Threads::One;
+
     #[test]
     fn a_large_text_read_on_two_threads_gives_what_one_thread_gives() {
         let structure = crate::sample::random_graph(4_000, 4_000, 7);
         let text = to_compact_string(&structure);
         assert!(text.len() >= PIPELINED_TEXT_BYTES, "{} bytes: parse_str would not use two threads", text.len());
         assert_eq!(parse_str(&text).unwrap(), structure);
-        assert_eq!(parse_text(&text, false).unwrap(), structure);
+        assert_eq!(parse_text(&text, ONE_THREAD).unwrap(), structure);
         // The first object error in document order, past many batches; a syntax error wins over it.
         let mut document: Value = serde_json::from_str(&text).unwrap();
         let objects = document["objects"].as_array_mut().unwrap();
         objects.push(objects[10].clone());
         objects.push(serde_json::json!({"identity": {"id": "late", "type": "T"}}));
         let late_duplicate = document.to_string();
-        let expected = parse_text(&late_duplicate, false);
+        let expected = parse_text(&late_duplicate, ONE_THREAD);
         assert!(matches!(expected, Err(ParseError::DuplicateId(_))), "{expected:?}");
-        assert_eq!(parse_text(&late_duplicate, true), expected);
         // A relation with too few participants inside a later batch, with its own index; it
         // comes before the duplicate, so it is the error.
         let objects = document["objects"].as_array_mut().unwrap();
@@ -907,11 +972,18 @@ mod tests {
             "structure": {"participants": ["a"], "relation_type": "x"},
         });
         let early_relation = document.to_string();
-        assert_eq!(parse_text(&early_relation, false), Err(ParseError::TooFewParticipants { index }));
-        assert_eq!(parse_text(&early_relation, true), Err(ParseError::TooFewParticipants { index }));
+        let relation_error = Err(ParseError::TooFewParticipants { index });
+        assert_eq!(parse_text(&early_relation, ONE_THREAD), relation_error);
         let truncated = &text[..text.len() - 3];
-        assert_eq!(parse_text(truncated, true), parse_text(truncated, false));
-        assert!(matches!(parse_text(truncated, true), Err(ParseError::InvalidJson(_))));
+        assert!(matches!(parse_text(truncated, ONE_THREAD), Err(ParseError::InvalidJson(_))));
+        for threads in TWO_THREADS {
+            let built = parse_text(&text, threads).unwrap();
+            assert_eq!(built, structure, "{threads:?}");
+            assert_eq!(built.root_hash(), structure.root_hash(), "{threads:?}");
+            assert_eq!(parse_text(&late_duplicate, threads), expected, "{threads:?}");
+            assert_eq!(parse_text(&early_relation, threads), relation_error, "{threads:?}");
+            assert_eq!(parse_text(truncated, threads), parse_text(truncated, ONE_THREAD), "{threads:?}");
+        }
     }
 
     #[test]
@@ -1139,7 +1211,9 @@ mod tests {
                 let decoded = serde_json::from_str::<Value>(&text)
                     .map_err(|e| ParseError::InvalidJson(e.to_string()))
                     .and_then(parse_value);
-                prop_assert_eq!(parse_text(&text, true), decoded.clone(), "{}", text);
+                for threads in TWO_THREADS {
+                    prop_assert_eq!(parse_text(&text, threads), decoded.clone(), "{:?} {}", threads, text);
+                }
                 prop_assert_eq!(parse_str(&text), decoded, "{}", text);
             }
 

@@ -337,13 +337,12 @@ impl KnowledgeStructure {
     /// Appends an object whose id is new (loading a document: no change is recorded).
     pub(crate) fn insert_new(&mut self, object: KnowledgeObject) -> Result<(), StructureError> {
         object.check_relation_shape()?;
-        self.insert_shaped(object)
+        self.insert_shaped(Entry::new(object))
     }
 
     /// [`Self::insert_new`] for an object whose relation fields were checked already (the
     /// parser checks them by stricter rules): a snapshot's million objects are not checked twice.
-    pub(crate) fn insert_shaped(&mut self, object: KnowledgeObject) -> Result<(), StructureError> {
-        let entry = Entry::new(object);
+    pub(crate) fn insert_shaped(&mut self, entry: Entry) -> Result<(), StructureError> {
         if !self.objects.insert(ById(entry.clone())) {
             return Err(StructureError::DuplicateId(entry.object.identity.id.to_string()));
         }

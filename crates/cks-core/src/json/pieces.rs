@@ -12,7 +12,7 @@ use std::io::Read;
 
 use serde_json::{Map, Value};
 
-use super::streaming::{self, Record};
+use super::streaming::{Record, Threads};
 use super::{
     KnowledgeStructure, MIN_READER_KEY, ParseError, check_reader_version, check_version, parse_str, parse_value,
 };
@@ -33,9 +33,8 @@ pub(super) fn parse(reader: &mut dyn Read, piece_bytes: usize) -> Result<Knowled
     }
     pieces.start = OBJECTS_START.len();
     // A document longer than a piece is built on a second thread, as `parse_str` builds one.
-    let pipelined = pieces.held.len() >= piece_bytes;
-    let next = || pieces.next_record();
-    let objects = if pipelined { streaming::build_beside(next)? } else { streaming::build_here(next)? };
+    let threads = if pieces.held.len() >= piece_bytes { Threads::TWO } else { Threads::One };
+    let objects = threads.build(|| pieces.next_record())?;
     let rest = pieces.into_text()?;
     finish(objects, &rest)
 }
@@ -86,6 +85,7 @@ impl Pieces<'_> {
         self.held.drain(..self.start);
         self.start = 0;
         let want = self.piece_bytes.max(self.held.len());
+        self.held.reserve(want);
         let read = (&mut *self.reader)
             .take(want as u64)
             .read_to_end(&mut self.held)
