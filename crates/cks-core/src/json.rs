@@ -1024,6 +1024,8 @@ mod tests {
             format!(r#"{{"objects":[{a}"#),
             r#"{"objects":["#.to_owned(),
             r#"{"objects":[,]}"#.to_owned(),
+            // A form feed is not JSON whitespace.
+            format!("{{\"objects\":[{a}\u{c},{a}]}}"),
         ] {
             assert!(matches!(read(&bad), Err(ParseError::InvalidJson(_))), "{bad}: {:?}", read(&bad));
             assert!(matches!(parse_str(&bad), Err(ParseError::InvalidJson(_))), "{bad}");

@@ -101,7 +101,7 @@ impl Pieces<'_> {
     /// Skips whitespace, reading more as needed; the next byte, `None` at the end of the input.
     fn peek(&mut self) -> Result<Option<u8>, ParseError> {
         loop {
-            let blank = self.unread().iter().take_while(|b| b.is_ascii_whitespace()).count();
+            let blank = self.unread().iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')).count();
             self.start += blank;
             if let Some(&byte) = self.unread().first() {
                 return Ok(Some(byte));
