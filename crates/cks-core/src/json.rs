@@ -773,7 +773,27 @@ pub fn to_canonical_string(structure: &KnowledgeStructure) -> String {
 /// Serializes to the compact canonical form (same content and key order, no whitespace); used for
 /// storage, where bytes matter more than looks.
 pub fn to_compact_string(structure: &KnowledgeStructure) -> String {
-    serde_json::to_string(&Canonical(structure)).expect("serializing to memory")
+    to_compact_string_located(structure).0
+}
+
+/// [`to_compact_string`], and where each object's record lies in that text: its offset and
+/// length, in the structure's order.
+pub fn to_compact_string_located(structure: &KnowledgeStructure) -> (String, Vec<(u64, u32)>) {
+    let mut out = Vec::with_capacity(structure.len() * 160 + 32);
+    let mut records = Vec::with_capacity(structure.len());
+    out.extend_from_slice(b"{\"objects\":[");
+    for (position, object) in structure.objects().enumerate() {
+        if position > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        serde_json::to_writer(&mut out, &CanonicalObject(object)).expect("serializing to memory");
+        records.push((start as u64, (out.len() - start) as u32));
+    }
+    out.extend_from_slice(b"],\"version\":");
+    serde_json::to_writer(&mut out, FORMAT_VERSION).expect("serializing to memory");
+    out.push(b'}');
+    (String::from_utf8(out).expect("serde_json writes UTF-8"), records)
 }
 
 /// Serializes a document for clients: the canonical pretty form plus the format-versioning keys,
@@ -884,6 +904,18 @@ mod tests {
         {"identity": {"id": "star-sun", "type": "Star", "name": "Sun"}},
         {"identity": {"id": "rel-orbit-1", "type": "Relation", "name": "Earth orbits Sun"},
          "structure": {"participants": ["planet-earth", "star-sun"], "relation_type": "orbits"}}]}"#;
+
+    #[test]
+    fn the_compact_text_says_where_each_record_lies() {
+        let structure = crate::sample::random_graph(30, 20, 7);
+        let (text, records) = to_compact_string_located(&structure);
+        assert_eq!(text, serde_json::to_string(&Canonical(&structure)).unwrap());
+        assert_eq!(records.len(), structure.len());
+        for ((offset, len), object) in records.iter().zip(structure.objects()) {
+            let record = &text[*offset as usize..(*offset + u64::from(*len)) as usize];
+            assert_eq!(record, serde_json::to_string(&CanonicalObject(object)).unwrap());
+        }
+    }
 
     #[test]
     fn serializes_canonically() {

@@ -10,6 +10,7 @@ pub mod hash;
 pub mod json;
 mod kinds;
 pub mod merge;
+pub mod neighbourhood;
 pub mod object;
 pub mod ops;
 pub mod rewind;

@@ -27,6 +27,7 @@ use indexmap::IndexMap;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
+use crate::neighbourhood::Neighbourhoods;
 use crate::object::{KnowledgeObject, RelationView};
 use crate::structure::{ChangeSet, KnowledgeStructure};
 
@@ -162,7 +163,7 @@ fn traversable<'s>(relation: &'s KnowledgeObject, types: Option<&HashSet<&str>>)
 }
 
 /// Extracts the budgeted neighbourhood of the query's seeds.
-pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> SubgraphResult {
+pub fn query_subgraph<G: Neighbourhoods + ?Sized>(structure: &G, query: &SubgraphQuery) -> SubgraphResult {
     let relation_types: Option<HashSet<&str>> =
         query.include_relation_types.as_ref().map(|types| types.iter().map(String::as_str).collect());
     let object_types: Option<HashSet<&str>> =
@@ -270,7 +271,7 @@ pub fn query_subgraph(structure: &KnowledgeStructure, query: &SubgraphQuery) -> 
     }
     kept.extend(relations);
 
-    kept.sort_by_key(|id| structure.index_of(id).unwrap_or(usize::MAX));
+    kept.sort_by_key(|id| structure.order_of(id).unwrap_or(u64::MAX));
     let mut output = KnowledgeStructure::new();
     let mut log = ChangeSet::default();
     for id in kept {

@@ -14,6 +14,7 @@ pub mod events;
 pub mod gallery;
 pub mod health;
 pub mod import;
+pub mod locator;
 pub mod pipeline_runs;
 pub mod processes;
 pub mod reference_db;

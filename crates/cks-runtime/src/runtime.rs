@@ -21,6 +21,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::sync::{OnceCell, RwLock, broadcast};
 
 use cks_core::merge::{self, Conflict, Resolutions};
+use cks_core::neighbourhood::{self, Neighbourhoods};
 use cks_core::ops::{self, Operation};
 use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, Validated, ValidationOptions};
 use cks_core::{Base, ChangeSet, KnowledgeStructure, Rewind};
@@ -28,6 +29,7 @@ use cks_core::{Base, ChangeSet, KnowledgeStructure, Rewind};
 use crate::codec;
 use crate::error::RuntimeError;
 use crate::events::{Event, EventKind};
+use crate::locator::{self, LocatedSource};
 use crate::session::{SessionInfo, SessionState, VersionInfo};
 use crate::store::{Chain, Head, NewVersion, SessionRow, SnapshotDecoder, Store, StoreError, VersionRow};
 use crate::tasks::{QueueConfig, TaskQueue};
@@ -184,6 +186,10 @@ pub struct Runtime {
     /// The gallery's entries as last read from the store.
     pub(crate) gallery: crate::gallery::Cache,
 }
+
+/// The most objects [`Runtime::read_neighbourhood`] reads from a store before it loads the
+/// session instead: past this, one load costs less than the reads.
+const NEIGHBOURHOOD_LIMIT: usize = 5_000;
 
 /// The session metadata key of a session's node id, and the version metadata key that repeats it.
 pub const NODE_ID: &str = "node_id";
@@ -349,8 +355,10 @@ impl Runtime {
                 object_count: state.len() as u64,
             },
         };
-        self.store.create_session(&row, codec::encode_state(&state)).await?;
+        let (text, locator) = self.encode_snapshot(&state);
+        self.store.create_session(&row, text).await?;
         let id = row.session_id.clone();
+        self.save_locator(&id, 0, locator).await;
         let session = Arc::new(Session {
             id: id.clone(),
             state: RwLock::new(SessionState { row, structure: state, last_snapshot_seq: 0, changes_since_snapshot: 0 }),
@@ -452,6 +460,25 @@ impl Runtime {
         self.store.load_chain_decoded(id, seq, decode).await.map_err(|e| corrupt(id, e))
     }
 
+    /// A snapshot's text, and its locator when the store keeps locators.
+    fn encode_snapshot(&self, structure: &KnowledgeStructure) -> (String, Option<Vec<u8>>) {
+        if self.store.keeps_locators() {
+            let (text, locator) = locator::encode_located(structure);
+            (text, Some(locator))
+        } else {
+            (codec::encode_state(structure), None)
+        }
+    }
+
+    /// Keeps a stored snapshot's locator. A locator is only a shortcut (reads without one load the
+    /// session), so failing to keep it fails nothing.
+    async fn save_locator(&self, id: &str, seq: u64, locator: Option<Vec<u8>>) {
+        let Some(locator) = locator else { return };
+        if let Err(e) = self.store.save_locator(id, seq, locator).await {
+            tracing::warn!(session_id = id, seq, error = %e, "snapshot locator not saved");
+        }
+    }
+
     /// Brings a loaded session up to the store's head (other processes may have committed).
     async fn refresh(&self, session: &Session, state: &mut SessionState) -> Result<(), RuntimeError> {
         let stored = self.store.head_seq(&session.id).await?;
@@ -517,7 +544,70 @@ impl Runtime {
         Ok(f(&state.structure, &info))
     }
 
-    /// A session's description.
+    /// Runs `f` on the neighbourhood of `seeds` to `depth` hops in a session's current state: what
+    /// a budgeted subgraph query reads ([`neighbourhood`]). A session not loaded yet is not loaded
+    /// first when its store can lend its latest snapshot's locator: the neighbourhood is read from
+    /// the store, and the session is loaded after the answer, for the next requests. Otherwise, or
+    /// when the neighbourhood is large, `f` reads the loaded structure.
+    pub async fn read_neighbourhood<R: Send + 'static>(
+        self: &Arc<Self>,
+        id: &str,
+        seeds: Vec<String>,
+        depth: usize,
+        f: impl FnOnce(&dyn Neighbourhoods) -> R + Send + 'static,
+    ) -> Result<R, RuntimeError> {
+        if self.is_loaded(id) {
+            return self.read(id, |structure, _| f(structure)).await;
+        }
+        let query = Arc::new(Mutex::new(Some(f)));
+        let answer = Arc::new(Mutex::new(None));
+        let read: crate::store::LocatedReader = {
+            let (query, answer) = (query.clone(), answer.clone());
+            Box::new(move |located| {
+                let mut source = LocatedSource::new(located)?;
+                if let Some(near) = neighbourhood::gather(&mut source, &seeds, depth, NEIGHBOURHOOD_LIMIT)? {
+                    let f = query.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    *answer.lock().unwrap_or_else(|p| p.into_inner()) = f.map(|f| f(&near));
+                }
+                Ok(())
+            })
+        };
+        match self.store.read_located(id, read).await {
+            Err(StoreError::SessionNotFound(_)) => return Err(RuntimeError::SessionNotFound(id.to_owned())),
+            // The loaded session reports what is wrong with the stored state, if anything is.
+            Err(e) => tracing::warn!(session_id = id, error = %e, "reading a neighbourhood from the store failed"),
+            Ok(_) => {}
+        }
+        if let Some(answer) = answer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let runtime = self.clone();
+            let id = id.to_owned();
+            tokio::spawn(async move {
+                if let Err(e) = runtime.session(&id).await {
+                    tracing::warn!(session_id = id, error = %e, "loading a session after a read from the store failed");
+                }
+            });
+            return Ok(answer);
+        }
+        let f = query.lock().unwrap_or_else(|p| p.into_inner()).take().expect("not run: no neighbourhood was read");
+        self.read(id, |structure, _| f(structure)).await
+    }
+
+    /// Whether the session is loaded, or being loaded, in memory.
+    fn is_loaded(&self, id: &str) -> bool {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.contains_key(id)
+    }
+
+    /// Fails with [`RuntimeError::SessionNotFound`] unless the session exists, and with
+    /// [`RuntimeError::SessionClosed`] when it is closed; loads nothing.
+    pub async fn check_open(&self, id: &str) -> Result<(), RuntimeError> {
+        let closed = if self.is_loaded(id) {
+            self.read(id, |_, info| info.closed).await?
+        } else {
+            self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?.closed
+        };
+        if closed { Err(RuntimeError::SessionClosed(id.to_owned())) } else { Ok(()) }
+    }
+
     /// A session's description; once it has versions, its metadata carries the head version's
     /// `version_vector` too.
     pub async fn info(&self, id: &str) -> Result<SessionInfo, RuntimeError> {
@@ -692,12 +782,19 @@ impl Runtime {
             metadata: Value::Object(self.version_metadata(&state.row, seq, &request.metadata).await?).to_string(),
             has_snapshot: snapshot,
         };
+        let (snapshot_text, locator) = match snapshot {
+            true => {
+                let (text, locator) = self.encode_snapshot(&state.structure);
+                (Some(text), locator)
+            }
+            false => (None, None),
+        };
         let new = NewVersion {
             session_id: id.to_owned(),
             expected_seq: state.row.head.seq,
             row,
             delta,
-            snapshot: snapshot.then(|| codec::encode_state(&state.structure)),
+            snapshot: snapshot_text,
         };
         let in_flight = InFlight { structure: &mut state.structure, applied: Some(applied), fresh_as_of };
         let outcome = self.store.append_version(&new).await;
@@ -722,6 +819,7 @@ impl Runtime {
             }
         }
         state.set_head(&new.row);
+        self.save_locator(id, seq, locator).await;
         if snapshot {
             state.last_snapshot_seq = seq;
             state.changes_since_snapshot = 0;

@@ -337,13 +337,10 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
         };
         let not_found =
             || ToolError::new("session_not_found", format!("Session '{id}' not found.")).with("session_id", id);
-        let info = ctx.runtime.info(id).await.map_err(|e| match e {
-            RuntimeError::SessionNotFound(_) => not_found(),
+        ctx.runtime.check_open(id).await.map_err(|e| match e {
+            RuntimeError::SessionNotFound(_) | RuntimeError::SessionClosed(_) => not_found(),
             other => other.into(),
         })?;
-        if info.closed {
-            return Err(not_found());
-        }
     }
     Ok(())
 }

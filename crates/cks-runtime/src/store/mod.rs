@@ -102,6 +102,48 @@ pub struct Chain<S = String> {
 /// [`Store::load_chain_decoded`]).
 pub type SnapshotDecoder = Box<dyn FnOnce(&mut dyn std::io::Read) -> Result<KnowledgeStructure, StoreError> + Send>;
 
+/// Random reads of a stored text (a snapshot's state, for [`Store::read_located`]).
+pub trait ReadAt {
+    /// Fills `buf` with the bytes from `offset` on; an error when the text ends first.
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError>;
+}
+
+impl ReadAt for &[u8] {
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        let start = usize::try_from(offset).ok();
+        match start.and_then(|start| self.get(start..start.checked_add(buf.len())?)) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(StoreError::Corrupt(format!("a read at {offset} runs past the stored state"))),
+        }
+    }
+}
+
+/// The head state's nearest snapshot as [`Store::read_located`] lends it: its locator (where each
+/// object's text lies, written beside the snapshot by the runtime), random reads of its text, and
+/// the versions after it up to the head.
+pub struct Located<'a> {
+    pub snapshot_seq: u64,
+    pub locator: &'a [u8],
+    pub state: &'a mut dyn ReadAt,
+    pub versions: Vec<StoredVersion>,
+}
+
+impl std::fmt::Debug for Located<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Located")
+            .field("snapshot_seq", &self.snapshot_seq)
+            .field("locator_bytes", &self.locator.len())
+            .field("versions", &self.versions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads what it needs of a [`Located`] snapshot, where the store reads it.
+pub type LocatedReader = Box<dyn FnOnce(Located<'_>) -> Result<(), StoreError> + Send>;
+
 /// One version of an imported history: its row and payload(s), as for [`NewVersion`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImportedVersion {
@@ -211,6 +253,27 @@ pub trait Store: Send + Sync + Debug + 'static {
             .await
             .map_err(|e| StoreError::Backend(format!("decoding task failed: {e}")))??;
         Ok(Chain { snapshot_seq, snapshot, versions })
+    }
+
+    /// Lends `read` the head state's nearest snapshot with its locator ([`Located`]), in one read
+    /// of the store, so a few objects can be read without loading the session. `false`, and
+    /// `read` not called, when that snapshot has no locator (or the store keeps none).
+    async fn read_located(&self, session_id: &str, read: LocatedReader) -> Result<bool, StoreError> {
+        let _ = (session_id, read);
+        Ok(false)
+    }
+
+    /// Whether this store keeps snapshot locators ([`Store::save_locator`]): the runtime builds none
+    /// for a store that does not.
+    fn keeps_locators(&self) -> bool {
+        false
+    }
+
+    /// Keeps `locator` beside the snapshot stored at `seq` (see [`Store::read_located`]); a store
+    /// that keeps none ignores it.
+    async fn save_locator(&self, session_id: &str, seq: u64, locator: Vec<u8>) -> Result<(), StoreError> {
+        let _ = (session_id, seq, locator);
+        Ok(())
     }
 
     /// Versions after `after_seq` up to the head, with deltas (used to catch up with other writers).

@@ -23,9 +23,9 @@ mod tasks;
 use cks_core::KnowledgeStructure;
 
 use super::{
-    Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow,
-    SnapshotDecoder, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow, check_imports,
-    version_taken,
+    Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, Located, LocatedReader, NewTask,
+    NewVersion, ReadAt, SessionRow, SnapshotDecoder, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow,
+    VersionRow, check_imports, version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -151,6 +151,17 @@ INSERT INTO snapshots_by_rowid SELECT session_id, seq, state FROM snapshots ORDE
 DROP TABLE snapshots;
 ALTER TABLE snapshots_by_rowid RENAME TO snapshots;
 "#,
+    // Where each object of a snapshot lies in its text (`Store::read_located`); written after the
+    // snapshot, so a snapshot may have none. A table of its own: adding a column to a snapshot's
+    // row would rewrite the row, its state included.
+    r#"
+CREATE TABLE snapshot_locators (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    seq        INTEGER NOT NULL,
+    locator    BLOB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+"#,
 ];
 
 /// Tuning knobs of the SQLite store.
@@ -238,6 +249,24 @@ impl SqliteStore {
         conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(backend)
     }
 
+    /// Runs `f` on the reading connection (opened on first use) in tokio's blocking pool: long
+    /// reads there hold up no write.
+    async fn on_reader<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut reader = store.reader.lock().unwrap_or_else(|p| p.into_inner());
+            if reader.is_none() {
+                *reader = Some(store.open_reader()?);
+            }
+            f(reader.as_mut().expect("opened above"))
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
+    }
+
     /// Runs `f` on the connection in tokio's blocking pool.
     async fn run<R: Send + 'static>(
         &self,
@@ -252,6 +281,17 @@ impl SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
+    }
+}
+
+/// A stored text read at random places, through SQLite's incremental blob reading.
+struct BlobAt<'conn>(rusqlite::blob::Blob<'conn>);
+
+impl ReadAt for BlobAt<'_> {
+    fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        let start =
+            usize::try_from(offset).map_err(|_| StoreError::Corrupt(format!("no stored state reaches {offset}")))?;
+        self.0.read_at_exact(buf, start).map_err(backend)
     }
 }
 
@@ -649,20 +689,60 @@ impl Store for SqliteStore {
         decode: SnapshotDecoder,
     ) -> Result<Chain<KnowledgeStructure>, StoreError> {
         let id = id.to_owned();
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut reader = store.reader.lock().unwrap_or_else(|p| p.into_inner());
-            if reader.is_none() {
-                *reader = Some(store.open_reader()?);
-            }
-            let conn = reader.as_mut().expect("opened above");
+        self.on_reader(move |conn| {
             read_chain(conn, &id, seq, |tx, rowid| {
                 let mut state = tx.blob_open("main", "snapshots", "state", rowid, true).map_err(backend)?;
                 decode(&mut state)
             })
         })
         .await
-        .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
+    }
+
+    /// On the reading connection, in one read transaction: the locator is read whole, the state
+    /// where the reader asks (incremental blob reading).
+    async fn read_located(&self, id: &str, read: LocatedReader) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.on_reader(move |conn| {
+            let tx = conn.transaction().map_err(backend)?;
+            let head: u64 = tx
+                .query_row("SELECT head_seq FROM sessions WHERE session_id = ?1", [&id], |r| r.get(0))
+                .optional()
+                .map_err(backend)?
+                .ok_or_else(|| StoreError::SessionNotFound(id.clone()))?;
+            let nearest: Option<(u64, i64, Option<Vec<u8>>)> = tx
+                .query_row(
+                    "SELECT s.seq, s.rowid, l.locator FROM snapshots s LEFT JOIN snapshot_locators l \
+                     ON l.session_id = s.session_id AND l.seq = s.seq \
+                     WHERE s.session_id = ?1 AND s.seq <= ?2 ORDER BY s.seq DESC LIMIT 1",
+                    params![id, head],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some((snapshot_seq, rowid, Some(locator))) = nearest else { return Ok(false) };
+            let mut state = BlobAt(tx.blob_open("main", "snapshots", "state", rowid, true).map_err(backend)?);
+            let versions = versions_between(&tx, &id, snapshot_seq, head)?;
+            read(Located { snapshot_seq, locator: &locator, state: &mut state, versions })?;
+            Ok(true)
+        })
+        .await
+    }
+
+    fn keeps_locators(&self) -> bool {
+        true
+    }
+
+    async fn save_locator(&self, id: &str, seq: u64, locator: Vec<u8>) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO snapshot_locators (session_id, seq, locator) VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut s| s.execute(params![id, seq, locator]))
+            .map(drop)
+            .map_err(backend)
+        })
+        .await
     }
 
     async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
@@ -861,8 +941,8 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             tx.execute_batch(
-                "DELETE FROM chats; DELETE FROM graph_registry; DELETE FROM snapshots; DELETE FROM versions; \
-                 DELETE FROM sessions;",
+                "DELETE FROM chats; DELETE FROM graph_registry; DELETE FROM snapshot_locators; DELETE FROM snapshots; \
+                 DELETE FROM versions; DELETE FROM sessions;",
             )
             .map_err(backend)?;
             let outcome = import_into(&tx, &sessions)?;

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 use cks_core::KnowledgeStructure;
+use cks_core::neighbourhood::Neighbourhoods;
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 
 use crate::context::ToolContext;
@@ -138,27 +139,42 @@ impl Tool for QuerySubgraph {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let session_id = input.session_id.clone();
-        ctx.runtime.read(&session_id, move |structure, _| answer(structure, input)).await?
+        if input.seed_ids.is_empty() {
+            return ctx.runtime.read(&session_id, move |structure, _| whole(structure, input)).await?;
+        }
+        // A neighbourhood: read from the store without loading the session, when it can be.
+        let seeds = input.seed_ids.clone();
+        let depth = usize::try_from(input.depth.unwrap_or(1).max(0)).unwrap_or(usize::MAX);
+        ctx.runtime.read_neighbourhood(&session_id, seeds, depth, move |graph| seeded(graph, depth, input)).await?
     }
 }
 
-fn answer(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolError> {
-    let (mut sub, total, truncation, next_seed) = if input.seed_ids.is_empty() {
-        (structure.clone(), node_count(structure), None, None)
-    } else {
-        let query = SubgraphQuery {
-            seed_ids: input.seed_ids.clone(),
-            depth: usize::try_from(input.depth.unwrap_or(1).max(0)).unwrap_or(usize::MAX),
-            include_relation_types: input.include_relation_types,
-            include_object_types: input.include_object_types,
-            max_objects: input.max_objects.map(|n| n as usize),
-            max_tokens: input.max_tokens.map(|n| n as usize),
-            type_weights: input.type_weights,
-        };
-        let result = query_subgraph(structure, &query);
-        let reason = result.truncation_reason.map(|r| format!("{r}_exceeded"));
-        (result.structure, result.total_found_nodes, reason, result.suggested_next_seed)
+fn whole(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolError> {
+    answer(structure.clone(), node_count(structure), None, None, input)
+}
+
+fn seeded(graph: &dyn Neighbourhoods, depth: usize, input: Input) -> Result<Output, ToolError> {
+    let query = SubgraphQuery {
+        seed_ids: input.seed_ids.clone(),
+        depth,
+        include_relation_types: input.include_relation_types.clone(),
+        include_object_types: input.include_object_types.clone(),
+        max_objects: input.max_objects.map(|n| n as usize),
+        max_tokens: input.max_tokens.map(|n| n as usize),
+        type_weights: input.type_weights.clone(),
     };
+    let result = query_subgraph(graph, &query);
+    let reason = result.truncation_reason.map(|r| format!("{r}_exceeded"));
+    answer(result.structure, result.total_found_nodes, reason, result.suggested_next_seed, input)
+}
+
+fn answer(
+    mut sub: KnowledgeStructure,
+    total: usize,
+    truncation: Option<String>,
+    next_seed: Option<String>,
+    input: Input,
+) -> Result<Output, ToolError> {
     let mut is_truncated = truncation.is_some();
     if let Some(filters) = input.structure_filters.filter(|f| !f.is_empty()) {
         sub = filter_structure(&sub, &filters, &input.seed_ids);
