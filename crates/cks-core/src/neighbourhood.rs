@@ -56,8 +56,8 @@ pub trait NeighbourSource {
 
     fn object(&mut self, id: &str) -> Result<Option<Placed>, Self::Error>;
 
-    /// Every relation naming `id` as a participant.
-    fn relations_of(&mut self, id: &str) -> Result<Vec<Placed>, Self::Error>;
+    /// Every relation naming `id` as a participant; `None` when there are more than `at_most`.
+    fn relations_of(&mut self, id: &str, at_most: usize) -> Result<Option<Vec<Placed>>, Self::Error>;
 }
 
 /// The objects a query from some seeds reads ([`gather`]), with their places in the whole
@@ -134,7 +134,9 @@ pub fn gather<S: NeighbourSource>(
     let mut cursor = 0;
     while let Some((id, distance)) = nodes.get(cursor).cloned() {
         cursor += 1;
-        let relations = source.relations_of(&id)?;
+        let Some(relations) = source.relations_of(&id, limit)? else {
+            return Ok(None);
+        };
         let mut next = Vec::new();
         for placed in relations {
             if let Some(relation) = placed.0.relation().filter(|_| distance < depth) {
@@ -176,14 +178,12 @@ mod tests {
             Ok(self.structure.get(id).map(|o| (o.clone(), self.structure.index_of(id).unwrap() as u64)))
         }
 
-        fn relations_of(&mut self, id: &str) -> Result<Vec<Placed>, Infallible> {
+        fn relations_of(&mut self, id: &str, at_most: usize) -> Result<Option<Vec<Placed>>, Infallible> {
             self.asked += 1;
-            Ok(self
-                .structure
-                .relations_of(id)
-                .iter()
-                .map(|r| (r.clone(), self.structure.index_of(r.id()).unwrap() as u64))
-                .collect())
+            let relations = self.structure.relations_of(id);
+            Ok((relations.len() <= at_most).then(|| {
+                relations.iter().map(|r| (r.clone(), self.structure.index_of(r.id()).unwrap() as u64)).collect()
+            }))
         }
     }
 
@@ -220,6 +220,16 @@ mod tests {
         let structure = chain(10);
         assert!(gathered(&structure, &["n0"], 9, 8).is_none());
         assert!(gathered(&structure, &["n0"], 9, 19).is_some());
+        // A hub's relations are not read once they are too many.
+        let mut objects = vec![node("hub", "Claim", 0)];
+        objects.extend((0..50).map(|i| node(&format!("n{i}"), "Claim", i)));
+        objects.extend((0..50).map(|i| relation(&format!("r{i}"), &["hub", &format!("n{i}")], "supports")));
+        let star = KnowledgeStructure::from_objects(objects).unwrap();
+        let seeds = ["hub".to_owned()];
+        let mut source = Whole { structure: &star, asked: 0 };
+        let Ok(result) = gather(&mut source, &seeds, 1, 20);
+        assert!(result.is_none());
+        assert_eq!(source.asked, 2, "the seed, then its relations refused whole");
     }
 
     proptest! {

@@ -29,16 +29,10 @@ pub fn encode_located(structure: &KnowledgeStructure) -> (String, Vec<u8>) {
     let n = structure.len();
     let (text, records) = json::to_compact_string_located(structure);
 
-    let position = |id: &str| structure.index_of(id).expect("a relation of the structure") as u32;
-    let mut by_id: Vec<u32> = (0..n as u32).collect();
     let ids: Vec<&str> = structure.ids().collect();
+    let mut by_id: Vec<u32> = (0..n as u32).collect();
     by_id.sort_unstable_by_key(|&p| ids[p as usize]);
-    let mut incidence = Vec::new();
-    let mut incidence_ends = Vec::with_capacity(n);
-    for id in &ids {
-        incidence.extend(structure.relations_of(id).iter().map(|relation| position(relation.id())));
-        incidence_ends.push(incidence.len() as u32);
-    }
+    let (incidence_ends, incidence) = incidence(structure);
     let id_bytes: usize = ids.iter().map(|id| id.len()).sum();
 
     let mut locator = Vec::with_capacity(HEADER + n * (RECORD + 12) + incidence.len() * 4 + id_bytes);
@@ -64,6 +58,40 @@ pub fn encode_located(structure: &KnowledgeStructure) -> (String, Vec<u8>) {
         locator.extend_from_slice(id.as_bytes());
     }
     (text, locator)
+}
+
+/// Per object, the end of its relations in the entries; and the entries: the positions of the
+/// relations naming each object (each relation once per object), object after object. Built from
+/// the relations' participants (one id lookup each) and placed by counting.
+fn incidence(structure: &KnowledgeStructure) -> (Vec<u32>, Vec<u32>) {
+    let mut named: Vec<(u32, u32)> = Vec::new();
+    for (position, object) in structure.objects().enumerate() {
+        if let Some(relation) = object.relation() {
+            let mut participants = relation.participants;
+            participants.sort_unstable();
+            participants.dedup();
+            // A committed state names no missing object; a participant that is missing is left out.
+            named
+                .extend(participants.iter().filter_map(|p| structure.index_of(p)).map(|p| (p as u32, position as u32)));
+        }
+    }
+    let mut ends = vec![0u32; structure.len()];
+    for &(participant, _) in &named {
+        ends[participant as usize] += 1;
+    }
+    let mut total = 0;
+    for end in &mut ends {
+        total += *end;
+        *end = total;
+    }
+    // Filled from each object's end backwards, relations in reverse order: in order when done.
+    let mut entries = vec![0u32; named.len()];
+    let mut next = ends.clone();
+    for &(participant, relation) in named.iter().rev() {
+        next[participant as usize] -= 1;
+        entries[next[participant as usize] as usize] = relation;
+    }
+    (ends, entries)
 }
 
 fn malformed(what: &str) -> StoreError {
@@ -255,18 +283,25 @@ impl NeighbourSource for LocatedSource<'_> {
         }
     }
 
-    fn relations_of(&mut self, id: &str) -> Result<Vec<Placed>, StoreError> {
-        let mut relations = Vec::new();
-        if let Some(position) = self.locator.find(id)? {
-            for relation in self.locator.relations(position)? {
-                // A relation the deltas changed is named (or not) by what they left of it.
-                if !self.changed.contains_key(self.locator.id(relation)?) {
-                    relations.push((self.read_object(relation)?, u64::from(relation)));
-                }
+    fn relations_of(&mut self, id: &str, at_most: usize) -> Result<Option<Vec<Placed>>, StoreError> {
+        let stored = match self.locator.find(id)? {
+            Some(position) => self.locator.relations(position)?,
+            None => Vec::new(),
+        };
+        let changed = self.changed_incidence.get(id).map_or(0, Vec::len);
+        // Counted before any is read (the relations the deltas removed included).
+        if stored.len() + changed > at_most {
+            return Ok(None);
+        }
+        let mut relations = Vec::with_capacity(stored.len() + changed);
+        for relation in stored {
+            // A relation the deltas changed is named (or not) by what they left of it.
+            if !self.changed.contains_key(self.locator.id(relation)?) {
+                relations.push((self.read_object(relation)?, u64::from(relation)));
             }
         }
         relations.extend(self.changed_incidence.get(id).into_iter().flatten().cloned());
-        Ok(relations)
+        Ok(Some(relations))
     }
 }
 
@@ -324,8 +359,13 @@ mod tests {
                     assert_eq!(o.id(), *id);
                     place
                 });
-                let mut relations: Vec<_> =
-                    source.relations_of(id).unwrap().into_iter().map(|(r, p)| (r.id().to_owned(), p)).collect();
+                let mut relations: Vec<_> = source
+                    .relations_of(id, usize::MAX)
+                    .unwrap()
+                    .unwrap()
+                    .into_iter()
+                    .map(|(r, p)| (r.id().to_owned(), p))
+                    .collect();
                 relations.sort();
                 ((*id).to_owned(), place, relations)
             })
@@ -370,6 +410,9 @@ mod tests {
         let mut source = LocatedSource::new(located).unwrap();
         let ids = ["a", "b", "c", "r1", "r2", "zz"];
         assert_eq!(seen(&mut source, &ids), expected(&structure, &ids));
+        // Too many relations are refused before any is read.
+        assert!(source.relations_of("b", 1).unwrap().is_none());
+        assert_eq!(source.relations_of("b", 2).unwrap().map(|r| r.len()), Some(2));
         // An empty state has an empty locator that still reads.
         let (text, locator) = encode_located(&KnowledgeStructure::new());
         let mut state: &[u8] = text.as_bytes();
