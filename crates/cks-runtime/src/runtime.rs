@@ -588,8 +588,11 @@ impl Runtime {
             });
             return Ok(answer);
         }
-        let f = query.lock().unwrap_or_else(|p| p.into_inner()).take().expect("not run: no neighbourhood was read");
-        self.read(id, |structure, _| f(structure)).await
+        match query.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(f) => self.read(id, |structure, _| f(structure)).await,
+            // Taken, and no answer: `f` itself failed (the store's task reported how).
+            None => Err(StoreError::Backend("the query failed while reading from the store".into()).into()),
+        }
     }
 
     /// Whether the session is loaded, or being loaded, in memory.
