@@ -588,7 +588,8 @@ impl Runtime {
             });
             return Ok(answer);
         }
-        match query.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let f = query.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match f {
             Some(f) => self.read(id, |structure, _| f(structure)).await,
             // Taken, and no answer: `f` itself failed (the store's task reported how).
             None => Err(StoreError::Backend("the query failed while reading from the store".into()).into()),
