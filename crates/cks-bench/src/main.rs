@@ -63,7 +63,7 @@ struct Cli {
     /// One-object commits per size, before list_versions and compare_versions [30].
     #[arg(long)]
     commits: Option<usize>,
-    /// query_subgraph depth-2 calls per size [50].
+    /// query_subgraph depth-2 calls per size, and list_versions calls [50].
     #[arg(long)]
     scale_queries: Option<usize>,
     /// Groups to run, comma-separated: cold, query, ai_chat, ai_chat_concurrent, scale, reload [all;

@@ -35,9 +35,10 @@ pub(crate) struct Plan {
     /// One-object commits per size (their latencies give the evolve percentiles; list_versions and
     /// compare_versions run after them).
     pub(crate) commits: usize,
-    /// `query_subgraph` depth-2 calls per size.
+    /// `query_subgraph` depth-2 calls per size, and `list_versions` calls (cheap calls: a median of
+    /// a few would be at the mercy of whatever else the machine does).
     pub(crate) scale_queries: usize,
-    /// Repeats of serialize / list_versions / compare_versions per size (the median is kept).
+    /// Repeats of serialize / compare_versions per size (the median is kept).
     pub(crate) repeats: usize,
     pub(crate) call_timeout: Duration,
     /// The timeout of the `validate_knowledge` call that creates a scale group's session [the
@@ -861,11 +862,12 @@ impl<'a> Bench<'a> {
             ];
             for (measurement, tool, args) in repeated {
                 let peak_of_serialize = measurement == "serialize" && client.start_new_peak();
+                let repeats = if measurement == "list_versions" { plan.scale_queries } else { plan.repeats };
                 let mut samples = Vec::new();
                 let mut note = None;
                 let loop_started = Instant::now();
-                for _ in 0..plan.repeats.max(1) {
-                    if !samples.is_empty() && !plan.another(loop_started, samples.len(), plan.repeats) {
+                for _ in 0..repeats.max(1) {
+                    if !samples.is_empty() && !plan.another(loop_started, samples.len(), repeats) {
                         break;
                     }
                     let started = Instant::now();
@@ -886,8 +888,8 @@ impl<'a> Bench<'a> {
                         }
                     }
                 }
-                if plan.repeats > 1 {
-                    let runs = format!("median of {}", sampled(samples.len(), plan.repeats));
+                if repeats > 1 {
+                    let runs = format!("median of {}", sampled(samples.len(), repeats));
                     note = Some(note.map_or(runs.clone(), |n| format!("{n}; {runs}")));
                 }
                 self.rec.value(measurement, Some(size), "ms", quantile(&samples, 0.5), note);
