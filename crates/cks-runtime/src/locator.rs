@@ -118,6 +118,18 @@ fn u32_at(section: &[u8], index: usize) -> Result<u32, StoreError> {
         .ok_or_else(|| malformed("an index out of its section"))
 }
 
+/// The span of the object at `position` in a section of per-object ends: from the previous
+/// object's end to its own.
+fn span(ends: &[u8], position: u32) -> Result<(usize, usize), StoreError> {
+    let position = position as usize;
+    let start = if position == 0 { 0 } else { u32_at(ends, position - 1)? as usize };
+    let end = u32_at(ends, position)? as usize;
+    if start > end {
+        return Err(malformed("ends out of order"));
+    }
+    Ok((start, end))
+}
+
 impl<'a> Locator<'a> {
     fn read(bytes: &'a [u8]) -> Result<Self, StoreError> {
         if bytes.len() < HEADER || &bytes[..8] != MAGIC {
@@ -145,9 +157,7 @@ impl<'a> Locator<'a> {
     }
 
     fn id(&self, position: u32) -> Result<&'a str, StoreError> {
-        let position = position as usize;
-        let start = if position == 0 { 0 } else { u32_at(self.id_ends, position - 1)? as usize };
-        let end = u32_at(self.id_ends, position)? as usize;
+        let (start, end) = span(self.id_ends, position)?;
         self.ids
             .get(start..end)
             .and_then(|bytes| std::str::from_utf8(bytes).ok())
@@ -179,9 +189,7 @@ impl<'a> Locator<'a> {
 
     /// The positions of the relations naming the object at `position`.
     fn relations(&self, position: u32) -> Result<Vec<u32>, StoreError> {
-        let position = position as usize;
-        let start = if position == 0 { 0 } else { u32_at(self.incidence_ends, position - 1)? as usize };
-        let end = u32_at(self.incidence_ends, position)? as usize;
+        let (start, end) = span(self.incidence_ends, position)?;
         (start..end).map(|entry| u32_at(self.incidence, entry)).collect()
     }
 }
