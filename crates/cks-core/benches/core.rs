@@ -116,3 +116,10 @@ fn one_object_change_with_text_index(bencher: Bencher, n: usize) {
         hash
     });
 }
+
+/// The pretty client document (`serialize_knowledge`'s answer).
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn serialize_document(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    bencher.bench(|| cks_core::json::to_document_string(black_box(g), "2026-01-01T00:00:00.000000+00:00"));
+}

@@ -18,6 +18,9 @@ use crate::object::{Identity, KnowledgeObject, PARTICIPANTS, RELATION_TYPE, Stru
 use crate::structure::{Entry, KnowledgeStructure, StructureError};
 
 mod pieces;
+mod writer;
+
+use writer::Writer;
 
 /// The one serialization format version this crate reads and writes.
 pub const FORMAT_VERSION: &str = "1.0";
@@ -760,14 +763,17 @@ fn unknown_keys(map: &Map<String, Value>, allowed: &[&str]) -> String {
     unknown.join(", ")
 }
 
+/// Room reserved per object for a pretty text: the text of a small object is about 300 bytes, and
+/// the rest leaves room to escape the text in place later (a server sends a document as a JSON
+/// string). Address space reserved and never written costs no memory, while growing a 300 MB
+/// buffer would copy it.
+const PRETTY_BYTES_PER_OBJECT: usize = 400;
+
 /// Serializes to the canonical pretty form (sorted keys, two-space indent, non-ASCII kept).
 pub fn to_canonical_string(structure: &KnowledgeStructure) -> String {
-    let mut out = Vec::with_capacity(structure.len() * 160 + 64);
-    let mut ser =
-        serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
-    // Serializing in-memory JSON values into a Vec cannot fail.
-    Canonical(structure).serialize(&mut ser).expect("serializing to memory");
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+    let mut writer = Writer::<true>::with_capacity(structure.len() * PRETTY_BYTES_PER_OBJECT + 64);
+    write_root(&mut writer, structure, None, |_, _| {});
+    writer.into_string()
 }
 
 /// Serializes to the compact canonical form (same content and key order, no whitespace); used for
@@ -779,44 +785,58 @@ pub fn to_compact_string(structure: &KnowledgeStructure) -> String {
 /// [`to_compact_string`], and where each object's record lies in that text: its offset and
 /// length, in the structure's order.
 pub fn to_compact_string_located(structure: &KnowledgeStructure) -> (String, Vec<(u64, u32)>) {
-    let mut out = Vec::with_capacity(structure.len() * 160 + 32);
+    let mut writer = Writer::<false>::with_capacity(structure.len() * 160 + 32);
     let mut records = Vec::with_capacity(structure.len());
-    out.extend_from_slice(b"{\"objects\":[");
-    for (position, object) in structure.objects().enumerate() {
-        if position > 0 {
-            out.push(b',');
-        }
-        let start = out.len();
-        serde_json::to_writer(&mut out, &CanonicalObject(object)).expect("serializing to memory");
-        records.push((start as u64, (out.len() - start) as u32));
-    }
-    out.extend_from_slice(b"],\"version\":");
-    serde_json::to_writer(&mut out, FORMAT_VERSION).expect("serializing to memory");
-    out.push(b'}');
-    (String::from_utf8(out).expect("serde_json writes UTF-8"), records)
+    write_root(&mut writer, structure, None, |start, end| records.push((start as u64, (end - start) as u32)));
+    (writer.into_string(), records)
 }
 
 /// Serializes a document for clients: the canonical pretty form plus the format-versioning keys,
 /// with `serialized_at` as given (an ISO 8601 time; this crate reads no clock).
 pub fn to_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
-    // Room for the text and for escaping it in place later (a server sends the document as a JSON
-    // string): the pretty text of a small object is about 300 bytes. Address space reserved and
-    // never written costs no memory, while growing a 300 MB buffer would copy it.
-    let mut out = Vec::with_capacity(structure.len() * 400 + 256);
-    let mut ser =
-        serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
-    Document { structure, serialized_at }.serialize(&mut ser).expect("serializing to memory");
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+    let mut writer = Writer::<true>::with_capacity(structure.len() * PRETTY_BYTES_PER_OBJECT + 256);
+    write_root(&mut writer, structure, Some(serialized_at), |_, _| {});
+    writer.into_string()
 }
 
 /// [`to_document_string`] without indentation or line breaks: the same keys and values, in the
 /// same order.
 pub fn to_compact_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
-    let mut out = Vec::with_capacity(structure.len() * 120 + 256);
-    Document { structure, serialized_at }
-        .serialize(&mut serde_json::Serializer::new(&mut out))
-        .expect("serializing to memory");
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+    let mut writer = Writer::<false>::with_capacity(structure.len() * 120 + 256);
+    write_root(&mut writer, structure, Some(serialized_at), |_, _| {});
+    writer.into_string()
+}
+
+/// Writes `{"objects": [...], "version": "1.0"}`, or with `serialized_at` a client document (the
+/// versioning keys too, keys in sorted order), telling `record` where each object's text starts
+/// and ends.
+fn write_root<const PRETTY: bool>(
+    writer: &mut Writer<PRETTY>,
+    structure: &KnowledgeStructure,
+    serialized_at: Option<&str>,
+    mut record: impl FnMut(usize, usize),
+) {
+    writer.open(b'{');
+    if let Some(serialized_at) = serialized_at {
+        writer.string_member(true, "_cks_format_version", CKS_FORMAT_VERSION);
+        writer.key(false, "_cks_metadata");
+        writer.open(b'{');
+        writer.string_member(true, "cks_core_version", READER_VERSION);
+        writer.string_member(false, "serialized_at", serialized_at);
+        writer.close(b'}', false);
+        writer.string_member(false, MIN_READER_KEY, MIN_READER_VERSION);
+    }
+    writer.key(serialized_at.is_none(), "objects");
+    writer.open(b'[');
+    for (position, object) in structure.objects().enumerate() {
+        writer.element(position == 0);
+        let start = writer.out.len();
+        writer.object(object);
+        record(start, writer.out.len());
+    }
+    writer.close(b']', structure.is_empty());
+    writer.string_member(false, "version", FORMAT_VERSION);
+    writer.close(b'}', false);
 }
 
 /// The canonical JSON value of a structure.
@@ -832,27 +852,6 @@ impl Serialize for Canonical<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut root = serializer.serialize_map(Some(2))?;
         root.serialize_entry("objects", &Objects(self.0))?;
-        root.serialize_entry("version", FORMAT_VERSION)?;
-        root.end()
-    }
-}
-
-/// A client document: the canonical root plus the versioning keys, keys in sorted order.
-struct Document<'a> {
-    structure: &'a KnowledgeStructure,
-    serialized_at: &'a str,
-}
-
-impl Serialize for Document<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut root = serializer.serialize_map(Some(5))?;
-        root.serialize_entry("_cks_format_version", CKS_FORMAT_VERSION)?;
-        root.serialize_entry(
-            "_cks_metadata",
-            &serde_json::json!({"cks_core_version": READER_VERSION, "serialized_at": self.serialized_at}),
-        )?;
-        root.serialize_entry(MIN_READER_KEY, MIN_READER_VERSION)?;
-        root.serialize_entry("objects", &Objects(self.structure))?;
         root.serialize_entry("version", FORMAT_VERSION)?;
         root.end()
     }
@@ -1196,18 +1195,78 @@ mod tests {
         use crate::testing::arb_structure;
         use proptest::prelude::*;
 
+        /// A client document as `serde_json` writes it: the bytes the writer must match.
+        struct Document<'a> {
+            structure: &'a KnowledgeStructure,
+            serialized_at: &'a str,
+        }
+
+        impl Serialize for Document<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut root = serializer.serialize_map(Some(5))?;
+                root.serialize_entry("_cks_format_version", CKS_FORMAT_VERSION)?;
+                root.serialize_entry(
+                    "_cks_metadata",
+                    &serde_json::json!({"cks_core_version": READER_VERSION, "serialized_at": self.serialized_at}),
+                )?;
+                root.serialize_entry(MIN_READER_KEY, MIN_READER_VERSION)?;
+                root.serialize_entry("objects", &Objects(self.structure))?;
+                root.serialize_entry("version", FORMAT_VERSION)?;
+                root.end()
+            }
+        }
+
+        /// Texts dense in what escaping changes: quotes, backslashes, control bytes, non-ASCII.
+        fn arb_text() -> impl Strategy<Value = String> {
+            prop_oneof![any::<String>(), "[\\x00-\\x1f\"\\\\a-z é/\\x7f€]{0,12}"]
+        }
+
+        fn arb_rich_structure() -> impl Strategy<Value = KnowledgeStructure> {
+            let object =
+                (arb_text(), arb_text(), arb_text(), prop::collection::btree_map(arb_text(), arb_json(), 0..4));
+            prop::collection::vec(object, 0..6).prop_filter_map("a valid structure", |objects| {
+                let objects = objects.into_iter().enumerate().map(|(index, (id, name, r#type, structure))| {
+                    KnowledgeObject::new(
+                        Identity::new(format!("{index}{id}"), r#type, name),
+                        structure.into_iter().collect::<Map<String, Value>>(),
+                    )
+                });
+                KnowledgeStructure::from_objects(objects.collect::<Vec<_>>()).ok()
+            })
+        }
+
+        fn pretty(value: &impl Serialize) -> String {
+            let mut out = Vec::new();
+            let mut ser =
+                serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b"  "));
+            value.serialize(&mut ser).unwrap();
+            String::from_utf8(out).unwrap()
+        }
+
+        proptest! {
+            #[test]
+            fn the_writer_writes_what_serde_json_writes(structure in arb_rich_structure(), stamp in arb_text()) {
+                let document = Document { structure: &structure, serialized_at: &stamp };
+                prop_assert_eq!(to_canonical_string(&structure), pretty(&Canonical(&structure)));
+                prop_assert_eq!(to_compact_string(&structure), serde_json::to_string(&Canonical(&structure)).unwrap());
+                prop_assert_eq!(to_document_string(&structure, &stamp), pretty(&document));
+                prop_assert_eq!(to_compact_document_string(&structure, &stamp), serde_json::to_string(&document).unwrap());
+            }
+        }
+
         fn arb_json() -> impl Strategy<Value = Value> {
             let leaf = prop_oneof![
                 Just(Value::Null),
                 any::<bool>().prop_map(Value::Bool),
                 any::<i64>().prop_map(Value::from),
                 any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-                "\\PC{0,12}".prop_map(Value::String),
+                any::<u64>().prop_map(Value::from),
+                arb_text().prop_map(Value::String),
             ];
             leaf.prop_recursive(3, 24, 4, |inner| {
                 prop_oneof![
                     proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                    proptest::collection::btree_map("\\PC{0,6}", inner, 0..4)
+                    proptest::collection::btree_map(arb_text(), inner, 0..4)
                         .prop_map(|m| Value::Object(m.into_iter().collect())),
                 ]
             })

@@ -103,18 +103,64 @@ impl Escaping {
     /// Appends `bytes` escaped (no quotes). Escaping goes byte by byte and never touches a byte
     /// of a multi-byte character, so any split of a UTF-8 text may be escaped piece by piece.
     pub(crate) fn escape_into(self, bytes: &[u8], out: &mut Vec<u8>) {
-        let table = self.table();
         let start = out.len();
-        // Room for the last eight-byte store.
-        out.resize(start + self.len(bytes) + 8, 0);
-        let mut written = start;
-        for &byte in bytes {
-            let (sequence, len) = table[usize::from(byte)];
-            out[written..written + 8].copy_from_slice(&sequence.to_le_bytes());
-            written += usize::from(len);
-        }
-        out.truncate(written);
+        out.resize(start + room_to_escape(bytes.len()), 0);
+        let written = self.escape_to(bytes, &mut out[start..]);
+        out.truncate(start + written);
     }
+
+    /// Writes `bytes` escaped at the start of `out`, which has [`room_to_escape`] for them;
+    /// returns how many bytes it wrote. What lies in `out` past them is left as it was (an
+    /// escaped store writes eight bytes at a time), so a buffer reused from piece to piece needs
+    /// no clearing.
+    pub(crate) fn escape_to(self, bytes: &[u8], out: &mut [u8]) -> usize {
+        let table = self.table();
+        let mut written = 0;
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            if needs_no_escape(u64::from_le_bytes(word.try_into().expect("eight bytes"))) {
+                // Runs of plain text (indents, names, descriptions) go eight bytes at a time.
+                out[written..written + 8].copy_from_slice(word);
+                written += 8;
+            } else {
+                for &byte in word {
+                    written += store_escaped(table, byte, &mut out[written..]);
+                }
+            }
+        }
+        for &byte in words.remainder() {
+            written += store_escaped(table, byte, &mut out[written..]);
+        }
+        written
+    }
+}
+
+/// Stores a byte's escaped form at the start of `out` (eight bytes, of which the form's length
+/// count); returns that length.
+fn store_escaped(table: &EscapeTable, byte: u8, out: &mut [u8]) -> usize {
+    let (sequence, len) = table[usize::from(byte)];
+    out[..8].copy_from_slice(&sequence.to_le_bytes());
+    usize::from(len)
+}
+
+/// The room [`Escaping::escape_to`] needs for `len` bytes: at most seven bytes for each (escaped
+/// twice), and the last eight-byte store.
+pub(crate) fn room_to_escape(len: usize) -> usize {
+    len * 7 + 8
+}
+
+/// Whether none of eight bytes (a little-endian word) needs escaping: no quote, no backslash, no
+/// control byte. Each test sets a byte's high bit where the byte matches, and can also set it
+/// above a matching byte, never where no byte matches.
+fn needs_no_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = |limit: u8| word.wrapping_sub(ONES * u64::from(limit)) & !word;
+    let equal = |byte: u8| {
+        let zero_where_equal = word ^ (ONES * u64::from(byte));
+        zero_where_equal.wrapping_sub(ONES) & !zero_where_equal
+    };
+    (below(0x20) | equal(b'"') | equal(b'\\')) & HIGH == 0
 }
 
 /// `prefix`, `text` as a quoted JSON string, then `suffix`, written in `text`'s own buffer: the
@@ -300,6 +346,18 @@ mod tests {
         quoted[1..quoted.len() - 1].to_owned()
     }
 
+    #[test]
+    fn a_word_needs_escaping_exactly_when_one_of_its_bytes_does() {
+        for byte in 0..=u8::MAX {
+            for at in 0..8 {
+                let mut word = *b"abcdefgh";
+                word[at] = byte;
+                let plain = ESCAPED[usize::from(byte)].1 == 1;
+                assert_eq!(needs_no_escape(u64::from_le_bytes(word)), plain, "{byte:#x} at {at}");
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn escaping_writes_what_serde_json_writes(text in text(), split in 0usize..200) {
@@ -317,7 +375,11 @@ mod tests {
             let mut out = Vec::new();
             Escaping::Twice.escape_into(&text.as_bytes()[..split], &mut out);
             Escaping::Twice.escape_into(&text.as_bytes()[split..], &mut out);
-            prop_assert_eq!(String::from_utf8(out).unwrap(), twice);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), twice.clone());
+            // Into a reused buffer, over an earlier text's bytes.
+            let mut reused = vec![b'x'; room_to_escape(text.len())];
+            let written = Escaping::Twice.escape_to(text.as_bytes(), &mut reused);
+            prop_assert_eq!(&reused[..written], twice.as_bytes());
             let in_place = escape_in_place(text.clone(), b"{\"k\":", b"}");
             prop_assert_eq!(in_place, format!("{{\"k\":\"{expected}\"}}"));
             // A suffix longer than the gap escaping keeps: the buffer's end is the suffix's.

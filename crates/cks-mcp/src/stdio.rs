@@ -483,10 +483,11 @@ async fn write_part<W: AsyncWrite + Unpin>(write: &mut W, part: Part, escaped: &
     match part {
         Part::Bytes(bytes) => write.write_all(&bytes).await,
         Part::Escaped(text, escaping) => {
+            // Sized once and kept: escaping writes over what the last piece left (no clearing).
+            escaped.resize(json_text::room_to_escape(ONE_WRITE_BYTES), 0);
             for piece in text.as_bytes().chunks(ONE_WRITE_BYTES) {
-                escaped.clear();
-                escaping.escape_into(piece, escaped);
-                write.write_all(escaped).await?;
+                let written = escaping.escape_to(piece, escaped);
+                write.write_all(&escaped[..written]).await?;
             }
             Ok(())
         }
