@@ -13,70 +13,13 @@
 //! request's bytes into a buffer of its final size ([`unescape`]), where `serde_json` grows one as
 //! it goes and then copies it.
 
+use cks_core::json::escape::{self, EscapeTable, needs_no_escape};
 use rmcp::model::{ContentBlock, MetaObject, TextContent};
 use serde_json::Value;
 
 /// Strings from this size on are escaped in place and streamed; smaller ones take `serde_json`'s
 /// ordinary path.
 pub(crate) const LARGE_TEXT_BYTES: usize = 1 << 20;
-
-/// Each byte's escaped form as `serde_json` writes it: up to six bytes (`\u00XX` for a control
-/// byte without a short escape), little-endian in a `u64`, and its length. Escaping stores all
-/// eight bytes of an entry and moves on by its length, one table lookup and no branch per byte:
-/// a pretty-printed document is dense in quotes and newlines, and a loop that branches on every
-/// escape runs at a fraction of this speed.
-type EscapeTable = [(u64, u8); 256];
-
-static ESCAPED: EscapeTable = escape_table(false);
-
-/// Each byte escaped twice (the escaped form, escaped again): at most seven bytes (`\\u00XX`).
-static ESCAPED_TWICE: EscapeTable = escape_table(true);
-
-const fn escape_table(twice: bool) -> EscapeTable {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    const fn once(byte: usize) -> ([u8; 8], usize) {
-        let short = match byte as u8 {
-            0x08 => b'b',
-            0x0c => b'f',
-            b'\n' => b'n',
-            b'\r' => b'r',
-            b'\t' => b't',
-            b'"' => b'"',
-            b'\\' => b'\\',
-            _ => 0,
-        };
-        if short != 0 {
-            ([b'\\', short, 0, 0, 0, 0, 0, 0], 2)
-        } else if byte < 0x20 {
-            ([b'\\', b'u', b'0', b'0', HEX[byte >> 4], HEX[byte & 0xf], 0, 0], 6)
-        } else {
-            ([byte as u8, 0, 0, 0, 0, 0, 0, 0], 1)
-        }
-    }
-    let mut table = [(0u64, 0u8); 256];
-    let mut byte = 0;
-    while byte < 256 {
-        let (mut sequence, mut len) = once(byte);
-        if twice {
-            let first = sequence;
-            let (mut read, mut written) = (0, 0);
-            while read < len {
-                let (part, part_len) = once(first[read] as usize);
-                let mut i = 0;
-                while i < part_len {
-                    sequence[written] = part[i];
-                    written += 1;
-                    i += 1;
-                }
-                read += 1;
-            }
-            len = written;
-        }
-        table[byte] = (u64::from_le_bytes(sequence), len as u8);
-        byte += 1;
-    }
-    table
-}
 
 /// How many times a text is escaped: once as a JSON string, or twice (a document inside a tool
 /// result's text inside a JSON-RPC line).
@@ -89,8 +32,8 @@ pub(crate) enum Escaping {
 impl Escaping {
     fn table(self) -> &'static EscapeTable {
         match self {
-            Escaping::Once => &ESCAPED,
-            Escaping::Twice => &ESCAPED_TWICE,
+            Escaping::Once => escape::escaped(1),
+            Escaping::Twice => escape::escaped(2),
         }
     }
 
@@ -149,20 +92,6 @@ pub(crate) fn room_to_escape(len: usize) -> usize {
     len * 7 + 8
 }
 
-/// Whether none of eight bytes (a little-endian word) needs escaping: no quote, no backslash, no
-/// control byte. Each test sets a byte's high bit where the byte matches, and can also set it
-/// above a matching byte, never where no byte matches.
-fn needs_no_escape(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let below = |limit: u8| word.wrapping_sub(ONES * u64::from(limit)) & !word;
-    let equal = |byte: u8| {
-        let zero_where_equal = word ^ (ONES * u64::from(byte));
-        zero_where_equal.wrapping_sub(ONES) & !zero_where_equal
-    };
-    (below(0x20) | equal(b'"') | equal(b'\\')) & HIGH == 0
-}
-
 /// `prefix`, `text` as a quoted JSON string, then `suffix`, written in `text`'s own buffer: the
 /// buffer grows by what escaping adds, the text moves to its end, and is escaped from there
 /// towards the front, writing always more than eight bytes behind reading.
@@ -183,7 +112,7 @@ fn escape_in_place(text: String, prefix: &[u8], suffix: &[u8]) -> String {
     // ends. An eight-byte store never reaches a byte not yet read.
     let mut write = head;
     for read in from..room {
-        let (sequence, len) = ESCAPED[usize::from(bytes[read])];
+        let (sequence, len) = escape::escaped(1)[usize::from(bytes[read])];
         bytes[write..write + 8].copy_from_slice(&sequence.to_le_bytes());
         write += usize::from(len);
     }
@@ -344,18 +273,6 @@ mod tests {
     fn escaped(text: &str) -> String {
         let quoted = serde_json::to_string(text).unwrap();
         quoted[1..quoted.len() - 1].to_owned()
-    }
-
-    #[test]
-    fn a_word_needs_escaping_exactly_when_one_of_its_bytes_does() {
-        for byte in 0..=u8::MAX {
-            for at in 0..8 {
-                let mut word = *b"abcdefgh";
-                word[at] = byte;
-                let plain = ESCAPED[usize::from(byte)].1 == 1;
-                assert_eq!(needs_no_escape(u64::from_le_bytes(word)), plain, "{byte:#x} at {at}");
-            }
-        }
     }
 
     proptest! {
