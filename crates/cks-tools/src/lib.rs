@@ -10,6 +10,7 @@ pub mod error;
 pub mod fetch;
 pub mod html;
 pub(crate) mod inference;
+pub mod large_text;
 pub mod processes;
 pub mod provenance;
 pub mod registry;
