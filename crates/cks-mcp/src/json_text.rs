@@ -14,7 +14,6 @@
 //! it goes and then copies it.
 
 use cks_core::json::escape::{self, EscapeTable, needs_no_escape};
-use cks_tools::large_text::LargeTextSlot;
 use rmcp::model::{ContentBlock, MetaObject, TextContent};
 use serde_json::Value;
 
@@ -131,20 +130,18 @@ fn write_json(value: &Value, out: &mut Vec<u8>) {
     serde_json::to_writer(out, value).expect("writing JSON to memory");
 }
 
-/// The `_meta` key of a text block whose text is a [`LargeText`]'s string, and whose value is
-/// `[before, after, escaped]`: what a server that leaves large texts to its transport hands the
-/// transport (see [`LargeText::into_block`]). Such a block never leaves the process.
-const LARGE_TEXT_META_KEY: &str = "cks/largeText";
+/// The `_meta` key of a text block whose text is a [`LargeText`]'s string, not yet escaped, and
+/// whose value is `[before, after]`: what a server that leaves large texts to its transport
+/// hands the transport (see [`LargeText::into_block`]). Such a block never leaves the process.
+const UNESCAPED_META_KEY: &str = "cks/unescapedLargeText";
 
-/// A value's JSON text with its one large string apart: the text is `before`, the string quoted,
-/// then `after`. The string is held escaped `escaped` times (0 to 2): as it is, as it reads in
-/// the value's JSON text, or as it reads in a message that carries that text as a string.
+/// A value's JSON text with its one large string not yet escaped: the text is `before`, the
+/// string quoted, then `after`.
 #[derive(Debug)]
 pub(crate) struct LargeText {
     pub(crate) before: String,
     pub(crate) text: String,
     pub(crate) after: String,
-    pub(crate) escaped: usize,
 }
 
 impl LargeText {
@@ -154,7 +151,7 @@ impl LargeText {
         let is_large = |v: &Value| v.as_str().is_some_and(|s| s.len() >= LARGE_TEXT_BYTES);
         match value {
             Value::String(text) if text.len() >= LARGE_TEXT_BYTES => {
-                Ok(LargeText { before: String::new(), text, after: String::new(), escaped: 0 })
+                Ok(LargeText { before: String::new(), text, after: String::new() })
             }
             Value::Object(map) if map.values().any(is_large) => {
                 let (mut before, mut after) = (b"{".to_vec(), Vec::new());
@@ -174,51 +171,23 @@ impl LargeText {
                 after.push(b'}');
                 // serde_json writes UTF-8.
                 let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap_or_default();
-                Ok(LargeText { before: text(before), text: large.unwrap_or_default(), after: text(after), escaped: 0 })
+                Ok(LargeText { before: text(before), text: large.unwrap_or_default(), after: text(after) })
             }
             other => Err(other),
         }
     }
 
-    /// The large text a tool left in `slot`, put back in the place of the slot's marker in
-    /// `value` (a string that is the marker, quotes and all); `None` when the tool left no text,
-    /// and an error when it left one but the value does not hold the marker.
-    pub(crate) fn from_slot(value: &Value, slot: &LargeTextSlot) -> Result<Option<LargeText>, MarkerMissing> {
-        let Some(text) = slot.take() else { return Ok(None) };
-        let json = serde_json::to_string(value).map_err(|_| MarkerMissing)?;
-        let quoted = format!("\"{}\"", slot.marker());
-        let at = json.find(&quoted).ok_or(MarkerMissing)?;
-        Ok(Some(LargeText {
-            before: json[..at].to_owned(),
-            text,
-            after: json[at + quoted.len()..].to_owned(),
-            escaped: slot.escapes(),
-        }))
-    }
-
-    /// The JSON text.
+    /// The JSON text, written in the large string's own buffer.
     pub(crate) fn into_text(self) -> String {
-        let LargeText { before, text, after, escaped } = self;
-        match escaped {
-            // Escaped in its own buffer.
-            0 => escape_in_place(text, before.as_bytes(), after.as_bytes()),
-            1 => [before.as_str(), "\"", &text, "\"", &after].concat(),
-            // Escaped twice is for a transport; should such a text end up elsewhere (an answer
-            // in a batch), it is decoded once.
-            _ => match unescape(&format!("\"{text}\"")) {
-                Ok(once) => [before.as_str(), "\"", &once, "\"", &after].concat(),
-                Err(_) => [before.as_str(), "\"\"", &after].concat(),
-            },
-        }
+        escape_in_place(self.text, self.before.as_bytes(), self.after.as_bytes())
     }
 
-    /// A text block that carries this text as it is, for a transport that writes it escaped as
+    /// A text block that carries this text unescaped, for a transport that writes it escaped as
     /// it sends it (see [`Self::take_from`]): escaping it here first would be a pass over the
     /// whole text, and a larger buffer, for nothing.
     pub(crate) fn into_block(self) -> ContentBlock {
-        let around =
-            Value::Array(vec![Value::String(self.before), Value::String(self.after), Value::from(self.escaped)]);
-        let meta = MetaObject(std::iter::once((LARGE_TEXT_META_KEY.to_owned(), around)).collect());
+        let around = Value::Array(vec![Value::String(self.before), Value::String(self.after)]);
+        let meta = MetaObject(std::iter::once((UNESCAPED_META_KEY.to_owned(), around)).collect());
         ContentBlock::Text(TextContent::new(self.text).with_meta(meta))
     }
 
@@ -226,32 +195,18 @@ impl LargeText {
     /// empty, its `_meta` as it was before); `None` for any other block.
     pub(crate) fn take_from(block: &mut TextContent) -> Option<LargeText> {
         let meta = block.meta.as_mut()?;
-        let Value::Array(around) = meta.0.remove(LARGE_TEXT_META_KEY)? else { return None };
+        let Value::Array(around) = meta.0.remove(UNESCAPED_META_KEY)? else { return None };
         if meta.0.is_empty() {
             block.meta = None;
         }
-        let mut around = around.into_iter();
-        let mut text = || match around.next() {
-            Some(Value::String(text)) => text,
+        let mut around = around.into_iter().map(|part| match part {
+            Value::String(text) => text,
             _ => String::new(),
-        };
-        let (before, after) = (text(), text());
-        let escaped = around.next().and_then(|n| n.as_u64()).map_or(0, |n| n.min(2) as usize);
-        Some(LargeText { before, text: std::mem::take(&mut block.text), after, escaped })
+        });
+        let (before, after) = (around.next().unwrap_or_default(), around.next().unwrap_or_default());
+        Some(LargeText { before, text: std::mem::take(&mut block.text), after })
     }
 }
-
-/// A string no text holds unless it was put there: 128 random bits from the standard library's
-/// per-process hash keys.
-pub(crate) fn random_marker() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let random = || std::collections::hash_map::RandomState::new().build_hasher().finish();
-    format!("cks-large-text-{:016x}{:016x}", random(), random())
-}
-
-/// A tool left a large text but its result does not say where it goes.
-#[derive(Debug)]
-pub(crate) struct MarkerMissing;
 
 /// Decodes a JSON string token (quotes included) that is known to be well-formed, as
 /// `serde_json::from_str::<String>` would: copied a run at a time between backslashes into a

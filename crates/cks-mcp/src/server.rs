@@ -11,10 +11,9 @@ use tokio_util::sync::CancellationToken;
 use cks_core::validate::ProvenanceKey;
 use cks_runtime::{Runtime, Sweepers};
 use cks_tools::fetch::{FetchPolicy, Fetcher};
-use cks_tools::large_text::LargeTextSlot;
 use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
 
-use crate::json_text::{self, LargeText, MarkerMissing};
+use crate::json_text::LargeText;
 use crate::{prompts, resources};
 
 /// The MCP protocol version we announce to clients that ask for none we know.
@@ -137,31 +136,12 @@ impl CksServer {
         ctx.cancel = options.cancel;
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
         let structured = self.registry.get(name).is_some_and(|tool| tool.output_schema.is_some());
-        // A result that travels as text alone may carry a document written already escaped:
-        // twice where the transport leaves large texts to itself (the text inside the result's
-        // text inside its line), else once (the result's text).
-        let slot = (!structured).then(|| {
-            let escapes = if self.large_texts_unescaped { 2 } else { 1 };
-            Arc::new(LargeTextSlot::new(json_text::random_marker(), escapes))
-        });
-        ctx.large_text = slot.clone();
         let value = self
             .registry
-            .answer(name, args, &ctx)
+            .call(name, args, &ctx)
             .await
             .map_err(|e| ErrorData::new(ErrorCode::METHOD_NOT_FOUND, e.to_string(), None))?;
-        let large = match slot.as_deref().map(|slot| LargeText::from_slot(&value, slot)).transpose() {
-            Ok(large) => large.flatten(),
-            Err(MarkerMissing) => {
-                tracing::error!(tool = name, "a tool left a large text without saying where it goes");
-                let message = format!("Tool '{name}' failed to place its result's text.");
-                return Ok(tool_result(json!({"error": "internal_error", "message": message}), structured, false));
-            }
-        };
-        Ok(match large {
-            Some(large) => CallToolResult::success(vec![large_text_block(large, self.large_texts_unescaped)]),
-            None => tool_result(value, structured, self.large_texts_unescaped),
-        })
+        Ok(tool_result(value, structured, self.large_texts_unescaped))
     }
 
     pub async fn list_resources(&self) -> Result<Value, ErrorData> {
@@ -227,16 +207,11 @@ pub fn tool_result(value: Value, structured: bool, large_text_unescaped: bool) -
         return result;
     }
     let block = match LargeText::split(value) {
-        Ok(large) => large_text_block(large, large_text_unescaped),
+        Ok(large) if large_text_unescaped => large.into_block(),
+        Ok(large) => ContentBlock::text(large.into_text()),
         Err(value) => ContentBlock::text(serde_json::to_string(&value).unwrap_or_else(|_| "null".into())),
     };
     CallToolResult::success(vec![block])
-}
-
-/// A result's large text as its text block: apart, for a transport that writes it as it sends it
-/// (`apart`), or the result's whole text.
-fn large_text_block(large: LargeText, apart: bool) -> ContentBlock {
-    if apart { large.into_block() } else { ContentBlock::text(large.into_text()) }
 }
 
 #[cfg(test)]

@@ -399,30 +399,24 @@ fn escape_left_text(block: &mut TextContent) {
 }
 
 /// The body of an answer whose tool result carries a large text: the envelope serialized around
-/// a marker, and the text written where the marker was, escaped for the line as it is written. A
-/// text the server left apart (`LargeText::into_block`) sits inside the result's text: it is
-/// escaped twice in that one pass, once as the result's text and once for the line, or less as
-/// far as it came escaped already.
+/// a marker, and the text escaped where the marker was as it is written. A text the server left
+/// unescaped is escaped twice in that one pass (once as the result's text, once for the line).
 fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Vec<Part>>, serde_json::Error> {
-    enum Streamed {
-        /// The result's whole text.
-        ResultText(String),
-        /// A large string inside the result's text.
-        InResultText(LargeText),
-    }
     let mut large = None;
     for (index, block) in result_texts(message).enumerate() {
         if large.is_some() {
             // Only one text streams; any other is written the ordinary way.
             escape_left_text(block);
-        } else if let Some(apart) = LargeText::take_from(block) {
-            large = Some((index, Streamed::InResultText(apart)));
+        } else if let Some(unescaped) = LargeText::take_from(block) {
+            large = Some((index, unescaped, Escaping::Twice));
         } else if block.text.len() >= json_text::LARGE_TEXT_BYTES {
-            large = Some((index, Streamed::ResultText(std::mem::take(&mut block.text))));
+            let text = std::mem::take(&mut block.text);
+            large = Some((index, LargeText { before: String::new(), text, after: String::new() }, Escaping::Once));
         }
     }
-    let Some((index, large)) = large else { return Ok(None) };
-    let marker = json_text::random_marker();
+    let Some((index, large, escaping)) = large else { return Ok(None) };
+    // Random, so that no text the answer carries elsewhere can contain it.
+    let marker = format!("cks-large-text-{:016x}{:016x}", random_u64(), random_u64());
     if let Some(block) = result_texts(message).nth(index) {
         block.text.clone_from(&marker);
     }
@@ -430,39 +424,35 @@ fn streamed_body(message: &mut TxJsonRpcMessage<RoleServer>) -> Result<Option<Ve
     let Some(at) = envelope.windows(marker.len()).position(|w| w == marker.as_bytes()) else {
         // Not expected; if it ever happens, the answer goes out the ordinary way.
         if let Some(block) = result_texts(message).nth(index) {
-            block.text = match large {
-                Streamed::InResultText(apart) => apart.into_text(),
-                Streamed::ResultText(text) => text,
+            block.text = match escaping {
+                Escaping::Twice => large.into_text(),
+                Escaping::Once => large.text,
             };
         }
         return Ok(None);
     };
-    let (before, text, after) = match large {
-        Streamed::ResultText(text) => (Vec::new(), Part::Escaped(text, Escaping::Once), Vec::new()),
-        Streamed::InResultText(apart) => {
-            // What surrounds the string in the result's text (quotes included), escaped once
-            // for the line.
-            let (mut before, mut after) = (Vec::new(), Vec::new());
-            Escaping::Once.escape_into(apart.before.as_bytes(), &mut before);
-            before.extend_from_slice(b"\\\"");
-            after.extend_from_slice(b"\\\"");
-            Escaping::Once.escape_into(apart.after.as_bytes(), &mut after);
-            let text = match apart.escaped {
-                0 => Part::Escaped(apart.text, Escaping::Twice),
-                1 => Part::Escaped(apart.text, Escaping::Once),
-                _ => Part::Bytes(Bytes::from(apart.text)),
-            };
-            (before, text, after)
-        }
-    };
+    // What surrounds the text in the result's text (quotes included), escaped once for the line.
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    if escaping == Escaping::Twice {
+        Escaping::Once.escape_into(large.before.as_bytes(), &mut before);
+        before.extend_from_slice(b"\\\"");
+        after.extend_from_slice(b"\\\"");
+        Escaping::Once.escape_into(large.after.as_bytes(), &mut after);
+    }
     let parts = vec![
         Part::Bytes(envelope.slice(..at)),
         Part::Bytes(Bytes::from(before)),
-        text,
+        Part::Escaped(large.text, escaping),
         Part::Bytes(Bytes::from(after)),
         Part::Bytes(envelope.slice(at + marker.len()..)),
     ];
     Ok(Some(parts.into_iter().filter(|part| !matches!(part, Part::Bytes(bytes) if bytes.is_empty())).collect()))
+}
+
+/// 64 random bits from the standard library's per-process hash keys.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 fn frame(framing: Framing, value: &Value) -> Frame {
@@ -724,44 +714,6 @@ mod tests {
         let batch = joined(routing.route(answer(true)).unwrap().unwrap());
         let batch: Value = serde_json::from_slice(&batch).unwrap();
         assert_eq!(batch, json!([serde_json::from_slice::<Value>(&expected).unwrap()]));
-    }
-
-    #[test]
-    fn a_large_text_escaped_already_is_written_as_the_escaped_result_would_be() {
-        use crate::server::tool_result;
-        use cks_tools::large_text::LargeTextSlot;
-        let document = "{\n  \"a\": \"é \\ \u{1}\"\n}".repeat(json_text::LARGE_TEXT_BYTES / 10);
-        let value = json!({"serialized": document, "session_id": "s-1"});
-        let answer = |result| JsonRpcMessage::response(ServerResult::CallToolResult(result), RequestId::Number(3));
-        let expected = serde_json::to_vec(&answer(tool_result(value.clone(), false, false))).unwrap();
-        let result_text = serde_json::to_string(&value).unwrap();
-        let mut routing = Routing { framing_by_id: HashMap::new(), batches: Vec::new(), last: Framing::Line };
-        for escaped in 1..=2 {
-            // What a tool leaves in the slot: the document escaped as many times as asked.
-            let left = || {
-                let mut text = document.clone();
-                for _ in 0..escaped {
-                    let quoted = serde_json::to_string(&text).unwrap();
-                    text = quoted[1..quoted.len() - 1].to_owned();
-                }
-                let slot = LargeTextSlot::new(json_text::random_marker(), escaped);
-                let value = json!({"serialized": slot.put(text), "session_id": "s-1"});
-                LargeText::from_slot(&value, &slot).unwrap().expect("a text in the slot")
-            };
-            let large = left();
-            let address = large.text.as_ptr();
-            let frame =
-                routing.route(answer(rmcp::model::CallToolResult::success(vec![large.into_block()]))).unwrap().unwrap();
-            let moved = |part: &Part| match part {
-                Part::Bytes(bytes) => escaped == 2 && bytes.as_ptr() == address,
-                Part::Escaped(text, Escaping::Once) => escaped == 1 && text.as_ptr() == address,
-                Part::Escaped(..) => false,
-            };
-            assert!(frame.iter().any(moved), "escaped {escaped} times: written as it is escaped still, not copied");
-            assert_eq!(joined(frame), [expected.as_slice(), b"\n"].concat(), "escaped {escaped} times");
-            // As the result's whole text (another transport, or an answer in a batch).
-            assert_eq!(left().into_text(), result_text, "escaped {escaped} times");
-        }
     }
 
     /// A transport fed `input` on stdin, with stdout readable.

@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
 use crate::fetch::Fetcher;
-use crate::large_text::LargeTextSlot;
 use crate::registry::Registry;
 
 /// How tools reach an LLM.
@@ -90,10 +89,6 @@ pub struct ToolContext {
     /// The guarded HTTP client for the URLs tools are given (public addresses only, unless the
     /// server's configuration allows more).
     pub fetcher: Arc<Fetcher>,
-    /// Where the tool may leave its result's large text already escaped for the server's messages:
-    /// offered by a server with the call it answers, never with calls tools make
-    /// ([`crate::large_text`]).
-    pub large_text: Option<Arc<LargeTextSlot>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -115,7 +110,6 @@ impl ToolContext {
             provenance: Arc::new(unguessable_key()),
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
-            large_text: None,
         }
     }
 

@@ -83,14 +83,12 @@ pub fn diagnostics_full(diagnostics: &[Diagnostic]) -> Value {
 /// format-versioning keys, stamped with the current time. Storage and hashing use the plain
 /// canonical forms instead, which stay pure functions of the structure.
 pub fn client_document(structure: &KnowledgeStructure) -> String {
-    escaped_client_document(structure, true, 0)
+    cks_json::to_document_string(structure, &serialized_at(time::OffsetDateTime::now_utc()))
 }
 
-/// [`client_document`], pretty or compact, as it reads inside `escapes` nested JSON strings (0
-/// to 2, without their quotes).
-pub fn escaped_client_document(structure: &KnowledgeStructure, pretty: bool, escapes: usize) -> String {
-    let stamp = serialized_at(time::OffsetDateTime::now_utc());
-    cks_json::to_escaped_document_string(structure, &stamp, pretty, escapes)
+/// [`client_document`] without indentation or line breaks.
+pub fn compact_client_document(structure: &KnowledgeStructure) -> String {
+    cks_json::to_compact_document_string(structure, &serialized_at(time::OffsetDateTime::now_utc()))
 }
 
 /// A time as the reference writes `serialized_at` and its other time stamps: ISO 8601 with

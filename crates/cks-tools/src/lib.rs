@@ -10,7 +10,6 @@ pub mod error;
 pub mod fetch;
 pub mod html;
 pub(crate) mod inference;
-pub mod large_text;
 pub mod processes;
 pub mod provenance;
 pub mod registry;

@@ -180,20 +180,7 @@ impl Registry {
 
     /// Calls a tool. Business failures come back as `{"error", "message", ...}` values; only an
     /// unknown name is an `Err`.
-    ///
-    /// The tool is never offered the context's large-text slot: a tool calling another gets its
-    /// result as plain values ([`crate::large_text`]).
     pub async fn call(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<Value, UnknownTool> {
-        if ctx.large_text.is_none() {
-            return self.answer(name, args, ctx).await;
-        }
-        let ctx = ToolContext { large_text: None, ..ctx.clone() };
-        self.answer(name, args, &ctx).await
-    }
-
-    /// The call a server answers: [`Self::call`], with the context's large-text slot, if any,
-    /// offered to the tool.
-    pub async fn answer(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<Value, UnknownTool> {
         let entry = self.tools.get(name).ok_or_else(|| UnknownTool(name.to_owned()))?;
         let started = Instant::now();
         let session = session_of(entry.meta(), &args);

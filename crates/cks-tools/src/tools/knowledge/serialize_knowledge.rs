@@ -10,9 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::ToolContext;
-use cks_core::KnowledgeStructure;
-
-use crate::convert::{escaped_client_document, parse_json_data};
+use crate::convert::{client_document, compact_client_document, parse_json_data};
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -69,13 +67,7 @@ impl Tool for SerializeKnowledge {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let pretty = !input.compact;
-        // Written already escaped when the server offers a slot for it: the result then holds the
-        // slot's marker in the document's place.
-        let document = |structure: &KnowledgeStructure| match &ctx.large_text {
-            Some(slot) => slot.put(escaped_client_document(structure, pretty, slot.escapes())),
-            None => escaped_client_document(structure, pretty, 0),
-        };
+        let document = if input.compact { compact_client_document } else { client_document };
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
             let serialized = ctx.runtime.read(&session_id, |s, _| document(s)).await?;
             return Ok(Output::Session { session_id, serialized });
@@ -158,40 +150,6 @@ mod tests {
         assert!(result.is_string(), "the bare document, as the reference returns it");
         assert_eq!(document(&result), expected);
         assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), sessions_before, "no orphan session");
-    }
-
-    #[tokio::test]
-    async fn a_document_goes_in_the_offered_slot_escaped_only_in_the_call_the_server_answers() {
-        use crate::large_text::LargeTextSlot;
-        use crate::registry::Registry;
-        use std::sync::Arc;
-        let mut ctx = context();
-        let data = structure(vec![obj("a", "T", "quote \" and\nline", json!({"k": "tab\there", "u": "\u{1}"}))]);
-        let id = session(&ctx, data.clone()).await;
-        let plain = call(&ctx, "serialize_knowledge", json!({"session_id": id})).await;
-        let registry = Registry::standard();
-        for escapes in [1, 2] {
-            for args in [json!({"session_id": id}), json!({"json_data": data.to_string(), "compact": true})] {
-                let slot = Arc::new(LargeTextSlot::new(format!("marker-{escapes}"), escapes));
-                ctx.large_text = Some(slot.clone());
-                // A tool calling another: the document comes back as it is, the slot untouched.
-                let nested = registry.call("serialize_knowledge", args.clone(), &ctx).await.unwrap();
-                assert!(slot.take().is_none());
-                let text = nested.get("serialized").unwrap_or(&nested);
-                assert!(text.as_str().unwrap().starts_with('{'));
-
-                let answered = registry.answer("serialize_knowledge", args.clone(), &ctx).await.unwrap();
-                let in_place = answered.get("serialized").unwrap_or(&answered);
-                assert_eq!(in_place, &json!(format!("marker-{escapes}")));
-                let mut text = slot.take().expect("the document is in the slot");
-                for _ in 0..escapes {
-                    text = serde_json::from_str(&format!("\"{text}\"")).unwrap();
-                }
-                let expected =
-                    if args.get("compact").is_some() { document(&nested) } else { document(&plain["serialized"]) };
-                assert_eq!(document(&json!(text)), expected, "escaped {escapes} times");
-            }
-        }
     }
 
     #[tokio::test]
