@@ -775,7 +775,7 @@ const COMPACT_BYTES_PER_OBJECT: usize = 160;
 
 /// Serializes to the canonical pretty form (sorted keys, two-space indent, non-ASCII kept).
 pub fn to_canonical_string(structure: &KnowledgeStructure) -> String {
-    let mut writer = Writer::<true, 0>::with_capacity(structure.len() * PRETTY_BYTES_PER_OBJECT + 64);
+    let mut writer = Writer::<true>::with_capacity(structure.len() * PRETTY_BYTES_PER_OBJECT + 64);
     write_root(&mut writer, structure, None, |_, _| {});
     writer.into_string()
 }
@@ -789,7 +789,7 @@ pub fn to_compact_string(structure: &KnowledgeStructure) -> String {
 /// [`to_compact_string`], and where each object's record lies in that text: its offset and
 /// length, in the structure's order.
 pub fn to_compact_string_located(structure: &KnowledgeStructure) -> (String, Vec<(u64, u32)>) {
-    let mut writer = Writer::<false, 0>::with_capacity(structure.len() * COMPACT_BYTES_PER_OBJECT + 32);
+    let mut writer = Writer::<false>::with_capacity(structure.len() * COMPACT_BYTES_PER_OBJECT + 32);
     let mut records = Vec::with_capacity(structure.len());
     write_root(&mut writer, structure, None, |start, end| records.push((start as u64, (end - start) as u32)));
     (writer.into_string(), records)
@@ -798,49 +798,24 @@ pub fn to_compact_string_located(structure: &KnowledgeStructure) -> (String, Vec
 /// Serializes a document for clients: the canonical pretty form plus the format-versioning keys,
 /// with `serialized_at` as given (an ISO 8601 time; this crate reads no clock).
 pub fn to_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
-    to_escaped_document_string(structure, serialized_at, true, 0)
+    let mut writer = Writer::<true>::with_capacity(structure.len() * PRETTY_BYTES_PER_OBJECT + 256);
+    write_root(&mut writer, structure, Some(serialized_at), |_, _| {});
+    writer.into_string()
 }
 
 /// [`to_document_string`] without indentation or line breaks: the same keys and values, in the
 /// same order.
 pub fn to_compact_document_string(structure: &KnowledgeStructure, serialized_at: &str) -> String {
-    to_escaped_document_string(structure, serialized_at, false, 0)
-}
-
-/// A client document ([`to_document_string`], or with `pretty` false
-/// [`to_compact_document_string`]) as it reads inside `escapes` nested JSON strings (0 to 2),
-/// without their quotes: written that way directly, for a server that sends the document inside
-/// its answer's text, itself inside a message, where escaping it afterwards would be another pass
-/// over it, and another buffer.
-pub fn to_escaped_document_string(
-    structure: &KnowledgeStructure,
-    serialized_at: &str,
-    pretty: bool,
-    escapes: usize,
-) -> String {
-    fn write<const PRETTY: bool, const ESCAPES: usize>(structure: &KnowledgeStructure, serialized_at: &str) -> String {
-        // Escaping lengthens a pretty text by about a quarter each time.
-        let per_object = if PRETTY { PRETTY_BYTES_PER_OBJECT } else { COMPACT_BYTES_PER_OBJECT };
-        let mut writer =
-            Writer::<PRETTY, ESCAPES>::with_capacity(structure.len() * per_object * (4 + ESCAPES) / 4 + 256);
-        write_root(&mut writer, structure, Some(serialized_at), |_, _| {});
-        writer.into_string()
-    }
-    match (pretty, escapes) {
-        (true, 0) => write::<true, 0>(structure, serialized_at),
-        (true, 1) => write::<true, 1>(structure, serialized_at),
-        (true, _) => write::<true, 2>(structure, serialized_at),
-        (false, 0) => write::<false, 0>(structure, serialized_at),
-        (false, 1) => write::<false, 1>(structure, serialized_at),
-        (false, _) => write::<false, 2>(structure, serialized_at),
-    }
+    let mut writer = Writer::<false>::with_capacity(structure.len() * COMPACT_BYTES_PER_OBJECT + 256);
+    write_root(&mut writer, structure, Some(serialized_at), |_, _| {});
+    writer.into_string()
 }
 
 /// Writes `{"objects": [...], "version": "1.0"}`, or with `serialized_at` a client document (the
 /// versioning keys too, keys in sorted order), telling `record` where each object's text starts
 /// and ends.
-fn write_root<const PRETTY: bool, const ESCAPES: usize>(
-    writer: &mut Writer<PRETTY, ESCAPES>,
+fn write_root<const PRETTY: bool>(
+    writer: &mut Writer<PRETTY>,
     structure: &KnowledgeStructure,
     serialized_at: Option<&str>,
     mut record: impl FnMut(usize, usize),
@@ -1280,20 +1255,6 @@ mod tests {
                 prop_assert_eq!(to_compact_string(&structure), serde_json::to_string(&Canonical(&structure)).unwrap());
                 prop_assert_eq!(to_document_string(&structure, &stamp), pretty(&document));
                 prop_assert_eq!(to_compact_document_string(&structure, &stamp), serde_json::to_string(&document).unwrap());
-            }
-
-            #[test]
-            fn an_escaped_document_is_the_document_escaped(
-                structure in arb_rich_structure(),
-                stamp in arb_text(),
-                pretty in any::<bool>(),
-            ) {
-                let mut expected = to_escaped_document_string(&structure, &stamp, pretty, 0);
-                for escapes in 1..=2 {
-                    let quoted = serde_json::to_string(&expected).unwrap();
-                    expected = quoted[1..quoted.len() - 1].to_owned();
-                    prop_assert_eq!(to_escaped_document_string(&structure, &stamp, pretty, escapes), expected.clone());
-                }
             }
         }
 

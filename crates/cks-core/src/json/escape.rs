@@ -1,23 +1,21 @@
-//! JSON string escaping by table, once or repeatedly: how each byte reads inside one, two or three
-//! nested JSON strings.
+//! JSON string escaping by table, once or twice: how each byte reads inside one or two nested JSON
+//! strings.
 //!
 //! A whole graph's document travels nested: inside a tool result's text (a JSON string), which a
 //! JSON-RPC line carries as another. Escaping is byte by byte — only ASCII bytes change, into
-//! ASCII — so a text escaped `n` times is each of its bytes escaped `n` times, one after the
-//! other, and a writer can write a text in its nested form directly: the text's own punctuation
-//! from one table, its strings' contents from the next.
+//! ASCII — so a text escaped twice is each of its bytes escaped twice, one after the other, and
+//! any split of a text may be escaped piece by piece.
 
 /// Each byte's escaped form as `serde_json` writes it, little-endian in a `u64`, and its length.
 /// Escaping stores all eight bytes of an entry and moves on by its length: one lookup and no
-/// branch per byte, which matters in a pretty document, dense in quotes and newlines. Once and
-/// twice, every form fits; three times, a control byte without a short escape takes nine bytes
-/// (`\\\\u0001`), and its entry is `(0, 0)`: [`push_escaped`] writes it.
+/// branch per byte, which matters in a pretty document, dense in quotes and newlines. The longest
+/// form, a control byte without a short escape escaped twice (`\\u0001`), takes seven bytes.
 pub type EscapeTable = [(u64, u8); 256];
 
-/// Escaped once (`serde_json`'s string escaping), twice and three times.
-pub static ESCAPED: [EscapeTable; 3] = [escape_table(1), escape_table(2), escape_table(3)];
+/// Escaped once (`serde_json`'s string escaping) and twice.
+pub static ESCAPED: [EscapeTable; 2] = [escape_table(1), escape_table(2)];
 
-/// The table of a byte escaped `times` times (1 to 3).
+/// The table of a byte escaped `times` times (1 or 2).
 pub fn escaped(times: usize) -> &'static EscapeTable {
     &ESCAPED[times - 1]
 }
@@ -37,13 +35,6 @@ const fn escape_table(times: usize) -> EscapeTable {
                 let (part, part_len) = escape_once(sequence[read]);
                 let mut i = 0;
                 while i < part_len {
-                    if written == next.len() {
-                        // Too long for a word.
-                        next = [0u8; 8];
-                        written = 0;
-                        read = len;
-                        break;
-                    }
                     next[written] = part[i];
                     written += 1;
                     i += 1;
@@ -58,25 +49,6 @@ const fn escape_table(times: usize) -> EscapeTable {
         byte += 1;
     }
     table
-}
-
-/// Appends `byte` escaped `times` times (0 to 3).
-#[inline]
-pub fn push_escaped(out: &mut Vec<u8>, byte: u8, times: usize) {
-    if times == 0 {
-        out.push(byte);
-        return;
-    }
-    match escaped(times)[usize::from(byte)] {
-        (_, 0) => {
-            // Too long for its table: escaped once more than the previous table says.
-            let (sequence, len) = escaped(times - 1)[usize::from(byte)];
-            for &part in &sequence.to_le_bytes()[..usize::from(len)] {
-                push_escaped(out, part, 1);
-            }
-        }
-        (sequence, len) => out.extend_from_slice(&sequence.to_le_bytes()[..usize::from(len)]),
-    }
 }
 
 /// One byte escaped once, as `serde_json` escapes it: a short escape where JSON has one, `\u00XX`
@@ -126,26 +98,23 @@ mod tests {
         quoted[1..quoted.len() - 1].to_owned()
     }
 
-    fn pushed(byte: u8, times: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        push_escaped(&mut out, byte, times);
-        out
+    fn entry(byte: u8, times: usize) -> Vec<u8> {
+        let (sequence, len) = escaped(times)[usize::from(byte)];
+        sequence.to_le_bytes()[..usize::from(len)].to_vec()
     }
 
     #[test]
     fn each_table_is_serde_json_escaping_repeated() {
         for byte in 0..0x80u8 {
             let mut expected = char::from(byte).to_string();
-            for times in 1..=3 {
+            for times in 1..=2 {
                 expected = serde_escaped(&expected);
-                assert_eq!(pushed(byte, times), expected.as_bytes(), "{byte:#x} escaped {times} times");
-                let len = escaped(times)[usize::from(byte)].1;
-                assert!(usize::from(len) == expected.len() || (len == 0 && expected.len() > 8), "{byte:#x}");
+                assert_eq!(entry(byte, times), expected.as_bytes(), "{byte:#x} escaped {times} times");
             }
         }
         for byte in 0x80..=u8::MAX {
-            for times in 1..=3 {
-                assert_eq!(pushed(byte, times), [byte], "non-ASCII bytes are never escaped");
+            for times in 1..=2 {
+                assert_eq!(entry(byte, times), [byte], "non-ASCII bytes are never escaped");
             }
         }
     }

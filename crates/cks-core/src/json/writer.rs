@@ -1,6 +1,5 @@
 //! The canonical text written directly, without `serde_json`'s serializer: the same bytes it
-//! writes, compact or pretty with a two-space indent, at about twice its speed — and, when asked,
-//! already escaped for the JSON strings it will travel in.
+//! writes, compact or pretty with a two-space indent, at about twice its speed.
 //!
 //! Whole-graph texts are written on every snapshot (compact, for storage) and every
 //! `serialize_knowledge` (pretty, for clients), and a pretty document is dense in structure: a
@@ -19,28 +18,22 @@ use crate::object::{Identity, KnowledgeObject, Structure};
 const SPACES: &[u8; 128] = &[b' '; 128];
 
 /// Writes canonical JSON text into a buffer. `PRETTY` chooses `serde_json`'s pretty form (a
-/// two-space indent, `": "` between a key and its value) over its compact one; `ESCAPES` (0 to 2)
-/// writes the text as it reads inside that many nested JSON strings (without their quotes).
-pub(crate) struct Writer<const PRETTY: bool, const ESCAPES: usize> {
+/// two-space indent, `": "` between a key and its value) over its compact one.
+pub(crate) struct Writer<const PRETTY: bool> {
     pub(crate) out: Vec<u8>,
     /// How many containers are open.
     level: usize,
 }
 
-impl<const PRETTY: bool, const ESCAPES: usize> Writer<PRETTY, ESCAPES> {
+impl<const PRETTY: bool> Writer<PRETTY> {
     pub(crate) fn with_capacity(bytes: usize) -> Self {
         Writer { out: Vec::with_capacity(bytes), level: 0 }
-    }
-
-    /// The text's own punctuation (a quote, a newline), escaped as the text is.
-    fn punctuation(&mut self, byte: u8) {
-        escape::push_escaped(&mut self.out, byte, ESCAPES);
     }
 
     /// A new line at the current indent (nothing in the compact form).
     fn line(&mut self) {
         if PRETTY {
-            self.punctuation(b'\n');
+            self.out.push(b'\n');
             let mut spaces = 2 * self.level;
             while spaces > 0 {
                 let more = spaces.min(SPACES.len());
@@ -90,11 +83,11 @@ impl<const PRETTY: bool, const ESCAPES: usize> Writer<PRETTY, ESCAPES> {
         self.string(value);
     }
 
-    /// A quoted, escaped string: its contents escaped once more than the text around them.
+    /// A quoted, escaped string.
     pub(crate) fn string(&mut self, text: &str) {
-        let table = escape::escaped(ESCAPES + 1);
+        let table = escape::escaped(1);
         let bytes = text.as_bytes();
-        self.punctuation(b'"');
+        self.out.push(b'"');
         // Plain runs are copied whole, found eight bytes at a time.
         let (mut start, mut at) = (0, 0);
         while at < bytes.len() {
@@ -107,13 +100,14 @@ impl<const PRETTY: bool, const ESCAPES: usize> Writer<PRETTY, ESCAPES> {
             let byte = bytes[at];
             if table[usize::from(byte)].1 != 1 {
                 self.out.extend_from_slice(&bytes[start..at]);
-                escape::push_escaped(&mut self.out, byte, ESCAPES + 1);
+                let (sequence, len) = table[usize::from(byte)];
+                self.out.extend_from_slice(&sequence.to_le_bytes()[..usize::from(len)]);
                 start = at + 1;
             }
             at += 1;
         }
         self.out.extend_from_slice(&bytes[start..]);
-        self.punctuation(b'"');
+        self.out.push(b'"');
     }
 
     pub(crate) fn value(&mut self, value: &Value) {
