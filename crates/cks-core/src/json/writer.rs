@@ -30,6 +30,11 @@ impl<const PRETTY: bool> Writer<PRETTY> {
         Writer { out: Vec::with_capacity(bytes), level: 0 }
     }
 
+    /// A writer for text that will follow this one's, at its indent.
+    pub(crate) fn beside(&self, bytes: usize) -> Self {
+        Writer { out: Vec::with_capacity(bytes), level: self.level }
+    }
+
     /// A new line at the current indent (nothing in the compact form).
     fn line(&mut self) {
         if PRETTY {
