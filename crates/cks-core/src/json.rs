@@ -857,9 +857,8 @@ fn write_objects<'a, const PRETTY: bool>(
 /// From this many objects, a client document's records are written by two threads, half each.
 const TWO_WRITERS_FROM: usize = 4_000;
 
-/// A client document: with many objects, the second half of their records is written by a second
-/// thread while this one writes the first, then copied after it. A client waits for the whole
-/// document before it reads a byte, and the copy costs a fraction of writing it.
+/// A client document; from [`TWO_WRITERS_FROM`] objects their records are written in halves
+/// ([`write_halves`]).
 fn client_document<const PRETTY: bool>(
     structure: &KnowledgeStructure,
     serialized_at: &str,
@@ -867,30 +866,37 @@ fn client_document<const PRETTY: bool>(
 ) -> String {
     let mut writer = Writer::<PRETTY>::with_capacity(structure.len() * per_object + 256);
     write_root(&mut writer, structure, Some(serialized_at), |writer| {
-        let half = structure.len() / 2;
-        if structure.len() >= TWO_WRITERS_FROM {
-            let mut second = writer.beside((structure.len() - half) * per_object);
-            let written = std::thread::scope(|scope| {
-                let helper = std::thread::Builder::new().spawn_scoped(scope, move || {
-                    write_objects(&mut second, structure.objects().skip(half), false, |_, _| {});
-                    second
-                });
-                // Without a thread to spare, this one writes them all.
-                let Ok(helper) = helper else { return false };
-                write_objects(writer, structure.objects().take(half), true, |_, _| {});
-                match helper.join() {
-                    Ok(second) => writer.out.extend_from_slice(&second.out),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-                true
-            });
-            if written {
-                return;
-            }
+        if structure.len() < TWO_WRITERS_FROM || !write_halves(writer, structure, per_object) {
+            write_objects(writer, structure.objects(), true, |_, _| {});
         }
-        write_objects(writer, structure.objects(), true, |_, _| {});
     });
     writer.into_string()
+}
+
+/// Writes the objects' records, the second half by a second thread while this one writes the
+/// first, then copied after it: a client waits for the whole document before it reads a byte,
+/// and the copy costs a fraction of writing it. False, having written nothing, when no thread
+/// could be started.
+fn write_halves<const PRETTY: bool>(
+    writer: &mut Writer<PRETTY>,
+    structure: &KnowledgeStructure,
+    per_object: usize,
+) -> bool {
+    let half = structure.len() / 2;
+    let mut second = writer.beside((structure.len() - half) * per_object);
+    std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new().spawn_scoped(scope, move || {
+            write_objects(&mut second, structure.objects().skip(half), false, |_, _| {});
+            second
+        });
+        let Ok(helper) = helper else { return false };
+        write_objects(writer, structure.objects().take(half), true, |_, _| {});
+        match helper.join() {
+            Ok(second) => writer.out.extend_from_slice(&second.out),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        true
+    })
 }
 
 /// The canonical JSON value of a structure.
