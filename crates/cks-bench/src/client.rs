@@ -142,6 +142,9 @@ pub(crate) struct McpClient {
     sent_in: Option<Duration>,
     /// How long the last request took from its first byte written to its response read.
     exchanged_in: Option<Duration>,
+    /// How long the last request took from its first byte written to its response's last byte
+    /// received, before this client decoded the response.
+    received_in: Option<Duration>,
     line: String,
     /// The highest VmHWM seen so far (KiB).
     pub(crate) peak_rss_kib: Option<u64>,
@@ -185,6 +188,7 @@ impl McpClient {
             broken: false,
             sent_in: None,
             exchanged_in: None,
+            received_in: None,
             line: String::new(),
             peak_rss_kib: None,
         })
@@ -286,11 +290,12 @@ impl McpClient {
         let timeout = self.timeout;
         self.sent_in = None;
         self.exchanged_in = None;
+        self.received_in = None;
         let exchange = async {
             let started = Instant::now();
             self.send_framed(&bytes).await?;
             self.sent_in = Some(started.elapsed());
-            let response = self.read_response(id).await;
+            let response = self.read_response(id, started).await;
             self.exchanged_in = Some(started.elapsed());
             response
         };
@@ -321,7 +326,17 @@ impl McpClient {
         self.exchanged_in
     }
 
-    async fn read_response(&mut self, id: u64) -> Result<Value, CallError> {
+    /// How long the last request took from the first byte written to its response's last byte
+    /// received: the server's time, without this client's decoding of the response (for an
+    /// 8 MB line dense in escapes, longer than the server took to write it). `None` when it got
+    /// no response.
+    pub(crate) fn received_in(&self) -> Option<Duration> {
+        self.received_in
+    }
+
+    /// Reads messages until the response to `id` (a request whose first byte was written at
+    /// `started`).
+    async fn read_response(&mut self, id: u64, started: Instant) -> Result<Value, CallError> {
         loop {
             let stdout = self.stdout.as_mut().ok_or_else(|| CallError::Failed("stdout handed over".into()))?;
             let read = read_message(stdout, &mut self.line).await.map_err(|e| {
@@ -332,6 +347,7 @@ impl McpClient {
                 self.broken = true;
                 return Err(CallError::Failed("the server closed its stdout".into()));
             };
+            let received = started.elapsed();
             let Ok(mut message) = serde_json::from_str::<Value>(&message) else { continue };
             if message.get("method").is_some() {
                 if let Some(request_id) = message.get("id").cloned() {
@@ -344,6 +360,7 @@ impl McpClient {
             if message.get("id").and_then(Value::as_u64) != Some(id) {
                 continue;
             }
+            self.received_in = Some(received);
             if let Some(error) = message.get("error") {
                 return Err(CallError::Failed(format!("JSON-RPC error: {error}")));
             }
@@ -756,6 +773,28 @@ mod tests {
         }
         assert_eq!(read, vec![big, small, json!({"id": 3})]);
         assert!(read_message(&mut BufReader::new(&b"Content-Length: 9\r\n\r\n{}"[..]), &mut line).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_response_counts_as_received_only_when_it_answers_the_request() {
+        // Answers the first request after a notification and another id's response, and never
+        // the second.
+        let script = r#"read request; echo '{"jsonrpc":"2.0","method":"notifications/message","params":{}}'; echo '{"jsonrpc":"2.0","id":7,"result":{}}'; echo '{"jsonrpc":"2.0","id":1,"result":{"answered":true}}'; read request; sleep 5"#;
+        let command = ServerCommand {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: HashMap::new(),
+            content_length_over: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut client =
+            McpClient::spawn(&command, dir.path(), &dir.path().join("stderr.log"), Duration::from_millis(300)).unwrap();
+        assert_eq!(client.request("ping", json!({})).await.unwrap(), json!({"answered": true}));
+        let (received, exchanged) = (client.received_in().unwrap(), client.exchanged_in().unwrap());
+        assert!(received <= exchanged, "{received:?} after {exchanged:?}");
+        assert!(matches!(client.request("ping", json!({})).await, Err(CallError::Timeout(_))));
+        assert_eq!(client.received_in(), None);
+        client.kill().await;
     }
 
     #[test]
