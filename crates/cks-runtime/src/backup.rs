@@ -12,8 +12,9 @@
 //! Restoring is all or nothing: the sessions are written in one store transaction; in `merge`
 //! mode sessions and registry names already stored are left alone ([`Store::import_sessions`]),
 //! in `clear` mode everything stored is replaced, in the same transaction ([`Store::replace_all`]).
-//! The registry entries follow, one by one, then the chats (in `merge` mode a chat already stored
-//! is left alone).
+//! The head snapshot of each session written then gets its locator, where the store keeps them
+//! (see [`crate::locator::locate_imported`]). The registry entries follow, one by one, then the
+//! chats (in `merge` mode a chat already stored is left alone).
 
 use std::io::Write;
 
@@ -264,6 +265,7 @@ pub async fn restore(
         Mode::Merge => store.import_sessions(&imports).await?,
         Mode::Clear => store.replace_all(&imports).await?,
     };
+    crate::locator::locate_imported(store, &imports, &outcome.imported).await;
     let mut counts = Counts { skipped: outcome.skipped.len() as u64, ..Counts::default() };
     for session in sessions.iter().filter(|s| outcome.imported.contains(&s.session_id)) {
         counts.sessions += 1;

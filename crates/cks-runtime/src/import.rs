@@ -5,6 +5,8 @@
 //! The caller hands over each version's full state; [`Runtime::import_sessions`] encodes it. A
 //! version is stored as a delta when replaying one reproduces the state exactly, object order
 //! included, and as a snapshot when due (as for commits) or when no delta reproduces the order.
+//! The snapshot the head is rebuilt from gets its locator, as a created session's does, so that
+//! a first query after a restart reads only what it needs ([`crate::locator::locate_imported`]).
 
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -14,6 +16,7 @@ use cks_core::{ChangeSet, DeltaOp, KnowledgeStructure};
 
 use crate::codec;
 use crate::error::RuntimeError;
+use crate::locator;
 use crate::runtime::Runtime;
 use crate::store::{Head, ImportedSession, ImportedVersion, SessionRow, VersionRow};
 
@@ -69,6 +72,7 @@ impl Runtime {
             encoded.push(self.encode_import(session)?);
         }
         let outcome = self.store().import_sessions(&encoded).await.map_err(RuntimeError::Store)?;
+        locator::locate_imported(self.store().as_ref(), &encoded, &outcome.imported).await;
         let imported: HashSet<&str> = outcome.imported.iter().map(String::as_str).collect();
         let versions =
             sessions.iter().filter(|s| imported.contains(s.session_id.as_str())).map(|s| s.versions.len() as u64).sum();

@@ -10,7 +10,7 @@
 //! entries (u32); the incidence entries, each a relation's position (u32); the ids' bytes, in the
 //! state's order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cks_core::json;
@@ -18,7 +18,7 @@ use cks_core::neighbourhood::{NeighbourSource, Placed};
 use cks_core::{DeltaOp, KnowledgeObject, KnowledgeStructure};
 
 use crate::codec;
-use crate::store::{Located, ReadAt, StoreError};
+use crate::store::{ImportedSession, Located, ReadAt, Store, StoreError};
 
 const MAGIC: &[u8; 8] = b"CKSLOC01";
 const HEADER: usize = 8 + 4 + 4 + 8;
@@ -96,6 +96,37 @@ fn incidence(structure: &KnowledgeStructure) -> (Vec<u32>, Vec<u32>) {
 
 fn malformed(what: &str) -> StoreError {
     StoreError::Corrupt(format!("snapshot locator is malformed: {what}"))
+}
+
+/// The locator of a snapshot written elsewhere (an imported history, a restored backup), when its
+/// text is the one [`encode_located`] writes for the state it holds; otherwise `None`, and a read
+/// loads the session, as for any snapshot without a locator.
+pub fn locate(text: &str) -> Option<Vec<u8>> {
+    let structure = codec::decode_state(text).ok()?;
+    let (written, locator) = encode_located(&structure);
+    (written == text).then_some(locator)
+}
+
+/// Keeps, where `store` keeps locators, the locator of the head snapshot of each of `sessions`
+/// that an import wrote (`imported`), so that a first query after a restart reads it in place,
+/// as it does a session created here. A locator is only a shortcut: one that cannot be made or
+/// kept fails nothing.
+pub async fn locate_imported(store: &dyn Store, sessions: &[ImportedSession], imported: &[String]) {
+    if !store.keeps_locators() {
+        return;
+    }
+    let imported: HashSet<&str> = imported.iter().map(String::as_str).collect();
+    for session in sessions.iter().filter(|s| imported.contains(s.row.session_id.as_str())) {
+        let id = &session.row.session_id;
+        let (seq, text) = session.head_snapshot();
+        let Some(locator) = locate(text) else {
+            tracing::debug!(session_id = %id, seq, "an imported snapshot not in this server's text: no locator");
+            continue;
+        };
+        if let Err(e) = store.save_locator(id, seq, locator).await {
+            tracing::warn!(session_id = %id, seq, error = %e, "snapshot locator not saved");
+        }
+    }
 }
 
 /// A locator's sections, read in place.

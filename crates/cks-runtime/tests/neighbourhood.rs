@@ -8,6 +8,7 @@ use cks_core::neighbourhood::Neighbourhoods;
 use cks_core::ops::parse_operations;
 use cks_core::sample::random_graph;
 use cks_core::{SubgraphQuery, SubgraphResult, query_subgraph};
+use cks_runtime::import::{SessionImport, VersionImport};
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
@@ -146,4 +147,46 @@ async fn whether_a_session_is_open_is_answered_without_loading_it() {
     // A loaded session answers from memory, as it is now.
     rt.read(&closed, |_, _| ()).await.unwrap();
     assert!(matches!(rt.check_open(&closed).await, Err(RuntimeError::SessionClosed(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_imported_or_copied_are_located_like_those_created_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, head) = (random_graph(60, 60, 3), random_graph(60, 90, 3));
+    let version = |n: usize, state: &cks_core::KnowledgeStructure| VersionImport {
+        version_id: format!("v{n}"),
+        transaction_id: format!("t{n}"),
+        created_at: "2026-01-01T00:00:00+00:00".into(),
+        metadata: serde_json::Map::new(),
+        state: state.clone(),
+    };
+    let import = SessionImport {
+        session_id: "imported".into(),
+        created_at: "2026-01-01T00:00:00+00:00".into(),
+        parent_session_id: None,
+        parent_version_id: None,
+        closed: false,
+        metadata: serde_json::Map::new(),
+        initial_state: first.clone(),
+        versions: vec![version(1, &first), version(2, &head)],
+    };
+    let imported_path = dir.path().join("imported.db");
+    let report = runtime(&imported_path).import_sessions(vec![import]).await.unwrap();
+    assert_eq!(report.imported, ["imported"]);
+
+    // Copied into another database (what a backup's restore and a storage migration write).
+    let copied_path = dir.path().join("copied.db");
+    let from = SqliteStore::open(&imported_path, &SqliteOptions::default()).unwrap();
+    let to = SqliteStore::open(&copied_path, &SqliteOptions::default()).unwrap();
+    let counts = cks_runtime::backup::copy(&from, &to, &mut |_, _| {}).await.unwrap();
+    assert_eq!(counts.sessions, 1);
+    drop((from, to));
+
+    for path in [&imported_path, &copied_path] {
+        for seed in ["n0", "n7", "n59"] {
+            let (answer, holds_far) = ask(&runtime(path), "imported", seed, "r89").await;
+            assert!(!holds_far, "{}, {seed}: read from the store", path.display());
+            assert_eq!(answer, loaded_answer(&runtime(path), "imported", seed).await, "{seed}");
+        }
+    }
 }

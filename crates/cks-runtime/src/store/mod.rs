@@ -162,6 +162,19 @@ pub struct ImportedSession {
     pub versions: Vec<ImportedVersion>,
 }
 
+impl ImportedSession {
+    /// The seq and text of the snapshot the head state is rebuilt from: the last one stored up to
+    /// the head (snapshot 0, the starting state, when no version holds one).
+    pub fn head_snapshot(&self) -> (u64, &str) {
+        self.versions
+            .iter()
+            .rev()
+            .filter(|v| v.row.seq <= self.row.head.seq)
+            .find_map(|v| v.snapshot.as_deref().map(|text| (v.row.seq, text)))
+            .unwrap_or((0, &self.initial_state))
+    }
+}
+
 /// What [`Store::import_sessions`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImportOutcome {
