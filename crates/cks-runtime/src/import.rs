@@ -5,8 +5,9 @@
 //! The caller hands over each version's full state; [`Runtime::import_sessions`] encodes it. A
 //! version is stored as a delta when replaying one reproduces the state exactly, object order
 //! included, and as a snapshot when due (as for commits) or when no delta reproduces the order.
-//! The snapshot the head is rebuilt from gets its locator, as a created session's does, so that
-//! a first query after a restart reads only what it needs ([`crate::locator::locate_imported`]).
+//! The snapshot a large session's head is rebuilt from gets its locator, as a created session's
+//! does, so that a first query after a restart reads only what it needs
+//! ([`crate::locator::locate_imported`]).
 
 use serde_json::{Map, Value};
 use std::collections::HashSet;

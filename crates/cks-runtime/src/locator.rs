@@ -107,16 +107,21 @@ pub fn locate(text: &str) -> Option<Vec<u8>> {
     (written == text).then_some(locator)
 }
 
+/// The size from which an imported session's snapshot is located: a smaller session loads in a
+/// few milliseconds, and a restore of thousands of them should not parse each one again.
+pub const LOCATED_IMPORTS_FROM_OBJECTS: u64 = 5_000;
+
 /// Keeps, where `store` keeps locators, the locator of the head snapshot of each of `sessions`
-/// that an import wrote (`imported`), so that a first query after a restart reads it in place,
-/// as it does a session created here. A locator is only a shortcut: one that cannot be made or
-/// kept fails nothing.
+/// that an import wrote (`imported`) and that holds [`LOCATED_IMPORTS_FROM_OBJECTS`] or more, so
+/// that a first query after a restart reads it in place, as it does a session created here. A
+/// locator is only a shortcut: one that cannot be made or kept fails nothing.
 pub async fn locate_imported(store: &dyn Store, sessions: &[ImportedSession], imported: &[String]) {
     if !store.keeps_locators() {
         return;
     }
     let imported: HashSet<&str> = imported.iter().map(String::as_str).collect();
-    for session in sessions.iter().filter(|s| imported.contains(s.row.session_id.as_str())) {
+    let large = |s: &&ImportedSession| s.row.head.object_count >= LOCATED_IMPORTS_FROM_OBJECTS;
+    for session in sessions.iter().filter(large).filter(|s| imported.contains(s.row.session_id.as_str())) {
         let id = &session.row.session_id;
         let (seq, text) = session.head_snapshot();
         let Some(locator) = locate(text) else {

@@ -152,7 +152,8 @@ async fn whether_a_session_is_open_is_answered_without_loading_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_imported_or_copied_are_located_like_those_created_here() {
     let dir = tempfile::tempdir().unwrap();
-    let (first, head) = (random_graph(60, 60, 3), random_graph(60, 90, 3));
+    // Large enough to be located (`LOCATED_IMPORTS_FROM_OBJECTS`).
+    let (first, head) = (random_graph(3_000, 2_000, 3), random_graph(3_000, 2_100, 3));
     let version = |n: usize, state: &cks_core::KnowledgeStructure| VersionImport {
         version_id: format!("v{n}"),
         transaction_id: format!("t{n}"),
@@ -183,8 +184,8 @@ async fn sessions_imported_or_copied_are_located_like_those_created_here() {
     drop((from, to));
 
     for path in [&imported_path, &copied_path] {
-        for seed in ["n0", "n7", "n59"] {
-            let (answer, holds_far) = ask(&runtime(path), "imported", seed, "r89").await;
+        for seed in ["n0", "n7", "n2999"] {
+            let (answer, holds_far) = ask(&runtime(path), "imported", seed, "r2099").await;
             assert!(!holds_far, "{}, {seed}: read from the store", path.display());
             assert_eq!(answer, loaded_answer(&runtime(path), "imported", seed).await, "{seed}");
         }
