@@ -788,10 +788,11 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let mut client =
-            McpClient::spawn(&command, dir.path(), &dir.path().join("stderr.log"), Duration::from_millis(300)).unwrap();
+            McpClient::spawn(&command, dir.path(), &dir.path().join("stderr.log"), Duration::from_secs(30)).unwrap();
         assert_eq!(client.request("ping", json!({})).await.unwrap(), json!({"answered": true}));
         let (received, exchanged) = (client.received_in().unwrap(), client.exchanged_in().unwrap());
         assert!(received <= exchanged, "{received:?} after {exchanged:?}");
+        client.set_timeout(Duration::from_millis(200));
         assert!(matches!(client.request("ping", json!({})).await, Err(CallError::Timeout(_))));
         assert_eq!(client.received_in(), None);
         client.kill().await;
