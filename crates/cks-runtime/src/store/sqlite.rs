@@ -4,7 +4,8 @@
 //! so a killed process loses nothing it acknowledged; `synchronous=FULL` (see [`SqliteOptions`])
 //! also survives power loss at the price of an fsync per commit.
 //!
-//! Concurrency: one connection behind a mutex, used from tokio's blocking pool. Several processes
+//! Concurrency: one connection behind a mutex, used from tokio's blocking pool; a thread of the
+//! store's own moves the log into the database file ([`checkpoint`]). Several processes
 //! may share one file; the head compare-and-swap in [`Store::append_version`] keeps their commits
 //! linear, and `busy_timeout` waits out their write locks.
 //!
@@ -18,7 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod chats;
+mod checkpoint;
 mod tasks;
+
+use checkpoint::Checkpointer;
 
 use cks_core::KnowledgeStructure;
 
@@ -188,6 +192,10 @@ pub struct SqliteStore {
     reader: Arc<Mutex<Option<Connection>>>,
     path: PathBuf,
     busy_timeout: Duration,
+    /// Last, so that its connection is the last one closed (see [`Checkpointer`]); `None` where
+    /// commits checkpoint the log themselves.
+    #[expect(dead_code, reason = "held for its drop, which stops the thread")]
+    checkpointer: Option<Arc<Checkpointer>>,
 }
 
 fn backend(e: rusqlite::Error) -> StoreError {
@@ -217,11 +225,13 @@ impl SqliteStore {
             .map_err(backend)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(backend)?;
         migrate(&mut conn)?;
+        let checkpointer = Checkpointer::install(&mut conn, &path, options.busy_timeout).map(Arc::new);
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             reader: Arc::new(Mutex::new(None)),
             path,
             busy_timeout: options.busy_timeout,
+            checkpointer,
         })
     }
 
@@ -1047,6 +1057,32 @@ mod tests {
         assert_eq!(token, None, "a busy connection cannot tell");
         drop(held);
         assert!(store.change_token().is_some());
+    }
+
+    /// A write that takes the log past the threshold is moved into the database file by the
+    /// store's own thread, with no further write to trigger it; the store's drop waits for that
+    /// thread, so the log is gone once the store is, and the state reads back after a reopen.
+    #[tokio::test]
+    async fn the_log_is_checkpointed_beside_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+        let state: String = (0..3 * 4096 * checkpoint::CHECKPOINT_PAGES as usize / 2)
+            .map(|i| char::from(b'a' + (i % 23) as u8))
+            .collect();
+        let row = SessionRow { session_id: "big".into(), ..SessionRow::default() };
+        store.create_session(&row, state.clone()).await.unwrap();
+        let database_len = || std::fs::metadata(&path).unwrap().len() as usize;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while database_len() < state.len() {
+            assert!(std::time::Instant::now() < deadline, "the log was not checkpointed: {} bytes", database_len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(store);
+        let log = dir.path().join("t.db-wal");
+        assert!(!log.exists(), "the store's last connection was not closed with it");
+        let reopened = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+        assert_eq!(reopened.load_snapshot("big", 0).await.unwrap().as_deref(), Some(state.as_str()));
     }
 
     /// A state of more than a piece is read back from its row a piece at a time, after a restart;
