@@ -9,9 +9,9 @@
 //! is escaped in the document's own buffer ([`LargeText::into_text`]) and the transport escapes
 //! it again as it writes it ([`Escaping::Once`]). The bytes are the ones `serde_json` writes.
 //!
-//! The other way, a large string argument (a graph's text in `json_data`) is decoded from the
-//! request's bytes into a buffer of its final size ([`unescape`]), where `serde_json` grows one as
-//! it goes and then copies it.
+//! The other way, a large string argument (a graph's text in `json_data`) is found and decoded
+//! from the request's bytes in one pass ([`decode_string`]), where `serde_json` would scan it
+//! once to find where it ends, then decode it into a buffer that grows as it goes.
 
 use cks_core::json::escape::{self, EscapeTable, needs_no_escape};
 use rmcp::model::{ContentBlock, MetaObject, TextContent};
@@ -208,34 +208,90 @@ impl LargeText {
     }
 }
 
-/// Decodes a JSON string token (quotes included) that is known to be well-formed, as
-/// `serde_json::from_str::<String>` would: copied a run at a time between backslashes into a
-/// buffer reserved at the token's size (the decoded text is never longer). A `\u` escape, rare
-/// in the texts this is for, hands the token to `serde_json` instead.
-pub(crate) fn unescape(token: &str) -> Result<String, serde_json::Error> {
-    let ordinary = || serde_json::from_str::<String>(token);
-    let Some(inner) = token.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else { return ordinary() };
-    let mut out = Vec::with_capacity(inner.len());
-    let mut rest = inner.as_bytes();
-    while let Some(at) = memchr::memchr(b'\\', rest) {
-        out.extend_from_slice(&rest[..at]);
-        let decoded = match rest.get(at + 1) {
-            Some(b'"') => b'"',
-            Some(b'\\') => b'\\',
-            Some(b'/') => b'/',
-            Some(b'b') => 0x08,
-            Some(b'f') => 0x0c,
-            Some(b'n') => b'\n',
-            Some(b'r') => b'\r',
-            Some(b't') => b'\t',
-            _ => return ordinary(),
-        };
-        out.push(decoded);
-        rest = &rest[at + 2..];
+/// Decodes the JSON string whose opening quote is at `start` in `bytes`, as `serde_json` reads a
+/// string: the text, and the index just past its closing quote. `None` where no valid string
+/// starts there (a control byte, an unknown escape or a lone surrogate, invalid UTF-8, no closing
+/// quote). One pass: runs of plain bytes are copied eight at a time into a buffer of the most the
+/// text can take (pages never written are never touched), escapes are decoded as they come.
+pub(crate) fn decode_string(bytes: &[u8], start: usize) -> Option<(String, usize)> {
+    if bytes.get(start) != Some(&b'"') {
+        return None;
     }
-    out.extend_from_slice(rest);
-    // Runs of valid UTF-8 joined by ASCII are valid UTF-8; `from_utf8` checks it without unsafe code.
-    String::from_utf8(out).or_else(|_| ordinary())
+    let mut read = start + 1;
+    // A decoded text is never longer than its token; eight more bytes take a whole word's copy.
+    let mut out = vec![0u8; bytes.len() - read + 8];
+    let mut written = 0;
+    loop {
+        while let Some(word) = bytes.get(read..read + 8) {
+            out[written..written + 8].copy_from_slice(word);
+            let special = escape::special_bytes(u64::from_le_bytes(word.try_into().expect("eight bytes")));
+            if special == 0 {
+                read += 8;
+                written += 8;
+            } else {
+                // The bytes before the first special one are copied already; what follows it is
+                // written over.
+                let plain = (special.trailing_zeros() / 8) as usize;
+                read += plain;
+                written += plain;
+                break;
+            }
+        }
+        match *bytes.get(read)? {
+            b'"' => {
+                out.truncate(written);
+                out.shrink_to_fit();
+                return String::from_utf8(out).ok().map(|text| (text, read + 1));
+            }
+            b'\\' => {
+                let (decoded, escape_len) = decode_escape(&bytes[read..])?;
+                written += decoded.encode_utf8(&mut out[written..]).len();
+                read += escape_len;
+            }
+            0..0x20 => return None,
+            // One of the last few bytes, too few for a word.
+            byte => {
+                out[written] = byte;
+                written += 1;
+                read += 1;
+            }
+        }
+    }
+}
+
+/// The character an escape at the start of `bytes` stands for, and the escape's length.
+fn decode_escape(bytes: &[u8]) -> Option<(char, usize)> {
+    let short = match bytes.get(1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let unit = hex4(bytes.get(2..6)?)?;
+            if !(0xD800..0xDC00).contains(&unit) {
+                return Some((char::from_u32(u32::from(unit))?, 6));
+            }
+            // A leading surrogate takes the trailing one that must follow it.
+            let low = bytes.get(6..12).filter(|e| e.starts_with(b"\\u")).and_then(|e| hex4(&e[2..]))?;
+            if !(0xDC00..0xE000).contains(&low) {
+                return None;
+            }
+            let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+            return Some((char::from_u32(code)?, 12));
+        }
+        _ => return None,
+    };
+    Some((short, 2))
+}
+
+fn hex4(digits: &[u8]) -> Option<u16> {
+    let digits = std::str::from_utf8(digits).ok()?;
+    // `from_str_radix` would take a sign.
+    digits.bytes().all(|b| b.is_ascii_hexdigit()).then(|| u16::from_str_radix(digits, 16).ok()).flatten()
 }
 
 #[cfg(test)]
@@ -260,6 +316,26 @@ mod tests {
             0..200,
         )
         .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    /// Pieces a token may hold that serde_json never writes: escapes it reads (`\/`, `\u` of a
+    /// plain character, a surrogate pair), and ones it refuses (a lone or reversed surrogate, an
+    /// unknown escape, a bad hex digit, a raw control byte).
+    fn extra() -> impl Strategy<Value = (usize, &'static str)> {
+        let piece = prop_oneof![
+            Just("\\/"),
+            Just("\\u00e9"),
+            Just("\\u00E9"),
+            Just("\\ud83d\\ude00"),
+            Just("\\ud83d"),
+            Just("\\ude00\\ud83d"),
+            Just("\\ud83d\\u0041"),
+            Just("\\q"),
+            Just("\\u00g9"),
+            Just("\\u+0e9"),
+            Just("\u{1}"),
+        ];
+        (0usize..300, piece)
     }
 
     /// The JSON text of `value`, a large string written in its own buffer.
@@ -306,14 +382,23 @@ mod tests {
         }
 
         #[test]
-        fn unescaping_reads_what_serde_json_reads(text in text(), solidus in any::<bool>()) {
+        fn decoding_reads_what_serde_json_reads(text in text(), extra in proptest::collection::vec(extra(), 0..4)) {
             let mut token = serde_json::to_string(&text).unwrap();
-            if solidus {
-                // Escapes serde_json never writes but reads: `\/` and `\u` of a plain character.
-                token.insert_str(1, "\\/\\u00e9");
+            for (at, piece) in extra {
+                let mut at = at.min(token.len() - 1).max(1);
+                while !token.is_char_boundary(at) || token[..at].ends_with('\\') {
+                    at -= 1;
+                }
+                token.insert_str(at.max(1), piece);
             }
-            let expected = serde_json::from_str::<String>(&token).unwrap();
-            prop_assert_eq!(unescape(&token).unwrap(), expected);
+            let expected = serde_json::from_str::<String>(&token).ok();
+            // After other text, with more after it.
+            let bytes = format!("[1,{token},2]");
+            let decoded = decode_string(bytes.as_bytes(), 3);
+            prop_assert_eq!(decoded.as_ref().map(|(text, _)| text), expected.as_ref(), "{}", token);
+            if let Some((_, end)) = decoded {
+                prop_assert_eq!(&bytes[end..], ",2]");
+            }
         }
     }
 

@@ -8,25 +8,23 @@
 //! an error answer on stdout.
 
 pub(crate) mod framing;
+mod large_call;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
-use serde::Deserialize;
-use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use rmcp::RoleServer;
-use rmcp::model::{
-    ClientNotification, ClientRequest, ContentBlock, JsonRpcMessage, RequestId, ServerResult, TextContent,
-};
+use rmcp::model::{ClientNotification, ContentBlock, JsonRpcMessage, RequestId, ServerResult, TextContent};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
 use framing::{Decoded, FrameDecoder, Framing, IdScanner};
+use large_call::large_message;
 
 use crate::json_text::{self, Escaping, LargeText};
 
@@ -267,64 +265,6 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
         }
         true
     }
-}
-
-/// A large tool call, read without copying its large arguments.
-///
-/// rmcp reads a message through serde's buffering (an untagged enum holding a flattened one),
-/// which copies each string it holds several times: a 300 MB `json_data` would be in memory four
-/// times over at once. Here the call's large argument strings are found in the body without being
-/// decoded (borrowed as raw JSON), decoded once each into a buffer of their size, and the rest of
-/// the message — the body with those strings left out — goes through rmcp, the strings then moved
-/// into the parsed call. `None` for every other message (and for any fault, which the ordinary
-/// path then reports in its own words).
-fn large_message(body: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    if body.len() <= LARGE_BUFFER_BYTES {
-        return None;
-    }
-    let probe: CallProbe<'_> = serde_json::from_slice(body).ok()?;
-    let arguments = probe.params.and_then(|p| p.arguments).unwrap_or_default();
-    let mut large: Vec<(std::ops::Range<usize>, String, &RawValue)> = arguments
-        .into_iter()
-        .filter(|(_, raw)| raw.get().len() >= json_text::LARGE_TEXT_BYTES && raw.get().starts_with('"'))
-        .map(|(name, raw)| {
-            // A borrowed raw value lies inside the body: its place is its offset there.
-            let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-            (start..start + raw.get().len(), name, raw)
-        })
-        .collect();
-    large.sort_by_key(|(range, ..)| range.start);
-    let mut rest = Vec::with_capacity(body.len() - large.iter().map(|(range, ..)| range.len()).sum::<usize>() + 64);
-    let mut taken = Map::new();
-    let mut end = 0;
-    for (range, name, raw) in large {
-        rest.extend_from_slice(body.get(end..range.start)?);
-        rest.extend_from_slice(b"null");
-        end = range.end;
-        taken.insert(name, Value::String(json_text::unescape(raw.get()).ok()?));
-    }
-    rest.extend_from_slice(&body[end..]);
-    let mut message = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&rest).ok()?;
-    if !taken.is_empty() {
-        let JsonRpcMessage::Request(request) = &mut message else { return None };
-        let ClientRequest::CallToolRequest(call) = &mut request.request else { return None };
-        call.params.arguments.as_mut()?.extend(taken);
-    }
-    Some(message)
-}
-
-/// What [`large_message`] needs of a message: its call's arguments, each as its raw JSON text.
-#[derive(Deserialize)]
-struct CallProbe<'a> {
-    #[serde(borrow)]
-    params: Option<ParamsProbe<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ParamsProbe<'a> {
-    /// A name given twice keeps its last value, as everywhere in serde_json.
-    #[serde(borrow)]
-    arguments: Option<BTreeMap<String, &'a RawValue>>,
 }
 
 /// The answer to well-formed JSON that is not a usable message; `None` for a notification,
@@ -765,26 +705,6 @@ mod tests {
                 // Address space that cannot be had: the buffer doubles instead.
                 assert!(transport.buf.capacity() >= 2 * part.len() && transport.buf.capacity() < 1 << 30);
             }
-        }
-    }
-
-    #[test]
-    fn a_large_call_reads_as_the_ordinary_path_reads_it() {
-        let large = "{\"objects\": [\"é\\n\"]}".repeat(LARGE_BUFFER_BYTES / 10);
-        // Control characters are written as `\u` escapes, which take serde_json's own decoding.
-        let controls = format!("\u{1}{large}😀");
-        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "validate_knowledge",
-            "arguments": {"json_data": large, "nested": {"also": large}, "extensions": ["x"], "controls": controls}}});
-        let prompt = json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
-            "params": {"name": "p", "arguments": {"text": large}}});
-        let not_a_message = json!({"jsonrpc": "2.0", "id": 5, "params": {"arguments": {"text": large}}});
-        let body = serde_json::to_vec(&call).unwrap();
-        let ordinary = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&body).unwrap();
-        let large = large_message(&body).expect("read");
-        assert_eq!(serde_json::to_value(large).unwrap(), serde_json::to_value(ordinary).unwrap());
-        // Anything else takes the ordinary path.
-        for other in [prompt, not_a_message] {
-            assert!(large_message(&serde_json::to_vec(&other).unwrap()).is_none());
         }
     }
 

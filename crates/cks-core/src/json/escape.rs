@@ -75,9 +75,16 @@ const fn escape_once(byte: u8) -> ([u8; 6], usize) {
 }
 
 /// Whether none of eight bytes (a little-endian word) needs escaping: no quote, no backslash, no
-/// control byte. Each test sets a byte's high bit where the byte matches, and can also set it
-/// above a matching byte, never where no byte matches.
+/// control byte.
 pub fn needs_no_escape(word: u64) -> bool {
+    special_bytes(word) == 0
+}
+
+/// The quotes, backslashes and control bytes among eight bytes (a little-endian word): the high
+/// bit of each such byte set. Each test sets a byte's high bit where the byte matches, and can
+/// also set it above a matching byte, never where no byte matches: the lowest bit set marks the
+/// first special byte.
+pub fn special_bytes(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = |limit: u8| word.wrapping_sub(ONES * u64::from(limit)) & !word;
@@ -85,7 +92,7 @@ pub fn needs_no_escape(word: u64) -> bool {
         let zero_where_equal = word ^ (ONES * u64::from(byte));
         zero_where_equal.wrapping_sub(ONES) & !zero_where_equal
     };
-    (below(0x20) | equal(b'"') | equal(b'\\')) & HIGH == 0
+    (below(0x20) | equal(b'"') | equal(b'\\')) & HIGH
 }
 
 #[cfg(test)]
@@ -127,6 +134,22 @@ mod tests {
                 word[at] = byte;
                 let plain = escaped(1)[usize::from(byte)].1 == 1;
                 assert_eq!(needs_no_escape(u64::from_le_bytes(word)), plain, "{byte:#x} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_lowest_bit_of_the_special_bytes_marks_the_first_of_them() {
+        for byte in (0..=u8::MAX).filter(|&b| escaped(1)[usize::from(b)].1 > 1) {
+            for at in 0..8 {
+                // Plain bytes before it, special ones (and plain ones) after it.
+                for after in [b'"', b'\\', 0, 0x1f, b'a', 0xff] {
+                    let mut word = *b"abcdefgh";
+                    word[at] = byte;
+                    word[at + 1..].fill(after);
+                    let special = special_bytes(u64::from_le_bytes(word));
+                    assert_eq!(special.trailing_zeros() / 8, at as u32, "{byte:#x} at {at}, then {after:#x}");
+                }
             }
         }
     }
