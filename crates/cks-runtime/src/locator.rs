@@ -26,9 +26,23 @@ const RECORD: usize = 12;
 
 /// The state's stored text ([`codec::encode_state`]) and its locator.
 pub fn encode_located(structure: &KnowledgeStructure) -> (String, Vec<u8>) {
-    let n = structure.len();
-    let (text, records) = json::to_compact_string_located(structure);
+    let (text, records) = encode_with_records(structure);
+    let locator = locator_of(structure, records, text.len());
+    (text, locator)
+}
 
+/// Where each object's record lies in a state's text: each one's offset and length.
+pub type Records = Vec<(u64, u32)>;
+
+/// The state's stored text and its records, from which [`locator_of`] makes its locator (which
+/// can then be made while the text is being stored).
+pub fn encode_with_records(structure: &KnowledgeStructure) -> (String, Records) {
+    json::to_compact_string_located(structure)
+}
+
+/// The locator of the text of `structure` that [`encode_with_records`] wrote.
+pub fn locator_of(structure: &KnowledgeStructure, records: Records, text_len: usize) -> Vec<u8> {
+    let n = structure.len();
     let ids: Vec<&str> = structure.ids().collect();
     let by_id = sorted(ids.iter().enumerate().map(|(position, id)| Keyed::new(id, position)).collect());
     let (incidence_ends, incidence) = incidence(structure, &by_id);
@@ -38,7 +52,7 @@ pub fn encode_located(structure: &KnowledgeStructure) -> (String, Vec<u8>) {
     locator.extend_from_slice(MAGIC);
     locator.extend_from_slice(&(n as u32).to_le_bytes());
     locator.extend_from_slice(&(incidence.len() as u32).to_le_bytes());
-    locator.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    locator.extend_from_slice(&(text_len as u64).to_le_bytes());
     for (offset, len) in records {
         locator.extend_from_slice(&offset.to_le_bytes());
         locator.extend_from_slice(&len.to_le_bytes());
@@ -59,7 +73,7 @@ pub fn encode_located(structure: &KnowledgeStructure) -> (String, Vec<u8>) {
     for id in &ids {
         locator.extend_from_slice(id.as_bytes());
     }
-    (text, locator)
+    locator
 }
 
 /// An id with a position (its object's, or that of a relation naming it), sortable by id in a

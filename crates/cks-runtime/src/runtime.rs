@@ -355,8 +355,7 @@ impl Runtime {
                 object_count: state.len() as u64,
             },
         };
-        let (text, locator) = self.encode_snapshot(&state);
-        self.store.create_session(&row, text).await?;
+        let locator = self.store_first_snapshot(&row, &state).await?;
         let id = row.session_id.clone();
         self.save_locator(&id, 0, locator).await;
         let session = Arc::new(Session {
@@ -461,6 +460,27 @@ impl Runtime {
     }
 
     /// A snapshot's text, and its locator when the store keeps locators.
+    /// Creates the session's row with its first snapshot; returns the snapshot's locator where
+    /// the store keeps one. The store writes the text (on its own thread) while the locator is
+    /// made here: for a large state each takes about as long as the other.
+    async fn store_first_snapshot(
+        &self,
+        row: &SessionRow,
+        state: &KnowledgeStructure,
+    ) -> Result<Option<Vec<u8>>, RuntimeError> {
+        if !self.store.keeps_locators() {
+            self.store.create_session(row, codec::encode_state(state)).await?;
+            return Ok(None);
+        }
+        let (text, records) = locator::encode_with_records(state);
+        let text_len = text.len();
+        let (store, stored_row) = (self.store.clone(), row.clone());
+        let writing = tokio::spawn(async move { store.create_session(&stored_row, text).await });
+        let locator = locator::locator_of(state, records, text_len);
+        writing.await.map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))??;
+        Ok(Some(locator))
+    }
+
     fn encode_snapshot(&self, structure: &KnowledgeStructure) -> (String, Option<Vec<u8>>) {
         if self.store.keeps_locators() {
             let (text, locator) = locator::encode_located(structure);
