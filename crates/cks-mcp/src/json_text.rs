@@ -243,11 +243,18 @@ pub(crate) fn decode_string(bytes: &[u8], start: usize) -> Option<(String, usize
                 out.shrink_to_fit();
                 return String::from_utf8(out).ok().map(|text| (text, read + 1));
             }
-            b'\\' => {
-                let (decoded, escape_len) = decode_escape(&bytes[read..])?;
-                written += decoded.encode_utf8(&mut out[written..]).len();
-                read += escape_len;
-            }
+            b'\\' => match SHORT_ESCAPES[usize::from(*bytes.get(read + 1)?)] {
+                0 => {
+                    let (decoded, escape_len) = decode_unicode_escape(&bytes[read..])?;
+                    written += decoded.encode_utf8(&mut out[written..]).len();
+                    read += escape_len;
+                }
+                short => {
+                    out[written] = short;
+                    written += 1;
+                    read += 2;
+                }
+            },
             0..0x20 => return None,
             // One of the last few bytes, too few for a word.
             byte => {
@@ -259,33 +266,37 @@ pub(crate) fn decode_string(bytes: &[u8], start: usize) -> Option<(String, usize
     }
 }
 
-/// The character an escape at the start of `bytes` stands for, and the escape's length.
-fn decode_escape(bytes: &[u8]) -> Option<(char, usize)> {
-    let short = match bytes.get(1)? {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
-        b'u' => {
-            let unit = hex4(bytes.get(2..6)?)?;
-            if !(0xD800..0xDC00).contains(&unit) {
-                return Some((char::from_u32(u32::from(unit))?, 6));
-            }
-            // A leading surrogate takes the trailing one that must follow it.
-            let low = bytes.get(6..12).filter(|e| e.starts_with(b"\\u")).and_then(|e| hex4(&e[2..]))?;
-            if !(0xDC00..0xE000).contains(&low) {
-                return None;
-            }
-            let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
-            return Some((char::from_u32(code)?, 12));
-        }
-        _ => return None,
-    };
-    Some((short, 2))
+/// What each two-byte escape stands for, by the byte after the backslash; 0 for none.
+const SHORT_ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table[b'/' as usize] = b'/';
+    table[b'b' as usize] = 0x08;
+    table[b'f' as usize] = 0x0c;
+    table[b'n' as usize] = b'\n';
+    table[b'r' as usize] = b'\r';
+    table[b't' as usize] = b'\t';
+    table
+};
+
+/// The character a `\u` escape at the start of `bytes` stands for (a surrogate pair's two
+/// escapes make one), and the escape's length; `None` for any other escape.
+fn decode_unicode_escape(bytes: &[u8]) -> Option<(char, usize)> {
+    if bytes.get(1) != Some(&b'u') {
+        return None;
+    }
+    let unit = hex4(bytes.get(2..6)?)?;
+    if !(0xD800..0xDC00).contains(&unit) {
+        return Some((char::from_u32(u32::from(unit))?, 6));
+    }
+    // A leading surrogate takes the trailing one that must follow it.
+    let low = bytes.get(6..12).filter(|e| e.starts_with(b"\\u")).and_then(|e| hex4(&e[2..]))?;
+    if !(0xDC00..0xE000).contains(&low) {
+        return None;
+    }
+    let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+    char::from_u32(code).map(|c| (c, 12))
 }
 
 fn hex4(digits: &[u8]) -> Option<u16> {
