@@ -211,18 +211,35 @@ impl LargeText {
 /// Decodes the JSON string whose opening quote is at `start` in `bytes`, as `serde_json` reads a
 /// string: the text, and the index just past its closing quote. `None` where no valid string
 /// starts there (a control byte, an unknown escape or a lone surrogate, invalid UTF-8, no closing
-/// quote). One pass: runs of plain bytes are copied eight at a time into a buffer of the most the
-/// text can take (pages never written are never touched), escapes are decoded as they come.
+/// quote). One pass: runs of plain bytes are copied eight at a time, escapes decoded as they
+/// come, into a small buffer that, once outgrown, is replaced by one of the most the text can
+/// take (the rest of `bytes`: its pages never written are never touched).
 pub(crate) fn decode_string(bytes: &[u8], start: usize) -> Option<(String, usize)> {
+    decode_string_from(bytes, start, FIRST_ROOM)
+}
+
+/// The room a decoded string first gets: a short one never takes more.
+const FIRST_ROOM: usize = 64 * 1024;
+
+fn decode_string_from(bytes: &[u8], start: usize, first_room: usize) -> Option<(String, usize)> {
     if bytes.get(start) != Some(&b'"') {
         return None;
     }
     let mut read = start + 1;
     // A decoded text is never longer than its token; eight more bytes take a whole word's copy.
-    let mut out = vec![0u8; bytes.len() - read + 8];
+    let most = bytes.len() - read + 8;
+    let mut out = vec![0u8; first_room.min(most)];
     let mut written = 0;
     loop {
-        while let Some(word) = bytes.get(read..read + 8) {
+        // Room for words, and for the character of the escape after them (words stop eight bytes
+        // short of the end of the room), or all the room the text can take.
+        if out.len() < written + 16 && out.len() < most {
+            let mut larger = vec![0u8; most];
+            larger[..written].copy_from_slice(&out[..written]);
+            out = larger;
+        }
+        while written + 16 <= out.len() {
+            let Some(word) = bytes.get(read..read + 8) else { break };
             out[written..written + 8].copy_from_slice(word);
             let special = escape::special_bytes(u64::from_le_bytes(word.try_into().expect("eight bytes")));
             if special == 0 {
@@ -405,10 +422,13 @@ mod tests {
             let expected = serde_json::from_str::<String>(&token).ok();
             // After other text, with more after it.
             let bytes = format!("[1,{token},2]");
-            let decoded = decode_string(bytes.as_bytes(), 3);
-            prop_assert_eq!(decoded.as_ref().map(|(text, _)| text), expected.as_ref(), "{}", token);
-            if let Some((_, end)) = decoded {
-                prop_assert_eq!(&bytes[end..], ",2]");
+            // Into room outgrown anywhere, or never.
+            for first_room in [0, 9, 17, 40, FIRST_ROOM] {
+                let decoded = decode_string_from(bytes.as_bytes(), 3, first_room);
+                prop_assert_eq!(decoded.as_ref().map(|(text, _)| text), expected.as_ref(), "{}", token);
+                if let Some((_, end)) = decoded {
+                    prop_assert_eq!(&bytes[end..], ",2]");
+                }
             }
         }
     }
