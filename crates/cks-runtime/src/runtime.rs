@@ -459,7 +459,6 @@ impl Runtime {
         self.store.load_chain_decoded(id, seq, decode).await.map_err(|e| corrupt(id, e))
     }
 
-    /// A snapshot's text, and its locator when the store keeps locators.
     /// Creates the session's row with its first snapshot; returns the snapshot's locator where
     /// the store keeps one. The store writes the text (on its own thread) while the locator is
     /// made here: for a large state each takes about as long as the other.
@@ -481,6 +480,7 @@ impl Runtime {
         Ok(Some(locator))
     }
 
+    /// A snapshot's text, and its locator when the store keeps locators.
     fn encode_snapshot(&self, structure: &KnowledgeStructure) -> (String, Option<Vec<u8>>) {
         if self.store.keeps_locators() {
             let (text, locator) = locator::encode_located(structure);
