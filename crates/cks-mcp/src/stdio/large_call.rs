@@ -59,33 +59,24 @@ type LargeArgument = (Range<usize>, String, String);
 fn large_arguments(body: &[u8]) -> Option<Vec<LargeArgument>> {
     let mut skim = Skim { body, at: 0 };
     let mut large = Vec::new();
-    let mut params_seen = false;
+    let (mut params_seen, mut arguments_seen) = (false, false);
     skim.members(|skim, key| {
-        if key != "params" || skim.peek()? != b'{' {
-            return skim.pass_value();
-        }
-        if std::mem::replace(&mut params_seen, true) {
-            return None;
-        }
-        let mut arguments_seen = false;
-        skim.members(|skim, key| {
-            if key != "arguments" || skim.peek()? != b'{' {
-                return skim.pass_value();
-            }
-            if std::mem::replace(&mut arguments_seen, true) {
-                return None;
-            }
-            skim.members(|skim, name| {
-                if skim.peek()? != b'"' {
-                    return skim.pass_value();
-                }
-                let start = skim.at;
-                let (text, end) = json_text::decode_string(skim.body, start)?;
-                skim.at = end;
-                if text.len() >= LARGE_TEXT_BYTES {
-                    large.push((start..end, name.into_owned(), text));
-                }
-                Some(())
+        skim.object_once(&key, "params", &mut params_seen, |skim| {
+            skim.members(|skim, key| {
+                skim.object_once(&key, "arguments", &mut arguments_seen, |skim| {
+                    skim.members(|skim, name| {
+                        if skim.peek()? != b'"' {
+                            return skim.pass_value();
+                        }
+                        let start = skim.at;
+                        let (text, end) = json_text::decode_string(skim.body, start)?;
+                        skim.at = end;
+                        if text.len() >= LARGE_TEXT_BYTES {
+                            large.push((start..end, name.into_owned(), text));
+                        }
+                        Some(())
+                    })
+                })
             })
         })
     })?;
@@ -131,6 +122,24 @@ impl<'a> Skim<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// At a member's value: `read` it when the member is `wanted` and holds an object (the first
+    /// time only: `seen`, then `None`), pass over it otherwise.
+    fn object_once(
+        &mut self,
+        key: &str,
+        wanted: &str,
+        seen: &mut bool,
+        read: impl FnOnce(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        if key != wanted || self.peek()? != b'{' {
+            return self.pass_value();
+        }
+        if std::mem::replace(seen, true) {
+            return None;
+        }
+        read(self)
     }
 
     /// A key, decoded only when it holds an escape.
