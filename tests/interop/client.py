@@ -1,5 +1,7 @@
 """Interoperability test: drives the cks-mcp release binary with the official MCP Python SDK
-over stdio and streamable HTTP, plus the bare JSON-RPC POST form, and checks results.
+(2.x) over stdio and streamable HTTP, in both of its modes: "auto" (the default: `server/discover`,
+then the stateless 2026-07-28 revision) and "legacy" (the `initialize` handshake, 2025-11-25).
+Also the bare JSON-RPC POST form cks-studio uses. Checks results, not just that calls return.
 
 Usage: python client.py <path to cks-mcp binary>
 """
@@ -15,9 +17,7 @@ import time
 import urllib.error
 import urllib.request
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp import Client, StdioServerParameters
 
 BINARY = sys.argv[1]
 
@@ -32,25 +32,32 @@ GRAPH = {
 }
 
 
+# The revision each mode of the client must end up speaking with us.
+MODES = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+
 def result_of(call_result):
-    """The tool result object: content[0].text parsed, which must equal structuredContent."""
+    """The tool result object: content[0].text parsed, which must equal structuredContent; a
+    business error (an "error" key) must be marked isError, and nothing else may be."""
     assert call_result.content and call_result.content[0].type == "text", call_result
     value = json.loads(call_result.content[0].text)
-    if call_result.structuredContent is not None:
-        assert call_result.structuredContent == value, (call_result.structuredContent, value)
+    if call_result.structured_content is not None:
+        assert call_result.structured_content == value, (call_result.structured_content, value)
+    is_business_error = isinstance(value, dict) and isinstance(value.get("error"), str)
+    assert call_result.is_error == is_business_error, call_result
     return value
 
 
-async def knowledge_flow(session: ClientSession, label: str) -> dict:
+async def knowledge_flow(session: Client, label: str) -> dict:
     init_tools = await session.list_tools()
     names = {t.name for t in init_tools.tools}
     for required in ["validate_knowledge", "evolve_knowledge", "query_subgraph", "list_versions",
                      "revert_version", "compare_versions"]:
         assert required in names, f"{label}: {required} missing from tools/list"
     query_tool = next(t for t in init_tools.tools if t.name == "query_subgraph")
-    assert query_tool.annotations is not None and query_tool.annotations.readOnlyHint is True, query_tool
+    assert query_tool.annotations is not None and query_tool.annotations.read_only_hint is True, query_tool
     evolve_tool = next(t for t in init_tools.tools if t.name == "evolve_knowledge")
-    assert evolve_tool.annotations.readOnlyHint is False
+    assert evolve_tool.annotations.read_only_hint is False
 
     validated = result_of(await session.call_tool("validate_knowledge", {"json_data": json.dumps(GRAPH)}))
     assert validated["valid"] is True and validated["diagnostics"] == [], validated
@@ -108,28 +115,32 @@ async def knowledge_flow(session: ClientSession, label: str) -> dict:
     return {"session_id": sid, "versions": [v["version_id"] for v in versions["versions"]]}
 
 
-async def over_stdio(data_dir: str) -> dict:
+async def connected(client: Client, mode: str, label: str) -> None:
+    """Checks what the client negotiated in `mode`."""
+    assert client.protocol_version == MODES[mode], (label, mode, client.protocol_version)
+    assert client.server_info is not None and client.server_info.name == "cks-mcp", (label, client.server_info)
+
+
+async def over_stdio(data_dir: str, mode: str) -> dict:
     params = StdioServerParameters(command=BINARY, args=[], env={**os.environ, "CKS_MCP_DATA_DIR": data_dir})
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            info = await session.initialize()
-            assert info.serverInfo.name == "cks-mcp", info
-            outcome = await knowledge_flow(session, "stdio")
-            # Large messages (above 1 MiB: read and answered without copies of their text) travel
-            # both ways, with what needs escaping intact.
-            big = {"version": "1.0", "objects": [
-                {"identity": {"id": f"n{i}", "type": "Node", "name": f"node {i} \"quoted\" é\n\t\\ " + "x" * 40}}
-                for i in range(12000)]}
-            request = json.dumps(big)
-            assert len(request) > 1 << 20
-            validated = result_of(await session.call_tool("validate_knowledge", {"json_data": request}))
-            assert validated["valid"] is True, validated
-            answer = await session.call_tool("serialize_knowledge", {"session_id": validated["session_id"]})
-            assert len(answer.content[0].text) > 1 << 20
-            document = json.loads(result_of(answer)["serialized"])
-            names = {o["identity"]["id"]: o["identity"]["name"] for o in document["objects"]}
-            assert names == {o["identity"]["id"]: o["identity"]["name"] for o in big["objects"]}
-            return outcome
+    async with Client(params, mode=mode) as session:
+        await connected(session, mode, "stdio")
+        outcome = await knowledge_flow(session, f"stdio {mode}")
+        # Large messages (above 1 MiB: read and answered without copies of their text) travel
+        # both ways, with what needs escaping intact.
+        big = {"version": "1.0", "objects": [
+            {"identity": {"id": f"n{i}", "type": "Node", "name": f"node {i} \"quoted\" é\n\t\\ " + "x" * 40}}
+            for i in range(12000)]}
+        request = json.dumps(big)
+        assert len(request) > 1 << 20
+        validated = result_of(await session.call_tool("validate_knowledge", {"json_data": request}))
+        assert validated["valid"] is True, validated
+        answer = await session.call_tool("serialize_knowledge", {"session_id": validated["session_id"]})
+        assert len(answer.content[0].text) > 1 << 20
+        document = json.loads(result_of(answer)["serialized"])
+        names = {o["identity"]["id"]: o["identity"]["name"] for o in document["objects"]}
+        assert names == {o["identity"]["id"]: o["identity"]["name"] for o in big["objects"]}
+        return outcome
 
 
 def free_port() -> int:
@@ -168,11 +179,10 @@ async def over_http(data_dir: str) -> None:
     port = free_port()
     proc = start_http(data_dir, port)
     try:
-        async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _):
-            async with ClientSession(read, write) as session:
-                info = await session.initialize()
-                assert info.serverInfo.name == "cks-mcp"
-                outcome = await knowledge_flow(session, "http")
+        for mode in MODES:
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as session:
+                await connected(session, mode, "http")
+                outcome = await knowledge_flow(session, f"http {mode}")
         # The bare form cks-studio uses: tools/call with no initialize, plain JSON back.
         status, reply = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                     "params": {"name": "list_versions",
@@ -185,7 +195,7 @@ async def over_http(data_dir: str) -> None:
         assert status == 200 and len(reply) == 2 and reply[1]["result"]["tools"], reply
         status, reply = post(port, {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                                     "params": {"name": "no_such_tool", "arguments": {}}})
-        assert reply["error"]["code"] == -32601, reply
+        assert reply["error"]["code"] == -32602 and "no_such_tool" in reply["error"]["message"], reply
         status, _ = post(port, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"Origin": "https://evil.example"})
         assert status == 403, status
     finally:
@@ -207,8 +217,9 @@ async def over_http(data_dir: str) -> None:
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as stdio_dir, tempfile.TemporaryDirectory() as http_dir:
-        await over_stdio(stdio_dir)
-        print("stdio: ok")
+        for mode in MODES:
+            await over_stdio(stdio_dir, mode)
+            print(f"stdio {mode}: ok")
         await over_http(http_dir)
         print("http: ok")
 

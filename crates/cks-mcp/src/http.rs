@@ -97,9 +97,12 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let factory_server = server.clone();
     let mcp_config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts() // checked by our own middleware, with the same rules for every route
+        // A stateless (2026-07-28) request whose handler sends nothing before its answer is
+        // answered as one JSON body; one that reports progress is answered as a stream.
+        .with_json_response(true)
         .with_max_request_body_bytes(config.max_body_bytes);
     let mcp = StreamableHttpService::new(
-        move || Ok(factory_server.clone()),
+        move || Ok(factory_server.for_new_client()),
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
@@ -235,7 +238,8 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         h.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
             HeaderValue::from_static(
-                "content-type, authorization, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+                "content-type, authorization, accept, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, \
+                 last-event-id",
             ),
         );
         h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("mcp-session-id"));
@@ -255,6 +259,16 @@ async fn health() -> Response {
 
 async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    if parts.method == Method::DELETE {
+        let mut response = forward(&state, Request::from_parts(parts, body)).await;
+        // rmcp says 202 Accepted to a session's end; clients expect 200 or 204 (the Python SDK
+        // logs anything else as a failed termination).
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = Body::empty();
+        }
+        return response;
+    }
     if parts.method != Method::POST {
         return forward(&state, Request::from_parts(parts, body)).await;
     }
@@ -262,7 +276,8 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         Ok(bytes) => bytes,
         Err(answer) => return answer,
     };
-    if parts.headers.contains_key("mcp-session-id") {
+    if parts.headers.contains_key("mcp-session-id") || body::is_stateless_revision(&parts.headers, &bytes) {
+        // A session's message, or a self-contained request of the stateless revision.
         if let Some(answer) = body::check_message(&bytes) {
             return answer;
         }

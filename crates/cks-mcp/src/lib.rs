@@ -3,6 +3,7 @@
 //!
 //! Invariant: this is the only crate that knows MCP or HTTP serving.
 
+mod completions;
 pub mod config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

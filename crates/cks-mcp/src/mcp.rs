@@ -3,26 +3,60 @@
 //! Progress: when a `tools/call` carries a `progressToken`, tool progress reports become
 //! `notifications/progress`. Cancellation: rmcp cancels the request's token on
 //! `notifications/cancelled`; tools watch it through their context.
+//!
+//! Logging: each tool call's log line (the tool, its time, its outcome) goes to the client as
+//! `notifications/message` at or above the level it chose: with `logging/setLevel` for the rest of
+//! its session on a handshake revision, or per request (`_meta` `io.modelcontextprotocol/logLevel`)
+//! on 2026-07-28, which has no `logging/setLevel`.
+//!
+//! Protocol revisions: every revision rmcp knows, 2026-07-28 included. rmcp negotiates the
+//! revision (an `initialize` handshake, or a `server/discover` and per-request `_meta` from
+//! 2026-07-28 on), checks per-request metadata and strips what an older revision lacks. Results
+//! here are therefore built in their newest shape: each says it is complete (`resultType`), and
+//! each list says how long a client may keep it (`ttlMs`, `cacheScope`).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType, ServerConfig,
 };
+#[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use cks_tools::ProgressSink;
 
+use crate::completions;
 use crate::server::{CallOptions, CksServer};
 
 fn convert<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))
+}
+
+/// How long a client may keep the tool and prompt lists (2026-07-28 `ttlMs`). They change only
+/// when the server is upgraded; a few minutes bounds how long a replica behind a load balancer
+/// that was upgraded first and one that was not can disagree in a client's cache.
+const FIXED_LIST_TTL_MS: u64 = 300_000;
+
+/// A result in its newest shape: complete (rmcp drops `resultType` for a client of an older
+/// revision), with its cache hints where it has them, on the revision that has them.
+fn newest_shape(value: Value, ttl_ms: Option<u64>, context: &RequestContext<RoleServer>) -> Value {
+    let mut value = value;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("resultType".into(), Value::from(ResultType::COMPLETE.as_str()));
+        if let Some(ttl_ms) = ttl_ms.filter(|_| is_stateless(context)) {
+            map.insert("ttlMs".into(), Value::from(ttl_ms));
+            // Private: what a list holds will depend on who asks once callers have identities.
+            map.insert("cacheScope".into(), serde_json::to_value(CacheScope::Private).unwrap_or_default());
+        }
+    }
+    value
 }
 
 /// Sends progress notifications for one request.
@@ -44,17 +78,70 @@ impl ProgressSink for PeerProgress {
     }
 }
 
+/// Whether the request is of the stateless revision (2026-07-28 or later).
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// A level's rank: a message goes out at or above the level chosen.
+#[allow(deprecated)]
+fn rank(level: LoggingLevel) -> u8 {
+    level as u8
+}
+
+/// Sends one call's log line to the client, as the server's log has it, when its level is at or
+/// above `chosen`: a failed call is a warning, any other an info.
+#[allow(deprecated)]
+async fn log_call(
+    context: &RequestContext<RoleServer>,
+    chosen: LoggingLevel,
+    tool: &str,
+    took: std::time::Duration,
+    result: &rmcp::model::CallToolResult,
+) {
+    let failed = result.is_error == Some(true);
+    let level = if failed { LoggingLevel::Warning } else { LoggingLevel::Info };
+    if rank(level) < rank(chosen) {
+        return;
+    }
+    let error = result.structured_content.as_ref().and_then(|v| v.get("error")).cloned();
+    let data = serde_json::json!({
+        "tool": tool,
+        "duration_ms": took.as_secs_f64() * 1000.0,
+        "outcome": if failed { "error" } else { "ok" },
+        "error": error,
+    });
+    let mut message = LoggingMessageNotificationParam::new(level, data);
+    message.logger = Some("cks_tool_call".into());
+    // Sent before the answer, which ends the request's stream over HTTP. A client that went
+    // away is not an error here.
+    let _ = context.peer.notify_logging_message(message).await;
+}
+
+impl CksServer {
+    /// The level this request's log lines go out at, if any: the request's own on 2026-07-28,
+    /// the session's before.
+    #[allow(deprecated)]
+    fn log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
+        if is_stateless(context) { context.meta.log_level() } else { self.client().log_level() }
+    }
+}
+
 impl ServerHandler for CksServer {
     fn get_info(&self) -> ServerConfig {
         convert(CksServer::initialize_result(None)).unwrap_or_default()
     }
 
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        convert(serde_json::json!({"tools": self.tools()}))
+        convert(newest_shape(serde_json::json!({"tools": self.tools()}), Some(FIXED_LIST_TTL_MS), &context))
     }
 
     async fn call_tool(
@@ -67,46 +154,85 @@ impl ServerHandler for CksServer {
             .get_progress_token()
             .map(|token| Arc::new(PeerProgress { peer: context.peer.clone(), token }) as Arc<dyn ProgressSink>);
         let options = CallOptions { progress, cancel: context.ct.clone() };
+        let log_level = self.log_level(&context);
+        let started = std::time::Instant::now();
         let result = CksServer::call_tool(self, &request.name, request.arguments, options).await?;
+        if let Some(chosen) = log_level {
+            log_call(&context, chosen, &request.name, started.elapsed(), &result).await;
+        }
         Ok(result.into())
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if is_stateless(&context) {
+            return Err(ErrorData::method_not_found::<rmcp::model::SetLevelRequestMethod>());
+        }
+        self.client().set_log_level(request.level);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        completions::answer(&self.runtime, request).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = serde_json::json!({"resourceTemplates": crate::resources::templates()});
+        convert(newest_shape(templates, Some(FIXED_LIST_TTL_MS), &context))
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let mut value = CksServer::list_resources(self).await?;
         if let Some(map) = value.as_object_mut() {
             map.remove("resourceTemplates");
         }
-        convert(value)
+        // The session list changes with every new session.
+        convert(newest_shape(value, Some(0), &context))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let result: ReadResourceResult = convert(CksServer::read_resource(self, &request.uri).await?)?;
+        // A session changes with every commit.
+        let result: ReadResourceResult =
+            convert(newest_shape(CksServer::read_resource(self, &request.uri).await?, Some(0), &context))?;
         Ok(result.into())
     }
 
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        convert(CksServer::list_prompts(self))
+        convert(newest_shape(CksServer::list_prompts(self), Some(FIXED_LIST_TTL_MS), &context))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        let result: GetPromptResult = convert(CksServer::get_prompt(self, &request.name, &arguments)?)?;
+        let result: GetPromptResult =
+            convert(newest_shape(CksServer::get_prompt(self, &request.name, &arguments)?, None, &context))?;
         Ok(result.into())
     }
 }

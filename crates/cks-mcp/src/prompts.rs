@@ -79,6 +79,11 @@ const PROMPTS: &[PromptDef] = &[
     },
 ];
 
+/// Whether the prompt `name` takes the argument `argument`.
+pub(crate) fn has_argument(name: &str, argument: &str) -> bool {
+    PROMPTS.iter().any(|p| p.name == name && p.arguments.iter().any(|(arg, _, _)| *arg == argument))
+}
+
 /// `prompts/list`.
 pub(crate) fn list() -> Value {
     let prompts: Vec<Value> = PROMPTS

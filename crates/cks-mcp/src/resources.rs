@@ -62,6 +62,28 @@ pub(crate) async fn list(runtime: &Runtime) -> Result<Value, ErrorData> {
     }))
 }
 
+/// The resource templates: a session, its version list, one of its versions.
+const TEMPLATES: [(&str, &str, &str); 3] = [
+    ("cks://sessions/{session_id}", "Session", "The knowledge structure of a session."),
+    ("cks://sessions/{session_id}/versions", "Session versions", "The version history of a session."),
+    ("cks://sessions/{session_id}/versions/{version_id}", "Session version", "A session's structure at one version."),
+];
+
+/// `resources/templates/list` entries.
+pub(crate) fn templates() -> Vec<Value> {
+    TEMPLATES
+        .iter()
+        .map(|(uri, name, description)| {
+            json!({"uriTemplate": uri, "name": name, "description": description, "mimeType": "application/json"})
+        })
+        .collect()
+}
+
+/// Whether the template `uri` has the variable `variable`.
+pub(crate) fn has_variable(uri: &str, variable: &str) -> bool {
+    TEMPLATES.iter().any(|(template, _, _)| *template == uri && template.contains(&format!("{{{variable}}}")))
+}
+
 /// The first 8 characters of an id, for display names.
 fn short(id: &str) -> &str {
     id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])

@@ -32,9 +32,30 @@ pub struct CksServer {
     /// The guarded HTTP client of the tools that fetch a URL they are given.
     pub fetcher: Arc<Fetcher>,
     tools: Arc<Vec<Value>>,
+    /// What is kept of one client between its requests (see [`Self::for_new_client`]).
+    client: Arc<ClientState>,
     /// Whether results leave their large texts unescaped for the transport (see
     /// [`Self::leaving_large_texts_to_the_transport`]).
     large_texts_unescaped: bool,
+}
+
+/// What the server keeps of one client of a handshake revision between its requests: the level
+/// it chose for log messages (`logging/setLevel`).
+#[derive(Debug, Default)]
+pub(crate) struct ClientState {
+    #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
+    log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
+}
+
+#[allow(deprecated)]
+impl ClientState {
+    pub(crate) fn log_level(&self) -> Option<rmcp::model::LoggingLevel> {
+        *self.log_level.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_log_level(&self, level: rmcp::model::LoggingLevel) {
+        *self.log_level.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(level);
+    }
 }
 
 /// Per-call options from the transport.
@@ -61,6 +82,7 @@ impl CksServer {
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
             tools: Arc::new(tools),
+            client: Arc::default(),
             large_texts_unescaped: false,
         }
     }
@@ -91,6 +113,16 @@ impl CksServer {
         self
     }
 
+    /// The same server for another client: everything shared but what is kept of the client.
+    pub(crate) fn for_new_client(&self) -> Self {
+        CksServer { client: Arc::default(), ..self.clone() }
+    }
+
+    /// What is kept of this server's client.
+    pub(crate) fn client(&self) -> &ClientState {
+        &self.client
+    }
+
     /// `serverInfo`.
     pub fn server_info() -> Value {
         json!({"name": "cks-mcp", "version": env!("CARGO_PKG_VERSION")})
@@ -100,7 +132,7 @@ impl CksServer {
     pub fn initialize_result(requested: Option<&str>) -> Value {
         json!({
             "protocolVersion": requested.filter(|v| SUPPORTED_VERSIONS.contains(v)).unwrap_or(PROTOCOL_VERSION),
-            "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}, "completions": {}, "logging": {}},
             "serverInfo": Self::server_info(),
         })
     }
@@ -140,7 +172,8 @@ impl CksServer {
             .registry
             .call(name, args, &ctx)
             .await
-            .map_err(|e| ErrorData::new(ErrorCode::METHOD_NOT_FOUND, e.to_string(), None))?;
+            // The code MCP's own example gives an unknown tool (COMPATIBILITY.md, `unknown-tool`).
+            .map_err(|e| ErrorData::new(ErrorCode::INVALID_PARAMS, e.to_string(), None))?;
         Ok(tool_result(value, structured, self.large_texts_unescaped))
     }
 
@@ -199,7 +232,18 @@ fn tool_entry(tool: &RegisteredTool) -> Value {
 ///
 /// A large text (a graph's document) becomes the result's text without a copy: escaped in its own
 /// buffer, or, with `large_text_unescaped`, not escaped at all, for the transport to escape.
+///
+/// A business error (`{"error": code, "message": ...}`) is marked `isError`, as MCP asks of a
+/// tool's own failure, with the same content as any other result.
 pub fn tool_result(value: Value, structured: bool, large_text_unescaped: bool) -> CallToolResult {
+    if value.get("error").is_some_and(Value::is_string) {
+        let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        if structured {
+            result.structured_content = Some(value);
+        }
+        return result;
+    }
     if structured && value.is_object() {
         let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".into());
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -232,5 +276,21 @@ mod tests {
         let text = document["content"][0]["text"].as_str().unwrap();
         assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), json!("{\n  \"objects\": []\n}"));
         assert!(document.get("structuredContent").is_none());
+    }
+
+    #[test]
+    fn business_errors_are_marked_and_keep_their_content() {
+        let failed = json!({"error": "session_not_found", "message": "Session S not found"});
+        let result = serde_json::to_value(tool_result(failed.clone(), true, false)).unwrap();
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["structuredContent"], failed);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), failed);
+        let unstructured = serde_json::to_value(tool_result(failed.clone(), false, false)).unwrap();
+        assert_eq!(unstructured["isError"], true);
+        assert!(unstructured.get("structuredContent").is_none());
+
+        let fine = serde_json::to_value(tool_result(json!({"valid": true, "error": null}), true, false)).unwrap();
+        assert_ne!(fine["isError"], true, "{fine}");
     }
 }

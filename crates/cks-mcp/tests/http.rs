@@ -23,7 +23,7 @@ async fn bare_tools_call_without_initialize() {
     assert_eq!(result["valid"], true);
     assert_eq!(reply["result"]["structuredContent"], result);
     let reply: Value = s.post(&tool_call("nope", json!({}))).send().await.unwrap().json().await.unwrap();
-    assert_eq!(reply["error"]["code"], -32601);
+    assert_eq!(reply["error"]["code"], -32602, "an unknown tool is a bad parameter (COMPATIBILITY.md)");
     let reply = s
         .client
         .post(format!("{}/mcp", s.base))

@@ -168,7 +168,8 @@ fn typed_results_publish_an_output_schema_that_admits_errors_too() {
     let probe = registry.get("probe").unwrap();
     let schema = probe.output_schema.as_ref().expect("an object result publishes its schema");
     assert_eq!(schema["type"], "object");
-    assert_eq!(schema["anyOf"][0]["properties"]["count"]["type"], json!(["integer", "null"]));
+    let count = &schema["anyOf"][0]["properties"]["count"];
+    assert_eq!(count["anyOf"], json!([{"type": "integer", "minimum": 0}, {"type": "null"}]), "{count}");
     assert!(probe.check_output(&json!({"count": 3})).is_ok());
     assert!(probe.check_output(&json!({"count": null})).is_ok());
     assert!(probe.check_output(&json!({"error": "session_not_found", "message": "gone"})).is_ok());
@@ -203,6 +204,81 @@ async fn calls_are_checked_and_panics_are_contained() {
     assert_eq!(call(json!({"session_id": session})).await["error"], "session_not_found", "a closed session is gone");
     assert_eq!(registry.call("no_such_tool", json!({}), &ctx).await.unwrap_err().0, "no_such_tool");
     assert_eq!(call(json!([1])).await["error"], "invalid_parameter");
+}
+
+/// Reports what makes a published schema less portable than it could be: a bare `true`, a schema
+/// that constrains nothing, a `type` union, a format JSON Schema does not define (validators warn
+/// of each, and MCP Inspector's strict mode rejects bare schemas), or an enum value of another type.
+fn portability(path: &str, schema: &Value, problems: &mut Vec<String>) {
+    let Value::Object(map) = schema else {
+        if *schema == Value::Bool(true) {
+            problems.push(format!("{path}: bare true"));
+        }
+        return;
+    };
+    let constraining = ["type", "enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref", "properties", "items"];
+    if !constraining.iter().any(|k| map.contains_key(*k)) {
+        problems.push(format!("{path}: constrains nothing"));
+    }
+    if map.get("type").is_some_and(Value::is_array) {
+        problems.push(format!("{path}: a type union"));
+    }
+    let standard = ["date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri", "uuid"];
+    if let Some(format) = map.get("format").and_then(Value::as_str)
+        && !standard.contains(&format)
+    {
+        problems.push(format!("{path}: format {format}"));
+    }
+    if let (Some(Value::String(t)), Some(Value::Array(values))) = (map.get("type"), map.get("enum")) {
+        let of_type = |v: &Value| match t.as_str() {
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            _ => true,
+        };
+        if !values.iter().all(of_type) {
+            problems.push(format!("{path}: an enum value that is not a {t}"));
+        }
+    }
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(schemas)) = map.get(key) {
+            schemas.iter().for_each(|(name, s)| portability(&format!("{path}.{name}"), s, problems));
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(schemas)) = map.get(key) {
+            schemas.iter().enumerate().for_each(|(i, s)| portability(&format!("{path}.{key}[{i}]"), s, problems));
+        }
+    }
+    if let Some(items) = map.get("items") {
+        portability(&format!("{path}[]"), items, problems);
+    }
+    if let Some(additional @ Value::Object(_)) = map.get("additionalProperties") {
+        portability(&format!("{path}.*"), additional, problems);
+    }
+}
+
+#[test]
+fn every_published_schema_is_portable() {
+    let registry = Registry::standard();
+    let mut problems = Vec::new();
+    for tool in registry.iter() {
+        let name = tool.meta().name;
+        portability(&format!("{name} input"), &tool.schema, &mut problems);
+        if let Some(output) = &tool.output_schema {
+            portability(&format!("{name} output"), output, &mut problems);
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    // The check itself finds what it should.
+    let mut found = Vec::new();
+    let bad = json!({"type": "object", "properties": {
+        "a": true, "b": {"description": "x"}, "c": {"type": ["string", "null"]},
+        "d": {"type": "integer", "format": "uint64"}, "e": {"type": "string", "enum": ["x", null]},
+    }});
+    portability("bad", &bad, &mut found);
+    assert_eq!(found.len(), 5, "{found:?}");
 }
 
 /// Every tool's result is typed and published, so clients can rely on `structuredContent`; the one

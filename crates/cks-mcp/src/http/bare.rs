@@ -84,7 +84,15 @@ async fn dispatch(server: &CksServer, message: Value) -> Option<Value> {
                 .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
         }
         "resources/list" => server.list_resources().await,
-        "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+        "resources/templates/list" => Ok(json!({"resourceTemplates": crate::resources::templates()})),
+        "completion/complete" => match serde_json::from_value(Value::Object(params)) {
+            Ok(request) => crate::completions::answer(&server.runtime, request)
+                .await
+                .map(|result| serde_json::to_value(result).unwrap_or(Value::Null)),
+            Err(e) => return Some(error(id, -32602, &format!("Invalid params: {e}"))),
+        },
+        // Accepted; plain JSON answers carry no log messages.
+        "logging/setLevel" => Ok(json!({})),
         "resources/read" => match params.get("uri").and_then(Value::as_str) {
             Some(uri) => server.read_resource(uri).await,
             None => return Some(error(id, -32602, "Missing required parameter: uri")),

@@ -4,7 +4,7 @@
 //! JSON-RPC error answer rather than a bare status line.
 
 use axum::body::{Body, Bytes};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures::StreamExt;
@@ -49,6 +49,44 @@ pub(super) async fn read(body: Body, limit: usize) -> Result<Bytes, Response> {
         buf.extend_from_slice(&chunk);
     }
     Ok(buf.freeze())
+}
+
+/// The first revision without sessions: its requests carry their own protocol version.
+const FIRST_STATELESS_REVISION: &str = "2026-07-28";
+
+/// What tells a request of the stateless revision apart; everything else is skipped.
+#[derive(Deserialize)]
+struct Revision {
+    method: Option<String>,
+    params: Option<RevisionParams>,
+}
+
+#[derive(Deserialize)]
+struct RevisionParams {
+    #[serde(rename = "_meta")]
+    meta: Option<RevisionMeta>,
+}
+
+#[derive(Deserialize)]
+struct RevisionMeta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol_version: Option<IgnoredAny>,
+}
+
+/// Whether a POST without a session speaks the stateless revision (2026-07-28 or newer): a
+/// `server/discover`, a request naming its revision in `_meta`, or a `MCP-Protocol-Version`
+/// header of that revision or later. rmcp answers those; a body that is none of them is the
+/// reference's bare form, or a handshake.
+pub(super) fn is_stateless_revision(headers: &HeaderMap, body: &[u8]) -> bool {
+    let header = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
+    // Revisions are dates: they order as text.
+    if header.is_some_and(|version| version >= FIRST_STATELESS_REVISION) {
+        return true;
+    }
+    serde_json::from_slice::<Revision>(body).is_ok_and(|request| {
+        request.method.as_deref() == Some("server/discover")
+            || request.params.and_then(|p| p.meta).is_some_and(|meta| meta.protocol_version.is_some())
+    })
 }
 
 /// The fields that make a JSON-RPC message; everything else is skipped without being built.

@@ -26,6 +26,17 @@ impl Mcp {
         env: &[(&'static str, String)],
         args: &[String],
     ) -> Mcp {
+        let mut mcp = Mcp::spawn(data_dir, env, args).await;
+        let init = mcp
+            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}))
+            .await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "cks-mcp");
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        mcp
+    }
+
+    /// The server, started without a handshake (as a client of the stateless revision starts it).
+    pub(crate) async fn spawn(data_dir: &std::path::Path, env: &[(&'static str, String)], args: &[String]) -> Mcp {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cks-mcp"));
         command.args(args);
         command.env("CKS_MCP_DATA_DIR", data_dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
@@ -35,13 +46,7 @@ impl Mcp {
         let mut child = command.kill_on_drop(true).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0, notifications: Vec::new() };
-        let init = mcp
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}))
-            .await;
-        assert_eq!(init["result"]["serverInfo"]["name"], "cks-mcp");
-        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        mcp
+        Mcp { child, stdin, lines, next_id: 0, notifications: Vec::new() }
     }
 
     pub(crate) async fn send(&mut self, message: Value) {
