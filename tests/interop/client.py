@@ -8,6 +8,7 @@ Usage: python client.py <path to cks-mcp binary>
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -215,13 +216,27 @@ async def over_http(data_dir: str) -> None:
         proc.wait(timeout=10)
 
 
+class Warnings(logging.Handler):
+    """What the SDK warns of (a failed session termination, a result it could not read)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
 async def main() -> None:
+    warnings = Warnings()
+    logging.getLogger("mcp").addHandler(warnings)
     with tempfile.TemporaryDirectory() as stdio_dir, tempfile.TemporaryDirectory() as http_dir:
         for mode in MODES:
             await over_stdio(stdio_dir, mode)
             print(f"stdio {mode}: ok")
         await over_http(http_dir)
         print("http: ok")
+    assert warnings.messages == [], warnings.messages
 
 
 if __name__ == "__main__":

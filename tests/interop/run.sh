@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Interoperability tests with clients we did not write: the official MCP Python SDK (client.py)
 # and TypeScript SDKs v1 and v2 (ts/client.mjs), over stdio and streamable HTTP, in both protocol
-# revisions (2025-11-25 with its handshake, stateless 2026-07-28).
+# revisions (2025-11-25 with its handshake, stateless 2026-07-28); and MCP Inspector's strict
+# check of every published schema.
 # Creates (once) a virtual environment under target/ with `mcp` from PyPI, installs the TypeScript
 # SDKs from npm (Debian's Node.js when there is none), and builds the release binary.
 set -euo pipefail
@@ -18,9 +19,19 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   apt-get install -y --no-install-recommends nodejs npm >/dev/null ||
     { apt-get update >/dev/null && apt-get install -y --no-install-recommends nodejs npm >/dev/null; }
 fi
-if [ ! -d "$root/tests/interop/ts/node_modules/@modelcontextprotocol/client" ]; then
+if [ ! -d "$root/tests/interop/ts/node_modules/@modelcontextprotocol/inspector" ]; then
   (cd "$root/tests/interop/ts" && npm ci --no-audit --no-fund --silent)
 fi
 cargo build --release --locked -p cks-mcp --manifest-path "$root/Cargo.toml"
 "$venv/bin/python" "$root/tests/interop/client.py" "$root/target/release/cks-mcp"
 node "$root/tests/interop/ts/client.mjs" "$root/target/release/cks-mcp"
+# Every published schema passes MCP Inspector's strict portability check without a warning.
+report=$(mktemp)
+if ! "$root/tests/interop/ts/node_modules/.bin/mcp-inspector" --cli "$root/target/release/cks-mcp" \
+  -e CKS_MCP_DB_PATH=:memory: --method tools/list --strict >/dev/null 2>"$report" || grep -q "Warning" "$report"; then
+  grep -v '^{' "$report"
+  echo "interop: MCP Inspector --strict found schema problems" >&2
+  exit 1
+fi
+rm -f "$report"
+echo "inspector --strict: ok"
