@@ -2,6 +2,8 @@
 //! runtime events as Server-Sent Events at `/events` and `/events/{session_id}`, one `ai_chat` turn
 //! watched as it runs at `POST /chat/stream` (Server-Sent Events; see `http/chat.rs`), a liveness
 //! answer at `/health`, and the chat page at `/` with its assets under `/assets/` (`page.rs`).
+//! MCP sessions are kept in the store, so any replica can serve any of their requests
+//! (`sessions.rs`).
 //! Accepted connections have Nagle's algorithm off (see [`serve`]).
 //!
 //! Security, checked before anything else on every request:
@@ -40,6 +42,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::config::Config;
 use crate::server::CksServer;
+use crate::sessions::StoredSessions;
 
 mod bare;
 mod body;
@@ -95,17 +98,17 @@ fn without_nagle(
 /// The application, also used by tests.
 pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let factory_server = server.clone();
-    let mcp_config = StreamableHttpServerConfig::default()
+    let sessions = Arc::new(LocalSessionManager::default());
+    tokio::spawn(crate::sessions::follow(server.runtime.clone(), server.calls.clone(), sessions.clone()));
+    let mut mcp_config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts() // checked by our own middleware, with the same rules for every route
         // A stateless (2026-07-28) request whose handler sends nothing before its answer is
         // answered as one JSON body; one that reports progress is answered as a stream.
         .with_json_response(true)
         .with_max_request_body_bytes(config.max_body_bytes);
-    let mcp = StreamableHttpService::new(
-        move || Ok(factory_server.for_new_client()),
-        Arc::new(LocalSessionManager::default()),
-        mcp_config,
-    );
+    // Any replica on the store (or this server after a restart) can serve a session's next request.
+    mcp_config.session_store = Some(Arc::new(StoredSessions::new(server.runtime.clone())));
+    let mcp = StreamableHttpService::new(move || Ok(factory_server.for_new_client()), sessions, mcp_config);
     let state = AppState { server, config: Arc::new(config.clone()), mcp };
     Router::new()
         .route("/mcp", any(mcp_endpoint))
@@ -276,8 +279,20 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         Ok(bytes) => bytes,
         Err(answer) => return answer,
     };
-    if parts.headers.contains_key("mcp-session-id") || body::is_stateless_revision(&parts.headers, &bytes) {
-        // A session's message, or a self-contained request of the stateless revision.
+    if let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned) {
+        if let Some(answer) = body::check_message(&bytes) {
+            return answer;
+        }
+        let cancelled = body::cancelled_request(&bytes);
+        let response = forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
+        if let Some(request) = cancelled {
+            // The call may run on another replica: every replica on the store hears of it.
+            state.server.runtime.cancel_call(&session, &request);
+        }
+        return response;
+    }
+    if body::is_stateless_revision(&parts.headers, &bytes) {
+        // A self-contained request of the stateless revision.
         if let Some(answer) = body::check_message(&bytes) {
             return answer;
         }
@@ -348,7 +363,7 @@ fn sse_frames(
                 match receiver.recv().await {
                     Ok(event) => {
                         let kind = &event.kind;
-                        if session_id.as_deref().is_some_and(|s| s != kind.session_id()) {
+                        if !kind.concerns_a_session() || session_id.as_deref().is_some_and(|s| s != kind.session_id()) {
                             continue;
                         }
                         if types.as_ref().is_some_and(|t| !t.contains(kind.event_type())) {

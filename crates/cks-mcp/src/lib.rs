@@ -16,6 +16,7 @@ mod prompts;
 mod resources;
 pub mod secret;
 pub mod server;
+mod sessions;
 mod stdio;
 pub mod storage_commands;
 

@@ -9,6 +9,8 @@
 //! its session on a handshake revision, or per request (`_meta` `io.modelcontextprotocol/logLevel`)
 //! on 2026-07-28, which has no `logging/setLevel`.
 //!
+//! Over HTTP, a session's calls and its chosen level are known to every replica (`sessions.rs`).
+//!
 //! Protocol revisions: every revision rmcp knows, 2026-07-28 included. rmcp negotiates the
 //! revision (an `initialize` handshake, or a `server/discover` and per-request `_meta` from
 //! 2026-07-28 on), checks per-request metadata and strips what an older revision lacks. Results
@@ -34,6 +36,7 @@ use cks_tools::ProgressSink;
 
 use crate::completions;
 use crate::server::{CallOptions, CksServer};
+use crate::sessions::{self, StoredSessions};
 
 fn convert<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))
@@ -120,10 +123,17 @@ async fn log_call(
 
 impl CksServer {
     /// The level this request's log lines go out at, if any: the request's own on 2026-07-28,
-    /// the session's before.
+    /// the session's before (over HTTP, as the session's record has it: it may have been chosen
+    /// on another replica).
     #[allow(deprecated)]
-    fn log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
-        if is_stateless(context) { context.meta.log_level() } else { self.client().log_level() }
+    async fn log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
+        if is_stateless(context) {
+            return context.meta.log_level();
+        }
+        match sessions::session_of(context) {
+            Some(session) => StoredSessions::new(self.runtime.clone()).log_level(&session).await,
+            None => self.client().log_level(),
+        }
     }
 }
 
@@ -154,7 +164,9 @@ impl ServerHandler for CksServer {
             .get_progress_token()
             .map(|token| Arc::new(PeerProgress { peer: context.peer.clone(), token }) as Arc<dyn ProgressSink>);
         let options = CallOptions { progress, cancel: context.ct.clone() };
-        let log_level = self.log_level(&context);
+        let _running = sessions::session_of(&context)
+            .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
+        let log_level = self.log_level(&context).await;
         let started = std::time::Instant::now();
         let result = CksServer::call_tool(self, &request.name, request.arguments, options).await?;
         if let Some(chosen) = log_level {
@@ -173,6 +185,13 @@ impl ServerHandler for CksServer {
             return Err(ErrorData::method_not_found::<rmcp::model::SetLevelRequestMethod>());
         }
         self.client().set_log_level(request.level);
+        if let Some(session) = sessions::session_of(&context) {
+            // Kept with the session, for the replica that serves its next call.
+            StoredSessions::new(self.runtime.clone())
+                .set_log_level(&session, request.level)
+                .await
+                .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?;
+        }
         Ok(())
     }
 

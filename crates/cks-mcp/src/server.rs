@@ -34,6 +34,8 @@ pub struct CksServer {
     tools: Arc<Vec<Value>>,
     /// What is kept of one client between its requests (see [`Self::for_new_client`]).
     client: Arc<ClientState>,
+    /// The calls running in MCP sessions over HTTP, for cancellations from other replicas.
+    pub(crate) calls: Arc<crate::sessions::Calls>,
     /// Whether results leave their large texts unescaped for the transport (see
     /// [`Self::leaving_large_texts_to_the_transport`]).
     large_texts_unescaped: bool,
@@ -83,6 +85,7 @@ impl CksServer {
             fetcher: Arc::new(Fetcher::default()),
             tools: Arc::new(tools),
             client: Arc::default(),
+            calls: Arc::default(),
             large_texts_unescaped: false,
         }
     }

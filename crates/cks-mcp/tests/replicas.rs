@@ -392,3 +392,114 @@ async fn a_task_is_worked_once_whichever_replica_claims_it() {
     let total: u64 = processes.iter().map(|p| p["tasks_done"].as_u64().unwrap()).sum();
     assert_eq!(total, 12, "{listed}");
 }
+
+/// A streamable-HTTP client's session, each request sent to the replica the test names, as a
+/// round-robin load balancer would.
+struct McpSession {
+    client: reqwest::Client,
+    id: String,
+}
+
+impl McpSession {
+    async fn open(replica: &Replica) -> McpSession {
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "replicas", "version": "1"}}});
+        let response = Self::request(&replica.client, replica, None, &initialize).send().await.unwrap();
+        let id = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        response.bytes().await.unwrap();
+        McpSession { client: replica.client.clone(), id }
+    }
+
+    fn request(
+        client: &reqwest::Client,
+        replica: &Replica,
+        session: Option<&str>,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
+        let mut request = client
+            .post(format!("{}/mcp", replica.base))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request
+    }
+
+    fn post(&self, replica: &Replica, body: &Value) -> reqwest::RequestBuilder {
+        Self::request(&self.client, replica, Some(&self.id), body)
+    }
+
+    /// A request's status and the answer in its stream (the message with its id).
+    async fn ask(&self, replica: &Replica, id: u64, method: &str, params: Value) -> (u16, Value) {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = self.post(replica, &body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let answer = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message["id"] == json!(id))
+            .unwrap_or(Value::Null);
+        (status, answer)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_is_served_by_every_replica_and_its_calls_cancelled_and_ended_from_any() {
+    let db = TestDatabase::create();
+    let provider = cks_testkit::ProviderServer::start().await;
+    // A model that never answers in time: only a cancellation ends the chat below.
+    provider.set_default(Some(cks_testkit::Reply::text("too late").delayed(Duration::from_secs(600))));
+    let env = support::provider_env("anthropic", &provider.base_url());
+    let a = Replica::start_with(db.url(), &env).await;
+    let b = Replica::start_with(db.url(), &env).await;
+
+    let session = McpSession::open(&a).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(session.post(&b, &initialized).send().await.unwrap().status(), 202);
+    let (status, listed) = session.ask(&b, 1, "tools/list", json!({})).await;
+    assert_eq!(status, 200, "a replica that did not open the session serves it");
+    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
+    let (_, created) = session
+        .ask(&a, 2, "tools/call", json!({"name": "validate_knowledge", "arguments": {"json_data": graph}}))
+        .await;
+    let sid = created["result"]["structuredContent"]["session_id"].as_str().expect("a session").to_owned();
+    let (_, versions) =
+        session.ask(&b, 3, "tools/call", json!({"name": "list_versions", "arguments": {"session_id": sid}})).await;
+    assert_eq!(versions["result"]["structuredContent"]["versions"].as_array().map(Vec::len), Some(1), "{versions}");
+
+    // A chat on A, cancelled through B.
+    let chat = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "ai_chat", "arguments": {"session_id": sid, "messages": [{"role": "user", "content": "Describe it."}]}}});
+    let running = tokio::spawn(session.post(&a, &chat).send());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while provider.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the chat never asked the model");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4, "reason": "stop"}});
+    assert_eq!(session.post(&b, &cancel).send().await.unwrap().status(), 202);
+    let response =
+        tokio::time::timeout(Duration::from_secs(30), running).await.expect("the call ended").unwrap().unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(30), response.text()).await;
+    assert!(ended.is_ok(), "the cancelled call's stream ended, long before the model would have answered");
+
+    // Ended through B, the session is gone on A as well.
+    let closed =
+        session.client.delete(format!("{}/mcp", b.base)).header("mcp-session-id", &session.id).send().await.unwrap();
+    assert_eq!(closed.status(), 204);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = session.ask(&a, 5, "ping", json!({})).await;
+        if status == 404 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "A still serves the ended session ({status})");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -17,11 +17,37 @@ pub struct Event {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event_type")]
 pub enum EventKind {
-    SessionCreated { session_id: String },
-    SessionClosed { session_id: String },
-    VersionCreated { session_id: String, version_id: String, transaction_id: String },
-    TransactionCommitted { session_id: String, transaction_id: String },
-    TransactionRolledBack { session_id: String, transaction_id: String, reason: String },
+    SessionCreated {
+        session_id: String,
+    },
+    SessionClosed {
+        session_id: String,
+    },
+    VersionCreated {
+        session_id: String,
+        version_id: String,
+        transaction_id: String,
+    },
+    TransactionCommitted {
+        session_id: String,
+        transaction_id: String,
+    },
+    TransactionRolledBack {
+        session_id: String,
+        transaction_id: String,
+        reason: String,
+    },
+    /// A client asked to stop a call it made in a transport session (see
+    /// [`crate::transport_sessions`]): the process running the call, whichever it is, stops it.
+    /// Like the next, it concerns no knowledge session ([`EventKind::concerns_a_session`]).
+    CallCancelled {
+        transport_session: String,
+        request_id: String,
+    },
+    /// A transport session ended (its client closed it): every process that serves it lets it go.
+    TransportSessionEnded {
+        transport_session: String,
+    },
 }
 
 impl EventKind {
@@ -33,9 +59,12 @@ impl EventKind {
             EventKind::VersionCreated { .. } => "VersionCreated",
             EventKind::TransactionCommitted { .. } => "TransactionCommitted",
             EventKind::TransactionRolledBack { .. } => "TransactionRolledBack",
+            EventKind::CallCancelled { .. } => "CallCancelled",
+            EventKind::TransportSessionEnded { .. } => "TransportSessionEnded",
         }
     }
 
+    /// The knowledge session the event is about; empty for one that concerns none.
     pub fn session_id(&self) -> &str {
         match self {
             EventKind::SessionCreated { session_id }
@@ -43,6 +72,13 @@ impl EventKind {
             | EventKind::VersionCreated { session_id, .. }
             | EventKind::TransactionCommitted { session_id, .. }
             | EventKind::TransactionRolledBack { session_id, .. } => session_id,
+            EventKind::CallCancelled { .. } | EventKind::TransportSessionEnded { .. } => "",
         }
+    }
+
+    /// Whether the event is about a knowledge session (what `/events` shows its clients), rather
+    /// than news between the server's own processes.
+    pub fn concerns_a_session(&self) -> bool {
+        !matches!(self, EventKind::CallCancelled { .. } | EventKind::TransportSessionEnded { .. })
     }
 }

@@ -23,6 +23,7 @@ pub mod session;
 pub mod store;
 pub mod sweepers;
 pub mod tasks;
+pub mod transport_sessions;
 
 pub use error::RuntimeError;
 pub use import::{ImportReport, SessionImport, VersionImport};

@@ -290,7 +290,16 @@ impl Runtime {
         self.events.subscribe()
     }
 
-    fn emit(&self, kind: EventKind) {
+    /// Tells every process on the store, this one included, that the call `request_id` of the
+    /// transport session `transport_session` is to stop (an [`EventKind::CallCancelled`]).
+    pub fn cancel_call(&self, transport_session: &str, request_id: &str) {
+        self.emit(EventKind::CallCancelled {
+            transport_session: transport_session.to_owned(),
+            request_id: request_id.to_owned(),
+        });
+    }
+
+    pub(crate) fn emit(&self, kind: EventKind) {
         let event = Event { event_id: new_id(), created_at: now(), kind };
         self.store.publish(&event);
         // No subscribers is not an error.

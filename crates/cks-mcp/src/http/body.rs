@@ -89,6 +89,31 @@ pub(super) fn is_stateless_revision(headers: &HeaderMap, body: &[u8]) -> bool {
     })
 }
 
+/// What a `notifications/cancelled` says; everything else is skipped.
+#[derive(Deserialize)]
+struct Cancelled {
+    method: Option<String>,
+    params: Option<CancelledParams>,
+}
+
+#[derive(Deserialize)]
+struct CancelledParams {
+    #[serde(rename = "requestId")]
+    request_id: Option<rmcp::model::RequestId>,
+}
+
+/// The request a `notifications/cancelled` names (as [`crate::sessions::request_key`] writes
+/// it), when the body is one.
+pub(super) fn cancelled_request(body: &[u8]) -> Option<String> {
+    // Most bodies are not: they are told apart without being parsed.
+    memchr::memmem::find(body, b"notifications/cancelled")?;
+    let message: Cancelled = serde_json::from_slice(body).ok()?;
+    if message.method.as_deref() != Some("notifications/cancelled") {
+        return None;
+    }
+    message.params?.request_id.as_ref().map(crate::sessions::request_key)
+}
+
 /// The fields that make a JSON-RPC message; everything else is skipped without being built.
 #[derive(Deserialize)]
 struct Envelope {

@@ -1,0 +1,174 @@
+//! What lets any replica on a shared store serve any request of an MCP session over HTTP, and a
+//! restarted server its next one:
+//!
+//! - the session's record in the store ([`StoredSessions`], rmcp's `SessionStore`): its handshake,
+//!   which a replica that has not seen the session replays to serve it, and the log level its
+//!   client chose;
+//! - cancellation between replicas ([`Calls`]): a `notifications/cancelled` may reach a replica
+//!   other than the one running the call, so it is passed on as a runtime event, which every
+//!   replica on the store receives, and the one running the call stops it ([`follow`]);
+//! - a session's end, passed on the same way, so no replica serves it after its client closed it.
+//!
+//! Over stdio, and for the stateless revision, none of this is needed: a stdio client has one
+//! server, and a stateless request keeps its call on the connection that carries it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::RoleServer;
+use rmcp::model::{InitializeRequestParams, RequestId};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use cks_runtime::Runtime;
+use cks_runtime::events::EventKind;
+
+/// The header naming a request's MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The MCP session a request belongs to, when it came over HTTP in one.
+pub(crate) fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    parts.headers.get(SESSION_HEADER)?.to_str().ok().map(str::to_owned)
+}
+
+/// A request id as one text: `5` and `"5"` are different requests.
+pub(crate) fn request_key(id: &RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
+}
+
+/// One session's record, as stored.
+#[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
+#[derive(Serialize, Deserialize)]
+struct Record {
+    initialize: InitializeRequestParams,
+    #[serde(default)]
+    log_level: Option<rmcp::model::LoggingLevel>,
+}
+
+/// MCP sessions' records in the runtime's store.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredSessions {
+    runtime: Arc<Runtime>,
+}
+
+impl StoredSessions {
+    pub(crate) fn new(runtime: Arc<Runtime>) -> Self {
+        StoredSessions { runtime }
+    }
+
+    async fn record(&self, session: &str) -> Result<Option<Record>, SessionStoreError> {
+        let Some(text) = self.runtime.transport_session(session).await? else { return Ok(None) };
+        Ok(serde_json::from_str(&text).ok())
+    }
+
+    async fn save(&self, session: &str, record: &Record) -> Result<(), SessionStoreError> {
+        Ok(self.runtime.save_transport_session(session, &serde_json::to_string(record)?).await?)
+    }
+
+    /// The log level the session's client chose, on whichever replica it chose it.
+    #[allow(deprecated)]
+    pub(crate) async fn log_level(&self, session: &str) -> Option<rmcp::model::LoggingLevel> {
+        self.record(session).await.ok().flatten().and_then(|record| record.log_level)
+    }
+
+    /// Keeps the log level the session's client chose; false when the session has no record.
+    #[allow(deprecated)]
+    pub(crate) async fn set_log_level(
+        &self,
+        session: &str,
+        level: rmcp::model::LoggingLevel,
+    ) -> Result<bool, SessionStoreError> {
+        let Some(mut record) = self.record(session).await? else { return Ok(false) };
+        record.log_level = Some(level);
+        self.save(session, &record).await?;
+        Ok(true)
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for StoredSessions {
+    async fn load(&self, session: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        Ok(self.record(session).await?.map(|record| SessionState::new(record.initialize)))
+    }
+
+    async fn store(&self, session: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let record = Record { initialize: state.initialize_params.clone(), log_level: None };
+        self.save(session, &record).await
+    }
+
+    async fn delete(&self, session: &str) -> Result<(), SessionStoreError> {
+        self.runtime.end_transport_session(session).await?;
+        Ok(())
+    }
+}
+
+/// The calls this process runs in MCP sessions, by session and request id, so that a cancellation
+/// received by any replica stops them.
+#[derive(Debug, Default)]
+pub(crate) struct Calls {
+    running: Mutex<HashMap<(String, String), CancellationToken>>,
+}
+
+/// A call's place in [`Calls`], given up when the call ends.
+pub(crate) struct Running<'a> {
+    calls: &'a Calls,
+    key: (String, String),
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.calls.lock().remove(&self.key);
+    }
+}
+
+impl Calls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), CancellationToken>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that the call `request` of `session` runs here until the guard is dropped; a
+    /// cancellation of it cancels `token`.
+    pub(crate) fn run(&self, session: String, request: String, token: CancellationToken) -> Running<'_> {
+        let key = (session, request);
+        self.lock().insert(key.clone(), token);
+        Running { calls: self, key }
+    }
+
+    /// Stops the call, if it runs here.
+    fn cancel(&self, session: &str, request: &str) {
+        if let Some(token) = self.lock().get(&(session.to_owned(), request.to_owned())) {
+            token.cancel();
+        }
+    }
+}
+
+/// Follows what the processes on the runtime's store tell each other of MCP sessions, until the
+/// runtime's events end: a call to stop, if it runs here (in `calls`); a session ended, which this
+/// process lets go of too (in `sessions`), so that its next request is refused here as well.
+pub(crate) async fn follow(runtime: Arc<Runtime>, calls: Arc<Calls>, sessions: Arc<LocalSessionManager>) {
+    let mut events = runtime.subscribe();
+    drop(runtime);
+    loop {
+        match events.recv().await {
+            Ok(event) => match &event.kind {
+                EventKind::CallCancelled { transport_session, request_id } => {
+                    calls.cancel(transport_session, request_id);
+                }
+                EventKind::TransportSessionEnded { transport_session } => {
+                    // Not here (or ended here already): nothing to let go of.
+                    let _ = sessions.close_session(&Arc::from(transport_session.as_str())).await;
+                }
+                _ => {}
+            },
+            // What was missed is missed: a call whose cancellation was lost runs to its end.
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
