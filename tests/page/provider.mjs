@@ -43,7 +43,8 @@ function view(body) {
  * `answer(view)` returns (or resolves to): a string (the reply's text); `{text?, tools: [{name,
  * input}]}` (tool calls, after an optional text); or `{status, body}` (an error reply). Streamed
  * requests get the same answer as Anthropic's event stream, the text in small deltas `delayMs`
- * apart. Returns `{calls, close()}`: each call's view and reply, in order.
+ * apart. Returns `{calls, close()}`: each call's view and reply, in order, and `abandoned` once the
+ * client closed the call before its answer.
  */
 export async function startProvider(url, answer, { delayMs = 40 } = {}) {
   const { hostname, port } = new URL(url)
@@ -67,6 +68,10 @@ export async function startProvider(url, answer, { delayMs = 40 } = {}) {
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
     const call = view(body)
     calls.push(call)
+    // A client that gives up on the call (a cancelled chat turn) closes the request unanswered.
+    response.on('close', () => {
+      call.abandoned = !response.writableFinished
+    })
     let reply
     try {
       reply = await answer(call)
