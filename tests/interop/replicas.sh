@@ -7,7 +7,12 @@
 # Anthropic server in replicas-provider.mjs.
 #
 # Needs what tests/interop/run.sh installs (the SDKs); installs PostgreSQL and nginx when missing.
+#
+# `--bench [calls]` measures instead: sequential calls (examples/http_sequential.rs) in a 2025-11-25
+# session and as stateless 2026-07-28 requests, to one replica and through nginx to both.
 set -euo pipefail
+bench=
+if [ "${1:-}" = --bench ]; then bench=${2:-2000}; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/tests/interop"
 "$root/scripts/install-postgres"
@@ -18,7 +23,10 @@ if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
 fi
 cargo build --release --locked -q -p cks-mcp --manifest-path "$root/Cargo.toml"
 cargo build --locked -q -p cks-testkit --bin with-postgres --manifest-path "$root/Cargo.toml"
-export ROOT="$root" HERE="$here"
+if [ -n "$bench" ]; then
+  cargo build --release --locked -q -p cks-mcp --example http_sequential --manifest-path "$root/Cargo.toml"
+fi
+export ROOT="$root" HERE="$here" BENCH="$bench"
 exec "$root/target/debug/with-postgres" bash -c '
 set -euo pipefail
 free_port() { python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])"; }
@@ -48,6 +56,15 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 "$nginx_bin" -p "$dir" -c "$dir/nginx.conf"
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$proxy/health" >/dev/null && break; sleep 0.1; done
 
+if [ -n "$BENCH" ]; then
+  for target in "${replicas[0]}" "127.0.0.1:$proxy"; do
+    for mode in "" --stateless; do
+      echo "bench: $target ${mode:-session}"
+      "$ROOT/target/release/examples/http_sequential" "$BENCH" $mode --url "http://$target/mcp"
+    done
+  done
+  exit 0
+fi
 node "$HERE/ts/replicas.mjs" "http://127.0.0.1:$proxy/mcp" "http://127.0.0.1:$status/calls" ||
   { tail -n 40 "$dir"/*.log; exit 1; }
 "$ROOT/target/interop-venv/bin/python" "$HERE/replicas.py" "http://127.0.0.1:$proxy/mcp" "http://127.0.0.1:$status/calls" ||
