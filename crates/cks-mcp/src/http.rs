@@ -108,7 +108,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .with_max_request_body_bytes(config.max_body_bytes);
     // Any replica on the store (or this server after a restart) can serve a session's next request.
     mcp_config.session_store = Some(Arc::new(StoredSessions::new(server.runtime.clone())));
-    let mcp = StreamableHttpService::new(move || Ok(factory_server.for_new_client()), sessions, mcp_config);
+    let mcp = StreamableHttpService::new(move || Ok(factory_server.clone()), sessions, mcp_config);
     let state = AppState { server, config: Arc::new(config.clone()), mcp };
     Router::new()
         .route("/mcp", any(mcp_endpoint))

@@ -4,18 +4,18 @@
 //! `notifications/progress`. Cancellation: rmcp cancels the request's token on
 //! `notifications/cancelled`; tools watch it through their context.
 //!
+//! Protocol revisions: every revision rmcp knows, 2026-07-28 included. rmcp negotiates the
+//! revision (an `initialize` handshake, or a `server/discover` and per-request `_meta` from
+//! 2026-07-28 on), checks per-request metadata and strips what an older revision lacks. Results
+//! here are therefore built in their newest shape: each says it is complete (`resultType`), and
+//! on 2026-07-28 each list says how long a client may keep it (`ttlMs`, `cacheScope`).
+//!
 //! Logging: each tool call's log line (the tool, its time, its outcome) goes to the client as
 //! `notifications/message` at or above the level it chose: with `logging/setLevel` for the rest of
 //! its session on a handshake revision, or per request (`_meta` `io.modelcontextprotocol/logLevel`)
 //! on 2026-07-28, which has no `logging/setLevel`.
 //!
 //! Over HTTP, a session's calls and its chosen level are known to every replica (`sessions.rs`).
-//!
-//! Protocol revisions: every revision rmcp knows, 2026-07-28 included. rmcp negotiates the
-//! revision (an `initialize` handshake, or a `server/discover` and per-request `_meta` from
-//! 2026-07-28 on), checks per-request metadata and strips what an older revision lacks. Results
-//! here are therefore built in their newest shape: each says it is complete (`resultType`), and
-//! each list says how long a client may keep it (`ttlMs`, `cacheScope`).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -184,13 +184,15 @@ impl ServerHandler for CksServer {
         if is_stateless(&context) {
             return Err(ErrorData::method_not_found::<rmcp::model::SetLevelRequestMethod>());
         }
-        self.client().set_log_level(request.level);
-        if let Some(session) = sessions::session_of(&context) {
+        match sessions::session_of(&context) {
             // Kept with the session, for the replica that serves its next call.
-            StoredSessions::new(self.runtime.clone())
-                .set_log_level(&session, request.level)
-                .await
-                .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?;
+            Some(session) => {
+                StoredSessions::new(self.runtime.clone())
+                    .set_log_level(&session, request.level)
+                    .await
+                    .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?;
+            }
+            None => self.client().set_log_level(request.level),
         }
         Ok(())
     }

@@ -32,7 +32,8 @@ pub struct CksServer {
     /// The guarded HTTP client of the tools that fetch a URL they are given.
     pub fetcher: Arc<Fetcher>,
     tools: Arc<Vec<Value>>,
-    /// What is kept of one client between its requests (see [`Self::for_new_client`]).
+    /// What is kept of the stdio client between its requests (over HTTP, a session's record
+    /// keeps it: `sessions.rs`).
     client: Arc<ClientState>,
     /// The calls running in MCP sessions over HTTP, for cancellations from other replicas.
     pub(crate) calls: Arc<crate::sessions::Calls>,
@@ -41,8 +42,8 @@ pub struct CksServer {
     large_texts_unescaped: bool,
 }
 
-/// What the server keeps of one client of a handshake revision between its requests: the level
-/// it chose for log messages (`logging/setLevel`).
+/// What the server keeps of its stdio client between requests: the level it chose for log
+/// messages (`logging/setLevel`).
 #[derive(Debug, Default)]
 pub(crate) struct ClientState {
     #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
@@ -116,12 +117,7 @@ impl CksServer {
         self
     }
 
-    /// The same server for another client: everything shared but what is kept of the client.
-    pub(crate) fn for_new_client(&self) -> Self {
-        CksServer { client: Arc::default(), ..self.clone() }
-    }
-
-    /// What is kept of this server's client.
+    /// What is kept of the stdio client.
     pub(crate) fn client(&self) -> &ClientState {
         &self.client
     }

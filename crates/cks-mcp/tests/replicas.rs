@@ -433,17 +433,22 @@ impl McpSession {
 
     /// A request's status and the answer in its stream (the message with its id).
     async fn ask(&self, replica: &Replica, id: u64, method: &str, params: Value) -> (u16, Value) {
+        let (status, messages) = self.exchange(replica, id, method, params).await;
+        (status, messages.into_iter().find(|message| message["id"] == json!(id)).unwrap_or(Value::Null))
+    }
+
+    /// A request's status and every message of its stream.
+    async fn exchange(&self, replica: &Replica, id: u64, method: &str, params: Value) -> (u16, Vec<Value>) {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let response = self.post(replica, &body).send().await.unwrap();
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
-        let answer = text
+        let messages = text
             .lines()
             .filter_map(|line| line.strip_prefix("data:"))
             .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|message| message["id"] == json!(id))
-            .unwrap_or(Value::Null);
-        (status, answer)
+            .collect();
+        (status, messages)
     }
 }
 
@@ -468,9 +473,37 @@ async fn an_mcp_session_is_served_by_every_replica_and_its_calls_cancelled_and_e
         .ask(&a, 2, "tools/call", json!({"name": "validate_knowledge", "arguments": {"json_data": graph}}))
         .await;
     let sid = created["result"]["structuredContent"]["session_id"].as_str().expect("a session").to_owned();
-    let (_, versions) =
-        session.ask(&b, 3, "tools/call", json!({"name": "list_versions", "arguments": {"session_id": sid}})).await;
+    // A log level chosen through A holds for a call through B: its log line comes on the
+    // session's stream from B (log lines go to the session's stream, not the call's).
+    let (_, chosen) = session.ask(&a, 3, "logging/setLevel", json!({"level": "info"})).await;
+    assert_eq!(chosen["result"], json!({}), "{chosen}");
+    let mut stream = session
+        .client
+        .get(format!("{}/mcp", b.base))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session.id)
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let list = json!({"name": "list_versions", "arguments": {"session_id": sid}});
+    let (_, versions) = session.ask(&b, 30, "tools/call", list).await;
     assert_eq!(versions["result"]["structuredContent"]["versions"].as_array().map(Vec::len), Some(1), "{versions}");
+    let mut seen = String::new();
+    let logged = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/message") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(logged, Ok(true), "the call's log line: {seen}");
+    assert!(seen.contains("\"tool\":\"list_versions\""), "{seen}");
+    drop(stream);
 
     // A chat on A, cancelled through B.
     let chat = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
