@@ -25,6 +25,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
+use futures::StreamExt as _;
 use futures::stream::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -74,6 +75,8 @@ struct AppState {
     server: CksServer,
     config: Arc<HttpConfig>,
     mcp: StreamableHttpService<CksServer, LocalSessionManager>,
+    /// rmcp's sessions in this process (also `mcp`'s).
+    sessions: Arc<LocalSessionManager>,
 }
 
 /// Serves HTTP on `listener` until the process ends.
@@ -99,7 +102,12 @@ fn without_nagle(
 pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let factory_server = server.clone();
     let sessions = Arc::new(LocalSessionManager::default());
-    tokio::spawn(crate::sessions::follow(server.runtime.clone(), server.calls.clone(), sessions.clone()));
+    tokio::spawn(crate::sessions::follow(
+        server.runtime.clone(),
+        server.calls.clone(),
+        server.streams.clone(),
+        sessions.clone(),
+    ));
     let mut mcp_config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts() // checked by our own middleware, with the same rules for every route
         // A stateless (2026-07-28) request whose handler sends nothing before its answer is
@@ -108,8 +116,8 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .with_max_request_body_bytes(config.max_body_bytes);
     // Any replica on the store (or this server after a restart) can serve a session's next request.
     mcp_config.session_store = Some(Arc::new(StoredSessions::new(server.runtime.clone())));
-    let mcp = StreamableHttpService::new(move || Ok(factory_server.clone()), sessions, mcp_config);
-    let state = AppState { server, config: Arc::new(config.clone()), mcp };
+    let mcp = StreamableHttpService::new(move || Ok(factory_server.clone()), sessions.clone(), mcp_config);
+    let state = AppState { server, config: Arc::new(config.clone()), mcp, sessions };
     Router::new()
         .route("/mcp", any(mcp_endpoint))
         .route("/health", get(health))
@@ -272,6 +280,11 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         }
         return response;
     }
+    if parts.method == Method::GET
+        && let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned)
+    {
+        return session_stream(&state, session, parts, body).await;
+    }
     if parts.method != Method::POST {
         return forward(&state, Request::from_parts(parts, body)).await;
     }
@@ -309,6 +322,34 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
     }
     let (status, reply) = bare::handle(&state.server, &bytes).await;
     (status, [(header::CONTENT_TYPE, "application/json")], reply.unwrap_or_else(|| "{}".into())).into_response()
+}
+
+/// A session's `GET` stream, where its own notifications go (its subscriptions' among them):
+/// noted open in [`crate::sessions::Streams`] while the client reads it. The first time, the
+/// server sends itself a notification in the session, to learn the session's peer.
+async fn session_stream(state: &AppState, session: String, parts: axum::http::request::Parts, body: Body) -> Response {
+    let (open, peer_known) = state.server.streams.opened(&session);
+    let extensions_source = parts.clone();
+    let response = forward(state, Request::from_parts(parts, body)).await;
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    if !peer_known {
+        use rmcp::model::{ClientJsonRpcMessage, ClientNotification, CustomNotification};
+        use rmcp::transport::streamable_http_server::session::SessionManager as _;
+        let mut message = ClientJsonRpcMessage::notification(ClientNotification::CustomNotification(
+            CustomNotification::new(crate::sessions::STREAM_OPENED, None),
+        ));
+        message.insert_extension(extensions_source);
+        let _ = state.sessions.accept_message(&Arc::from(session.as_str()), message).await;
+    }
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |chunk| {
+        // Held for as long as the client reads the stream.
+        let _ = &open;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 async fn forward(state: &AppState, request: Request) -> Response {

@@ -27,16 +27,17 @@ use rmcp::model::{
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType, ServerConfig,
 };
+use rmcp::model::{CustomNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use cks_tools::ProgressSink;
 
-use crate::completions;
 use crate::server::{CallOptions, CksServer};
 use crate::sessions::{self, StoredSessions};
+use crate::{completions, subscriptions};
 
 fn convert<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))
@@ -137,6 +138,36 @@ impl CksServer {
     }
 }
 
+impl CksServer {
+    /// Adds a resource to the client's subscriptions, or takes it out: in the session's record
+    /// over HTTP, for whichever replica holds the session's stream.
+    async fn subscribed(
+        &self,
+        uri: &str,
+        subscribed: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if subscribed {
+            if !subscriptions::subscribable(uri) {
+                return Err(ErrorData::invalid_params(format!("Resource not found or never changes: {uri}"), None));
+            }
+            // A session's resources exist while it is open.
+            CksServer::read_resource_exists(self, uri).await?;
+        }
+        match sessions::session_of(context) {
+            Some(session) => {
+                StoredSessions::new(self.runtime.clone())
+                    .set_subscribed(&session, uri, subscribed)
+                    .await
+                    .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?;
+            }
+            None if subscribed => self.client().subscribed.add(uri.to_owned()),
+            None => self.client().subscribed.remove(uri),
+        }
+        Ok(())
+    }
+}
+
 impl ServerHandler for CksServer {
     fn get_info(&self) -> ServerConfig {
         convert(CksServer::initialize_result(None)).unwrap_or_default()
@@ -195,6 +226,59 @@ impl ServerHandler for CksServer {
             None => self.client().set_log_level(request.level),
         }
         Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribed(&request.uri, true, &context).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribed(&request.uri, false, &context).await
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_ref()
+            .map(|uris| uris.iter().filter(|uri| subscriptions::subscribable(uri)).cloned().collect());
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut events = self.runtime.subscribe();
+        loop {
+            let event = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                event = events.recv() => event,
+            };
+            match event {
+                Ok(event) => {
+                    for uri in subscriptions::changes(&event.kind).uris {
+                        // The sink keeps to what the subscription accepted.
+                        let _ = context.sink().notify_resource_updated(uri).await;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            }
+        }
+    }
+
+    async fn on_custom_notification(&self, notification: CustomNotification, context: NotificationContext<RoleServer>) {
+        if notification.method == sessions::STREAM_OPENED
+            && let Some(session) = sessions::session_in(&context.extensions)
+        {
+            self.streams.note_peer(&session, &context.peer);
+        }
     }
 
     async fn complete(

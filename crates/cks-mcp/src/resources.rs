@@ -89,21 +89,40 @@ fn short(id: &str) -> &str {
     id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
 }
 
-/// `resources/read`.
-pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorData> {
-    let not_found = || invalid(format!("Resource not found: {uri}"));
-    let path = uri.strip_prefix("cks://sessions").ok_or_else(not_found)?;
+fn not_found(uri: &str) -> ErrorData {
+    invalid(format!("Resource not found: {uri}"))
+}
+
+/// The path of a `cks://sessions` URI, part by part, once the session it names (if any) is known
+/// to be open.
+async fn locate<'u>(runtime: &Runtime, uri: &'u str) -> Result<Vec<&'u str>, ErrorData> {
+    let path = uri.strip_prefix("cks://sessions").ok_or_else(|| not_found(uri))?;
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let map_err = |e: RuntimeError| match e {
-        RuntimeError::SessionNotFound(_) | RuntimeError::VersionNotFound { .. } => not_found(),
-        other => internal(other),
-    };
     // A closed session is gone, as it is for the tools.
     if let [id, ..] = parts.as_slice()
-        && runtime.info(id).await.map_err(map_err)?.closed
+        && runtime.info(id).await.map_err(|e| map_err(uri, e))?.closed
     {
-        return Err(not_found());
+        return Err(not_found(uri));
     }
+    Ok(parts)
+}
+
+fn map_err(uri: &str, e: RuntimeError) -> ErrorData {
+    match e {
+        RuntimeError::SessionNotFound(_) | RuntimeError::VersionNotFound { .. } => not_found(uri),
+        other => internal(other),
+    }
+}
+
+/// `Ok` when `uri` names the session list or an open session's resource.
+pub(crate) async fn exists(runtime: &Runtime, uri: &str) -> Result<(), ErrorData> {
+    locate(runtime, uri).await.map(drop)
+}
+
+/// `resources/read`.
+pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorData> {
+    let parts = locate(runtime, uri).await?;
+    let map_err = |e| map_err(uri, e);
     let text = match parts.as_slice() {
         [] => {
             let sessions = runtime.list_sessions().await.map_err(internal)?;
@@ -123,7 +142,7 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorDat
             let state = runtime.version_state(id, version_id).await.map_err(map_err)?;
             client_document(&state)
         }
-        _ => return Err(not_found()),
+        _ => return Err(not_found(uri)),
     };
     Ok(json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}))
 }

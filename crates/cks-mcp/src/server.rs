@@ -37,17 +37,20 @@ pub struct CksServer {
     client: Arc<ClientState>,
     /// The calls running in MCP sessions over HTTP, for cancellations from other replicas.
     pub(crate) calls: Arc<crate::sessions::Calls>,
+    /// The MCP sessions over HTTP whose notification stream is open here.
+    pub(crate) streams: Arc<crate::sessions::Streams>,
     /// Whether results leave their large texts unescaped for the transport (see
     /// [`Self::leaving_large_texts_to_the_transport`]).
     large_texts_unescaped: bool,
 }
 
 /// What the server keeps of its stdio client between requests: the level it chose for log
-/// messages (`logging/setLevel`).
+/// messages (`logging/setLevel`) and the resources it subscribed to.
 #[derive(Debug, Default)]
 pub(crate) struct ClientState {
     #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
     log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
+    pub(crate) subscribed: Arc<crate::subscriptions::Subscribed>,
 }
 
 #[allow(deprecated)]
@@ -87,6 +90,7 @@ impl CksServer {
             tools: Arc::new(tools),
             client: Arc::default(),
             calls: Arc::default(),
+            streams: Arc::default(),
             large_texts_unescaped: false,
         }
     }
@@ -131,7 +135,13 @@ impl CksServer {
     pub fn initialize_result(requested: Option<&str>) -> Value {
         json!({
             "protocolVersion": requested.filter(|v| SUPPORTED_VERSIONS.contains(v)).unwrap_or(PROTOCOL_VERSION),
-            "capabilities": {"tools": {}, "resources": {}, "prompts": {}, "completions": {}, "logging": {}},
+            "capabilities": {
+                "tools": {},
+                "resources": {"subscribe": true},
+                "prompts": {},
+                "completions": {},
+                "logging": {},
+            },
             "serverInfo": Self::server_info(),
         })
     }
@@ -182,6 +192,11 @@ impl CksServer {
 
     pub async fn read_resource(&self, uri: &str) -> Result<Value, ErrorData> {
         resources::read(&self.runtime, uri).await
+    }
+
+    /// `Ok` when `uri` names a resource that exists now; the same error as reading it otherwise.
+    pub(crate) async fn read_resource_exists(&self, uri: &str) -> Result<(), ErrorData> {
+        resources::exists(&self.runtime, uri).await
     }
 
     pub fn list_prompts(&self) -> Value {

@@ -7,17 +7,19 @@
 //! - cancellation between replicas ([`Calls`]): a `notifications/cancelled` may reach a replica
 //!   other than the one running the call, so it is passed on as a runtime event, which every
 //!   replica on the store receives, and the one running the call stops it ([`follow`]);
-//! - a session's end, passed on the same way, so no replica serves it after its client closed it.
+//! - a session's end, passed on the same way, so no replica serves it after its client closed it;
+//! - its subscriptions, in its record, told by the replica holding its `GET` stream ([`Streams`]),
+//!   which sees every commit's event.
 //!
 //! Over stdio, and for the stateless revision, none of this is needed: a stdio client has one
 //! server, and a stateless request keeps its call on the connection that carries it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
 use rmcp::model::{InitializeRequestParams, RequestId};
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
@@ -28,14 +30,25 @@ use tokio_util::sync::CancellationToken;
 use cks_runtime::Runtime;
 use cks_runtime::events::EventKind;
 
+use crate::subscriptions;
+
 /// The header naming a request's MCP session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The MCP session a request belongs to, when it came over HTTP in one.
 pub(crate) fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
-    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    session_in(&context.extensions)
+}
+
+/// The MCP session named by the HTTP request a message came in.
+pub(crate) fn session_in(extensions: &rmcp::model::Extensions) -> Option<String> {
+    let parts = extensions.get::<axum::http::request::Parts>()?;
     parts.headers.get(SESSION_HEADER)?.to_str().ok().map(str::to_owned)
 }
+
+/// The notification this server sends itself into a session whose `GET` stream opened here, so
+/// that it learns the session's peer (see [`Streams`]).
+pub(crate) const STREAM_OPENED: &str = "notifications/cks/stream_opened";
 
 /// A request id as one text: `5` and `"5"` are different requests.
 pub(crate) fn request_key(id: &RequestId) -> String {
@@ -49,6 +62,9 @@ struct Record {
     initialize: InitializeRequestParams,
     #[serde(default)]
     log_level: Option<rmcp::model::LoggingLevel>,
+    /// The resources the client subscribed to (`resources/subscribe`).
+    #[serde(default)]
+    subscriptions: BTreeSet<String>,
 }
 
 /// MCP sessions' records in the runtime's store.
@@ -91,6 +107,30 @@ impl StoredSessions {
     }
 }
 
+impl StoredSessions {
+    /// Adds (`subscribed`) or removes a resource of the session's subscriptions; false when the
+    /// session has no record.
+    pub(crate) async fn set_subscribed(
+        &self,
+        session: &str,
+        uri: &str,
+        subscribed: bool,
+    ) -> Result<bool, SessionStoreError> {
+        let Some(mut record) = self.record(session).await? else { return Ok(false) };
+        if subscribed {
+            record.subscriptions.insert(uri.to_owned());
+        } else {
+            record.subscriptions.remove(uri);
+        }
+        self.save(session, &record).await?;
+        Ok(true)
+    }
+
+    async fn subscriptions(&self, session: &str) -> BTreeSet<String> {
+        self.record(session).await.ok().flatten().map(|record| record.subscriptions).unwrap_or_default()
+    }
+}
+
 #[async_trait::async_trait]
 impl SessionStore for StoredSessions {
     async fn load(&self, session: &str) -> Result<Option<SessionState>, SessionStoreError> {
@@ -98,7 +138,8 @@ impl SessionStore for StoredSessions {
     }
 
     async fn store(&self, session: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let record = Record { initialize: state.initialize_params.clone(), log_level: None };
+        let record =
+            Record { initialize: state.initialize_params.clone(), log_level: None, subscriptions: BTreeSet::new() };
         self.save(session, &record).await
     }
 
@@ -148,12 +189,76 @@ impl Calls {
     }
 }
 
+/// The sessions whose `GET` stream (where a session's own notifications go) is open here, with
+/// the peer that writes to it, so that the changes to what they subscribed to reach them.
+#[derive(Debug, Default)]
+pub(crate) struct Streams {
+    open: Mutex<HashMap<String, OpenStream>>,
+}
+
+#[derive(Debug)]
+struct OpenStream {
+    count: usize,
+    peer: Option<Peer<RoleServer>>,
+}
+
+/// An open `GET` stream's place in [`Streams`], given up when the stream closes.
+pub(crate) struct StreamOpen {
+    streams: Arc<Streams>,
+    session: String,
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        let mut open = self.streams.lock();
+        if let Some(stream) = open.get_mut(&self.session) {
+            stream.count -= 1;
+            if stream.count == 0 {
+                open.remove(&self.session);
+            }
+        }
+    }
+}
+
+impl Streams {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, OpenStream>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes a `GET` stream of `session` open here; whether its peer is known already.
+    pub(crate) fn opened(self: &Arc<Self>, session: &str) -> (StreamOpen, bool) {
+        let mut open = self.lock();
+        let stream = open.entry(session.to_owned()).or_insert(OpenStream { count: 0, peer: None });
+        stream.count += 1;
+        let known = stream.peer.is_some();
+        (StreamOpen { streams: self.clone(), session: session.to_owned() }, known)
+    }
+
+    /// The peer of `session`, while a stream of it is open here.
+    pub(crate) fn note_peer(&self, session: &str, peer: &Peer<RoleServer>) {
+        if let Some(stream) = self.lock().get_mut(session) {
+            stream.peer.get_or_insert_with(|| peer.clone());
+        }
+    }
+
+    fn peers(&self) -> Vec<(String, Peer<RoleServer>)> {
+        self.lock().iter().filter_map(|(session, s)| Some((session.clone(), s.peer.clone()?))).collect()
+    }
+}
+
 /// Follows what the processes on the runtime's store tell each other of MCP sessions, until the
 /// runtime's events end: a call to stop, if it runs here (in `calls`); a session ended, which this
-/// process lets go of too (in `sessions`), so that its next request is refused here as well.
-pub(crate) async fn follow(runtime: Arc<Runtime>, calls: Arc<Calls>, sessions: Arc<LocalSessionManager>) {
+/// process lets go of too (in `sessions`), so that its next request is refused here as well; a
+/// change to a resource, told to the sessions subscribed to it whose stream is open here.
+pub(crate) async fn follow(
+    runtime: Arc<Runtime>,
+    calls: Arc<Calls>,
+    streams: Arc<Streams>,
+    sessions: Arc<LocalSessionManager>,
+) {
     let mut events = runtime.subscribe();
-    drop(runtime);
+    // Not kept alive by this task: its events end when it is dropped.
+    let runtime = Arc::downgrade(&runtime);
     loop {
         match events.recv().await {
             Ok(event) => match &event.kind {
@@ -164,7 +269,16 @@ pub(crate) async fn follow(runtime: Arc<Runtime>, calls: Arc<Calls>, sessions: A
                     // Not here (or ended here already): nothing to let go of.
                     let _ = sessions.close_session(&Arc::from(transport_session.as_str())).await;
                 }
-                _ => {}
+                kind => {
+                    let changes = subscriptions::changes(kind);
+                    let Some(runtime) = runtime.upgrade().filter(|_| !changes.uris.is_empty()) else { continue };
+                    let stored = StoredSessions::new(runtime);
+                    for (session, peer) in streams.peers() {
+                        let subscribed = stored.subscriptions(&session).await;
+                        let uris = changes.uris.iter().filter(|uri| subscribed.contains(*uri)).cloned().collect();
+                        subscriptions::notify(&peer, uris).await;
+                    }
+                }
             },
             // What was missed is missed: a call whose cancellation was lost runs to its end.
             Err(RecvError::Lagged(_)) => continue,

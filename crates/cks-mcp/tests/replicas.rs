@@ -503,6 +503,27 @@ async fn an_mcp_session_is_served_by_every_replica_and_its_calls_cancelled_and_e
     .await;
     assert_eq!(logged, Ok(true), "the call's log line: {seen}");
     assert!(seen.contains("\"tool\":\"list_versions\""), "{seen}");
+
+    // Subscribed through A, a commit through A is heard on the stream B holds.
+    let uri = format!("cks://sessions/{sid}");
+    let (_, subscribed) = session.ask(&a, 31, "resources/subscribe", json!({"uri": uri})).await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    let add = json!({"name": "evolve_knowledge", "arguments": {"session_id": sid, "operations": [
+        {"type": "add_object", "identity": {"id": "b", "type": "T", "name": "B"}}]}});
+    let (_, evolved) = session.ask(&a, 32, "tools/call", add).await;
+    assert_eq!(evolved["result"]["isError"], false, "{evolved}");
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/resources/updated") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "the commit's resources/updated: {seen}");
+    assert!(seen.contains(&format!("\"uri\":\"{uri}\"")), "{seen}");
     drop(stream);
 
     // A chat on A, cancelled through B.

@@ -300,3 +300,85 @@ async fn completions_suggest_sessions_versions_and_objects_for_prompts_and_templ
         mcp.request("completion/complete", complete(reference, "version_id", "", json!({"session_id": sid}))).await;
     assert_eq!(answer["result"]["completion"]["values"], json!([version]), "{answer}");
 }
+
+/// Waits up to `wait` for `notifications/resources/updated` about `uri`, keeping the others.
+async fn updated_within(mcp: &mut Mcp, uri: &str, wait: std::time::Duration) -> Option<Value> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if let Some(i) = mcp
+            .notifications
+            .iter()
+            .position(|n| n["method"] == "notifications/resources/updated" && n["params"]["uri"] == uri)
+        {
+            return Some(mcp.notifications.remove(i));
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match mcp.read(left).await {
+            Some(message) => mcp.notifications.push(message),
+            None => return None,
+        }
+    }
+}
+
+/// A notification that should come: waits long for it.
+async fn updated(mcp: &mut Mcp, uri: &str) -> Option<Value> {
+    updated_within(mcp, uri, std::time::Duration::from_secs(10)).await
+}
+
+/// A notification that should not come: waits a second for it (it comes at once or not at all).
+async fn not_updated(mcp: &mut Mcp, uri: &str) -> bool {
+    updated_within(mcp, uri, std::time::Duration::from_secs(1)).await.is_none()
+}
+
+fn add_object(sid: &str, id: &str) -> Value {
+    json!({"name": "evolve_knowledge", "arguments": {"session_id": sid, "operations": [
+        {"type": "add_object", "identity": {"id": id, "type": "T", "name": id}}]}})
+}
+
+#[tokio::test]
+async fn subscribers_hear_of_each_commit_in_both_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::start(dir.path(), &[]).await;
+    let created = mcp.call("validate_knowledge", json!({"json_data": graph()})).await;
+    let sid = created["session_id"].as_str().unwrap().to_owned();
+    let uri = format!("cks://sessions/{sid}");
+    for refused in
+        [format!("{uri}/versions/{}", created["version_id"].as_str().unwrap()), "cks://sessions/no-such".into()]
+    {
+        let answer = mcp.request("resources/subscribe", json!({"uri": refused})).await;
+        assert_eq!(answer["error"]["code"], -32602, "{refused}: {answer}");
+    }
+    assert_eq!(mcp.request("resources/subscribe", json!({"uri": uri})).await["result"], json!({}));
+    mcp.request("tools/call", add_object(&sid, "b")).await;
+    let heard = updated(&mut mcp, &uri).await.expect("resources/updated after the commit");
+    assert_eq!(heard["params"]["uri"], uri);
+    assert!(not_updated(&mut mcp, "cks://sessions").await, "the list was not subscribed to");
+    mcp.request("resources/unsubscribe", json!({"uri": uri})).await;
+    mcp.request("tools/call", add_object(&sid, "c")).await;
+    assert!(not_updated(&mut mcp, &uri).await, "no word after unsubscribing");
+    drop(mcp);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::spawn(dir.path(), &[], &[]).await;
+    let mut create = json!({"name": "validate_knowledge", "arguments": {"json_data": graph()}});
+    create["_meta"] = meta(STATELESS);
+    let created = mcp.request("tools/call", create).await;
+    let sid = created["result"]["structuredContent"]["session_id"].as_str().unwrap().to_owned();
+    let uri = format!("cks://sessions/{sid}");
+    let listen =
+        json!({"notifications": {"resourceSubscriptions": [uri, "test://not-ours"]}, "_meta": meta(STATELESS)});
+    let listening = mcp.send_request("subscriptions/listen", listen).await;
+    let acknowledged = loop {
+        let message = mcp.read(std::time::Duration::from_secs(10)).await.expect("an acknowledgment");
+        if message["method"] == "notifications/subscriptions/acknowledged" {
+            break message;
+        }
+    };
+    assert_eq!(acknowledged["params"]["notifications"]["resourceSubscriptions"], json!([uri]), "{acknowledged}");
+    let mut evolve = add_object(&sid, "b");
+    evolve["_meta"] = meta(STATELESS);
+    let id = mcp.send_request("tools/call", evolve).await;
+    mcp.response(id).await;
+    let heard = updated(&mut mcp, &uri).await.expect("resources/updated on the listening stream");
+    assert_eq!(heard["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], json!(listening), "{heard}");
+}
