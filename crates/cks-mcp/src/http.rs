@@ -43,7 +43,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::config::Config;
 use crate::server::CksServer;
-use crate::sessions::StoredSessions;
 
 mod bare;
 mod body;
@@ -104,6 +103,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let sessions = Arc::new(LocalSessionManager::default());
     tokio::spawn(crate::sessions::follow(
         server.runtime.clone(),
+        server.records.clone(),
         server.calls.clone(),
         server.streams.clone(),
         sessions.clone(),
@@ -115,7 +115,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .with_json_response(true)
         .with_max_request_body_bytes(config.max_body_bytes);
     // Any replica on the store (or this server after a restart) can serve a session's next request.
-    mcp_config.session_store = Some(Arc::new(StoredSessions::new(server.runtime.clone())));
+    mcp_config.session_store = Some(Arc::new(server.records.clone()));
     let mcp = StreamableHttpService::new(move || Ok(factory_server.clone()), sessions.clone(), mcp_config);
     let state = AppState { server, config: Arc::new(config.clone()), mcp, sessions };
     Router::new()

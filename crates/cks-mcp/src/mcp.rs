@@ -36,7 +36,7 @@ use rmcp::{RoleServer, ServerHandler};
 use cks_tools::ProgressSink;
 
 use crate::server::{CallOptions, CksServer};
-use crate::sessions::{self, StoredSessions};
+use crate::sessions;
 use crate::{completions, subscriptions};
 
 fn convert<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
@@ -132,7 +132,7 @@ impl CksServer {
             return context.meta.log_level();
         }
         match sessions::session_of(context) {
-            Some(session) => StoredSessions::new(self.runtime.clone()).log_level(&session).await,
+            Some(session) => self.records.log_level(&session).await,
             None => self.client().log_level(),
         }
     }
@@ -156,7 +156,7 @@ impl CksServer {
         }
         match sessions::session_of(context) {
             Some(session) => {
-                StoredSessions::new(self.runtime.clone())
+                self.records
                     .set_subscribed(&session, uri, subscribed)
                     .await
                     .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?;
@@ -218,7 +218,7 @@ impl ServerHandler for CksServer {
         match sessions::session_of(&context) {
             // Kept with the session, for the replica that serves its next call.
             Some(session) => {
-                StoredSessions::new(self.runtime.clone())
+                self.records
                     .set_log_level(&session, request.level)
                     .await
                     .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?;

@@ -39,6 +39,8 @@ pub struct CksServer {
     pub(crate) calls: Arc<crate::sessions::Calls>,
     /// The MCP sessions over HTTP whose notification stream is open here.
     pub(crate) streams: Arc<crate::sessions::Streams>,
+    /// The records of MCP sessions over HTTP, as read from the store.
+    pub(crate) records: crate::sessions::StoredSessions,
     /// Whether results leave their large texts unescaped for the transport (see
     /// [`Self::leaving_large_texts_to_the_transport`]).
     large_texts_unescaped: bool,
@@ -81,6 +83,7 @@ impl CksServer {
     pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
         let tools = registry.iter().map(tool_entry).collect();
         CksServer {
+            records: crate::sessions::StoredSessions::new(&runtime),
             runtime,
             registry,
             llm,

@@ -57,7 +57,7 @@ pub(crate) fn request_key(id: &RequestId) -> String {
 
 /// One session's record, as stored.
 #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 struct Record {
     initialize: InitializeRequestParams,
     #[serde(default)]
@@ -67,24 +67,56 @@ struct Record {
     subscriptions: BTreeSet<String>,
 }
 
-/// MCP sessions' records in the runtime's store.
-#[derive(Clone, Debug)]
+/// MCP sessions' records in the runtime's store, each read once and kept here until it changes
+/// (on any replica: [`follow`] forgets it), so a session's calls do not read the store each time.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct StoredSessions {
-    runtime: Arc<Runtime>,
+    /// Not kept alive by the records: a runtime that is dropped ends [`follow`].
+    runtime: std::sync::Weak<Runtime>,
+    read: Arc<Mutex<HashMap<String, Record>>>,
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record").field("subscriptions", &self.subscriptions).finish_non_exhaustive()
+    }
 }
 
 impl StoredSessions {
-    pub(crate) fn new(runtime: Arc<Runtime>) -> Self {
-        StoredSessions { runtime }
+    pub(crate) fn new(runtime: &Arc<Runtime>) -> Self {
+        StoredSessions { runtime: Arc::downgrade(runtime), read: Arc::default() }
+    }
+
+    fn runtime(&self) -> Result<Arc<Runtime>, SessionStoreError> {
+        self.runtime.upgrade().ok_or_else(|| "the server is shutting down".into())
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
+        self.read.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the copy of a session's record: it changed, or the session ended.
+    fn forget(&self, session: &str) {
+        self.kept().remove(session);
     }
 
     async fn record(&self, session: &str) -> Result<Option<Record>, SessionStoreError> {
-        let Some(text) = self.runtime.transport_session(session).await? else { return Ok(None) };
-        Ok(serde_json::from_str(&text).ok())
+        if let Some(record) = self.kept().get(session) {
+            return Ok(Some(record.clone()));
+        }
+        let Some(text) = self.runtime()?.transport_session(session).await? else { return Ok(None) };
+        let record: Option<Record> = serde_json::from_str(&text).ok();
+        if let Some(record) = &record {
+            self.kept().insert(session.to_owned(), record.clone());
+        }
+        Ok(record)
     }
 
     async fn save(&self, session: &str, record: &Record) -> Result<(), SessionStoreError> {
-        Ok(self.runtime.save_transport_session(session, &serde_json::to_string(record)?).await?)
+        self.runtime()?.save_transport_session(session, &serde_json::to_string(record)?).await?;
+        // This replica's next call sees it at once; the others once they hear of the change.
+        self.kept().insert(session.to_owned(), record.clone());
+        Ok(())
     }
 
     /// The log level the session's client chose, on whichever replica it chose it.
@@ -144,7 +176,7 @@ impl SessionStore for StoredSessions {
     }
 
     async fn delete(&self, session: &str) -> Result<(), SessionStoreError> {
-        self.runtime.end_transport_session(session).await?;
+        self.runtime()?.end_transport_session(session).await?;
         Ok(())
     }
 }
@@ -252,36 +284,41 @@ impl Streams {
 /// change to a resource, told to the sessions subscribed to it whose stream is open here.
 pub(crate) async fn follow(
     runtime: Arc<Runtime>,
+    records: StoredSessions,
     calls: Arc<Calls>,
     streams: Arc<Streams>,
     sessions: Arc<LocalSessionManager>,
 ) {
     let mut events = runtime.subscribe();
     // Not kept alive by this task: its events end when it is dropped.
-    let runtime = Arc::downgrade(&runtime);
+    drop(runtime);
     loop {
         match events.recv().await {
             Ok(event) => match &event.kind {
                 EventKind::CallCancelled { transport_session, request_id } => {
                     calls.cancel(transport_session, request_id);
                 }
+                EventKind::TransportSessionChanged { transport_session } => records.forget(transport_session),
                 EventKind::TransportSessionEnded { transport_session } => {
+                    records.forget(transport_session);
                     // Not here (or ended here already): nothing to let go of.
                     let _ = sessions.close_session(&Arc::from(transport_session.as_str())).await;
                 }
                 kind => {
                     let changes = subscriptions::changes(kind);
-                    let Some(runtime) = runtime.upgrade().filter(|_| !changes.uris.is_empty()) else { continue };
-                    let stored = StoredSessions::new(runtime);
+                    if changes.uris.is_empty() {
+                        continue;
+                    }
                     for (session, peer) in streams.peers() {
-                        let subscribed = stored.subscriptions(&session).await;
+                        let subscribed = records.subscriptions(&session).await;
                         let uris = changes.uris.iter().filter(|uri| subscribed.contains(*uri)).cloned().collect();
                         subscriptions::notify(&peer, uris).await;
                     }
                 }
             },
-            // What was missed is missed: a call whose cancellation was lost runs to its end.
-            Err(RecvError::Lagged(_)) => continue,
+            // What was missed is missed: a call whose cancellation was lost runs to its end, and
+            // the copies of records, which may have changed meanwhile, are read again.
+            Err(RecvError::Lagged(_)) => records.kept().clear(),
             Err(RecvError::Closed) => return,
         }
     }

@@ -39,10 +39,14 @@ pub enum EventKind {
     },
     /// A client asked to stop a call it made in a transport session (see
     /// [`crate::transport_sessions`]): the process running the call, whichever it is, stops it.
-    /// Like the next, it concerns no knowledge session ([`EventKind::concerns_a_session`]).
+    /// Like the two after it, it concerns no knowledge session ([`EventKind::concerns_a_session`]).
     CallCancelled {
         transport_session: String,
         request_id: String,
+    },
+    /// A transport session's record changed: a process that keeps a copy reads it again.
+    TransportSessionChanged {
+        transport_session: String,
     },
     /// A transport session ended (its client closed it): every process that serves it lets it go.
     TransportSessionEnded {
@@ -60,6 +64,7 @@ impl EventKind {
             EventKind::TransactionCommitted { .. } => "TransactionCommitted",
             EventKind::TransactionRolledBack { .. } => "TransactionRolledBack",
             EventKind::CallCancelled { .. } => "CallCancelled",
+            EventKind::TransportSessionChanged { .. } => "TransportSessionChanged",
             EventKind::TransportSessionEnded { .. } => "TransportSessionEnded",
         }
     }
@@ -72,13 +77,15 @@ impl EventKind {
             | EventKind::VersionCreated { session_id, .. }
             | EventKind::TransactionCommitted { session_id, .. }
             | EventKind::TransactionRolledBack { session_id, .. } => session_id,
-            EventKind::CallCancelled { .. } | EventKind::TransportSessionEnded { .. } => "",
+            EventKind::CallCancelled { .. }
+            | EventKind::TransportSessionChanged { .. }
+            | EventKind::TransportSessionEnded { .. } => "",
         }
     }
 
     /// Whether the event is about a knowledge session (what `/events` shows its clients), rather
     /// than news between the server's own processes.
     pub fn concerns_a_session(&self) -> bool {
-        !matches!(self, EventKind::CallCancelled { .. } | EventKind::TransportSessionEnded { .. })
+        !self.session_id().is_empty()
     }
 }

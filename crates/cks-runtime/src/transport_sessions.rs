@@ -32,11 +32,13 @@ struct Stored {
 }
 
 impl Runtime {
-    /// Saves (or replaces) the record of the transport session `id`.
+    /// Saves (or replaces) the record of the transport session `id`, and tells every process on
+    /// the store (an [`EventKind::TransportSessionChanged`]).
     pub async fn save_transport_session(&self, id: &str, record: &str) -> Result<(), RuntimeError> {
         let stored = Stored { saved_at: crate::runtime::now(), record: record.to_owned() };
         let text = serde_json::to_string(&stored).expect("records encode");
         self.store().save_setting(&format!("{RECORD}{id}"), &text).await?;
+        self.emit(EventKind::TransportSessionChanged { transport_session: id.to_owned() });
         let now_ms = crate::tasks::now_ms();
         let last = PRUNED_AT_MS.load(Ordering::Relaxed);
         if now_ms - last >= PRUNE_EVERY_MS
@@ -100,6 +102,9 @@ mod tests {
             "any runtime on the store"
         );
         let mut events = runtime.subscribe();
+        runtime.save_transport_session("a", "third").await.unwrap();
+        let changed = EventKind::TransportSessionChanged { transport_session: "a".into() };
+        assert_eq!(events.recv().await.unwrap().kind, changed);
         assert!(runtime.end_transport_session("a").await.unwrap());
         assert_eq!(
             events.recv().await.unwrap().kind,
