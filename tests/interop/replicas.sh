@@ -9,7 +9,8 @@
 # Needs what tests/interop/run.sh installs (the SDKs); installs PostgreSQL and nginx when missing.
 #
 # `--bench [calls]` measures instead: sequential calls (examples/http_sequential.rs) in a 2025-11-25
-# session and as stateless 2026-07-28 requests, to one replica and through nginx to both.
+# session and as stateless 2026-07-28 requests, to one replica and through nginx to both, in
+# three rounds.
 set -euo pipefail
 bench=
 if [ "${1:-}" = --bench ]; then bench=${2:-2000}; fi
@@ -57,10 +58,15 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$proxy/health" >/dev/null && break; sleep 0.1; done
 
 if [ -n "$BENCH" ]; then
-  for target in "${replicas[0]}" "127.0.0.1:$proxy"; do
-    for mode in "" --stateless; do
-      echo "bench: $target ${mode:-session}"
-      "$ROOT/target/release/examples/http_sequential" "$BENCH" $mode --url "http://$target/mcp"
+  # Rounds of one replica, then nginx, in turn: each call adds a session to the database, which
+  # slows later runs a little, so neither target gets all the early runs.
+  for round in 1 2 3; do
+    for mode in session --stateless; do
+      for target in "${replicas[0]}" "127.0.0.1:$proxy"; do
+        printf "bench: round %s, %s, %s: " "$round" "$([ "$target" = "${replicas[0]}" ] && echo "one replica" || echo nginx)" "${mode#--}"
+        "$ROOT/target/release/examples/http_sequential" "$BENCH" $([ "$mode" = session ] || echo "$mode") \
+          --url "http://$target/mcp"
+      done
     done
   done
   exit 0
