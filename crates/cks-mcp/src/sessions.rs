@@ -67,6 +67,10 @@ struct Record {
     subscriptions: BTreeSet<String>,
 }
 
+/// The most records kept at once: past it, all are let go and read again as they are needed
+/// (sessions that are never ended would otherwise be kept for good).
+const MAX_KEPT: usize = 10_000;
+
 /// MCP sessions' records in the runtime's store, each read once and kept here until it changes
 /// (on any replica: [`follow`] forgets it), so a session's calls do not read the store each time.
 #[derive(Clone, Debug, Default)]
@@ -95,6 +99,14 @@ impl StoredSessions {
         self.read.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn keep(&self, session: &str, record: &Record) {
+        let mut kept = self.kept();
+        if kept.len() >= MAX_KEPT {
+            kept.clear();
+        }
+        kept.insert(session.to_owned(), record.clone());
+    }
+
     /// Forgets the copy of a session's record: it changed, or the session ended.
     fn forget(&self, session: &str) {
         self.kept().remove(session);
@@ -107,7 +119,7 @@ impl StoredSessions {
         let Some(text) = self.runtime()?.transport_session(session).await? else { return Ok(None) };
         let record: Option<Record> = serde_json::from_str(&text).ok();
         if let Some(record) = &record {
-            self.kept().insert(session.to_owned(), record.clone());
+            self.keep(session, record);
         }
         Ok(record)
     }
@@ -115,7 +127,7 @@ impl StoredSessions {
     async fn save(&self, session: &str, record: &Record) -> Result<(), SessionStoreError> {
         self.runtime()?.save_transport_session(session, &serde_json::to_string(record)?).await?;
         // This replica's next call sees it at once; the others once they hear of the change.
-        self.kept().insert(session.to_owned(), record.clone());
+        self.keep(session, record);
         Ok(())
     }
 
@@ -137,9 +149,7 @@ impl StoredSessions {
         self.save(session, &record).await?;
         Ok(true)
     }
-}
 
-impl StoredSessions {
     /// Adds (`subscribed`) or removes a resource of the session's subscriptions; false when the
     /// session has no record.
     pub(crate) async fn set_subscribed(
