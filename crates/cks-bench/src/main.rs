@@ -2,7 +2,7 @@
 //!
 //! Starts an MCP server command over stdio, as a real client would, each time on a fresh
 //! temporary data directory (`CKS_MCP_DATA_DIR` and `CKS_MCP_DB_PATH` point into it), and measures
-//! the list of issue 6: cold start, `query_subgraph` latency and throughput, an `ai_chat` turn
+//! these: cold start, `query_subgraph` latency and throughput, an `ai_chat` turn
 //! against a scripted local provider, and graph-scale operations at 1k / 10k / 50k objects. Writes
 //! one JSON line per measurement and a Markdown table; `--compare` prints ours against the
 //! reference with ratios and the goals.

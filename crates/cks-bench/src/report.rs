@@ -1,5 +1,5 @@
 //! Measurement records (one JSON line each), the Markdown tables, and the side-by-side
-//! comparison against the goals of issue 6.
+//! comparison against the performance goals (BENCHMARKS.md).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -271,7 +271,7 @@ fn higher_is_better(unit: &str) -> bool {
     unit.ends_with("/s")
 }
 
-/// The goal of issue 6 for a measurement, as the least "times better" factor.
+/// The performance goal for a measurement, as the least "times better" factor.
 fn goal(measurement: &str, size: Option<u64>) -> Option<(f64, &'static str)> {
     match (measurement, size) {
         ("cold_start_p50", _) => Some((18.0, "≥ 18× faster")),

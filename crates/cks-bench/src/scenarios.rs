@@ -1,4 +1,4 @@
-//! The measurements of issue 6, item 1, each on its own server process and fresh data directory.
+//! The end-to-end measurements, each on its own server process and fresh data directory.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Provider selection and configuration, read from an injected environment (DESIGN.md §5.6 and §7).
+//! Provider selection and configuration, read from an injected environment.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|

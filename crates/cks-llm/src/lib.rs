@@ -4,7 +4,7 @@
 //!   [`ChatRequest`], [`ChatResponse`]); provider-private data rides inside blocks as [`ProviderState`].
 //! - `providers`: four adapters (Anthropic, OpenAI-compatible, Gemini, Ollama) that only translate.
 //! - `http`: the one HTTP layer — timeouts, bounded jittered retries, SSE/NDJSON streams, redaction.
-//! - [`config`]: provider selection and settings from an injected environment (DESIGN.md §5.6, §7).
+//! - [`config`]: provider selection and settings from an injected environment.
 //! - [`LlmClient`]: `chat`, `status`, `list_models`, `telemetry`.
 //!
 //! Invariant: only `providers/*` know a provider's JSON; only `http` talks to the network; the client and
