@@ -5,6 +5,7 @@
 //! Invariant: this crate does no IO and has no async code; every function is deterministic.
 
 pub mod diff;
+mod error_chain;
 mod fields;
 pub mod hash;
 pub mod json;
@@ -23,6 +24,7 @@ pub mod text;
 pub mod validate;
 
 pub use diff::{DiffSummary, diff, diff_from, summarize, summarize_from};
+pub use error_chain::error_chain;
 pub use hash::{ContentHash, object_hash};
 pub use merge::{Conflict, MergeError, MergeOutcome, Resolution, Resolutions, merge, parse_resolutions};
 pub use object::{Identity, KnowledgeObject, RelationView, Structure};

@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use cks_core::error_chain;
 use futures::StreamExt;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio::time::Instant;
@@ -416,20 +417,6 @@ async fn read_limited(resp: reqwest::Response) -> Vec<u8> {
         }
     }
     out
-}
-
-/// The error and its causes on one line (reqwest's top-level message alone rarely says what failed).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
 }
 
 fn transport_failure(e: &reqwest::Error, timeout: Duration) -> Failure {

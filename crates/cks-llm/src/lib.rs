@@ -42,7 +42,6 @@ pub use conversation::{
     ToolResult, ToolSpec, Usage,
 };
 pub use error::{ErrorContext, ErrorKind, LlmError};
-pub use http::error_chain;
 pub use providers::ModelInfo;
 pub use redact::{REDACTED, Redactor, SECRET_ENV_VARS, Secret};
 pub use telemetry::{CallOutcome, CallRecord, Operation, TelemetrySnapshot, Totals};

@@ -70,13 +70,13 @@ pub struct Config {
     pub cache_sessions: usize,
     pub cache_objects: usize,
     /// What the guarded fetcher may reach (`CKS_FETCH_ALLOWED_NETWORKS`).
-    pub fetch: cks_tools::fetch::FetchPolicy,
+    pub fetch: cks_web::fetch::FetchPolicy,
     /// Whether the sweepers run, how often, and how long a source check stays fresh (`CKS_SWEEPERS`,
     /// `CKS_SWEEP_INTERVAL_SECONDS`, `CKS_PROVENANCE_TTL_SECONDS`).
     pub sweepers: cks_runtime::SweepersConfig,
     /// Which autonomous processes run (`CKS_EMBEDDED_AGENTS`, `CKS_EMBED_CRITIC_AGENT`, `CKS_CRITIC_*`,
     /// `CKS_EMBED_PIPELINE_AGENT`, `CKS_PIPELINE_*`).
-    pub processes: cks_tools::processes::ProcessesConfig,
+    pub processes: cks_workers::ProcessesConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
@@ -138,7 +138,7 @@ impl Config {
                 .and_then(|v| v.parse().ok())
                 .map_or(defaults.provenance_ttl, std::time::Duration::from_secs),
         };
-        let fetch = cks_tools::fetch::FetchPolicy {
+        let fetch = cks_web::fetch::FetchPolicy {
             // Checked above.
             allowed: get("CKS_FETCH_ALLOWED_NETWORKS")
                 .map(variables::networks)
@@ -226,12 +226,8 @@ fn merge_dotenv(mut env: HashMap<String, String>, path: &Path) -> (HashMap<Strin
 }
 
 /// The autonomous processes' settings (the values were checked against their forms already).
-fn processes_config<'a>(
-    get: &impl Fn(&str) -> Option<&'a str>,
-) -> anyhow::Result<cks_tools::processes::ProcessesConfig> {
-    use cks_tools::processes::{
-        CRITIC_TASK_TYPES, EnrichmentConfig, PipelineConfig, ProcessesConfig, Source, SourcePolicy,
-    };
+fn processes_config<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> anyhow::Result<cks_workers::ProcessesConfig> {
+    use cks_workers::{CRITIC_TASK_TYPES, EnrichmentConfig, PipelineConfig, ProcessesConfig, Source, SourcePolicy};
     let yes = |name: &str| get(name).map(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"));
     let seconds = |name: &str, default: std::time::Duration| {
         get(name).and_then(|v| v.parse().ok()).map_or(default, std::time::Duration::from_secs)
@@ -380,7 +376,7 @@ mod tests {
 
     #[test]
     fn enrichment_runs_when_embedded_searching_the_configured_sources() {
-        use cks_tools::processes::{EnrichmentConfig, Source};
+        use cks_workers::{EnrichmentConfig, Source};
         let resolve = |vars: &[(&str, &str)]| Config::resolve(&cli(&[]), env(vars)).map(|c| c.processes.enrichment);
         assert_eq!(resolve(&[]).unwrap(), EnrichmentConfig::default(), "off by default");
         assert!(resolve(&[("CKS_EMBEDDED_AGENTS", "true")]).unwrap().enabled);
@@ -409,7 +405,7 @@ mod tests {
 
     #[test]
     fn the_pipeline_runs_when_embedded_with_the_references_step_limits() {
-        use cks_tools::processes::PipelineConfig;
+        use cks_workers::PipelineConfig;
         let resolve = |vars: &[(&str, &str)]| Config::resolve(&cli(&[]), env(vars)).map(|c| c.processes.pipeline);
         assert_eq!(resolve(&[]).unwrap(), PipelineConfig::default(), "off by default");
         let defaults = PipelineConfig::default();

@@ -19,6 +19,7 @@ pub mod server;
 mod sessions;
 mod stdio;
 pub mod storage_commands;
+pub mod stores;
 mod subscriptions;
 
 use std::collections::HashMap;
@@ -28,9 +29,9 @@ use anyhow::Context;
 use clap::Parser;
 
 use cks_agent::{AiChat, AiChatConfig};
-use cks_runtime::store::Store;
 use cks_runtime::store::memory::MemoryStore;
-use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
+use cks_runtime::store::sqlite::SqliteOptions;
+use cks_runtime::store::{Store, StoreLocation, StoreOpener};
 use cks_runtime::{Runtime, RuntimeConfig, Sweepers};
 use cks_tools::{LlmAccess, Registry};
 
@@ -70,18 +71,21 @@ fn init_logging(config: &Config) {
 
 /// Opens the configured store (creating or migrating its schema).
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let stores = stores::Stores {
+        sqlite: SqliteOptions { synchronous_full: config.sqlite_synchronous_full, ..SqliteOptions::default() },
+        postgres: cks_postgres::PostgresOptions { pool_size: config.pg_pool_size, ..Default::default() },
+    };
     Ok(match &config.storage {
-        Storage::Sqlite(path) => Arc::new(
-            SqliteStore::open(
-                path,
-                &SqliteOptions { synchronous_full: config.sqlite_synchronous_full, ..SqliteOptions::default() },
-            )
+        Storage::Sqlite(path) => stores
+            .open(&StoreLocation::Sqlite(path.clone()))
+            .await
+            .map_err(anyhow::Error::from_boxed)
             .with_context(|| format!("opening the database at {}", path.display()))?,
-        ),
-        Storage::Postgres(url) => {
-            let options = cks_postgres::PostgresOptions { pool_size: config.pg_pool_size, ..Default::default() };
-            Arc::new(cks_postgres::PostgresStore::connect(url, &options).await.context("CKS_MCP_DB_PATH")?)
-        }
+        Storage::Postgres(url) => stores
+            .open(&StoreLocation::Postgres(url.clone()))
+            .await
+            .map_err(anyhow::Error::from_boxed)
+            .context("CKS_MCP_DB_PATH")?,
         Storage::Memory => Arc::new(MemoryStore::new()),
     })
 }
@@ -125,7 +129,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .with_provenance(key)
         .with_sweepers(sweepers.clone())
         .with_fetch_policy(config.fetch.clone());
-    let processes = cks_tools::processes::Processes::start(server.context(), &config.processes);
+    let processes = cks_workers::Processes::start(server.context(), &config.processes);
 
     let http = match config.http {
         Some(addr) => {

@@ -9,9 +9,10 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use tokio_util::sync::CancellationToken;
 
 use cks_core::validate::ProvenanceKey;
+use cks_runtime::store::StoreOpener;
 use cks_runtime::{Runtime, Sweepers};
-use cks_tools::fetch::{FetchPolicy, Fetcher};
 use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
+use cks_web::fetch::{FetchPolicy, Fetcher};
 
 use crate::json_text::LargeText;
 use crate::{prompts, resources};
@@ -31,6 +32,8 @@ pub struct CksServer {
     pub sweepers: Option<Arc<Sweepers>>,
     /// The guarded HTTP client of the tools that fetch a URL they are given.
     pub fetcher: Arc<Fetcher>,
+    /// Opens the stores tools name (`migrate_storage`'s target).
+    pub stores: Arc<dyn StoreOpener>,
     tools: Arc<Vec<Value>>,
     /// What is kept of the stdio client between its requests (over HTTP, a session's record
     /// keeps it: `sessions.rs`).
@@ -90,6 +93,7 @@ impl CksServer {
             provenance: None,
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
+            stores: Arc::new(crate::stores::Stores::default()),
             tools: Arc::new(tools),
             client: Arc::default(),
             calls: Arc::default(),
@@ -161,6 +165,7 @@ impl CksServer {
         ctx.registry = Some(self.registry.clone());
         ctx.sweepers = self.sweepers.clone();
         ctx.fetcher = self.fetcher.clone();
+        ctx.stores = self.stores.clone();
         if let Some(key) = &self.provenance {
             ctx.provenance = key.clone();
         }

@@ -77,6 +77,7 @@ pub async fn run(command: &impl StorageCommand, config: &Config) -> anyhow::Resu
     let (tool, args) = command.tool_call(config)?;
     let runtime = Arc::new(Runtime::new(crate::open_store(config).await?, RuntimeConfig::default()));
     let mut ctx = ToolContext::new(runtime);
+    ctx.stores = Arc::new(crate::stores::Stores::default());
     ctx.progress = Some(Arc::new(StderrProgress::default()));
     let result = Registry::standard().call(tool, args, &ctx).await?;
     if let Some(code) = result.get("error").and_then(Value::as_str) {

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cks_core::error_chain;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use futures::StreamExt as _;
 use rustls::pki_types::CertificateDer;
@@ -157,21 +158,6 @@ impl Target {
             None => ConnectError::Unreachable { at, detail },
         }
     }
-}
-
-/// An error with its causes ("error connecting to server: Connection refused (os error 111)").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// Removes `sslrootcert=FILE` (which the driver does not know) from the URL's query, and maps

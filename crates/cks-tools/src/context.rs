@@ -7,12 +7,14 @@ use std::sync::Arc;
 
 use cks_core::validate::ProvenanceKey;
 use cks_llm::LlmClient;
+use cks_runtime::store::StoreOpener;
+use cks_runtime::store::opener::SqliteOnly;
 use cks_runtime::{Runtime, Sweepers};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
-use crate::fetch::Fetcher;
 use crate::registry::Registry;
+use cks_web::fetch::Fetcher;
 
 /// How tools reach an LLM.
 #[derive(Debug, Clone)]
@@ -89,6 +91,9 @@ pub struct ToolContext {
     /// The guarded HTTP client for the URLs tools are given (public addresses only, unless the
     /// server's configuration allows more).
     pub fetcher: Arc<Fetcher>,
+    /// Opens the stores a tool is named (`migrate_storage`'s target); the binary's knows every
+    /// store crate.
+    pub stores: Arc<dyn StoreOpener>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -110,6 +115,7 @@ impl ToolContext {
             provenance: Arc::new(unguessable_key()),
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
+            stores: Arc::new(SqliteOnly),
         }
     }
 

@@ -228,7 +228,7 @@ impl<'a> Walker<'a, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::{obj, structure};
+    use crate::testing::{obj, structure};
 
     fn step(id: &str, premises: &[&str], conclusion: &str, superseded_by: Option<&str>) -> Value {
         obj(

@@ -57,7 +57,7 @@ mod tests {
     use cks_core::validate::provenance::{SIGNATURE_KEY, sign};
 
     use crate::ToolContext;
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     const CHECK: &str =
         r#"{"checked_at": "2024-05-01T10:00:00Z", "checked_via": "automated_http_check", "http_status": 200}"#;

@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_call_is_logged_as_cancelled() {
-        let ctx = crate::tools::test_support::context();
+        let ctx = crate::testing::context();
         assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "ok");
         assert_eq!(logged_outcome(&json!({"reply": "stopped", "cancelled": true}), &ctx), "cancelled");
         assert_eq!(logged_outcome(&json!({"error": "x", "message": "m"}), &ctx), "error");

@@ -560,7 +560,7 @@ pub fn check(form: Form, value: &str) -> Result<(), String> {
 }
 
 /// The address ranges of a [`Form::Networks`] value.
-pub fn networks(value: &str) -> Result<Vec<cks_tools::fetch::AddressRange>, String> {
+pub fn networks(value: &str) -> Result<Vec<cks_web::fetch::AddressRange>, String> {
     value.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::parse).collect()
 }
 

@@ -21,6 +21,7 @@
 
 pub mod chats;
 pub mod memory;
+pub mod opener;
 pub mod registry;
 pub mod sqlite;
 pub mod tasks;
@@ -30,6 +31,7 @@ use cks_core::KnowledgeStructure;
 use std::fmt::Debug;
 
 pub use chats::{ChatRow, ChatSummary};
+pub use opener::{OpenError, StoreLocation, StoreOpener};
 pub use registry::GraphRow;
 pub use tasks::{NewTask, TaskFilter, TaskRef, TaskRow, TaskStatus};
 

@@ -13,8 +13,6 @@ pub mod llm;
 pub mod pipeline;
 pub mod processes;
 pub mod storage;
-#[cfg(test)]
-pub(crate) mod test_support;
 pub mod versions;
 
 use std::sync::Arc;

@@ -56,8 +56,8 @@ impl Tool for ListAgents {
 mod tests {
     use serde_json::json;
 
+    use crate::testing::call;
     use crate::tools::agents::testing::context;
-    use crate::tools::test_support::call;
 
     #[tokio::test]
     async fn lists_every_sweeper_with_its_status() {
@@ -82,7 +82,7 @@ mod tests {
             (Some(false), Some(3_600))
         );
         assert!(agents[5]["last_run_at"].is_null() && agents[5]["last_error"].is_null());
-        let none = call(&crate::tools::test_support::context(), "list_agents", json!({})).await;
+        let none = call(&crate::testing::context(), "list_agents", json!({})).await;
         assert_eq!(none, json!({"agents": []}), "a server without sweepers lists none");
     }
 }

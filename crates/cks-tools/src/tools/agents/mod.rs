@@ -104,7 +104,7 @@ pub(crate) mod testing {
 
     /// A tool context with the standard sweepers, stopped.
     pub(crate) async fn context() -> ToolContext {
-        let mut ctx = crate::tools::test_support::context();
+        let mut ctx = crate::testing::context();
         let config = SweepersConfig { interval: Duration::from_secs(3_600), start: false, ..SweepersConfig::default() };
         ctx.sweepers = Some(Sweepers::start(ctx.runtime.clone(), &config).await.expect("sweepers start"));
         ctx

@@ -41,8 +41,8 @@ impl Tool for StopAgent {
 mod tests {
     use serde_json::json;
 
+    use crate::testing::{call, session};
     use crate::tools::agents::testing::context;
-    use crate::tools::test_support::{call, session};
 
     #[tokio::test]
     async fn start_sweeps_and_stop_stops_and_unknown_ids_are_not_found() {

@@ -50,8 +50,8 @@ impl Tool for DeleteChat {
 mod tests {
     use serde_json::json;
 
+    use crate::testing::{call, context, session, structure};
     use crate::tools::chats::testing::stored_chat;
-    use crate::tools::test_support::{call, context, session, structure};
 
     #[tokio::test]
     async fn a_chat_is_deleted_once_and_only_while_its_session_is_open() {

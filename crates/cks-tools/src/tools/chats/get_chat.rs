@@ -82,8 +82,8 @@ impl Tool for GetChat {
 mod tests {
     use serde_json::json;
 
+    use crate::testing::{call, context, session, structure};
     use crate::tools::chats::testing::stored_chat;
-    use crate::tools::test_support::{call, context, session, structure};
 
     #[tokio::test]
     async fn a_chat_is_read_whole() {

@@ -64,8 +64,8 @@ impl Tool for ListChats {
 mod tests {
     use serde_json::json;
 
+    use crate::testing::{call, context, session, structure};
     use crate::tools::chats::testing::stored_chat;
-    use crate::tools::test_support::{call, context, session, structure};
 
     #[tokio::test]
     async fn chats_are_listed_most_recently_updated_first_and_limited() {

@@ -117,8 +117,8 @@ mod tests {
     use cks_runtime::store::TaskRef;
 
     use crate::registry::Registry;
-    use crate::tools::conflicts::testing::{contradicted_session, queue};
-    use crate::tools::test_support::{call, context, obj};
+    use crate::testing::{call, context, obj};
+    use crate::testing::{contradicted_session, queue};
 
     #[tokio::test]
     async fn review_then_approve_or_reject_a_dead_letter() {

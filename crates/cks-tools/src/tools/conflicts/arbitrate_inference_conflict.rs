@@ -604,8 +604,8 @@ mod tests {
 
     use super::CRITERIA;
     use crate::registry::Registry;
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context, llm_context, llm_env, obj, session, structure};
+    use crate::testing::queue;
+    use crate::testing::{call, context, llm_context, llm_env, obj, session, structure};
 
     fn step(id: &str, conclusion: &str, confidence: f64) -> Value {
         obj(

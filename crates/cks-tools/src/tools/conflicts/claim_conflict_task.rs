@@ -57,8 +57,8 @@ impl Tool for ClaimConflictTask {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::{claim, queue};
-    use crate::tools::test_support::{call, context};
+    use crate::testing::{call, context};
+    use crate::testing::{claim, queue};
 
     #[tokio::test]
     async fn claims_the_oldest_task_of_the_type_once() {

@@ -56,8 +56,8 @@ impl Tool for CompleteConflictTask {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::{claim, queue};
-    use crate::tools::test_support::{call, context};
+    use crate::testing::{call, context};
+    use crate::testing::{claim, queue};
 
     #[tokio::test]
     async fn a_completed_task_is_gone_and_an_unknown_one_is_an_error() {

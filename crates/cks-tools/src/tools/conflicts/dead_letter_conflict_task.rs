@@ -61,8 +61,8 @@ impl Tool for DeadLetterConflictTask {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::{claim, queue};
-    use crate::tools::test_support::{call, context};
+    use crate::testing::{call, context};
+    use crate::testing::{claim, queue};
 
     #[tokio::test]
     async fn a_dead_lettered_task_is_listed_and_never_claimed() {

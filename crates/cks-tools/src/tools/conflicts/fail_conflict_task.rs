@@ -86,8 +86,8 @@ mod tests {
 
     use cks_runtime::store::TaskStatus;
 
-    use crate::tools::conflicts::testing::{claim, queue};
-    use crate::tools::test_support::{call, context};
+    use crate::testing::{call, context};
+    use crate::testing::{claim, queue};
 
     #[tokio::test]
     async fn a_failed_task_waits_its_backoff_then_dead_letters_past_the_limit() {

@@ -91,8 +91,8 @@ mod tests {
 
     use cks_runtime::store::TaskRef;
 
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context};
+    use crate::testing::queue;
+    use crate::testing::{call, context};
 
     #[tokio::test]
     async fn lists_dead_conflicts_by_type_and_session_without_touching_them() {

@@ -103,8 +103,8 @@ impl Tool for ListGossipConflicts {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context};
+    use crate::testing::queue;
+    use crate::testing::{call, context};
 
     #[tokio::test]
     async fn lists_queued_gossip_conflicts_and_removes_nothing() {

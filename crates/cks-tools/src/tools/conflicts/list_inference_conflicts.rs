@@ -84,8 +84,8 @@ impl Tool for ListInferenceConflicts {
 mod tests {
     use serde_json::json;
 
+    use crate::testing::{call, obj, session, structure};
     use crate::tools::agents::testing::context;
-    use crate::tools::test_support::{call, obj, session, structure};
 
     #[tokio::test]
     async fn lists_what_the_sweeper_found_once_unless_peeking() {

@@ -202,38 +202,3 @@ pub(crate) fn timestamp(ms: i64) -> String {
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     crate::convert::serialized_at(at)
 }
-
-#[cfg(test)]
-pub(crate) mod testing {
-    use serde_json::{Value, json};
-
-    use crate::context::ToolContext;
-
-    /// Queues a task of `task_type` on `session_id` and returns its id.
-    pub(crate) async fn queue(ctx: &ToolContext, task_type: &str, session_id: &str, payload: Value) -> i64 {
-        ctx.runtime.tasks().enqueue(task_type, session_id, &payload, None).await.unwrap().unwrap()
-    }
-
-    /// A session where a MutualExclusionRule forbids relations s1 (supports) and c1 (contradicts)
-    /// between e and t, which it holds, plus `more`.
-    pub(crate) async fn contradicted_session(ctx: &ToolContext, more: Vec<Value>) -> String {
-        use crate::tools::test_support::{obj, rel, session, structure};
-        let rule = json!({"relation_type_a": "supports", "relation_type_b": "contradicts"});
-        let mut objects = vec![
-            obj("rule", "MutualExclusionRule", "rule", rule),
-            obj("e", "Planet", "Earth", json!({})),
-            obj("t", "Claim", "Theory", json!({})),
-            rel("s1", &["e", "t"], "supports"),
-            rel("c1", &["e", "t"], "contradicts"),
-        ];
-        objects.extend(more);
-        session(ctx, structure(objects)).await
-    }
-
-    /// Claims the next inference conflict through the tool and returns the task.
-    pub(crate) async fn claim(ctx: &ToolContext) -> Value {
-        crate::tools::test_support::call(ctx, "claim_conflict_task", json!({"task_type": "inference_conflict"}))
-            .await["task"]
-            .clone()
-    }
-}

@@ -124,9 +124,9 @@ mod tests {
 
     use cks_core::validate::provenance::sign;
 
-    use crate::tools::conflicts::testing::queue;
+    use crate::testing::queue;
+    use crate::testing::{HttpServer, Reply, call, obj, rel, session, structure};
     use crate::tools::knowledge::verify_source::tests::{local_context, signed};
-    use crate::tools::test_support::{HttpServer, Reply, call, obj, rel, session, structure};
 
     #[tokio::test]
     async fn a_refresh_adds_a_newer_signed_record_and_completes_the_task() {

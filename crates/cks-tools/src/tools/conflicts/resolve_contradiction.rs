@@ -134,8 +134,8 @@ fn listed(c: Contradiction) -> Listed {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::{contradicted_session, queue};
-    use crate::tools::test_support::{call, context};
+    use crate::testing::{call, context};
+    use crate::testing::{contradicted_session, queue};
 
     #[tokio::test]
     async fn lists_then_resolves_by_removing_a_relation_and_completes_the_task() {

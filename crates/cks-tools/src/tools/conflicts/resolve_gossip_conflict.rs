@@ -175,8 +175,8 @@ mod tests {
 
     use crate::ToolContext;
     use crate::registry::Registry;
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context, llm_context, llm_env, obj, session, structure};
+    use crate::testing::queue;
+    use crate::testing::{call, context, llm_context, llm_env, obj, session, structure};
 
     /// A target and a branch of it that both changed `a.v` (1 → 2 and 1 → 3); the branch also adds `s`.
     async fn diverged(ctx: &ToolContext) -> (String, String) {

@@ -171,8 +171,8 @@ impl Tool for ResolveTemporalConflict {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, context, obj, session, structure};
+    use crate::testing::queue;
+    use crate::testing::{call, context, obj, session, structure};
 
     #[tokio::test]
     async fn bump_archive_and_ignore() {

@@ -57,8 +57,8 @@ mod tests {
 
     use cks_runtime::store::TaskRef;
 
-    use crate::tools::conflicts::testing::{claim, queue};
-    use crate::tools::test_support::{call, context};
+    use crate::testing::{call, context};
+    use crate::testing::{claim, queue};
 
     #[tokio::test]
     async fn a_retried_dead_letter_can_be_claimed_again() {

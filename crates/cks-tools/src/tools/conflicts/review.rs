@@ -47,7 +47,7 @@ impl ResolutionTool {
 
 /// Whether a resolving tool's result settled its task: a change committed (or merged), or an
 /// acknowledgement that nothing needs to change; never an error.
-pub(crate) fn settled(result: &Value) -> bool {
+pub fn settled(result: &Value) -> bool {
     let committed = result.get("commit_result").is_some_and(|c| c.get("error").is_none());
     let acknowledged = result.get("acknowledged") == Some(&Value::Bool(true));
     let merged = result.get("merged") == Some(&Value::Bool(true));
@@ -67,7 +67,7 @@ pub(crate) async fn dead_task(ctx: &ToolContext, task_id: i64) -> Result<TaskRow
 }
 
 /// The call that would resolve `task`: `{tool, arguments}`, or `{error, message}` when there is none.
-pub(crate) fn propose(task: &TaskRow, payload: &Value) -> Value {
+pub fn propose(task: &TaskRow, payload: &Value) -> Value {
     let cannot = |message: String| json!({"error": "cannot_propose", "message": message});
     let Some(tool) = ResolutionTool::for_task_type(&task.task_type) else {
         return json!({"error": "unknown_task_type",

@@ -14,14 +14,14 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
 }
 
 /// The queue enrichment requests wait in.
-pub(crate) const TASK_TYPE: &str = "enrichment_request";
+pub const TASK_TYPE: &str = "enrichment_request";
 
 /// An enrichment task's payload, as the reference writes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Payload {
+pub struct Payload {
     /// The object to find more about.
-    pub(crate) object_id: String,
+    pub object_id: String,
     /// What to search for instead of the object's name.
     #[serde(default)]
-    pub(crate) query: Option<String>,
+    pub query: Option<String>,
 }

@@ -103,7 +103,7 @@ impl Tool for RequestEnrichment {
 mod tests {
     use serde_json::json;
 
-    use crate::tools::test_support::{call, context, obj, session, structure};
+    use crate::testing::{call, context, obj, session, structure};
 
     #[tokio::test]
     async fn a_request_is_queued_once_for_an_object_the_session_holds() {

@@ -146,7 +146,7 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![

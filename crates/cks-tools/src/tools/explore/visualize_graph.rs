@@ -346,7 +346,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::escape_label;
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![

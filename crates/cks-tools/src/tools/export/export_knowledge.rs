@@ -383,7 +383,7 @@ mod tests {
     use serde_json::{Value, json};
     use std::collections::{BTreeSet, HashMap};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![

@@ -250,7 +250,7 @@ async fn lineage(ctx: &ToolContext, info: &cks_runtime::SessionInfo) -> Result<V
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, document, obj, rel, session, structure};
+    use crate::testing::{call, context, document, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![obj("a", "T", "A", json!({})), obj("b", "T", "B", json!({})), rel("r", &["a", "b"], "x")])

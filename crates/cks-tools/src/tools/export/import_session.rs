@@ -182,7 +182,7 @@ fn object(parent: &Value, field: &str) -> Result<Map<String, Value>, ToolError> 
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, document, obj, rel, session, structure};
+    use crate::testing::{call, context, document, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![obj("a", "T", "Ä", json!({})), obj("b", "T", "B", json!({})), rel("r", &["a", "b"], "x")])

@@ -39,12 +39,12 @@ pub(crate) struct Input {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct Output {
+pub struct Output {
     /// Always true (a failure is an error result).
     evolved: bool,
     session_id: String,
     /// The version this commit created.
-    pub(crate) version_id: String,
+    pub version_id: String,
     operations_applied: u64,
     /// Objects in the new state, relations included.
     object_count: u64,
@@ -142,16 +142,17 @@ impl Tool for EvolveKnowledge {
 }
 
 /// What [`commit_operations`] commits.
-pub(crate) struct Change {
-    pub(crate) operations: Vec<Operation>,
+#[derive(Debug)]
+pub struct Change {
+    pub operations: Vec<Operation>,
     /// Opt-in extensions the new state must pass, by name.
-    pub(crate) extensions: Vec<String>,
-    pub(crate) return_structure: Option<bool>,
+    pub extensions: Vec<String>,
+    pub return_structure: Option<bool>,
 }
 
 /// Commits operations to a session as `evolve_knowledge` does, the version's metadata naming
 /// `tool` (and holding `metadata`); answers what `evolve_knowledge` answers.
-pub(crate) async fn commit_operations(
+pub async fn commit_operations(
     ctx: &ToolContext,
     session_id: String,
     change: Change,
@@ -212,7 +213,7 @@ fn relations_naming(structure: &cks_core::KnowledgeStructure, ids: &[&str]) -> V
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     #[test]
     fn removing_or_replacing_is_a_destructive_call_adding_and_merging_are_not() {

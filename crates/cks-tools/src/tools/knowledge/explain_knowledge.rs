@@ -149,7 +149,7 @@ fn summary(structure: &KnowledgeStructure) -> StructureExplanation {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![

@@ -1,5 +1,5 @@
-//! `ingest_document`: a web page, fetched through the guarded fetcher (`crate::fetch`) and read
-//! (`crate::html`), as a knowledge structure — a Document with its Topics (keywords), its
+//! `ingest_document`: a web page, fetched through the guarded fetcher (`cks_web::fetch`) and read
+//! (`cks_web::html`), as a knowledge structure — a Document with its Topics (keywords), its
 //! Metadata (JSON-LD, OpenGraph, Twitter card, microdata, other meta tags) and its Sections,
 //! Tables and Lists — or, with `use_llm`, the structure a model builds from what was read. The
 //! structure is returned, not stored; the Enrichment process commits it where a search found it.
@@ -17,11 +17,11 @@ use cks_llm::ChatRequest;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::fetch::FetchError;
-use crate::html::{self, Page};
 use crate::tool::{Tool, ToolMeta};
 use crate::tools::llm::construct_knowledge::SYSTEM_PROMPT;
 use crate::tools::llm::json_answer::ask_json;
+use cks_web::fetch::FetchError;
+use cks_web::html::{self, Page};
 
 /// The largest page read.
 const MAX_PAGE_BYTES: usize = 5 * 1024 * 1024;
@@ -68,18 +68,19 @@ pub(crate) struct Output {
 }
 
 /// A page read into objects.
-pub(crate) struct Ingested {
-    pub(crate) title: Option<String>,
-    pub(crate) keywords: Vec<String>,
-    pub(crate) page: Page,
+#[derive(Debug)]
+pub struct Ingested {
+    pub title: Option<String>,
+    pub keywords: Vec<String>,
+    pub page: Page,
     /// The Document's id, made from the URL (so the same page is the same Document).
-    pub(crate) document_id: String,
+    pub document_id: String,
     /// The Document first, then its parts and their relations.
-    pub(crate) objects: Vec<KnowledgeObject>,
+    pub objects: Vec<KnowledgeObject>,
 }
 
 /// The operation adding `object` (a relation as a relation).
-pub(crate) fn addition(object: KnowledgeObject) -> Operation {
+pub fn addition(object: KnowledgeObject) -> Operation {
     let KnowledgeObject { identity, mut structure } = object;
     let relation = match (structure.remove("participants"), structure.remove("relation_type")) {
         (Some(Value::Array(participants)), Some(Value::String(relation_type))) => {
@@ -101,7 +102,7 @@ pub(crate) fn addition(object: KnowledgeObject) -> Operation {
 }
 
 /// Fetches `url` and reads it into objects.
-pub(crate) async fn ingest(ctx: &ToolContext, url: &str) -> Result<Ingested, ToolError> {
+pub async fn ingest(ctx: &ToolContext, url: &str) -> Result<Ingested, ToolError> {
     let fetched = ctx.fetcher.get(url, MAX_PAGE_BYTES).await.map_err(|e| fetch_error(url, e))?;
     if fetched.status >= 400 {
         return Err(ToolError::internal(format!("Failed to fetch URL: the server answered HTTP {}", fetched.status)));
@@ -122,7 +123,7 @@ fn fetch_error(url: &str, error: FetchError) -> ToolError {
 
 /// `doc-` + the URL's first 30 characters (each not a letter, digit, `_` or `-` made `_`) + the
 /// first 12 hex digits of its SHA-256: the reference's Document id.
-pub(crate) fn document_id(url: &str) -> String {
+pub fn document_id(url: &str) -> String {
     let prefix: String =
         url.chars().take(30).map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
     let digest = Sha256::digest(url.as_bytes());
@@ -296,8 +297,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::{document_id, keywords};
+    use crate::testing::{HttpServer, Reply, call, llm_context, llm_env};
     use crate::tools::knowledge::verify_source::tests::local_context;
-    use crate::tools::test_support::{HttpServer, Reply, call, llm_context, llm_env};
 
     const PAGE: &str = r#"<html><head><title>Photosynthesis</title><meta name="description" content="Plants and light">
         <meta property="og:type" content="article"><script type="application/ld+json">{"@type": "Article"}</script></head>

@@ -96,7 +96,7 @@ impl Tool for SerializeKnowledge {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, session, structure};
+    use crate::testing::{call, context, obj, session, structure};
 
     /// The document without its time stamp, parsed.
     fn document(text: &Value) -> Value {

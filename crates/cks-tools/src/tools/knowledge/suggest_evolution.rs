@@ -273,7 +273,7 @@ fn preview(structure: &KnowledgeStructure, operations: &[ops::Operation], extens
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn data() -> Value {
         structure(vec![

@@ -170,7 +170,7 @@ fn options(structure: &KnowledgeStructure, requested: &[Extension]) -> Validatio
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn keys(value: &Value) -> Vec<&str> {
         value.as_object().unwrap().keys().map(String::as_str).collect()

@@ -1,5 +1,5 @@
 //! `verify_source`: a real HTTP check of a source (a HEAD request through the guarded fetcher,
-//! `crate::fetch`) and the signed `VerificationRecord` stating what it found, with the
+//! `cks_web::fetch`) and the signed `VerificationRecord` stating what it found, with the
 //! `verified_by` relation linking it to its subject, for the caller to add with evolve_knowledge.
 //! The record states a technical fact (when, how, which status), never a judgment of the source.
 
@@ -34,7 +34,7 @@ pub(crate) struct Output {
 
 /// A check's objects as tools report them.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct VerificationView {
+pub struct VerificationView {
     /// The new VerificationRecord {identity: {id: 'vr-…', type, name}, structure: {checked_at,
     /// checked_via, _cks_mcp_signature, http_status (when the source answered)}}, then its
     /// verified_by relation [subject_id, record id].
@@ -46,16 +46,16 @@ pub(crate) struct VerificationView {
 
 /// A source checked: the signed record and its link to the subject.
 #[derive(Debug)]
-pub(crate) struct Verification {
-    pub(crate) record: KnowledgeObject,
-    pub(crate) link: KnowledgeObject,
-    pub(crate) subject_id: String,
+pub struct Verification {
+    pub record: KnowledgeObject,
+    pub link: KnowledgeObject,
+    pub subject_id: String,
     /// Why no status was recorded (the fetch error), when none was.
-    pub(crate) check_error: Option<Value>,
+    pub check_error: Option<Value>,
 }
 
 impl Verification {
-    pub(crate) fn view(&self) -> VerificationView {
+    pub fn view(&self) -> VerificationView {
         VerificationView {
             objects: vec![self.record.to_value(), self.link.to_value()],
             check_error: self.check_error.clone(),
@@ -63,7 +63,7 @@ impl Verification {
     }
 
     /// The operations that add the record and its link.
-    pub(crate) fn operations(self) -> Vec<Operation> {
+    pub fn operations(self) -> Vec<Operation> {
         let Verification { record, link, subject_id, .. } = self;
         let participants = vec![subject_id, record.id().to_owned()];
         vec![
@@ -82,7 +82,7 @@ impl Verification {
 /// A URL refused as it stands is the error `unsafe_url` and no record; any later failure (a
 /// redirect to a refused address, no answer, too many redirects, the deadline) is a record without
 /// `http_status`, as the reference records a source it could not reach.
-pub(crate) async fn verify(ctx: &ToolContext, url: &str, subject_id: &str) -> Result<Verification, ToolError> {
+pub async fn verify(ctx: &ToolContext, url: &str, subject_id: &str) -> Result<Verification, ToolError> {
     let (status, check_error) = match ctx.fetcher.head(url).await {
         Ok(fetched) => (Some(fetched.status), None),
         Err(e) if e.refused_at_once() => {
@@ -173,8 +173,8 @@ pub(crate) mod tests {
     use cks_core::validate::provenance::verify;
 
     use crate::context::ToolContext;
-    use crate::fetch::{FetchPolicy, Fetcher};
-    use crate::tools::test_support::{HttpServer, Reply, call, context};
+    use crate::testing::{HttpServer, Reply, call, context};
+    use cks_web::fetch::{FetchPolicy, Fetcher};
 
     /// A context whose fetcher may reach 127.0.0.1 (the test servers).
     pub(crate) fn local_context() -> ToolContext {

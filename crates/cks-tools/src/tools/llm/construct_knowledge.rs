@@ -453,7 +453,7 @@ fn unavailable(mut error: ToolError) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::{TEST_KEY, call, context, llm_context, llm_env, obj, rel, structure};
+    use crate::testing::{TEST_KEY, call, context, llm_context, llm_env, obj, rel, structure};
     use cks_testkit::{Provider, ProviderServer, Reply};
 
     fn graph() -> Value {

@@ -114,7 +114,7 @@ fn unavailable(message: Option<&str>) -> Output {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{TEST_KEY, call, context, llm_context, llm_env};
+    use crate::testing::{TEST_KEY, call, context, llm_context, llm_env};
     use cks_testkit::ProviderServer;
 
     #[tokio::test]

@@ -147,7 +147,7 @@ fn llm_summary(snapshot: &TelemetrySnapshot, timestamp: &str) -> Value {
 mod tests {
     use super::*;
     use crate::Registry;
-    use crate::tools::test_support::{TEST_KEY, context, llm_context, llm_env, obj, structure};
+    use crate::testing::{TEST_KEY, context, llm_context, llm_env, obj, structure};
     use cks_testkit::{ProviderServer, Reply};
     use std::sync::Arc;
 
@@ -202,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_registry_or_llm() {
-        let metrics = crate::tools::test_support::call(&context(), "get_metrics", json!({})).await;
+        let metrics = crate::testing::call(&context(), "get_metrics", json!({})).await;
         assert_eq!(metrics["runtime_metrics"]["sessions"], 0);
         assert_eq!(metrics["tool_telemetry"]["total_calls"], 0);
         assert_eq!(metrics["llm_telemetry"]["total_calls"], 0);

@@ -22,14 +22,15 @@ pub(crate) struct JsonAnswer {
 }
 
 /// A model's answer as text.
-pub(crate) struct TextAnswer {
+#[derive(Debug)]
+pub struct TextAnswer {
     /// The answer, with anything the client knows to be secret redacted.
-    pub(crate) text: String,
+    pub text: String,
     /// The model that answered (redacted).
-    pub(crate) model: String,
-    pub(crate) provider: &'static str,
+    pub model: String,
+    pub provider: &'static str,
     /// Input and output tokens the call cost.
-    pub(crate) tokens: u64,
+    pub tokens: u64,
 }
 
 /// Sends `request` and takes the first JSON object (with `array`, array) from the answer.
@@ -51,7 +52,7 @@ pub(crate) async fn ask_json(
 }
 
 /// Sends `request` and returns the answer's text, with the errors of [`ask_json`].
-pub(crate) async fn ask_text(
+pub async fn ask_text(
     ctx: &ToolContext,
     request: ChatRequest,
     tool: &str,
@@ -82,7 +83,7 @@ pub(crate) async fn ask_text(
 
 /// The first JSON object (with `array`, array) in a model's answer; `llm_output_parse_error`, with
 /// the start of the answer in `raw_output`, when there is none.
-pub(crate) fn parse_json(raw: &str, array: bool) -> Result<Value, ToolError> {
+pub fn parse_json(raw: &str, array: bool) -> Result<Value, ToolError> {
     first_json(raw, array).map_err(|why| {
         let message = match why {
             Extraction::NoJson if array => "No JSON array found in the model's answer.".to_owned(),

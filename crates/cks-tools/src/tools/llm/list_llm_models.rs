@@ -89,7 +89,7 @@ fn none(message: &str) -> Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_support::{TEST_KEY, call, context, llm_context, llm_env};
+    use crate::testing::{TEST_KEY, call, context, llm_context, llm_env};
     use cks_testkit::ProviderServer;
 
     #[tokio::test]

@@ -80,7 +80,7 @@ mod tests {
     use cks_runtime::{Runtime, RuntimeConfig};
 
     use crate::ToolContext;
-    use crate::tools::test_support::{call, context, obj, session, structure};
+    use crate::testing::{call, context, obj, session, structure};
 
     #[tokio::test]
     async fn runs_are_listed_most_recently_updated_first_and_limited() {

@@ -28,7 +28,7 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
 
 /// A run's steps, in the order a run goes through them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Step {
+pub enum Step {
     Researcher,
     Reviewer,
     Synthesizer,
@@ -36,10 +36,10 @@ pub(crate) enum Step {
 }
 
 impl Step {
-    pub(crate) const ALL: [Step; 4] = [Step::Researcher, Step::Reviewer, Step::Synthesizer, Step::Arbiter];
+    pub const ALL: [Step; 4] = [Step::Researcher, Step::Reviewer, Step::Synthesizer, Step::Arbiter];
 
     /// The step's name in run listings (and in work records).
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Step::Researcher => "Researcher",
             Step::Reviewer => "Reviewer",
@@ -49,7 +49,7 @@ impl Step {
     }
 
     /// The name its transitions and nodes carry, as the reference writes them.
-    pub(crate) fn agent(self) -> &'static str {
+    pub fn agent(self) -> &'static str {
         match self {
             Step::Researcher => "ResearcherAgent",
             Step::Reviewer => "ReviewerAgent",
@@ -59,7 +59,7 @@ impl Step {
     }
 
     /// The queue the step's tasks wait in.
-    pub(crate) fn task_type(self) -> &'static str {
+    pub fn task_type(self) -> &'static str {
         match self {
             Step::Researcher => "pipeline_research_request",
             Step::Reviewer => "pipeline_review_request",
@@ -69,7 +69,7 @@ impl Step {
     }
 
     /// The `tool` its commits name.
-    pub(crate) fn tool(self) -> &'static str {
+    pub fn tool(self) -> &'static str {
         match self {
             Step::Researcher => "pipeline_researcher_step",
             Step::Reviewer => "pipeline_reviewer_step",
@@ -78,12 +78,12 @@ impl Step {
         }
     }
 
-    pub(crate) fn of_task_type(task_type: &str) -> Option<Step> {
+    pub fn of_task_type(task_type: &str) -> Option<Step> {
         Step::ALL.into_iter().find(|s| s.task_type() == task_type)
     }
 
     /// Whether the step works on each object (rather than on the whole run).
-    pub(crate) fn per_object(self) -> bool {
+    pub fn per_object(self) -> bool {
         matches!(self, Step::Researcher | Step::Reviewer)
     }
 }
@@ -91,24 +91,24 @@ impl Step {
 /// A pipeline task's payload: the reference's keys (`object_id`, `reasoning_node_id`,
 /// `object_ids`, `run_id`) and the run's attempt.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Payload {
+pub struct Payload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) object_id: Option<String>,
+    pub object_id: Option<String>,
     /// The finding a review is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) reasoning_node_id: Option<String>,
+    pub reasoning_node_id: Option<String>,
     /// The objects a synthesis or an arbitration covers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) object_ids: Vec<String>,
+    pub object_ids: Vec<String>,
     #[serde(default)]
-    pub(crate) run_id: Option<String>,
+    pub run_id: Option<String>,
     #[serde(default)]
-    pub(crate) attempt: u32,
+    pub attempt: u32,
 }
 
 /// Queues `step`'s task for `unit` of `run` (once per attempt: a second call while the first task
 /// exists queues nothing); whether a task was queued.
-pub(crate) async fn enqueue(
+pub async fn enqueue(
     ctx: &ToolContext,
     run: &PipelineRun,
     step: Step,

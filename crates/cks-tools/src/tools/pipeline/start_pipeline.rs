@@ -233,7 +233,7 @@ mod tests {
 
     use cks_runtime::store::{TaskFilter, TaskStatus};
 
-    use crate::tools::test_support::{call, context, obj, rel, session, structure};
+    use crate::testing::{call, context, obj, rel, session, structure};
 
     fn solar() -> Value {
         structure(vec![

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use cks_postgres::{PostgresOptions, PostgresStore};
-use cks_runtime::store::Store;
-use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
+use cks_runtime::store::{Store, StoreLocation};
 
 use super::{Moved, backup_error, session_progress};
 use crate::context::ToolContext;
@@ -83,12 +81,17 @@ impl Tool for MigrateStorage {
                         format!("No directory '{}' to create the database in.", dir.display()),
                     ));
                 }
-                let store = SqliteStore::open(path, &SqliteOptions::default())
+                let store = ctx
+                    .stores
+                    .open(&StoreLocation::Sqlite(path.to_path_buf()))
+                    .await
                     .map_err(|e| ToolError::new("target_unavailable", e.to_string()))?;
-                (Arc::new(store), target.to_owned(), Some(path))
+                (store, target.to_owned(), Some(path))
             }
             "postgres" => {
-                let store = PostgresStore::connect(target, &PostgresOptions::default())
+                let store = ctx
+                    .stores
+                    .open(&StoreLocation::Postgres(target.to_owned()))
                     .await
                     .map_err(|e| ToolError::new("target_unavailable", e.to_string()))?;
                 let stored = store.list_sessions().await.map_err(cks_runtime::RuntimeError::from)?.len();
@@ -98,7 +101,7 @@ impl Tool for MigrateStorage {
                              into an empty database."
                     )));
                 }
-                (Arc::new(store), without_password(target), None)
+                (store, without_password(target), None)
             }
             other => {
                 return Err(ToolError::new(

@@ -75,7 +75,7 @@ pub(crate) fn backup_error(e: BackupError) -> ToolError {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::tools::test_support::{call, context, obj, session, structure};
+    use crate::testing::{call, context, obj, session, structure};
 
     async fn populated() -> (crate::ToolContext, String) {
         let ctx = context();

@@ -1,5 +1,5 @@
-//! robots.txt: the Enrichment process fetches pages it found itself, unattended, so it behaves as a
-//! well-mannered crawler and asks each site first. A site's rules are fetched once (through the
+//! robots.txt, for a fetcher of pages nobody named (the Enrichment process finds pages itself,
+//! unattended, so it behaves as a well-mannered crawler and asks each site first). A site's rules are fetched once (through the
 //! guarded fetcher) and kept for an hour. No robots.txt (a 4xx answer) allows everything; a
 //! robots.txt that cannot be had (no answer, a 5xx) allows nothing for now, as the robots
 //! exclusion protocol (RFC 9309) asks.
@@ -14,7 +14,7 @@ use texting_robots::Robot;
 use crate::fetch::{FetchError, Fetcher};
 
 /// The product token this server's rules are looked up under (`User-agent: cks-mcp`).
-pub(crate) const AGENT: &str = "cks-mcp";
+pub const AGENT: &str = "cks-mcp";
 /// How long a site's rules are kept.
 const KEEP: Duration = Duration::from_secs(3600);
 /// The most of a robots.txt read (RFC 9309 asks for at least 500 KiB).
@@ -22,7 +22,7 @@ const MAX_ROBOTS_BYTES: usize = 512 * 1024;
 
 /// What a site's robots.txt says about fetching a page.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     Allowed,
     Disallowed,
     /// The rules could not be had: ask again later.
@@ -38,12 +38,19 @@ enum Rules {
 
 /// Sites' rules, by origin.
 #[derive(Default)]
-pub(crate) struct RobotsCache {
+pub struct RobotsCache {
     sites: Mutex<HashMap<String, (Instant, Arc<Rules>)>>,
 }
 
+impl std::fmt::Debug for RobotsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sites = self.sites.lock().map_or(0, |sites| sites.len());
+        f.debug_struct("RobotsCache").field("sites", &sites).finish()
+    }
+}
+
 impl RobotsCache {
-    pub(crate) async fn verdict(&self, fetcher: &Fetcher, url: &str) -> Verdict {
+    pub async fn verdict(&self, fetcher: &Fetcher, url: &str) -> Verdict {
         let Ok(parsed) = Url::parse(url) else { return Verdict::Disallowed };
         let origin = parsed.origin().ascii_serialization();
         let cached = {

@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashSet};
 
 use super::{Failure, Job, Produced, combined_hash, content_hash, link, neighbourhood, node, pretty, shown};
-use crate::tools::llm::json_answer::parse_json;
-use crate::tools::pipeline::{Payload, Step};
+use cks_tools::services::parse_json;
+use cks_tools::services::pipeline::{Payload, Step};
 
 /// The most objects one synthesis adds.
 const MAX_OBJECTS: usize = 50;

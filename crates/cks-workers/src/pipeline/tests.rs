@@ -10,10 +10,10 @@ use cks_testkit::{DEFAULT_USAGE, ProviderServer, Reply};
 use super::PipelineConfig;
 use super::reviewer::verdict;
 use super::synthesizer::proposed_objects;
-use crate::ToolContext;
-use crate::processes::{Processes, ProcessesConfig};
-use crate::registry::Registry;
-use crate::tools::test_support::{call, llm_context, llm_env, obj, rel, session, structure};
+use crate::{Processes, ProcessesConfig};
+use cks_tools::Registry;
+use cks_tools::ToolContext;
+use cks_tools::testing::{call, llm_context, llm_env, obj, rel, session, structure};
 
 /// A context whose model is the scripted `provider` and whose queue has `queue`'s settings.
 fn context(provider: &ProviderServer, queue: QueueConfig) -> ToolContext {

@@ -25,7 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
-use cks_llm::error_chain;
+use cks_core::error_chain;
 use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 use reqwest::redirect::Policy;
@@ -451,7 +451,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::tools::test_support::{HttpServer, Reply};
+    use cks_testkit::web::{HttpServer, Reply};
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()

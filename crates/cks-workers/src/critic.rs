@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use cks_runtime::store::TaskRow;
 
 use super::{Held, Outcome, Worker};
-use crate::tools::conflicts::review::{propose, settled};
+use cks_tools::services::{propose, settled};
 
 pub(super) async fn run(mut worker: Worker, task_types: Vec<String>, mut stopped: watch::Receiver<bool>) {
     worker.report().await;

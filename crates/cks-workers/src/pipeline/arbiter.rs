@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use cks_core::validate::contradictions;
 
 use super::{Failure, Job, Produced, combined_hash, content_hash, neighbourhood, node, pretty, shown};
-use crate::tools::llm::json_answer::parse_json;
+use cks_tools::services::parse_json;
 
 const SYSTEM: &str = "You are the arbitration step of a pipeline that improves a knowledge graph. Each \
 contradiction below is a set of relations that a rule of the graph forbids together: exactly one relation of each \

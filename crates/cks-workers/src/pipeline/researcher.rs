@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::{Failure, Job, Produced, content_hash, link, neighbourhood, node, pretty, shown};
-use crate::tools::pipeline::{Payload, Step};
+use cks_tools::services::pipeline::{Payload, Step};
 
 const SYSTEM: &str = "You are the research step of a pipeline that improves a knowledge graph. You are shown one \
 object of the graph (its id, type, name and fields) and what it is related to. Write one finding about the object \

@@ -7,7 +7,7 @@ use quick_xml::events::Event;
 use reqwest::Url;
 use serde_json::Value;
 
-use crate::fetch::Fetcher;
+use cks_web::fetch::Fetcher;
 
 /// The largest search answer read.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
@@ -137,7 +137,7 @@ fn atom(body: &str) -> Result<Vec<Candidate>, String> {
                                 Some(rest) => format!("https://arxiv.org/{rest}"),
                                 None => id.to_owned(),
                             };
-                            found.push(Candidate { url, title: crate::html::collapse(&title), source: "arxiv" });
+                            found.push(Candidate { url, title: cks_web::html::collapse(&title), source: "arxiv" });
                         }
                     }
                 }

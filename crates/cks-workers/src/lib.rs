@@ -24,7 +24,7 @@ use cks_runtime::processes::ProcessRecord;
 use cks_runtime::store::{StoreError, TaskRef, TaskRow};
 use cks_runtime::tasks::Failed;
 
-use crate::context::{LlmAccess, ToolContext};
+use cks_tools::{LlmAccess, ToolContext};
 
 /// Which processes run, and how.
 #[derive(Clone, Debug, PartialEq)]
@@ -401,10 +401,10 @@ mod tests {
     use cks_runtime::{QueueConfig, Runtime, RuntimeConfig};
 
     use super::{Processes, ProcessesConfig};
-    use crate::ToolContext;
-    use crate::registry::Registry;
-    use crate::tools::conflicts::testing::{contradicted_session, queue};
-    use crate::tools::test_support::{call, obj};
+    use cks_tools::Registry;
+    use cks_tools::ToolContext;
+    use cks_tools::testing::{call, obj};
+    use cks_tools::testing::{contradicted_session, queue};
 
     async fn wait_for(what: &str, mut done: impl AsyncFnMut() -> bool) {
         for _ in 0..500 {
@@ -511,9 +511,9 @@ mod budget_tests {
     use cks_testkit::{ProviderServer, Reply};
 
     use super::{Processes, ProcessesConfig};
-    use crate::registry::Registry;
-    use crate::tools::conflicts::testing::queue;
-    use crate::tools::test_support::{call, llm_context, llm_env, obj, session, structure};
+    use cks_tools::Registry;
+    use cks_tools::testing::queue;
+    use cks_tools::testing::{call, llm_context, llm_env, obj, session, structure};
 
     #[tokio::test]
     async fn over_its_hourly_token_budget_the_critic_pauses_and_says_so() {

@@ -34,9 +34,9 @@ use cks_runtime::pipeline_runs::{PipelineRun, PipelineWork, WorkStatus};
 use cks_runtime::store::TaskRow;
 
 use super::{Held, Outcome, Pace, Recorded, Worker};
-use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
-use crate::tools::llm::json_answer::{TextAnswer, ask_text};
-use crate::tools::pipeline::{Payload, Step, enqueue};
+use cks_tools::services::pipeline::{Payload, Step, enqueue};
+use cks_tools::services::{Change, commit_operations};
+use cks_tools::services::{TextAnswer, ask_text};
 
 /// The pipeline process's settings.
 #[derive(Clone, Debug, PartialEq)]

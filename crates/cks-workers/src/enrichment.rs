@@ -13,7 +13,6 @@
 //! an earlier attempt committed and adds nothing twice.
 
 mod judging;
-mod robots;
 mod sources;
 
 pub use judging::SourcePolicy;
@@ -31,13 +30,13 @@ use cks_runtime::RuntimeError;
 use cks_runtime::store::TaskRow;
 
 use super::{Held, Outcome, Pace, Worker};
-use crate::context::ToolContext;
-use crate::error::ToolError;
-use crate::tools::enrichment::{Payload, TASK_TYPE};
-use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
-use crate::tools::knowledge::ingest_document::{addition, ingest};
-use crate::tools::knowledge::verify_source::verify;
-use robots::{RobotsCache, Verdict};
+use cks_tools::ToolContext;
+use cks_tools::ToolError;
+use cks_tools::services::enrichment::{Payload, TASK_TYPE};
+use cks_tools::services::verify;
+use cks_tools::services::{Change, commit_operations};
+use cks_tools::services::{addition, ingest};
+use cks_web::robots::{RobotsCache, Verdict};
 use sources::Candidate;
 
 /// The relation from an object to a page found about it.
@@ -276,12 +275,12 @@ mod tests {
     use cks_runtime::{QueueConfig, Runtime, RuntimeConfig};
 
     use super::{EnrichmentConfig, Source};
-    use crate::context::ToolContext;
-    use crate::fetch::{FetchPolicy, Fetcher};
-    use crate::processes::{Processes, ProcessesConfig};
-    use crate::registry::Registry;
-    use crate::tools::knowledge::ingest_document::document_id;
-    use crate::tools::test_support::{HttpServer, Reply, call, obj, session, structure};
+    use crate::{Processes, ProcessesConfig};
+    use cks_tools::Registry;
+    use cks_tools::ToolContext;
+    use cks_tools::services::document_id;
+    use cks_tools::testing::{HttpServer, Reply, call, obj, session, structure};
+    use cks_web::fetch::{FetchPolicy, Fetcher};
 
     const ARTICLE: &str = "<html><head><title>Photosynthesis</title></head><body><h1>Photosynthesis</h1>\
         <p>Plants turn light into sugar.</p></body></html>";

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use cks_runtime::pipeline_runs::WorkStatus;
 
 use super::{Failure, Job, Produced, content_hash, link, node, pretty, shown};
-use crate::tools::pipeline::{Payload, Step};
+use cks_tools::services::pipeline::{Payload, Step};
 
 const SYSTEM: &str = "You are the review step of a pipeline that improves a knowledge graph. You are shown one \
 object of the graph and a finding the research step wrote about it. Approve the finding if it is accurate, \
