@@ -184,7 +184,7 @@ impl ToolExecutor for RegistryExecutor {
         };
         let mut ctx = self.ctx.clone();
         // The chat's live events are ai_chat's, not the tools'.
-        ctx.chat_events = None;
+        ctx.watcher = None;
         ctx.audit.insert("tool".into(), json!("ai_chat"));
         // The calls of an answer the user decided on were asked for in an earlier request: which
         // model asked is not known there, and not recorded.

@@ -4,6 +4,7 @@
 //!   else: no provider names, no MCP, no registry.
 //! - [`executor`]: the executor over the tool registry — the exposure rules and session pinning.
 //! - [`offer`]: the compact tool set a chat model is offered, with descriptions written for it.
+//! - [`events`]: the live events of a turn, for a caller that watches it.
 //! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry, and
 //!   saves the turns of stored chats.
 //!
@@ -11,11 +12,13 @@
 //! server-management denylist, and every session-naming argument of every call is the chat's own
 //! session.
 
+pub mod events;
 pub mod executor;
 pub mod offer;
 pub mod tool;
 pub mod turn;
 
+pub use events::{ChatEvent, ChatEventSink, watch_with};
 pub use executor::{DENIED_TOOLS, RegistryExecutor};
 pub use offer::{CHAT_TOOLS, ChatTool};
 pub use tool::{AI_CHAT_VARIABLES, AiChat, AiChatConfig, AiChatConfigError, SYSTEM_PROMPT};

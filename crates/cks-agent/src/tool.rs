@@ -31,7 +31,9 @@ use std::time::Duration;
 
 use cks_llm::{ErrorKind, Message, Role};
 use cks_runtime::store::ChatRow;
-use cks_tools::{ChatEvent, ChatEventSink, ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+use cks_tools::{ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+
+use crate::events::{ChatEvent, ChatEventSink, watching};
 
 use crate::executor::RegistryExecutor;
 use crate::turn::{
@@ -567,7 +569,7 @@ impl Tool for AiChat {
         }
         let observer = Watchers {
             progress: ctx.progress.clone().map(|sink| Progress { sink, step: Default::default() }),
-            events: ctx.chat_events.clone(),
+            events: watching(ctx),
         };
         match continue_turn(chat_model, &executor, &history, &config, &observer, &ctx.cancel, decision.as_ref()).await {
             Ok(output) => {

@@ -7,8 +7,8 @@ mod support;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
+use cks_agent::{ChatEvent, ChatEventSink, watch_with};
 use cks_llm::{ContentBlock, Role};
-use cks_tools::{ChatEvent, ChatEventSink};
 
 use support::{Answer, Harness, Scripted, add_object, graph};
 
@@ -309,7 +309,7 @@ async fn live_events_report_text_and_each_call_and_leave_the_result_unchanged() 
     let mut h2 = Harness::new(watched);
     h2.ctx.runtime = h.ctx.runtime.clone();
     let recorder = Arc::new(Recorder::default());
-    h2.ctx.chat_events = Some(recorder.clone());
+    watch_with(&mut h2.ctx, recorder.clone());
     let live = h2.chat(json!({"session_id": sid, "prompt": "count"})).await;
     assert_eq!(serde_json::to_string(&live).unwrap(), serde_json::to_string(&plain).unwrap(), "the same result");
 
@@ -348,7 +348,7 @@ async fn an_approved_call_is_reported_live_when_it_runs() {
     ]);
     let mut h = Harness::new(model);
     let recorder = Arc::new(Recorder::default());
-    h.ctx.chat_events = Some(recorder.clone());
+    watch_with(&mut h.ctx, recorder.clone());
     let (sid, v1, _) = h.two_versions().await;
     let out = h.chat(json!({"session_id": sid, "prompt": "undo", "approvals": true})).await;
     assert!(recorder.0.lock().unwrap().is_empty(), "nothing ran, no text: {:?}", recorder.0.lock().unwrap());

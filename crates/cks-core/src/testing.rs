@@ -145,3 +145,13 @@ pub(crate) fn mutate_logged(base: &KnowledgeStructure, edits: &[Edit]) -> (Knowl
 pub(crate) fn is_closed(s: &KnowledgeStructure) -> bool {
     s.relations().all(|r| r.relation().is_some_and(|v| v.participants.iter().all(|p| s.contains(p) || *p == r.id())))
 }
+
+/// An object in canonical JSON.
+pub(crate) fn json_object(id: &str, r#type: &str, name: &str, structure: Value) -> Value {
+    json!({"identity": {"id": id, "type": r#type, "name": name}, "structure": structure})
+}
+
+/// A structure in canonical JSON.
+pub(crate) fn json_structure(objects: Vec<Value>) -> Value {
+    json!({"version": "1.0", "objects": objects})
+}

@@ -2,6 +2,7 @@
 //! cancellation, audit metadata for the versions it commits).
 
 use serde_json::{Map, Value};
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -48,26 +49,6 @@ pub trait ProgressSink: Send + Sync {
     fn report(&self, progress: f64, total: Option<f64>, message: Option<String>);
 }
 
-/// Receives the live events of a chat turn, when the caller watches the turn as it runs (`ai_chat`
-/// behind a streaming transport): the model's text as the provider streams it, and each tool call as
-/// it starts and completes. Calls made through a plain `tools/call` have none.
-pub trait ChatEventSink: Send + Sync {
-    fn event(&self, event: ChatEvent);
-}
-
-/// One live event of a chat turn.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChatEvent {
-    /// The next piece of the model's answer text.
-    TextDelta { text: String },
-    /// A tool call of the turn is about to run: its index in the turn's `tool_calls` and its
-    /// arguments as pinned.
-    ToolCallStarted { index: usize, name: String, arguments: Value },
-    /// That call has a result: a short text of it (the start of its JSON, or an error's code and
-    /// message) and whether it is an error.
-    ToolCallCompleted { index: usize, name: String, arguments: Value, result_summary: String, is_error: bool },
-}
-
 /// Per-call context handed to a tool handler.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -78,8 +59,9 @@ pub struct ToolContext {
     pub registry: Option<Arc<Registry>>,
     /// Reports progress to the caller, when the caller asked for it.
     pub progress: Option<Arc<dyn ProgressSink>>,
-    /// Receives a chat turn's live events, when the caller streams them (read by `ai_chat` only).
-    pub chat_events: Option<Arc<dyn ChatEventSink>>,
+    /// What the caller watches the call with, for the one tool that knows its type (`ai_chat`'s
+    /// event sink behind a streaming transport: `cks_agent::watch_with`); other tools ignore it.
+    pub watcher: Option<Arc<dyn Any + Send + Sync>>,
     /// Cancelled when the caller gives up (e.g. MCP `notifications/cancelled`).
     pub cancel: CancellationToken,
     /// Metadata recorded on every version committed during this call (e.g. `ai_chat` provenance).
@@ -109,7 +91,7 @@ impl ToolContext {
             llm: LlmAccess::Absent,
             registry: None,
             progress: None,
-            chat_events: None,
+            watcher: None,
             cancel: CancellationToken::new(),
             audit: Map::new(),
             provenance: Arc::new(unguessable_key()),

@@ -7,7 +7,6 @@
 pub mod context;
 pub mod convert;
 pub mod error;
-pub(crate) mod inference;
 pub mod provenance;
 pub mod registry;
 pub mod schema;
@@ -18,7 +17,7 @@ pub mod testing;
 pub mod tool;
 pub mod tools;
 
-pub use context::{ChatEvent, ChatEventSink, LlmAccess, ProgressSink, ToolContext};
+pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::ToolError;
 pub use registry::{RegisteredTool, Registry, UnknownTool};
 pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, SessionCheck, Tool, ToolMeta};

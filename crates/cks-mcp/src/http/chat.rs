@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use cks_tools::{ChatEvent, ChatEventSink};
+use cks_agent::{ChatEvent, ChatEventSink, watch_with};
 
 use super::{AppState, error_response};
 
@@ -82,7 +82,7 @@ pub(super) async fn chat_stream(State(state): State<AppState>, request: Request)
         Ok(arguments) => {
             let mut ctx = state.server.context();
             ctx.cancel = cancel.clone();
-            ctx.chat_events = Some(Arc::new(Events(sender.clone())));
+            watch_with(&mut ctx, Arc::new(Events(sender.clone())));
             let registry = state.server.registry.clone();
             tokio::spawn(async move {
                 let answer = match registry.call("ai_chat", arguments, &ctx).await {

@@ -23,9 +23,9 @@ use cks_llm::ChatRequest;
 use super::{Resolution, resolution_task};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::inference::{STEP_TYPE, explain, truthy};
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 use crate::tools::llm::json_answer::{JsonAnswer, ask_json};
+use cks_core::inference::{STEP_TYPE, explain, truthy};
 
 /// What the arbiter weighs, returned as `policy` so a calling model can decide by the same rules,
 /// and sent as the arbiter's system prompt.

@@ -15,8 +15,8 @@ use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::inference::{self, StepIndex};
 use crate::tool::{SessionCheck, Tool, ToolMeta};
+use cks_core::inference::{self, StepIndex};
 
 const MODES: [&str; 2] = ["structure", "inference"];
 

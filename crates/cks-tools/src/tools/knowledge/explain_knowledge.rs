@@ -14,8 +14,8 @@ use cks_core::KnowledgeStructure;
 use crate::context::ToolContext;
 use crate::convert::parse_json_data;
 use crate::error::ToolError;
-use crate::inference;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
+use cks_core::inference;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {

@@ -10,16 +10,16 @@
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet};
 
-use cks_core::{KnowledgeObject, KnowledgeStructure};
+use crate::{KnowledgeObject, KnowledgeStructure};
 
-pub(crate) const STEP_TYPE: &str = "InferenceStep";
+pub const STEP_TYPE: &str = "InferenceStep";
 /// Deepest premise chain an explanation follows before it stubs the rest (`max_depth`).
-pub(crate) const MAX_DEPTH: usize = 32;
+pub const MAX_DEPTH: usize = 32;
 /// Most object entries one explanation holds before it stubs the rest (`max_nodes`).
-pub(crate) const MAX_NODES: usize = 1_000;
+pub const MAX_NODES: usize = 1_000;
 
 /// Python truthiness of an optional JSON value.
-pub(crate) fn truthy(value: Option<&Value>) -> bool {
+pub fn truthy(value: Option<&Value>) -> bool {
     match value {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -30,16 +30,16 @@ pub(crate) fn truthy(value: Option<&Value>) -> bool {
     }
 }
 
-pub(crate) fn is_step(object: &KnowledgeObject) -> bool {
+pub fn is_step(object: &KnowledgeObject) -> bool {
     object.identity.r#type == STEP_TYPE
 }
 
-pub(crate) fn is_active(step: &KnowledgeObject) -> bool {
+pub fn is_active(step: &KnowledgeObject) -> bool {
     !truthy(step.structure.get("superseded_by"))
 }
 
 /// The premise ids of a step (non-string items are ignored).
-pub(crate) fn premises(step: &KnowledgeObject) -> Vec<&str> {
+pub fn premises(step: &KnowledgeObject) -> Vec<&str> {
     match step.structure.get("premises") {
         Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
@@ -48,14 +48,14 @@ pub(crate) fn premises(step: &KnowledgeObject) -> Vec<&str> {
 
 /// The steps of a structure, indexed by the object they conclude (structure order kept).
 #[derive(Debug, Default)]
-pub(crate) struct StepIndex<'a> {
+pub struct StepIndex<'a> {
     by_conclusion: HashMap<&'a str, Vec<&'a KnowledgeObject>>,
     /// Distinct conclusions of active steps, in structure order.
     active_conclusions: Vec<&'a str>,
 }
 
 impl<'a> StepIndex<'a> {
-    pub(crate) fn new(structure: &'a KnowledgeStructure) -> Self {
+    pub fn new(structure: &'a KnowledgeStructure) -> Self {
         let mut index = StepIndex::default();
         let mut seen = HashSet::new();
         for object in structure.objects().map(|o| &**o).filter(|o| is_step(o)) {
@@ -68,15 +68,15 @@ impl<'a> StepIndex<'a> {
         index
     }
 
-    pub(crate) fn active(&self, id: &str) -> impl Iterator<Item = &'a KnowledgeObject> + '_ {
+    pub fn active(&self, id: &str) -> impl Iterator<Item = &'a KnowledgeObject> + '_ {
         self.by_conclusion.get(id).into_iter().flatten().copied().filter(|s| is_active(s))
     }
 
-    pub(crate) fn superseded(&self, id: &str) -> impl Iterator<Item = &'a KnowledgeObject> + '_ {
+    pub fn superseded(&self, id: &str) -> impl Iterator<Item = &'a KnowledgeObject> + '_ {
         self.by_conclusion.get(id).into_iter().flatten().copied().filter(|s| !is_active(s))
     }
 
-    pub(crate) fn active_conclusions(&self) -> &[&'a str] {
+    pub fn active_conclusions(&self) -> &[&'a str] {
         &self.active_conclusions
     }
 }
@@ -101,7 +101,7 @@ impl<'a> StepIndex<'a> {
 /// [`MAX_NODES`] entries). The root adds `is_truncated` (a `max_depth` or `max_nodes` stub
 /// exists), `base_facts` (the expanded objects no active step concludes: what the belief finally
 /// rests on, in discovery order) and `step_count`.
-pub(crate) fn explain(structure: &KnowledgeStructure, object_id: &str) -> Value {
+pub fn explain(structure: &KnowledgeStructure, object_id: &str) -> Value {
     let index = StepIndex::new(structure);
     let mut walker = Walker {
         structure,
@@ -228,7 +228,7 @@ impl<'a> Walker<'a, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{obj, structure};
+    use crate::testing::{json_object as obj, json_structure as structure};
 
     fn step(id: &str, premises: &[&str], conclusion: &str, superseded_by: Option<&str>) -> Value {
         obj(
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn walks_chains_to_base_facts_and_stops_at_cycles() {
-        let s = cks_core::json::parse_value(structure(vec![
+        let s = crate::json::parse_value(structure(vec![
             obj("a", "Fact", "A", json!({})),
             obj("b", "Fact", "B", json!({})),
             obj("c", "Claim", "C", json!({})),
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_shared_base_fact_is_shown_in_full_and_a_shared_inference_once() {
-        let s = cks_core::json::parse_value(structure(vec![
+        let s = crate::json::parse_value(structure(vec![
             obj("p", "Fact", "P", json!({})),
             obj("m", "Claim", "M", json!({})),
             obj("c", "Claim", "C", json!({})),
@@ -312,7 +312,7 @@ mod tests {
             objects.push(obj(&format!("f{i}"), "Claim", "x", json!({})));
             objects.push(step(&format!("s{i}"), &[&format!("f{}", i - 1)], &format!("f{i}"), None));
         }
-        let s = cks_core::json::parse_value(structure(objects)).unwrap();
+        let s = crate::json::parse_value(structure(objects)).unwrap();
         let e = explain(&s, &format!("f{}", MAX_DEPTH + 5));
         assert_eq!(e["is_truncated"], true);
         let mut node = &e;
