@@ -25,7 +25,8 @@ data=$(mktemp -d)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 CKS_MCP_DATA_DIR="$data" "$binary" --http "127.0.0.1:$port" --no-stdio 2>"$data/server.log" &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$data"' EXIT
+# The server dies of the SIGTERM (143): its status is not this script's.
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true; rm -rf "$data"' EXIT
 for _ in $(seq 100); do
   curl -fs "http://127.0.0.1:$port/health" >/dev/null && break
   sleep 0.1
