@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cks_llm::ToolSpec;
-use cks_tools::{RegisteredTool, Registry, ToolContext};
+use cks_tools::{ErrorCode, RegisteredTool, Registry, ToolContext, ToolError};
 
 use crate::offer::{ChatTool, chat_tool};
 use crate::turn::{Execution, Origin, ToolExecutor};
@@ -58,8 +58,8 @@ impl std::fmt::Debug for RegistryExecutor {
 }
 
 /// Why a call was refused before anything ran.
-fn refusal(code: &str, message: String) -> Value {
-    json!({"error": code, "message": message})
+fn refusal(code: ErrorCode, message: String) -> Value {
+    ToolError::new(code, message).to_value()
 }
 
 impl RegistryExecutor {
@@ -93,7 +93,7 @@ impl RegistryExecutor {
         };
         let Some((tool, offer)) = self.offered(name) else {
             let message = format!("Tool '{name}' is not available in this chat. Use one of the tools offered.");
-            return Err((Value::Object(args), refusal("unknown_or_disallowed_tool", message)));
+            return Err((Value::Object(args), refusal(ErrorCode::UnknownOrDisallowedTool, message)));
         };
         let meta = tool.meta();
         // Pinning: whatever the model wrote, every session-naming argument is this chat's session.
@@ -117,7 +117,7 @@ impl RegistryExecutor {
                 withheld.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", "),
                 if offer.arguments.is_empty() { "none".to_owned() } else { offer.arguments.join(", ") }
             );
-            let result = refusal("invalid_parameter", message);
+            let result = refusal(ErrorCode::InvalidParameter, message);
             return Err((Value::Object(args), result));
         }
         for flag in offer.switched_on {
@@ -193,23 +193,25 @@ impl ToolExecutor for RegistryExecutor {
             ctx.audit.insert("model".into(), json!(origin.model));
         }
         let (registry, owned_name, owned_args) = (self.registry.clone(), name.to_owned(), arguments.clone());
-        let call = tokio::spawn(async move { registry.call(&owned_name, owned_args, &ctx).await });
-        let result = match tokio::time::timeout(time_left, call).await {
-            Ok(Ok(Ok(result))) => result,
-            Ok(Ok(Err(unknown))) => refusal("unknown_or_disallowed_tool", unknown.to_string()),
-            Ok(Err(join)) => refusal("internal_error", format!("Tool '{name}' failed: {join}")),
-            Err(_) => refusal(
-                "deadline_exceeded",
+        let call = tokio::spawn(async move { registry.invoke(&owned_name, owned_args, &ctx).await });
+        let outcome = match tokio::time::timeout(time_left, call).await {
+            Ok(Ok(Ok(outcome))) => outcome,
+            Ok(Ok(Err(unknown))) => Err(ToolError::new(ErrorCode::UnknownOrDisallowedTool, unknown.to_string())),
+            Ok(Err(join)) => Err(ToolError::new(ErrorCode::InternalError, format!("Tool '{name}' failed: {join}"))),
+            Err(_) => Err(ToolError::new(
+                ErrorCode::DeadlineExceeded,
                 format!(
                     "Tool '{name}' did not finish within the {:.1} s left in this turn; it was not waited for and \
                      may still complete.",
                     time_left.as_secs_f64()
                 ),
-            ),
+            )),
         };
+        let timed_out = matches!(&outcome, Err(error) if error.code == ErrorCode::DeadlineExceeded);
+        let result = outcome.unwrap_or_else(|error| error.to_value());
         let is_error = result.get("error").is_some();
         // A call that ran out of time may still commit: count it as a change.
-        let changed_state = mutates && (!is_error || result["error"] == "deadline_exceeded");
+        let changed_state = mutates && (!is_error || timed_out);
         Execution { arguments, result, is_error, changed_state }
     }
 }

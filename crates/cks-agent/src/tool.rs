@@ -22,6 +22,7 @@
 //! Live events: a context with a chat event sink (`POST /chat/stream`) gets the model's text as it
 //! streams and each tool call as it starts and completes; the result is the same.
 
+use cks_tools::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -273,7 +274,7 @@ struct StoredTurn<'a> {
 }
 
 fn chat_not_found(chat_id: &str) -> ToolError {
-    ToolError::new("chat_not_found", format!("Chat '{chat_id}' not found.")).with("chat_id", chat_id)
+    ToolError::new(ErrorCode::ChatNotFound, format!("Chat '{chat_id}' not found.")).with("chat_id", chat_id)
 }
 
 struct Progress {
@@ -492,7 +493,7 @@ impl Tool for AiChat {
         };
         if let (Some(None), Some(chat_id)) = (&running, &stored_id) {
             return Err(ToolError::new(
-                "chat_busy",
+                ErrorCode::ChatBusy,
                 format!("Chat '{chat_id}' has a turn running; send this prompt once that turn has answered."),
             )
             .with("chat_id", chat_id.as_str()));
@@ -518,7 +519,7 @@ impl Tool for AiChat {
                 Some(prompt) => vec![json!({"role": "user", "content": prompt})],
                 None => {
                     return Err(ToolError::new(
-                        "missing_parameter",
+                        ErrorCode::MissingParameter,
                         "Missing required parameter: 'prompt' (or a non-empty 'messages').",
                     )
                     .with("parameter", "prompt"));
@@ -617,9 +618,9 @@ impl Tool for AiChat {
             }
             Err(failure) => {
                 let code = if failure.error.kind() == ErrorKind::NotConfigured {
-                    "llm_provider_unavailable"
+                    ErrorCode::LlmProviderUnavailable
                 } else {
-                    "llm_call_failed"
+                    ErrorCode::LlmCallFailed
                 };
                 Err(in_chat(
                     ToolError::new(code, failure.error.to_string())
@@ -662,7 +663,7 @@ async fn keeping(ctx: &ToolContext, input: &Input) -> Result<Keeping, ToolError>
             .ok_or_else(|| chat_not_found(chat_id))?;
         if input.approval.is_none() && input.prompt.as_deref().is_none_or(|p| p.trim().is_empty()) {
             return Err(ToolError::new(
-                "missing_parameter",
+                ErrorCode::MissingParameter,
                 "Missing required parameter: 'prompt' (the next user message of the chat).",
             )
             .with("parameter", "prompt")
@@ -712,10 +713,11 @@ fn new_message(stored: &[Value], prompt: String) -> Value {
     if open.is_empty() {
         return json!({"role": "user", "content": prompt});
     }
-    let declined = json!({
-        "error": "not_approved",
-        "message": "The user did not approve this call and sent a new message instead, so it did not run.",
-    })
+    let declined = ToolError::new(
+        ErrorCode::NotApproved,
+        "The user did not approve this call and sent a new message instead, so it did not run.",
+    )
+    .to_value()
     .to_string();
     let mut content: Vec<Value> = open
         .into_iter()
@@ -783,7 +785,7 @@ async fn save_turn(ctx: &ToolContext, keeping: &Keeping, turn: Turn<'_>) -> Resu
     };
     if !ctx.runtime.chats().save(&row, expected_revision).await? {
         return Err(ToolError::new(
-            "chat_busy",
+            ErrorCode::ChatBusy,
             format!(
                 "Another turn of chat '{}' was saved while this one ran, so this turn is not stored (its tool \
                  calls did run). Read the chat again (get_chat) and send the prompt again if it is still needed.",

@@ -44,6 +44,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use cks_tools::{ErrorCode, ToolError};
+
 use cks_llm::{
     ChatOptions, ChatRequest, ChatResponse, ContentBlock, DeltaSink, LlmError, Message, Role, ToolResult, ToolSpec,
     Usage,
@@ -567,12 +569,15 @@ pub async fn continue_turn(
             let decided =
                 if stop.is_none() && tools.needs_approval(&name, &input) { Some(decision.take()) } else { None };
             let refused = match stop {
-                Some(Stop::Cancelled) => Some(("cancelled", "The turn was cancelled before this call ran.".to_owned())),
-                Some(_) => {
-                    Some(("deadline_exceeded", "The turn reached its deadline before this call ran.".to_owned()))
+                Some(Stop::Cancelled) => {
+                    Some((ErrorCode::Cancelled, "The turn was cancelled before this call ran.".to_owned()))
                 }
+                Some(_) => Some((
+                    ErrorCode::DeadlineExceeded,
+                    "The turn reached its deadline before this call ran.".to_owned(),
+                )),
                 None if index >= config.max_tool_calls_per_answer => Some((
-                    "too_many_tool_calls",
+                    ErrorCode::TooManyToolCalls,
                     format!(
                         "Not run: one answer may make at most {} tool calls and this was call {}. Make the calls that \
                          are still needed in the next answer.",
@@ -582,7 +587,7 @@ pub async fn continue_turn(
                 )),
                 None => match decided {
                     Some(Some(Decision { approve: false, reason })) => Some((
-                        "not_approved",
+                        ErrorCode::NotApproved,
                         match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
                             Some(reason) => {
                                 format!("The user declined this call, so it did not run. Their reason: {reason}")
@@ -591,7 +596,7 @@ pub async fn continue_turn(
                         },
                     )),
                     Some(None) if config.approvals => Some((
-                        "approval_required",
+                        ErrorCode::ApprovalRequired,
                         "Not run: this call needs the user's approval, and the user decided only on an earlier call \
                          of this answer. Make it again in a later answer if it is still needed."
                             .to_owned(),
@@ -600,9 +605,9 @@ pub async fn continue_turn(
                 },
             };
             if let Some((code, message)) = refused {
-                let note = json!({"error": code, "message": message});
+                let note = ToolError::new(code, message).to_value();
                 results.push(ToolResult { tool_use_id: id, content: note.to_string(), is_error: true });
-                if matches!(code, "too_many_tool_calls" | "not_approved" | "approval_required") {
+                if matches!(code, ErrorCode::TooManyToolCalls | ErrorCode::NotApproved | ErrorCode::ApprovalRequired) {
                     all_repeats = false;
                     let arguments = tools.pinned(&name, &input);
                     let index = t.tool_calls.len();
@@ -612,7 +617,7 @@ pub async fn continue_turn(
                         name,
                         // A call over the cap is recorded as the model wrote it (as always); a call
                         // the user decided on, as it was shown for approval.
-                        arguments: if code == "too_many_tool_calls" { input } else { arguments },
+                        arguments: if code == ErrorCode::TooManyToolCalls { input } else { arguments },
                         result: note,
                         is_error: true,
                         recovered_from_text,

@@ -1,6 +1,7 @@
 //! What a tool handler can reach: the runtime, shared services, and per-call state (progress,
 //! cancellation, audit metadata for the versions it commits).
 
+use crate::ErrorCode;
 use serde_json::{Map, Value};
 use std::any::Any;
 use std::fmt;
@@ -32,8 +33,10 @@ impl LlmAccess {
     pub fn client(&self) -> Result<&LlmClient, ToolError> {
         match self {
             LlmAccess::Ready(client) => Ok(client),
-            LlmAccess::Misconfigured(message) => Err(ToolError::new("llm_provider_unavailable", message.clone())),
-            LlmAccess::Absent => Err(ToolError::new("llm_provider_unavailable", "No LLM client is configured.")),
+            LlmAccess::Misconfigured(message) => {
+                Err(ToolError::new(ErrorCode::LlmProviderUnavailable, message.clone()))
+            }
+            LlmAccess::Absent => Err(ToolError::new(ErrorCode::LlmProviderUnavailable, "No LLM client is configured.")),
         }
     }
 }

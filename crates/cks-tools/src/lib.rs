@@ -18,6 +18,6 @@ pub mod tool;
 pub mod tools;
 
 pub use context::{LlmAccess, ProgressSink, ToolContext};
-pub use error::ToolError;
+pub use error::{ErrorCode, ToolError};
 pub use registry::{RegisteredTool, Registry, UnknownTool};
 pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, SessionCheck, Tool, ToolMeta};

@@ -3,6 +3,7 @@
 //! A structure holding a `VerificationRecord` without the server's signature must not be
 //! committed, serialized, explained or merged as if it were trusted; validation reports it.
 
+use crate::ErrorCode;
 use serde_json::{Value, json};
 
 use cks_core::KnowledgeStructure;
@@ -34,7 +35,7 @@ pub fn require_verified(ctx: &ToolContext, structure: &KnowledgeStructure, actio
         "Cannot {action}: structure contains a VerificationRecord with an invalid or missing provenance signature. \
          It must be produced by calling verify_source, not authored directly."
     );
-    Err(ToolError::new("unverified_provenance", message).with("details", details(&blocking)))
+    Err(ToolError::new(ErrorCode::UnverifiedProvenance, message).with("details", details(&blocking)))
 }
 
 /// Provenance findings in the `validate_knowledge` diagnostic shape, marked as the server's own.

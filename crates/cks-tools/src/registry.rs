@@ -8,6 +8,7 @@
 //! becomes `internal_error` and the server keeps serving), and one structured log line records the
 //! tool, session, duration and outcome.
 
+use crate::ErrorCode;
 use futures::FutureExt;
 use indexmap::IndexMap;
 use jsonschema::error::ValidationErrorKind;
@@ -181,39 +182,57 @@ impl Registry {
     /// Calls a tool. Business failures come back as `{"error", "message", ...}` values; only an
     /// unknown name is an `Err`.
     pub async fn call(&self, name: &str, args: Value, ctx: &ToolContext) -> Result<Value, UnknownTool> {
+        Ok(self.invoke(name, args, ctx).await?.unwrap_or_else(|error| error.to_value()))
+    }
+
+    /// Calls a tool, for callers in this process (the chat loop, the workers): its result, or its
+    /// business error as a [`ToolError`] to match on; only an unknown name is the outer `Err`.
+    pub async fn invoke(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<Result<Value, ToolError>, UnknownTool> {
         let entry = self.tools.get(name).ok_or_else(|| UnknownTool(name.to_owned()))?;
         let started = Instant::now();
         let session = session_of(entry.meta(), &args);
         let outcome = self.run(entry, args, ctx).await;
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let value = match outcome {
-            Ok(value) => value,
-            Err(error) => error.to_value(),
-        };
         // Debug builds (every test run) hold each result to the schema the tool publishes, so a
         // result shape cannot drift from its declared type unnoticed.
         #[cfg(debug_assertions)]
-        if let Err(mismatch) = entry.check_output(&value) {
-            panic!("{mismatch}");
+        {
+            let checked = match &outcome {
+                Ok(value) => entry.check_output(value),
+                Err(error) => entry.check_output(&error.to_value()),
+            };
+            if let Err(mismatch) = checked {
+                panic!("{mismatch}");
+            }
         }
-        let error = value.get("error").and_then(Value::as_str);
+        let error = match &outcome {
+            Ok(value) => value.get("error").and_then(Value::as_str),
+            Err(error) => Some(error.code.as_str()),
+        };
         self.telemetry.record(entry.meta().name, duration_ms, error);
         tracing::info!(
             target: "cks_tool_call",
             tool = name,
             session = session.as_deref(),
             duration_ms,
-            outcome = logged_outcome(&value, ctx),
+            outcome = logged_outcome(&outcome, ctx),
             error,
         );
-        Ok(value)
+        Ok(outcome)
     }
 
     /// Whether `args` would pass the argument checks of `name` that need no session lookup (the
     /// published schema). Unknown tools fail.
     pub fn check_arguments(&self, name: &str, args: &Value) -> Result<(), ToolError> {
-        let entry =
-            self.tools.get(name).ok_or_else(|| ToolError::new("unknown_tool", format!("Unknown tool: {name}")))?;
+        let entry = self
+            .tools
+            .get(name)
+            .ok_or_else(|| ToolError::new(ErrorCode::UnknownTool, format!("Unknown tool: {name}")))?;
         check_schema(entry, &normalise_args(args.clone())?)
     }
 
@@ -287,9 +306,9 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
     if field == "operations" {
         return Err(match args.get("operations") {
             Some(Value::Array(_)) => {
-                ToolError::new("invalid_operations", format!("Could not parse 'operations': {error}."))
+                ToolError::new(ErrorCode::InvalidOperations, format!("Could not parse 'operations': {error}."))
             }
-            _ => ToolError::new("invalid_operations", "Operations must be a JSON array."),
+            _ => ToolError::new(ErrorCode::InvalidOperations, "Operations must be a JSON array."),
         });
     }
     // Likewise a malformed extension list names extensions that do not exist.
@@ -309,9 +328,8 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
             Some(other) => other.to_string(),
             None => String::new(),
         };
-        return Err(
-            ToolError::new("session_not_found", format!("Session '{given}' not found.")).with("session_id", given)
-        );
+        return Err(ToolError::new(ErrorCode::SessionNotFound, format!("Session '{given}' not found."))
+            .with("session_id", given));
     }
     if let Some(code) = declared_code(entry, &field, ArgumentFault::Malformed) {
         return Err(ToolError::new(code, message).with("parameter", field));
@@ -320,7 +338,7 @@ fn check_schema(entry: &RegisteredTool, args: &Value) -> Result<(), ToolError> {
 }
 
 /// The code the tool declares for this fault of this argument, if any.
-fn declared_code(entry: &RegisteredTool, field: &str, fault: ArgumentFault) -> Option<&'static str> {
+fn declared_code(entry: &RegisteredTool, field: &str, fault: ArgumentFault) -> Option<ErrorCode> {
     entry.tool.argument_codes().iter().find(|c| c.field == field && c.fault == fault).map(|c| c.code)
 }
 
@@ -336,7 +354,7 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
             _ => continue,
         };
         let not_found =
-            || ToolError::new("session_not_found", format!("Session '{id}' not found.")).with("session_id", id);
+            || ToolError::new(ErrorCode::SessionNotFound, format!("Session '{id}' not found.")).with("session_id", id);
         ctx.runtime.check_open(id).await.map_err(|e| match e {
             RuntimeError::SessionNotFound(_) | RuntimeError::SessionClosed(_) => not_found(),
             other => other.into(),
@@ -347,7 +365,8 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
 
 /// The outcome logged for a call: an error result, a call that the client cancelled (whether the
 /// tool stopped early or not, the caller gave up on it), or ok.
-fn logged_outcome(value: &Value, ctx: &ToolContext) -> &'static str {
+fn logged_outcome(outcome: &Result<Value, ToolError>, ctx: &ToolContext) -> &'static str {
+    let Ok(value) = outcome else { return "error" };
     if value.get("error").is_some() {
         "error"
     } else if value.get("cancelled") == Some(&Value::Bool(true)) || ctx.cancel.is_cancelled() {
@@ -369,12 +388,12 @@ mod tests {
     #[test]
     fn a_cancelled_call_is_logged_as_cancelled() {
         let ctx = crate::testing::context();
-        assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "ok");
-        assert_eq!(logged_outcome(&json!({"reply": "stopped", "cancelled": true}), &ctx), "cancelled");
-        assert_eq!(logged_outcome(&json!({"error": "x", "message": "m"}), &ctx), "error");
+        assert_eq!(logged_outcome(&Ok(json!({"reply": "hi"})), &ctx), "ok");
+        assert_eq!(logged_outcome(&Ok(json!({"reply": "stopped", "cancelled": true})), &ctx), "cancelled");
+        assert_eq!(logged_outcome(&Err(ToolError::new(ErrorCode::InvalidParameter, "m")), &ctx), "error");
         ctx.cancel.cancel();
-        assert_eq!(logged_outcome(&json!({"reply": "hi"}), &ctx), "cancelled");
-        assert_eq!(logged_outcome(&json!({"error": "cancelled", "message": "m"}), &ctx), "error");
+        assert_eq!(logged_outcome(&Ok(json!({"reply": "hi"})), &ctx), "cancelled");
+        assert_eq!(logged_outcome(&Err(ToolError::new(ErrorCode::Cancelled, "m")), &ctx), "error");
     }
 
     #[test]

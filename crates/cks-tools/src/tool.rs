@@ -5,6 +5,7 @@
 //! [`ToolMeta`]. The registry erases both types through [`DynTool`] so that one list can hold
 //! every tool; the derived schemas are published as the tool's `inputSchema` and `outputSchema`.
 
+use crate::ErrorCode;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -59,17 +60,17 @@ pub enum ArgumentFault {
 pub struct ArgumentCode {
     pub field: &'static str,
     pub fault: ArgumentFault,
-    pub code: &'static str,
+    pub code: ErrorCode,
 }
 
 impl ArgumentCode {
     /// `code` when `field` is present but does not match its schema.
-    pub const fn malformed(field: &'static str, code: &'static str) -> Self {
+    pub const fn malformed(field: &'static str, code: ErrorCode) -> Self {
         ArgumentCode { field, fault: ArgumentFault::Malformed, code }
     }
 
     /// `code` when the required `field` is absent.
-    pub const fn missing(field: &'static str, code: &'static str) -> Self {
+    pub const fn missing(field: &'static str, code: ErrorCode) -> Self {
         ArgumentCode { field, fault: ArgumentFault::Missing, code }
     }
 }

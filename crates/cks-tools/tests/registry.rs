@@ -1,6 +1,7 @@
 //! Registry-wide checks: schema snapshots, provider compatibility of every schema, session-field
 //! declarations, and the call pipeline (argument checks, session checks, panic boundary).
 
+use cks_tools::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -315,7 +316,7 @@ impl Tool for Coded {
     type Input = CodedInput;
     type Output = ProbeOutput;
     const ARGUMENT_CODES: &'static [ArgumentCode] =
-        &[ArgumentCode::malformed("items", "bad_items"), ArgumentCode::missing("items", "no_items")];
+        &[ArgumentCode::malformed("items", ErrorCode::BadItems), ArgumentCode::missing("items", ErrorCode::NoItems)];
     const META: ToolMeta = ToolMeta {
         name: "coded",
         description: "test tool with declared argument codes",

@@ -18,6 +18,7 @@ mod sources;
 pub use judging::SourcePolicy;
 pub use sources::Source;
 
+use cks_tools::ErrorCode;
 use serde_json::{Map, json};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -171,7 +172,7 @@ async fn enrich(ctx: &ToolContext, config: &EnrichmentConfig, robots: &RobotsCac
         }
         match link(ctx, &task.session_id, object_id, &query, score, &candidate).await {
             Ok(()) => pages.linked.push(url),
-            Err(e) if e.code == "unsafe_url" => pages.refused.push(format!("{url}: {}", e.message)),
+            Err(e) if e.code == ErrorCode::UnsafeUrl => pages.refused.push(format!("{url}: {}", e.message)),
             Err(e) => pages.failed.push(format!("{url}: {} ({})", e.code, e.message)),
         }
     }

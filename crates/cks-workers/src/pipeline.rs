@@ -19,6 +19,7 @@ mod researcher;
 mod reviewer;
 mod synthesizer;
 
+use cks_tools::ErrorCode;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -339,7 +340,7 @@ impl Job<'_> {
         let change = Change { operations, extensions: Vec::new(), return_structure: Some(false) };
         match commit_operations(&ctx, self.session().to_owned(), change, self.step.tool(), []).await {
             Ok(committed) => Ok(committed.version_id),
-            Err(e) if e.code == "session_not_found" || e.code == "session_closed" => {
+            Err(e) if matches!(e.code, ErrorCode::SessionNotFound | ErrorCode::SessionClosed) => {
                 Err(self.give_up(format!("committing: {}", e.message)))
             }
             Err(e) => Err(self.retry(format!("committing: {} ({})", e.code, e.message))),

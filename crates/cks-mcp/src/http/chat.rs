@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use cks_agent::{ChatEvent, ChatEventSink, watch_with};
+use cks_tools::{ErrorCode, ToolError};
 
 use super::{AppState, error_response};
 
@@ -87,17 +88,18 @@ pub(super) async fn chat_stream(State(state): State<AppState>, request: Request)
             tokio::spawn(async move {
                 let answer = match registry.call("ai_chat", arguments, &ctx).await {
                     Ok(value) => value,
-                    Err(unknown) => json!({"error": "tool_not_found", "message": unknown.to_string()}),
+                    Err(unknown) => ToolError::new(ErrorCode::ToolNotFound, unknown.to_string()).to_value(),
                 };
                 let text = serde_json::to_string(&answer).unwrap_or_else(|_| "{}".into());
                 let _ = sender.send(Frame::Done(text));
             });
         }
         Err(e) => {
-            let answer = json!({
-                "error": "invalid_parameter",
-                "message": format!("The body is not JSON ({e}): send ai_chat's arguments as one JSON object."),
-            });
+            let answer = ToolError::new(
+                ErrorCode::InvalidParameter,
+                format!("The body is not JSON ({e}): send ai_chat's arguments as one JSON object."),
+            )
+            .to_value();
             let _ = sender.send(Frame::Done(answer.to_string()));
         }
     }

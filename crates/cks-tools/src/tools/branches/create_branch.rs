@@ -1,6 +1,7 @@
 //! `create_branch`: a new session starting from a session's current state or one of its versions,
 //! with the fork point recorded so that merge_branch can find the merge base by itself.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -35,7 +36,7 @@ pub(crate) struct CreateBranch;
 impl Tool for CreateBranch {
     type Input = Input;
     type Output = Output;
-    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::malformed("version_id", "branch_failed")];
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::malformed("version_id", ErrorCode::BranchFailed)];
     const META: ToolMeta = ToolMeta {
         name: "create_branch",
         description: "Create a branch: a new session that starts from the parent session's current state, or from \
@@ -76,7 +77,7 @@ pub(crate) fn branch_failed(e: RuntimeError) -> ToolError {
     match e {
         RuntimeError::VersionNotFound { ref version_id, .. } => {
             let version_id = version_id.clone();
-            ToolError::new("branch_failed", e.to_string()).with("version_id", version_id)
+            ToolError::new(ErrorCode::BranchFailed, e.to_string()).with("version_id", version_id)
         }
         other => other.into(),
     }

@@ -5,6 +5,7 @@
 //! Operations are parsed before anything is created; a hypothesis that fails to apply closes the
 //! sandbox again, as in the reference, so a failed call leaves nothing behind.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -119,8 +120,9 @@ impl Tool for ForkSandbox {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let operations = match &input.operations {
             None => Vec::new(),
-            Some(value) => parse_operations(value)
-                .map_err(|e| ToolError::new("invalid_operations", format!("Could not parse 'operations': {e}")))?,
+            Some(value) => parse_operations(value).map_err(|e| {
+                ToolError::new(ErrorCode::InvalidOperations, format!("Could not parse 'operations': {e}"))
+            })?,
         };
         let hypothesis = input.hypothesis.filter(|h| !h.is_empty());
         let parent = input.session_id;
@@ -167,15 +169,15 @@ impl Tool for ForkSandbox {
                 let _ = ctx.runtime.close(&sandbox).await;
                 return Err(match e {
                     RuntimeError::Operation(e) => {
-                        ToolError::new("evolution_failed", format!("Hypothesis could not be applied: {e}"))
+                        ToolError::new(ErrorCode::EvolutionFailed, format!("Hypothesis could not be applied: {e}"))
                     }
                     RuntimeError::ValidationFailed { diagnostics } => ToolError::new(
-                        "validation_failed",
+                        ErrorCode::ValidationFailed,
                         "Applying this hypothesis would produce an invalid structure.",
                     )
                     .with("diagnostics", diagnostics_brief(&diagnostics)),
                     RuntimeError::UnverifiedProvenance { diagnostics } => ToolError::new(
-                        "validation_failed",
+                        ErrorCode::ValidationFailed,
                         "Cannot commit hypothesis: VerificationRecord has invalid or missing provenance signature.",
                     )
                     .with("details", crate::provenance::details(&diagnostics)),

@@ -1,6 +1,7 @@
 //! `merge_branch`: three-way merge of a source session into a target session, committed as a new
 //! version of the target. Conflicts are a normal result (`merged: false`), not an error.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -75,7 +76,8 @@ const CONFLICT_GUIDANCE: &str = "The merge was not applied: both sessions change
 impl Tool for MergeBranch {
     type Input = Input;
     type Output = Output;
-    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("source_session_id", "session_not_found")];
+    const ARGUMENT_CODES: &'static [ArgumentCode] =
+        &[ArgumentCode::missing("source_session_id", ErrorCode::SessionNotFound)];
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
         description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \

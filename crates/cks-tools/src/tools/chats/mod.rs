@@ -7,6 +7,7 @@ mod delete_chat;
 mod get_chat;
 mod list_chats;
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -50,7 +51,7 @@ impl From<ChatSummary> for ChatView {
 
 /// The answer for a chat that does not exist, or that the caller cannot reach.
 pub(crate) fn chat_not_found(chat_id: &str) -> ToolError {
-    ToolError::new("chat_not_found", format!("Chat '{chat_id}' not found.")).with("chat_id", chat_id)
+    ToolError::new(ErrorCode::ChatNotFound, format!("Chat '{chat_id}' not found.")).with("chat_id", chat_id)
 }
 
 /// A stored JSON list (a chat's messages or turns).

@@ -2,6 +2,7 @@
 //! review_dead_letter proposed) through the resolving tool itself; the task is completed only
 //! when the resolution changed the graph (or, for an ignored expiry, acknowledged it).
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -66,17 +67,17 @@ impl Tool for ApproveResolution {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let refuse = |code: &str, message: String| {
-            ToolError::new(code.to_owned(), message).with("approved", false).with("task_id", input.task_id)
+        let refuse = |code: ErrorCode, message: String| {
+            ToolError::new(code, message).with("approved", false).with("task_id", input.task_id)
         };
         let task = dead_task(ctx, input.task_id).await.map_err(|e| e.with("approved", false))?;
         let expected = ResolutionTool::for_task_type(&task.task_type).ok_or_else(|| {
-            refuse("unknown_task_type", format!("No known resolution tool for task_type '{}'.", task.task_type))
+            refuse(ErrorCode::UnknownTaskType, format!("No known resolution tool for task_type '{}'.", task.task_type))
         })?;
         let tool = input.resolution.tool;
         if tool != expected {
             return Err(refuse(
-                "tool_task_type_mismatch",
+                ErrorCode::ToolTaskTypeMismatch,
                 format!("A {} task is resolved with {}, not {}.", task.task_type, expected.name(), tool.name()),
             ));
         }
@@ -84,16 +85,15 @@ impl Tool for ApproveResolution {
         let named = ["session_id", "target_session_id"].iter().find_map(|k| arguments.get(*k)).and_then(Value::as_str);
         if named != Some(task.session_id.as_str()) {
             return Err(refuse(
-                "task_session_mismatch",
+                ErrorCode::TaskSessionMismatch,
                 format!("The resolution must act on the task's session '{}'.", task.session_id),
             ));
         }
         let registry =
             ctx.registry.clone().ok_or_else(|| ToolError::internal("no tool registry to run the resolution"))?;
-        let result = registry
-            .call(tool.name(), Value::Object(arguments), ctx)
-            .await
-            .map_err(|e| refuse("tool_unavailable", format!("{} is not available on this server: {e}", tool.name())))?;
+        let result = registry.call(tool.name(), Value::Object(arguments), ctx).await.map_err(|e| {
+            refuse(ErrorCode::ToolUnavailable, format!("{} is not available on this server: {e}", tool.name()))
+        })?;
         if !settled(&result) {
             return Ok(Output {
                 approved: false,

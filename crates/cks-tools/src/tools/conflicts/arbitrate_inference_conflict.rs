@@ -11,6 +11,7 @@
 //! Unlike the reference, whose argument check demands `conclusion_id`, every mode is reachable
 //! over MCP: the batch and stale-premise modes are what a swept `inference_conflict` task needs.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -264,7 +265,7 @@ fn model_decision(answer: &Value, ids: &[String], model: &str) -> Result<Decisio
     let Some(winner) = winner else {
         let chosen = answer.get("winner_step_id").cloned().unwrap_or(Value::Null);
         return Err(ToolError::new(
-            "invalid_arbiter_decision",
+            ErrorCode::InvalidArbiterDecision,
             format!("The arbiter chose winner_step_id {chosen}, which is not among the active steps {ids:?}."),
         )
         .with("raw_decision", answer.clone()));
@@ -382,7 +383,7 @@ async fn single_conclusion(
 
 fn missing_decision() -> ToolError {
     ToolError::new(
-        "missing_decision",
+        ErrorCode::MissingDecision,
         "commit=true needs a decision: pass 'winner_id' ('winners' in batch mode) or 'auto_resolve': true.",
     )
 }
@@ -447,7 +448,7 @@ async fn batch(ctx: &ToolContext, input: &Input, ids: &[String], task: Option<i6
                     let decided = match found {
                         Some(answer_for) => model_decision(answer_for, step_ids, &answer.model),
                         None => Err(ToolError::new(
-                            "invalid_arbiter_decision",
+                            ErrorCode::InvalidArbiterDecision,
                             format!("The arbiter gave no decision for conclusion '{conclusion_id}'."),
                         )
                         .with("raw_decision", answer.value.clone())),

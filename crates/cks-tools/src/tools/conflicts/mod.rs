@@ -23,6 +23,7 @@ mod retry_dead_letter;
 pub(crate) mod review;
 mod review_dead_letter;
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -120,7 +121,7 @@ impl From<TaskRow> for TaskView {
 
 /// The answer for a task id that names no task (or none in the state the tool needs).
 pub(crate) fn task_not_found(task_id: i64, detail: &str) -> ToolError {
-    ToolError::new("task_not_found", format!("Task {task_id} was not found{detail}.")).with("task_id", task_id)
+    ToolError::new(ErrorCode::TaskNotFound, format!("Task {task_id} was not found{detail}.")).with("task_id", task_id)
 }
 
 pub(crate) fn store_error(e: StoreError) -> ToolError {

@@ -7,6 +7,7 @@
 //! nothing in conflict is committed at once, as the reference does; a merge with conflicts commits
 //! nothing until each conflict has a resolution.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -72,7 +73,8 @@ pub(crate) struct ResolveGossipConflict;
 impl Tool for ResolveGossipConflict {
     type Input = Input;
     type Output = Output;
-    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("source_session_id", "session_not_found")];
+    const ARGUMENT_CODES: &'static [ArgumentCode] =
+        &[ArgumentCode::missing("source_session_id", ErrorCode::SessionNotFound)];
     const META: ToolMeta = ToolMeta {
         name: "resolve_gossip_conflict",
         description: "Settle two sessions' divergent states: three-way merge 'source_session_id' into \

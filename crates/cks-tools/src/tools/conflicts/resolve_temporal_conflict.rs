@@ -2,6 +2,7 @@
 //! (`bump`), archives it (`archive`: marked archived, no longer expiring), or acknowledges it
 //! (`ignore`).
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -102,7 +103,10 @@ impl Tool for ResolveTemporalConflict {
             .read(&session_id, |s, _| s.get(&object_id).map(|o| o.structure.get("valid_until").cloned()))
             .await?
             .ok_or_else(|| {
-                ToolError::new("object_not_found", format!("Object '{object_id}' not found in session '{session_id}'."))
+                ToolError::new(
+                    ErrorCode::ObjectNotFound,
+                    format!("Object '{object_id}' not found in session '{session_id}'."),
+                )
             })?;
         let days = match (input.action, input.extend_by_days) {
             (Action::Bump, None) => return Err(ToolError::missing_parameter("extend_by_days")),

@@ -1,6 +1,7 @@
 //! What the dead-letter review tools share: which tool resolves each kind of conflict task, and
 //! the resolution proposed for a dead-lettered task.
 
+use crate::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -59,7 +60,7 @@ pub(crate) async fn dead_task(ctx: &ToolContext, task_id: i64) -> Result<TaskRow
     let task = ctx.runtime.tasks().get(task_id).await.map_err(store_error)?;
     task.filter(|t| t.status == TaskStatus::Dead).ok_or_else(|| {
         ToolError::new(
-            "task_not_dead_lettered",
+            ErrorCode::TaskNotDeadLettered,
             format!("Task {task_id} is not dead-lettered (see list_dead_lettered_conflicts for those that are)."),
         )
         .with("task_id", task_id)

@@ -7,6 +7,7 @@
 //! queued to find nothing later, and asking again while the same request still waits queues
 //! nothing twice.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -77,7 +78,7 @@ impl Tool for RequestEnrichment {
         let held = ctx.runtime.read(&input.session_id, |s, _| s.get(&input.object_id).is_some()).await?;
         if !held {
             return Err(ToolError::new(
-                "object_not_found",
+                ErrorCode::ObjectNotFound,
                 format!("Object '{}' not found in session '{}'.", input.object_id, input.session_id),
             ));
         }

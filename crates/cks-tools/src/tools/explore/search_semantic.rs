@@ -6,6 +6,7 @@
 //! always works: Okapi BM25 over the session's text index (`cks_core::text`: built on the first
 //! search, then kept up to date by every commit).
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +69,7 @@ pub(crate) struct SearchSemantic;
 impl Tool for SearchSemantic {
     type Input = Input;
     type Output = Output;
-    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("query", "empty_query")];
+    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("query", ErrorCode::EmptyQuery)];
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
         description: "Find the objects of a session that best match a text query and return their neighbourhood. \
@@ -92,7 +93,7 @@ impl Tool for SearchSemantic {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let seeds = input.seed_ids.clone().filter(|s| !s.is_empty());
         if input.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
-            return Err(ToolError::new("empty_query", "Query must not be empty."));
+            return Err(ToolError::new(ErrorCode::EmptyQuery, "Query must not be empty."));
         }
         let session_id = input.session_id.clone();
         ctx.runtime.read(&session_id, move |structure, _| answer(structure, input, seeds)).await?
@@ -109,7 +110,7 @@ fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String
             let ranked = structure.text_index().rank(query, top_k, min_score);
             if ranked.is_empty() {
                 return Err(ToolError::new(
-                    "not_found",
+                    ErrorCode::NotFound,
                     "No object matches the query. Try other words (matching is lexical), a lower 'min_score', or \
                      explicit 'seed_ids'.",
                 ));

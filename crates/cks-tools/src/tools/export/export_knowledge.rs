@@ -1,6 +1,7 @@
 //! `export_knowledge`: a session's current structure as linked data — JSON-LD or Turtle, written
 //! by `cks_core::linked_data`.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -94,7 +95,7 @@ impl Tool for ExportKnowledge {
             }
             _ => {
                 return Err(ToolError::new(
-                    "unsupported_format",
+                    ErrorCode::UnsupportedFormat,
                     format!("Format '{requested}' is not supported. Use 'json-ld' or 'turtle'."),
                 )
                 .with("supported", json!(SUPPORTED)));

@@ -10,6 +10,7 @@
 //! reference's bundle is present, so tools written for its bundles read ours; `import_session`
 //! reads both back.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -68,7 +69,7 @@ impl Tool for ExportSession {
         let format = requested.trim().to_lowercase();
         if format != "bundle" && format != "cks" {
             return Err(ToolError::new(
-                "unsupported_format",
+                ErrorCode::UnsupportedFormat,
                 format!("Format '{requested}' is not supported. Use 'bundle' (default) or 'cks'."),
             )
             .with("supported", json!(["bundle", "cks"])));

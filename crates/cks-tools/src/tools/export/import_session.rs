@@ -9,6 +9,7 @@
 //! bundle's current structure. The reference server has no import for its bundles (its own docs
 //! suggest re-validating `current_structure.cks_json`), so this tool is ours alone.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -42,7 +43,7 @@ pub(crate) struct Output {
 pub(crate) struct ImportSession;
 
 fn invalid_bundle(message: impl Into<String>) -> ToolError {
-    ToolError::new("invalid_bundle", message)
+    ToolError::new(ErrorCode::InvalidBundle, message)
 }
 
 #[async_trait::async_trait]
@@ -144,7 +145,7 @@ impl Tool for ImportSession {
         let report = ctx.runtime.import_sessions(vec![import]).await?;
         if report.imported.is_empty() {
             return Err(ToolError::new(
-                "session_exists",
+                ErrorCode::SessionExists,
                 format!("Session '{session_id}' already exists here; nothing was imported."),
             )
             .with("session_id", json!(session_id)));

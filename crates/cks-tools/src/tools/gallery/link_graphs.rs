@@ -2,6 +2,7 @@
 //! both graphs (each also gets a copy of the other side's object, so that the relation resolves
 //! locally). Both writes are checked before either is made.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -111,7 +112,7 @@ impl Tool for LinkGraphs {
         );
         if state_a.contains(&relation_id) || state_b.contains(&relation_id) {
             return Err(ToolError::new(
-                "relation_already_exists",
+                ErrorCode::RelationAlreadyExists,
                 format!(
                     "A relation with id '{relation_id}' already exists in one of the two graphs. link_graphs \
                      derives a deterministic id from both object ids and relation_type, so this link has already \
@@ -159,7 +160,10 @@ fn find<'a>(
     graph: &Side,
 ) -> Result<&'a Arc<KnowledgeObject>, ToolError> {
     structure.get(id).ok_or_else(|| {
-        ToolError::new("object_not_found", format!("Object '{id}' was not found in graph {side} ({}).", graph.label()))
+        ToolError::new(
+            ErrorCode::ObjectNotFound,
+            format!("Object '{id}' was not found in graph {side} ({}).", graph.label()),
+        )
     })
 }
 
@@ -177,7 +181,7 @@ fn link_operations(
             .push(Operation::AddObject { identity: remote.identity.clone(), structure: remote.structure.clone() }),
         Some(existing) if existing.structure != remote.structure => {
             return Err(ToolError::new(
-                "duplicate_object_conflict",
+                ErrorCode::DuplicateObjectConflict,
                 format!(
                     "Object '{}' already exists in {} with different content than in the other graph -- object \
                      ids must be globally unique across linked graphs.",
@@ -195,14 +199,14 @@ fn link_operations(
 /// Applies `operations` to a copy of the graph and refuses what would not commit.
 fn check(mut structure: KnowledgeStructure, operations: &[Operation], graph: &Side) -> Result<(), ToolError> {
     let changes = ops::apply(&mut structure, operations)
-        .map_err(|e| ToolError::new("invalid_operations", format!("Linking {} failed: {e}", graph.label())))?;
+        .map_err(|e| ToolError::new(ErrorCode::InvalidOperations, format!("Linking {} failed: {e}", graph.label())))?;
     let errors: Vec<_> =
         check_changes(&structure, &changes).into_iter().filter(|d| d.severity == Severity::Error).collect();
     if errors.is_empty() {
         return Ok(());
     }
     Err(ToolError::new(
-        "validation_failed",
+        ErrorCode::ValidationFailed,
         format!("Linking would produce an invalid structure in {}.", graph.label()),
     )
     .with("diagnostics", serde_json::to_value(full_diagnostics(&errors)).unwrap_or(Value::Null)))

@@ -1,6 +1,7 @@
 //! `merge_graphs`: three-way merge of two graphs (by registered name or session id) into a new
 //! session, optionally registered. Neither side is changed.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -78,7 +79,8 @@ pub(crate) struct MergeGraphs;
 impl Tool for MergeGraphs {
     type Input = Input;
     type Output = Output;
-    const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::malformed("resolutions", "invalid_resolutions")];
+    const ARGUMENT_CODES: &'static [ArgumentCode] =
+        &[ArgumentCode::malformed("resolutions", ErrorCode::InvalidResolutions)];
     const META: ToolMeta = ToolMeta {
         name: "merge_graphs",
         description: "Three-way merge of two graphs into a new session (neither side is changed). Each side and \
@@ -117,8 +119,9 @@ impl Tool for MergeGraphs {
         };
         let resolutions = match &input.resolutions {
             None => Default::default(),
-            Some(value) => parse_resolutions(value)
-                .map_err(|e| ToolError::new("invalid_resolutions", format!("Invalid 'resolutions' entry: {e}")))?,
+            Some(value) => parse_resolutions(value).map_err(|e| {
+                ToolError::new(ErrorCode::InvalidResolutions, format!("Invalid 'resolutions' entry: {e}"))
+            })?,
         };
         let structure_a = ctx.runtime.read(&a.session_id, |s, _| s.clone()).await?;
         let structure_b = ctx.runtime.read(&b.session_id, |s, _| s.clone()).await?;
@@ -137,7 +140,7 @@ impl Tool for MergeGraphs {
         let unverified = crate::provenance::blocking(ctx, &outcome.structure);
         if !unverified.is_empty() {
             return Err(ToolError::new(
-                "unverified_provenance",
+                ErrorCode::UnverifiedProvenance,
                 "Cannot merge: merged result contains a VerificationRecord with invalid or missing provenance.",
             )
             .with("merged", false)

@@ -17,6 +17,7 @@ mod search_graphs;
 mod unregister_graph;
 mod update_graph_lifecycle;
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::Arc;
@@ -150,7 +151,7 @@ impl From<Vec<GraphEntry>> for Listing {
 
 /// The reference's answer for a name that is not registered.
 fn graph_not_found(name: &str) -> ToolError {
-    ToolError::new("graph_not_found", format!("No graph is registered under name '{name}'."))
+    ToolError::new(ErrorCode::GraphNotFound, format!("No graph is registered under name '{name}'."))
 }
 
 /// A required text argument that must not be empty (the reference treats "" as missing).

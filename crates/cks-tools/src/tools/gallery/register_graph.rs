@@ -1,5 +1,6 @@
 //! `register_graph`: give an open session's graph a name in the gallery (a taken name is replaced).
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -82,7 +83,7 @@ impl Tool for RegisterGraph {
             None => Visibility::Private,
         };
         if visibility == Visibility::Team && team.is_none() {
-            return Err(ToolError::new("missing_parameter", "visibility='team' requires a `team` name.")
+            return Err(ToolError::new(ErrorCode::MissingParameter, "visibility='team' requires a `team` name.")
                 .with("parameter", "team"));
         }
         let entry = ctx

@@ -1,5 +1,6 @@
 //! `search_graphs`: the discoverable graphs whose name, description or tags contain a text.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -49,7 +50,7 @@ impl Tool for SearchGraphs {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Listing, ToolError> {
         let query = input.query.trim();
         if query.is_empty() {
-            return Err(ToolError::new("empty_query", "Query must not be empty."));
+            return Err(ToolError::new(ErrorCode::EmptyQuery, "Query must not be empty."));
         }
         let filter = GraphFilter {
             public_only: input.public_only,

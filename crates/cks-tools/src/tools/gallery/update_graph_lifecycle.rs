@@ -1,5 +1,6 @@
 //! `update_graph_lifecycle`: move a registered graph to another lifecycle state.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -79,7 +80,7 @@ impl Tool for UpdateGraphLifecycle {
             Transition::Refused { from, to } => {
                 let allowed: Vec<&str> = from.next().iter().map(|l| l.as_str()).collect();
                 Err(ToolError::new(
-                    "invalid_state_transition",
+                    ErrorCode::InvalidStateTransition,
                     format!("Graph '{name}' cannot transition from '{from}' to '{to}'."),
                 )
                 .with("name", name)

@@ -5,6 +5,7 @@
 //! would make a one-object commit cost as much as a full export, so `serialized` is included only
 //! up to [`SERIALIZE_LIMIT`] objects unless the caller asks (`return_structure`).
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -71,8 +72,8 @@ impl Tool for EvolveKnowledge {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[
-        ArgumentCode::malformed("operations", "invalid_operations"),
-        ArgumentCode::malformed("extensions", "unknown_extension"),
+        ArgumentCode::malformed("operations", ErrorCode::InvalidOperations),
+        ArgumentCode::malformed("extensions", ErrorCode::UnknownExtension),
     ];
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
@@ -122,12 +123,12 @@ impl Tool for EvolveKnowledge {
             }
         };
         let operations = match &input.operations {
-            None => return Err(ToolError::new("no_operations", "No evolution operations were provided.")),
+            None => return Err(ToolError::new(ErrorCode::NoOperations, "No evolution operations were provided.")),
             Some(Value::Array(list)) if list.is_empty() => {
-                return Err(ToolError::new("no_operations", "No evolution operations were provided."));
+                return Err(ToolError::new(ErrorCode::NoOperations, "No evolution operations were provided."));
             }
             Some(value @ Value::Array(_)) => parse_operations(value)?,
-            Some(_) => return Err(ToolError::new("invalid_operations", "Operations must be a JSON array.")),
+            Some(_) => return Err(ToolError::new(ErrorCode::InvalidOperations, "Operations must be a JSON array.")),
         };
         // Checked before a json_data session is made, so a bad name leaves nothing behind.
         extensions(&input.extensions)?;

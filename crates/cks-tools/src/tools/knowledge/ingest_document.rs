@@ -4,6 +4,7 @@
 //! Tables and Lists — or, with `use_llm`, the structure a model builds from what was read. The
 //! structure is returned, not stored; the Enrichment process commits it where a search found it.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -116,7 +117,9 @@ pub async fn ingest(ctx: &ToolContext, url: &str) -> Result<Ingested, ToolError>
 
 fn fetch_error(url: &str, error: FetchError) -> ToolError {
     match error {
-        FetchError::UnsafeUrl { .. } => ToolError::new("unsafe_url", format!("Refusing to fetch '{url}': {error}")),
+        FetchError::UnsafeUrl { .. } => {
+            ToolError::new(ErrorCode::UnsafeUrl, format!("Refusing to fetch '{url}': {error}"))
+        }
         other => ToolError::internal(format!("Failed to fetch URL: {other}")),
     }
 }
@@ -273,7 +276,8 @@ impl Tool for IngestDocument {
                 ..ChatRequest::from_prompt(prompt(&input.url, &ingested.page))
             };
             let answer = ask_json(ctx, request, false, Self::META.name, "LLM call").await?;
-            let structure = parse_value(answer.value).map_err(|e| ToolError::new("cks_parse_error", e.to_string()))?;
+            let structure =
+                parse_value(answer.value).map_err(|e| ToolError::new(ErrorCode::CksParseError, e.to_string()))?;
             (structure, Some(answer.model))
         } else {
             let structure = KnowledgeStructure::from_objects(ingested.objects)

@@ -6,6 +6,7 @@
 //! exactly as `evolve_knowledge` would at commit time (only the change for a plain batch, a full
 //! pass when `extensions` are named), then reports what committing would do.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -141,19 +142,17 @@ impl Tool for SuggestEvolution {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         if input.description.trim().is_empty() {
-            return Err(
-                ToolError::new("missing_parameter", "Description must not be empty.").with("parameter", "description")
-            );
+            return Err(ToolError::new(ErrorCode::MissingParameter, "Description must not be empty.")
+                .with("parameter", "description"));
         }
         let session_id = input.session_id;
         let operations = match input.operations {
             None => None,
             Some(Value::Array(list)) if list.is_empty() => None,
-            Some(value @ Value::Array(_)) => Some(
-                parse_operations(&value)
-                    .map_err(|e| ToolError::new("invalid_operations", format!("Could not parse 'operations': {e}")))?,
-            ),
-            Some(_) => return Err(ToolError::new("invalid_operations", "Operations must be a JSON array.")),
+            Some(value @ Value::Array(_)) => Some(parse_operations(&value).map_err(|e| {
+                ToolError::new(ErrorCode::InvalidOperations, format!("Could not parse 'operations': {e}"))
+            })?),
+            Some(_) => return Err(ToolError::new(ErrorCode::InvalidOperations, "Operations must be a JSON array.")),
         };
         let requested = input.extensions;
         let extensions = extensions(&requested)?;

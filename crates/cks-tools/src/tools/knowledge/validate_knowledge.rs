@@ -6,6 +6,7 @@
 //! `json_data` becomes a session: the reference also stores an invalid one (with no version), a
 //! state no commit could have produced.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -59,8 +60,8 @@ impl Tool for ValidateKnowledge {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[
-        ArgumentCode::malformed("json_data", "invalid_json"),
-        ArgumentCode::malformed("extensions", "unknown_extension"),
+        ArgumentCode::malformed("json_data", ErrorCode::InvalidJson),
+        ArgumentCode::malformed("extensions", ErrorCode::UnknownExtension),
     ];
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("json_data", Coercion::JsonText)];
     const META: ToolMeta = ToolMeta {

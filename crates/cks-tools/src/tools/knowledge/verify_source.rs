@@ -3,6 +3,7 @@
 //! `verified_by` relation linking it to its subject, for the caller to add with evolve_knowledge.
 //! The record states a technical fact (when, how, which status), never a judgment of the source.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -87,7 +88,7 @@ pub async fn verify(ctx: &ToolContext, url: &str, subject_id: &str) -> Result<Ve
         Ok(fetched) => (Some(fetched.status), None),
         Err(e) if e.refused_at_once() => {
             return Err(ToolError::new(
-                "unsafe_url",
+                ErrorCode::UnsafeUrl,
                 format!("Refusing to verify '{url}': {e} No VerificationRecord was created."),
             ));
         }

@@ -6,6 +6,7 @@
 //! largest balanced top-level JSON value in the answer, and tells a truncated answer apart from one
 //! that holds no JSON at all.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -134,7 +135,7 @@ impl Tool for ConstructKnowledge {
         let response = tokio::select! {
             response = client.chat(request) => response.map_err(|e| unavailable(super::llm_error(&e)))?,
             () = ctx.cancel.cancelled() => {
-                return Err(ToolError::new("cancelled", "construct_knowledge was cancelled before the model answered."));
+                return Err(ToolError::new(ErrorCode::Cancelled, "construct_knowledge was cancelled before the model answered."));
             }
         };
         let raw = response.text();
@@ -146,7 +147,7 @@ impl Tool for ConstructKnowledge {
             Err(Extraction::Truncated) => {
                 let why = if hit_limit { " (the model stopped at its output token limit)" } else { "" };
                 return Err(ToolError::new(
-                    "construct_knowledge_failed",
+                    ErrorCode::ConstructKnowledgeFailed,
                     format!(
                         "The model's answer is truncated: it ends inside an unfinished JSON value{why}. Retry with a \
                          larger 'max_tokens' or a shorter 'text'."
@@ -157,7 +158,7 @@ impl Tool for ConstructKnowledge {
             }
             Err(Extraction::NoJson) if hit_limit => {
                 return Err(ToolError::new(
-                    "construct_knowledge_failed",
+                    ErrorCode::ConstructKnowledgeFailed,
                     "The model stopped at its output token limit before writing any JSON. Retry with a larger \
                      'max_tokens'.",
                 )
@@ -165,12 +166,15 @@ impl Tool for ConstructKnowledge {
                 .with("raw_output", raw_output()));
             }
             Err(Extraction::NoJson) => {
-                return Err(ToolError::new("llm_output_parse_error", "No JSON object found in the model's answer.")
-                    .with("raw_output", raw_output()));
+                return Err(ToolError::new(
+                    ErrorCode::LlmOutputParseError,
+                    "No JSON object found in the model's answer.",
+                )
+                .with("raw_output", raw_output()));
             }
             Err(Extraction::NotJson(detail)) => {
                 return Err(ToolError::new(
-                    "llm_output_parse_error",
+                    ErrorCode::LlmOutputParseError,
                     format!("The model's answer contains no well-formed JSON object: {detail}"),
                 )
                 .with("raw_output", raw_output()));
@@ -178,10 +182,10 @@ impl Tool for ConstructKnowledge {
         };
         let raw_json = || redactor.redact(&prefix(&json_text, RAW_JSON_CHARS));
         let structure = parse_value(value)
-            .map_err(|e| ToolError::new("cks_parse_error", e.to_string()).with("raw_json", raw_json()))?;
+            .map_err(|e| ToolError::new(ErrorCode::CksParseError, e.to_string()).with("raw_json", raw_json()))?;
         if structure.is_empty() {
             return Err(ToolError::new(
-                "construct_knowledge_failed",
+                ErrorCode::ConstructKnowledgeFailed,
                 "The model's answer is a structure without objects; nothing was stored.",
             )
             .with("reason", "empty_structure")
@@ -189,7 +193,7 @@ impl Tool for ConstructKnowledge {
         }
         let report = validate(&structure, &ValidationOptions::default());
         if !report.is_valid() {
-            return Err(ToolError::new("validation_failed", "LLM-generated structure failed CKS validation.")
+            return Err(ToolError::new(ErrorCode::ValidationFailed, "LLM-generated structure failed CKS validation.")
                 .with("raw_json", raw_json())
                 .with("diagnostics", diagnostics_brief(&report.diagnostics)));
         }
@@ -443,8 +447,8 @@ fn scan(text: &str) -> Scan {
 /// An LLM failure (no usable provider, or a provider that failed to answer) is `internal_error`
 /// ("LLM call failed: ..."), as the reference reports it; `error_kind` tells them apart.
 fn unavailable(mut error: ToolError) -> ToolError {
-    if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
-        error.code = "internal_error".into();
+    if matches!(error.code, ErrorCode::LlmProviderUnavailable | ErrorCode::LlmCallFailed) {
+        error.code = ErrorCode::InternalError;
         error.message = format!("Internal error: LLM call failed: {}", error.message);
     }
     error

@@ -1,6 +1,7 @@
 //! One call to the configured LLM whose answer is a small JSON decision (an object, or an array
 //! for a batch): what the conflict tools that let a model decide share.
 
+use crate::ErrorCode;
 use serde_json::Value;
 
 use cks_llm::ChatRequest;
@@ -59,8 +60,8 @@ pub async fn ask_text(
     what: &str,
 ) -> Result<TextAnswer, ToolError> {
     let failed = |mut error: ToolError| {
-        if error.code == "llm_provider_unavailable" || error.code == "llm_call_failed" {
-            error.code = "internal_error".into();
+        if matches!(error.code, ErrorCode::LlmProviderUnavailable | ErrorCode::LlmCallFailed) {
+            error.code = ErrorCode::InternalError;
             error.message = format!("Internal error: {what} failed: {}", error.message);
         }
         error
@@ -69,7 +70,7 @@ pub async fn ask_text(
     let response = tokio::select! {
         response = client.chat(request) => response.map_err(|e| failed(llm_error(&e)))?,
         () = ctx.cancel.cancelled() => {
-            return Err(ToolError::new("cancelled", format!("{tool} was cancelled before the model answered.")));
+            return Err(ToolError::new(ErrorCode::Cancelled, format!("{tool} was cancelled before the model answered.")));
         }
     };
     let redactor = &client.config().redactor;
@@ -91,6 +92,6 @@ pub fn parse_json(raw: &str, array: bool) -> Result<Value, ToolError> {
             Extraction::Truncated => "The model's answer ends inside an unfinished JSON value.".to_owned(),
             Extraction::NotJson(detail) => format!("The model's answer holds no well-formed JSON: {detail}"),
         };
-        ToolError::new("llm_output_parse_error", message).with("raw_output", prefix(raw, RAW_OUTPUT_CHARS))
+        ToolError::new(ErrorCode::LlmOutputParseError, message).with("raw_output", prefix(raw, RAW_OUTPUT_CHARS))
     })
 }

@@ -10,6 +10,7 @@ mod get_metrics;
 pub(crate) mod json_answer;
 mod list_llm_models;
 
+use crate::ErrorCode;
 use std::sync::Arc;
 
 use cks_llm::LlmError;
@@ -30,8 +31,8 @@ pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
 /// `llm_call_failed`. The client has already redacted every configured secret from the message.
 pub(crate) fn llm_error(error: &LlmError) -> ToolError {
     let code = match error.kind() {
-        cks_llm::ErrorKind::NotConfigured => "llm_provider_unavailable",
-        _ => "llm_call_failed",
+        cks_llm::ErrorKind::NotConfigured => ErrorCode::LlmProviderUnavailable,
+        _ => ErrorCode::LlmCallFailed,
     };
     let mut tool_error = ToolError::new(code, error.to_string()).with("error_kind", json_kind(error));
     if let Some(provider) = error.context().provider {

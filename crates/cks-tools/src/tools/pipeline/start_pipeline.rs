@@ -7,6 +7,7 @@
 //! fail later; by default the run covers the session's objects but not its relations nor the
 //! nodes earlier runs wrote; and starting a run that is still under way queues nothing twice.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -212,7 +213,7 @@ fn objects(structure: &KnowledgeStructure, asked: Option<&[String]>) -> Result<V
         }
         match structure.get(id) {
             None => {
-                return Err(ToolError::new("object_not_found", format!("Object '{id}' is not in the session."))
+                return Err(ToolError::new(ErrorCode::ObjectNotFound, format!("Object '{id}' is not in the session."))
                     .with("object_id", id.clone()));
             }
             Some(o) if o.is_relation() => {

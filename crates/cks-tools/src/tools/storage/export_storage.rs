@@ -2,6 +2,7 @@
 //! gallery's registry, the stored chats) written to a JSON file; the answer is a summary and the
 //! file's path, never the dump itself. The file appears complete or not at all (written beside it, then renamed).
 
+use crate::ErrorCode;
 use std::io::Write as _;
 use std::path::PathBuf;
 
@@ -67,8 +68,9 @@ impl Tool for ExportStorage {
             None => std::env::temp_dir().join(format!("cks_backup_{}.json", file_stamp())),
         };
         let partial = path.with_extension("json.partial");
-        let file = std::fs::File::create(&partial)
-            .map_err(|e| ToolError::new("write_failed", format!("Could not create {}: {e}", partial.display())))?;
+        let file = std::fs::File::create(&partial).map_err(|e| {
+            ToolError::new(ErrorCode::WriteFailed, format!("Could not create {}: {e}", partial.display()))
+        })?;
         let mut out = std::io::BufWriter::new(file);
         let exported_at = cks_runtime::runtime::now();
         let written = ctx.runtime.export_storage(&mut out, &mut session_progress(ctx, "exported")).await;
@@ -76,7 +78,9 @@ impl Tool for ExportStorage {
             out.flush()
                 .and_then(|()| out.get_ref().sync_all())
                 .and_then(|()| std::fs::rename(&partial, &path))
-                .map_err(|e| ToolError::new("write_failed", format!("Could not write {}: {e}", path.display())))?;
+                .map_err(|e| {
+                    ToolError::new(ErrorCode::WriteFailed, format!("Could not write {}: {e}", path.display()))
+                })?;
             Ok(counts)
         });
         let counts = match finished {

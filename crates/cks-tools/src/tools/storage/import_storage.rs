@@ -3,6 +3,7 @@
 //! store first. Either way the sessions are written in one transaction: all of them or none, and a
 //! file that is not a complete backup changes nothing.
 
+use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -70,13 +71,13 @@ impl Tool for ImportStorage {
             .map_err(|e| ToolError::internal(format!("reading the dump failed: {e}")))?
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => {
-                    ToolError::new("file_not_found", format!("No file found at '{}'", input.file_path))
+                    ToolError::new(ErrorCode::FileNotFound, format!("No file found at '{}'", input.file_path))
                 }
-                _ => ToolError::new("file_not_found", format!("Cannot read '{}': {e}", input.file_path)),
+                _ => ToolError::new(ErrorCode::FileNotFound, format!("Cannot read '{}': {e}", input.file_path)),
             })?;
         let dump = backup::parse(&text).map_err(|e| match e {
             BackupError::Format(detail) if detail.starts_with("not JSON") => {
-                ToolError::new("invalid_json", format!("Could not parse dump file: {detail}"))
+                ToolError::new(ErrorCode::InvalidJson, format!("Could not parse dump file: {detail}"))
             }
             other => backup_error(other),
         })?;

@@ -5,6 +5,7 @@
 //! file, and a failed SQLite copy removes the file it started. A PostgreSQL URL is never echoed
 //! (it may hold a password).
 
+use crate::ErrorCode;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -77,7 +78,7 @@ impl Tool for MigrateStorage {
                 // A mistyped directory is an error, as for export_storage, not a tree made on the fly.
                 if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
                     return Err(ToolError::new(
-                        "target_unavailable",
+                        ErrorCode::TargetUnavailable,
                         format!("No directory '{}' to create the database in.", dir.display()),
                     ));
                 }
@@ -85,7 +86,7 @@ impl Tool for MigrateStorage {
                     .stores
                     .open(&StoreLocation::Sqlite(path.to_path_buf()))
                     .await
-                    .map_err(|e| ToolError::new("target_unavailable", e.to_string()))?;
+                    .map_err(|e| ToolError::new(ErrorCode::TargetUnavailable, e.to_string()))?;
                 (store, target.to_owned(), Some(path))
             }
             "postgres" => {
@@ -93,7 +94,7 @@ impl Tool for MigrateStorage {
                     .stores
                     .open(&StoreLocation::Postgres(target.to_owned()))
                     .await
-                    .map_err(|e| ToolError::new("target_unavailable", e.to_string()))?;
+                    .map_err(|e| ToolError::new(ErrorCode::TargetUnavailable, e.to_string()))?;
                 let stored = store.list_sessions().await.map_err(cks_runtime::RuntimeError::from)?.len();
                 if stored > 0 {
                     return Err(target_exists(format!(
@@ -105,7 +106,7 @@ impl Tool for MigrateStorage {
             }
             other => {
                 return Err(ToolError::new(
-                    "unsupported_backend",
+                    ErrorCode::UnsupportedBackend,
                     format!("target_backend '{other}' is not supported: use 'sqlite' or 'postgres'."),
                 ));
             }
@@ -119,7 +120,7 @@ impl Tool for MigrateStorage {
                     remove_database_file(file);
                 }
                 let e = backup_error(e);
-                return Err(ToolError::new("import_failed", e.message));
+                return Err(ToolError::new(ErrorCode::ImportFailed, e.message));
             }
         };
         let setting = if sqlite_file.is_some() { target.to_owned() } else { "<the URL>".to_owned() };
@@ -136,7 +137,7 @@ impl Tool for MigrateStorage {
 }
 
 fn target_exists(message: String) -> ToolError {
-    ToolError::new("target_exists", message)
+    ToolError::new(ErrorCode::TargetExists, message)
 }
 
 /// The database file and SQLite's companions beside it.

@@ -5,6 +5,7 @@ mod export_storage;
 mod import_storage;
 mod migrate_storage;
 
+use crate::ErrorCode;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -64,9 +65,9 @@ pub(crate) fn session_progress(
 pub(crate) fn backup_error(e: BackupError) -> ToolError {
     match e {
         BackupError::Store(e) => cks_runtime::RuntimeError::from(e).into(),
-        BackupError::Write(e) => ToolError::new("write_failed", format!("Could not write the backup: {e}")),
+        BackupError::Write(e) => ToolError::new(ErrorCode::WriteFailed, format!("Could not write the backup: {e}")),
         BackupError::Format(detail) => {
-            ToolError::new("invalid_format", format!("Not a backup of this server: {detail}"))
+            ToolError::new(ErrorCode::InvalidFormat, format!("Not a backup of this server: {detail}"))
         }
     }
 }
