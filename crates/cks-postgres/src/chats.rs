@@ -3,6 +3,9 @@
 //! revision the writer read for an existing one — so it is atomic on its own, and two replicas
 //! saving the same chat from the same revision cannot both succeed.
 
+use crate::*;
+use cks_runtime::store::prelude::*;
+
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
@@ -116,4 +119,23 @@ pub(crate) async fn list(
 pub(crate) async fn delete(client: &impl GenericClient, chat_id: &str) -> Result<bool, StoreError> {
     let statement = client.prepare_cached("DELETE FROM cks_chats WHERE chat_id = $1").await.map_err(db_error)?;
     Ok(client.execute(&statement, &[&chat_id]).await.map_err(db_error)? > 0)
+}
+
+#[async_trait]
+impl ChatStore for PostgresStore {
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        chats::save(&self.client().await?, chat, expected_revision).await
+    }
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        chats::load(&self.client().await?, chat_id).await
+    }
+
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        chats::list(&self.client().await?, session_id, limit).await
+    }
+
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        chats::delete(&self.client().await?, chat_id).await
+    }
 }

@@ -23,10 +23,13 @@
 
 mod chats;
 mod connect;
+mod gallery;
 mod schema;
+mod settings;
 mod tasks;
 
 use async_trait::async_trait;
+use cks_runtime::store::prelude::*;
 use deadpool_postgres::{GenericClient, Pool};
 use tokio::sync::broadcast;
 use tokio_postgres::error::SqlState;
@@ -35,8 +38,8 @@ use tokio_postgres::{IsolationLevel, Row};
 use cks_core::KnowledgeStructure;
 use cks_runtime::events::Event;
 use cks_runtime::store::{
-    Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow,
-    SnapshotDecoder, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, SnapshotDecoder, Store, StoreError,
+    StoredVersion, VersionRow,
 };
 
 pub use connect::{ConnectError, PostgresOptions, is_postgres_url};
@@ -373,39 +376,7 @@ fn version_insert_error(e: tokio_postgres::Error, version_id: &str) -> StoreErro
 }
 
 #[async_trait]
-impl Store for PostgresStore {
-    fn kind(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn publish(&self, event: &Event) {
-        let mut event = event.clone();
-        // Only a rollback's reason can make an event long; it is cut until the event fits.
-        let mut room = MAX_EVENT_BYTES;
-        loop {
-            if let cks_runtime::events::EventKind::TransactionRolledBack { reason, .. } = &mut event.kind
-                && reason.len() > room / 2
-            {
-                let cut = (0..=room / 2).rev().find(|&i| reason.is_char_boundary(i)).unwrap_or(0);
-                reason.truncate(cut);
-            }
-            let Ok(payload) = serde_json::to_string(&event) else { return };
-            if payload.len() <= MAX_EVENT_BYTES {
-                // A full outbox drops the event rather than slow a commit down.
-                let _ = self.publisher.try_send(payload);
-                return;
-            }
-            if room == 0 {
-                return;
-            }
-            room /= 2;
-        }
-    }
-
-    fn remote_events(&self) -> Option<broadcast::Receiver<Event>> {
-        Some(self.remote.subscribe())
-    }
-
+impl HistoryStore for PostgresStore {
     async fn create_session(&self, row: &SessionRow, initial_state: String) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
@@ -569,207 +540,6 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    /// One id for the database, shared by every replica on it: they are one server.
-    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
-        let client = self.client().await?;
-        let fresh = uuid::Uuid::new_v4().to_string();
-        client
-            .execute(
-                "INSERT INTO cks_meta (key, value) VALUES ('replica_id', $1) ON CONFLICT (key) DO NOTHING",
-                &[&fresh],
-            )
-            .await
-            .map_err(db_error)?;
-        let row =
-            client.query_one("SELECT value FROM cks_meta WHERE key = 'replica_id'", &[]).await.map_err(db_error)?;
-        Ok(Some(row.get(0)))
-    }
-
-    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let client = self.client().await?;
-        let key = format!("setting.{key}");
-        let row = client.query_opt("SELECT value FROM cks_meta WHERE key = $1", &[&key]).await.map_err(db_error)?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
-    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        let key = format!("setting.{key}");
-        client
-            .execute(
-                "INSERT INTO cks_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                &[&key, &value],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(())
-    }
-
-    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let client = self.client().await?;
-        let prefix = format!("setting.{prefix}");
-        let rows = client
-            .query(
-                "SELECT key, value FROM cks_meta WHERE left(key, length($1)) = $1 ORDER BY key COLLATE \"C\"",
-                &[&prefix],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(rows.iter().map(|r| (r.get::<_, String>(0)["setting.".len()..].to_owned(), r.get(1))).collect())
-    }
-
-    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
-        let client = self.client().await?;
-        let key = format!("setting.{key}");
-        client
-            .execute("INSERT INTO cks_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &value])
-            .await
-            .map_err(db_error)?;
-        let row = client.query_one("SELECT value FROM cks_meta WHERE key = $1", &[&key]).await.map_err(db_error)?;
-        Ok(row.get(0))
-    }
-
-    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let key = format!("setting.{key}");
-        Ok(client.execute("DELETE FROM cks_meta WHERE key = $1", &[&key]).await.map_err(db_error)? > 0)
-    }
-
-    /// Read, merge and write under a row lock on the name's entry (or the session's row when the
-    /// name is new), so two writers of one name serialise.
-    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        // Writers of any registry entry queue on one advisory lock for the length of the
-        // transaction: a new name has no row to lock yet.
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::REGISTRY_LOCK]).await.map_err(db_error)?;
-        if !session_exists(&tx, &row.session_id).await? {
-            return Err(StoreError::SessionNotFound(row.session_id));
-        }
-        let existing = tx
-            .query_opt(&format!("SELECT {GRAPH_COLUMNS} FROM cks_graph_registry WHERE name = $1"), &[&row.name])
-            .await
-            .map_err(db_error)?
-            .as_ref()
-            .map(graph_row);
-        let stored = row.over(existing.as_ref());
-        tx.execute(
-            &format!(
-                "INSERT INTO cks_graph_registry ({GRAPH_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) \
-                 ON CONFLICT (name) DO UPDATE SET session_id = EXCLUDED.session_id, \
-                 description = EXCLUDED.description, tags = EXCLUDED.tags, created_at = EXCLUDED.created_at, \
-                 updated_at = EXCLUDED.updated_at, source_graph_name = EXCLUDED.source_graph_name, \
-                 visibility = EXCLUDED.visibility, team = EXCLUDED.team, lifecycle_state = EXCLUDED.lifecycle_state"
-            ),
-            &[
-                &stored.name,
-                &stored.session_id,
-                &stored.description,
-                &stored.tags,
-                &stored.created_at,
-                &stored.updated_at,
-                &stored.source_graph_name,
-                &stored.visibility,
-                &stored.team,
-                &stored.lifecycle_state,
-            ],
-        )
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(stored)
-    }
-
-    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!("SELECT {GRAPH_COLUMNS} FROM cks_graph_registry WHERE name = $1"))
-            .await
-            .map_err(db_error)?;
-        Ok(client.query_opt(&statement, &[&name]).await.map_err(db_error)?.as_ref().map(graph_row))
-    }
-
-    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let deleted =
-            client.execute("DELETE FROM cks_graph_registry WHERE name = $1", &[&name]).await.map_err(db_error)?;
-        Ok(deleted > 0)
-    }
-
-    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {GRAPH_COLUMNS} FROM cks_graph_registry ORDER BY updated_at COLLATE \"C\" DESC, name COLLATE \"C\""
-            ))
-            .await
-            .map_err(db_error)?;
-        Ok(client.query(&statement, &[]).await.map_err(db_error)?.iter().map(graph_row).collect())
-    }
-
-    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
-        chats::save(&self.client().await?, chat, expected_revision).await
-    }
-
-    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
-        chats::load(&self.client().await?, chat_id).await
-    }
-
-    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
-        chats::list(&self.client().await?, session_id, limit).await
-    }
-
-    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
-        chats::delete(&self.client().await?, chat_id).await
-    }
-
-    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
-        tasks::enqueue(&self.client().await?, task).await
-    }
-
-    async fn claim_task(
-        &self,
-        task_type: Option<&str>,
-        now_ms: i64,
-        lease_ms: i64,
-    ) -> Result<Option<TaskRow>, StoreError> {
-        tasks::claim(&self.client().await?, task_type, now_ms, lease_ms).await
-    }
-
-    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
-        tasks::get(&self.client().await?, task_id).await
-    }
-
-    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
-        tasks::list(&self.client().await?, filter).await
-    }
-
-    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
-        tasks::complete(&self.client().await?, task).await
-    }
-
-    async fn fail_task(
-        &self,
-        task: TaskRef,
-        retry_count: u32,
-        error: &str,
-        next_retry_at_ms: i64,
-    ) -> Result<bool, StoreError> {
-        tasks::fail(&self.client().await?, task, retry_count, error, next_retry_at_ms).await
-    }
-
-    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
-        tasks::dead_letter(&self.client().await?, task, error, retry_count).await
-    }
-
-    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
-        tasks::retry_dead(&self.client().await?, task_id, now_ms).await
-    }
-
-    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
-        tasks::renew(&self.client().await?, task, now_ms).await
-    }
-
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         cks_runtime::store::check_imports(sessions)?;
@@ -778,6 +548,41 @@ impl Store for PostgresStore {
         let outcome = import_into(&tx, sessions).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(outcome)
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn publish(&self, event: &Event) {
+        let mut event = event.clone();
+        // Only a rollback's reason can make an event long; it is cut until the event fits.
+        let mut room = MAX_EVENT_BYTES;
+        loop {
+            if let cks_runtime::events::EventKind::TransactionRolledBack { reason, .. } = &mut event.kind
+                && reason.len() > room / 2
+            {
+                let cut = (0..=room / 2).rev().find(|&i| reason.is_char_boundary(i)).unwrap_or(0);
+                reason.truncate(cut);
+            }
+            let Ok(payload) = serde_json::to_string(&event) else { return };
+            if payload.len() <= MAX_EVENT_BYTES {
+                // A full outbox drops the event rather than slow a commit down.
+                let _ = self.publisher.try_send(payload);
+                return;
+            }
+            if room == 0 {
+                return;
+            }
+            room /= 2;
+        }
+    }
+
+    fn remote_events(&self) -> Option<broadcast::Receiver<Event>> {
+        Some(self.remote.subscribe())
     }
 
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {

@@ -3,6 +3,9 @@
 //! oldest claimable row, picked with `FOR UPDATE SKIP LOCKED`, so concurrent claimers on any
 //! connections or processes each take a different task and never wait on one another's row.
 
+use crate::*;
+use cks_runtime::store::prelude::*;
+
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
@@ -169,4 +172,54 @@ pub(crate) async fn renew(client: &impl GenericClient, task: TaskRef, now_ms: i6
         &[&task.task_id, &task.claimed_at_ms, &now_ms],
     )
     .await
+}
+
+#[async_trait]
+impl TaskStore for PostgresStore {
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        tasks::enqueue(&self.client().await?, task).await
+    }
+
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        tasks::claim(&self.client().await?, task_type, now_ms, lease_ms).await
+    }
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        tasks::get(&self.client().await?, task_id).await
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        tasks::list(&self.client().await?, filter).await
+    }
+
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        tasks::complete(&self.client().await?, task).await
+    }
+
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        tasks::fail(&self.client().await?, task, retry_count, error, next_retry_at_ms).await
+    }
+
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
+        tasks::dead_letter(&self.client().await?, task, error, retry_count).await
+    }
+
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        tasks::retry_dead(&self.client().await?, task_id, now_ms).await
+    }
+
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        tasks::renew(&self.client().await?, task, now_ms).await
+    }
 }

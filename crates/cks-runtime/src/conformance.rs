@@ -21,16 +21,21 @@ use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, Runt
 /// Opens a handle onto the storage under test.
 pub type Open = Arc<dyn Fn() -> Arc<dyn Store> + Send + Sync>;
 
-/// Runs every check; panics (test failure) with a message naming the failing check.
+/// Runs every check; panics (test failure) with a message naming the failing check. The checks
+/// go by the store's parts: [`HistoryStore`](crate::store::HistoryStore), then the gallery, task,
+/// setting and chat stores, then the runtime on top, then [`Store`] as a whole.
 pub async fn run_all(open: Open) {
+    // HistoryStore: sessions, versions, chains, imports.
     store_sessions(open()).await;
     store_compare_and_swap(open()).await;
     store_chains(open()).await;
     store_imports(open()).await;
+    // GalleryStore, TaskStore, SettingStore, ChatStore.
     store_graph_registry(open.clone()).await;
     store_task_queue(open.clone()).await;
     store_settings(open.clone()).await;
     store_chats(open.clone()).await;
+    // The runtime over the whole store.
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;

@@ -81,7 +81,7 @@ impl Runtime {
 mod tests {
     use std::sync::Arc;
 
-    use crate::store::Store as _;
+    use crate::store::prelude::*;
     use crate::store::memory::MemoryStore;
     use crate::{Runtime, RuntimeConfig};
 

@@ -3,6 +3,7 @@
 //! when the write never happened, and showing the new version when the store finished it anyway.
 
 use async_trait::async_trait;
+use cks_runtime::store::prelude::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -31,25 +32,27 @@ struct StallingStore {
 }
 
 #[async_trait]
-impl Store for StallingStore {
-    fn kind(&self) -> &'static str {
-        "stalling"
-    }
+impl HistoryStore for StallingStore {
     fn change_token(&self) -> Option<u64> {
         self.inner.change_token()
     }
+
     async fn create_session(&self, session: &SessionRow, initial_state: String) -> Result<(), StoreError> {
         self.inner.create_session(session, initial_state).await
     }
+
     async fn load_session(&self, session_id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.inner.load_session(session_id).await
     }
+
     async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         self.inner.list_sessions().await
     }
+
     async fn head_seq(&self, session_id: &str) -> Result<Option<u64>, StoreError> {
         self.inner.head_seq(session_id).await
     }
+
     async fn append_version(&self, version: &NewVersion) -> Result<(), StoreError> {
         match self.mode.swap(PASS, Ordering::SeqCst) {
             STALL_BEFORE => {}
@@ -59,81 +62,57 @@ impl Store for StallingStore {
         self.stalled.notify_one();
         std::future::pending().await
     }
+
     async fn list_versions(&self, session_id: &str) -> Result<Vec<VersionRow>, StoreError> {
         self.inner.list_versions(session_id).await
     }
+
     async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
         self.inner.find_version(version_id).await
     }
+
     async fn load_chain(&self, session_id: &str, seq: u64) -> Result<Chain, StoreError> {
         self.inner.load_chain(session_id, seq).await
     }
+
     async fn load_versions_after(&self, session_id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
         self.inner.load_versions_after(session_id, after_seq).await
     }
+
     async fn load_snapshot(&self, session_id: &str, seq: u64) -> Result<Option<String>, StoreError> {
         self.inner.load_snapshot(session_id, seq).await
     }
+
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError> {
         self.inner.set_closed(session_id, closed).await
     }
+}
+
+#[async_trait]
+impl GalleryStore for StallingStore {
     async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
         self.inner.put_graph(row).await
     }
+
     async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
         self.inner.get_graph(name).await
     }
+
     async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
         self.inner.delete_graph(name).await
     }
+
     async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
         self.inner.list_graphs().await
     }
-    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
-        self.inner.replace_all(sessions).await
-    }
-    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
-        self.inner.save_chat(chat, expected_revision).await
-    }
-    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
-        self.inner.load_chat(chat_id).await
-    }
-    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
-        self.inner.list_chats(session_id, limit).await
-    }
-    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
-        self.inner.delete_chat(chat_id).await
-    }
-    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
-        self.inner.enqueue_task(task).await
-    }
-    async fn claim_task(&self, ty: Option<&str>, now_ms: i64, lease_ms: i64) -> Result<Option<TaskRow>, StoreError> {
-        self.inner.claim_task(ty, now_ms, lease_ms).await
-    }
-    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
-        self.inner.get_task(task_id).await
-    }
-    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
-        self.inner.list_tasks(filter).await
-    }
-    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
-        self.inner.complete_task(task).await
-    }
-    async fn fail_task(&self, task: TaskRef, retries: u32, error: &str, next_ms: i64) -> Result<bool, StoreError> {
-        self.inner.fail_task(task, retries, error, next_ms).await
-    }
-    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
-        self.inner.dead_letter_task(task, error, retry_count).await
-    }
-    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
-        self.inner.retry_dead_task(task_id, now_ms).await
-    }
-    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
-        self.inner.renew_task(task, now_ms).await
-    }
+}
+
+#[async_trait]
+impl SettingStore for StallingStore {
     async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.inner.load_setting(key).await
     }
+
     async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
         self.inner.save_setting(key, value).await
     }
@@ -148,6 +127,75 @@ impl Store for StallingStore {
 
     async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
         self.inner.delete_setting(key).await
+    }
+}
+
+#[async_trait]
+impl ChatStore for StallingStore {
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        self.inner.save_chat(chat, expected_revision).await
+    }
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        self.inner.load_chat(chat_id).await
+    }
+
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        self.inner.list_chats(session_id, limit).await
+    }
+
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        self.inner.delete_chat(chat_id).await
+    }
+}
+
+#[async_trait]
+impl TaskStore for StallingStore {
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        self.inner.enqueue_task(task).await
+    }
+
+    async fn claim_task(&self, ty: Option<&str>, now_ms: i64, lease_ms: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.inner.claim_task(ty, now_ms, lease_ms).await
+    }
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.inner.get_task(task_id).await
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        self.inner.list_tasks(filter).await
+    }
+
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        self.inner.complete_task(task).await
+    }
+
+    async fn fail_task(&self, task: TaskRef, retries: u32, error: &str, next_ms: i64) -> Result<bool, StoreError> {
+        self.inner.fail_task(task, retries, error, next_ms).await
+    }
+
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
+        self.inner.dead_letter_task(task, error, retry_count).await
+    }
+
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        self.inner.retry_dead_task(task_id, now_ms).await
+    }
+
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        self.inner.renew_task(task, now_ms).await
+    }
+}
+
+#[async_trait]
+impl Store for StallingStore {
+    fn kind(&self) -> &'static str {
+        "stalling"
+    }
+
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        self.inner.replace_all(sessions).await
     }
 }
 

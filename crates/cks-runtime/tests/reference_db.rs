@@ -2,6 +2,7 @@
 //! `tests/reference-data/make-fixtures.py`) and importing it: histories kept, a second import is
 //! a no-op, and damaged files are refused with an error naming what and where, importing nothing.
 
+use cks_runtime::store::prelude::*;
 use rusqlite::Connection;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

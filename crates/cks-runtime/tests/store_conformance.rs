@@ -1,5 +1,6 @@
 //! Runs the store conformance suite against every store in this crate.
 
+use cks_runtime::store::prelude::*;
 use std::sync::Arc;
 
 use cks_runtime::conformance::{Open, run_all};

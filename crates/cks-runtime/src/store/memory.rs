@@ -1,6 +1,7 @@
 //! The in-memory store: the reference implementation of the [`Store`] contract, for tests and
 //! ephemeral servers. One mutex guards everything, which makes every method trivially atomic.
 
+use crate::store::prelude::*;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -97,11 +98,7 @@ fn session<'a>(inner: &'a Inner, id: &str) -> Result<&'a SessionData, StoreError
 }
 
 #[async_trait]
-impl Store for MemoryStore {
-    fn kind(&self) -> &'static str {
-        "memory"
-    }
-
+impl HistoryStore for MemoryStore {
     fn change_token(&self) -> Option<u64> {
         Some(self.writes.load(std::sync::atomic::Ordering::SeqCst))
     }
@@ -119,6 +116,108 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.clone())))
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        self.with(|inner| Ok(inner.order.iter().map(|id| inner.sessions[id].row.clone()).collect()))
+    }
+
+    async fn head_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.head.seq)))
+    }
+
+    async fn append_version(&self, new: &NewVersion) -> Result<(), StoreError> {
+        self.write(|inner| {
+            if inner.version_index.contains_key(&new.row.version_id) {
+                return Err(StoreError::Corrupt(format!("version id '{}' already exists", new.row.version_id)));
+            }
+            let data = inner
+                .sessions
+                .get_mut(&new.session_id)
+                .ok_or_else(|| StoreError::SessionNotFound(new.session_id.clone()))?;
+            if data.row.closed {
+                return Err(StoreError::SessionClosed(new.session_id.clone()));
+            }
+            if data.row.head.seq != new.expected_seq || new.row.seq != new.expected_seq + 1 {
+                return Err(StoreError::Conflict {
+                    session_id: new.session_id.clone(),
+                    expected: new.expected_seq,
+                    found: data.row.head.seq,
+                });
+            }
+            if new.delta.is_none() && new.snapshot.is_none() {
+                return Err(StoreError::Corrupt("a version needs a delta or a snapshot".into()));
+            }
+            data.row.head = super::Head {
+                seq: new.row.seq,
+                version_id: Some(new.row.version_id.clone()),
+                state_hash: new.row.state_hash.clone(),
+                object_count: new.row.object_count,
+            };
+            if let Some(snapshot) = &new.snapshot {
+                data.snapshots.insert(new.row.seq, snapshot.clone());
+            }
+            let row = VersionRow { has_snapshot: new.snapshot.is_some(), ..new.row.clone() };
+            data.versions.push(StoredVersion { row, delta: new.delta.clone() });
+            inner.version_index.insert(new.row.version_id.clone(), (new.session_id.clone(), new.row.seq));
+            Ok(())
+        })
+    }
+
+    async fn list_versions(&self, id: &str) -> Result<Vec<VersionRow>, StoreError> {
+        self.with(|inner| Ok(session(inner, id)?.versions.iter().map(|v| v.row.clone()).collect()))
+    }
+
+    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+        self.with(|inner| Ok(inner.version_index.get(version_id).cloned()))
+    }
+
+    async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
+        self.with(|inner| {
+            let data = session(inner, id)?;
+            if seq > data.row.head.seq {
+                return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
+            }
+            let (&snapshot_seq, snapshot) = data
+                .snapshots
+                .range(..=seq)
+                .next_back()
+                .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
+            let versions = data.versions[snapshot_seq as usize..seq as usize].to_vec();
+            Ok(Chain { snapshot_seq, snapshot: snapshot.clone(), versions })
+        })
+    }
+
+    async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
+        self.with(|inner| {
+            let data = session(inner, id)?;
+            Ok(data.versions.iter().skip(after_seq as usize).cloned().collect())
+        })
+    }
+
+    async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
+        self.with(|inner| Ok(session(inner, id)?.snapshots.get(&seq).cloned()))
+    }
+
+    async fn set_closed(&self, id: &str, closed: bool) -> Result<(), StoreError> {
+        self.write(|inner| {
+            let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
+            data.row.closed = closed;
+            Ok(())
+        })
+    }
+
+    /// Everything is checked under the one lock before anything is written: all or nothing.
+    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
+        check_imports(sessions)?;
+        self.write(|inner| import_into(inner, sessions))
+    }
+}
+
+#[async_trait]
+impl GalleryStore for MemoryStore {
     async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
         self.write(|inner| {
             session(inner, &row.session_id)?;
@@ -144,7 +243,49 @@ impl Store for MemoryStore {
             Ok(rows)
         })
     }
+}
 
+#[async_trait]
+impl SettingStore for MemoryStore {
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(Some(self.replica_id.clone()))
+    }
+
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.with(|inner| Ok(inner.settings.get(key).cloned()))
+    }
+
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.write(|inner| {
+            inner.settings.insert(key.to_owned(), value.to_owned());
+            Ok(())
+        })
+    }
+
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        self.write(|inner| Ok(inner.settings.entry(key.to_owned()).or_insert_with(|| value.to_owned()).clone()))
+    }
+
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.with(|inner| {
+            let mut found: Vec<(String, String)> = inner
+                .settings
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            found.sort();
+            Ok(found)
+        })
+    }
+
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
+        self.write(|inner| Ok(inner.settings.remove(key).is_some()))
+    }
+}
+
+#[async_trait]
+impl ChatStore for MemoryStore {
     async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
         self.write(|inner| {
             session(inner, &chat.session_id)?;
@@ -182,7 +323,10 @@ impl Store for MemoryStore {
     async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
         self.write(|inner| Ok(inner.chats.remove(chat_id).is_some()))
     }
+}
 
+#[async_trait]
+impl TaskStore for MemoryStore {
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
         self.write(|inner| {
             if task.dedup_key.is_some() && inner.tasks.values().any(|t| t.dedup_key == task.dedup_key) {
@@ -312,104 +456,12 @@ impl Store for MemoryStore {
                 .is_some())
         })
     }
+}
 
-    async fn load_session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
-        self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.clone())))
-    }
-
-    async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
-        self.with(|inner| Ok(inner.order.iter().map(|id| inner.sessions[id].row.clone()).collect()))
-    }
-
-    async fn head_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
-        self.with(|inner| Ok(inner.sessions.get(id).map(|s| s.row.head.seq)))
-    }
-
-    async fn append_version(&self, new: &NewVersion) -> Result<(), StoreError> {
-        self.write(|inner| {
-            if inner.version_index.contains_key(&new.row.version_id) {
-                return Err(StoreError::Corrupt(format!("version id '{}' already exists", new.row.version_id)));
-            }
-            let data = inner
-                .sessions
-                .get_mut(&new.session_id)
-                .ok_or_else(|| StoreError::SessionNotFound(new.session_id.clone()))?;
-            if data.row.closed {
-                return Err(StoreError::SessionClosed(new.session_id.clone()));
-            }
-            if data.row.head.seq != new.expected_seq || new.row.seq != new.expected_seq + 1 {
-                return Err(StoreError::Conflict {
-                    session_id: new.session_id.clone(),
-                    expected: new.expected_seq,
-                    found: data.row.head.seq,
-                });
-            }
-            if new.delta.is_none() && new.snapshot.is_none() {
-                return Err(StoreError::Corrupt("a version needs a delta or a snapshot".into()));
-            }
-            data.row.head = super::Head {
-                seq: new.row.seq,
-                version_id: Some(new.row.version_id.clone()),
-                state_hash: new.row.state_hash.clone(),
-                object_count: new.row.object_count,
-            };
-            if let Some(snapshot) = &new.snapshot {
-                data.snapshots.insert(new.row.seq, snapshot.clone());
-            }
-            let row = VersionRow { has_snapshot: new.snapshot.is_some(), ..new.row.clone() };
-            data.versions.push(StoredVersion { row, delta: new.delta.clone() });
-            inner.version_index.insert(new.row.version_id.clone(), (new.session_id.clone(), new.row.seq));
-            Ok(())
-        })
-    }
-
-    async fn list_versions(&self, id: &str) -> Result<Vec<VersionRow>, StoreError> {
-        self.with(|inner| Ok(session(inner, id)?.versions.iter().map(|v| v.row.clone()).collect()))
-    }
-
-    async fn find_version(&self, version_id: &str) -> Result<Option<(String, u64)>, StoreError> {
-        self.with(|inner| Ok(inner.version_index.get(version_id).cloned()))
-    }
-
-    async fn load_chain(&self, id: &str, seq: u64) -> Result<Chain, StoreError> {
-        self.with(|inner| {
-            let data = session(inner, id)?;
-            if seq > data.row.head.seq {
-                return Err(StoreError::Corrupt(format!("session '{id}' has no version #{seq}")));
-            }
-            let (&snapshot_seq, snapshot) = data
-                .snapshots
-                .range(..=seq)
-                .next_back()
-                .ok_or_else(|| StoreError::Corrupt(format!("session '{id}' has no snapshot")))?;
-            let versions = data.versions[snapshot_seq as usize..seq as usize].to_vec();
-            Ok(Chain { snapshot_seq, snapshot: snapshot.clone(), versions })
-        })
-    }
-
-    async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
-        self.with(|inner| {
-            let data = session(inner, id)?;
-            Ok(data.versions.iter().skip(after_seq as usize).cloned().collect())
-        })
-    }
-
-    async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
-        self.with(|inner| Ok(session(inner, id)?.snapshots.get(&seq).cloned()))
-    }
-
-    async fn set_closed(&self, id: &str, closed: bool) -> Result<(), StoreError> {
-        self.write(|inner| {
-            let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
-            data.row.closed = closed;
-            Ok(())
-        })
-    }
-
-    /// Everything is checked under the one lock before anything is written: all or nothing.
-    async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
-        check_imports(sessions)?;
-        self.write(|inner| import_into(inner, sessions))
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
     }
 
     /// Built aside, then swapped in under the lock: all or nothing.
@@ -421,42 +473,6 @@ impl Store for MemoryStore {
             *inner = fresh;
             Ok(outcome)
         })
-    }
-
-    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
-        Ok(Some(self.replica_id.clone()))
-    }
-
-    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
-        self.with(|inner| Ok(inner.settings.get(key).cloned()))
-    }
-
-    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.write(|inner| {
-            inner.settings.insert(key.to_owned(), value.to_owned());
-            Ok(())
-        })
-    }
-
-    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
-        self.write(|inner| Ok(inner.settings.entry(key.to_owned()).or_insert_with(|| value.to_owned()).clone()))
-    }
-
-    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        self.with(|inner| {
-            let mut found: Vec<(String, String)> = inner
-                .settings
-                .iter()
-                .filter(|(k, _)| k.starts_with(prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            found.sort();
-            Ok(found)
-        })
-    }
-
-    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
-        self.write(|inner| Ok(inner.settings.remove(key).is_some()))
     }
 }
 

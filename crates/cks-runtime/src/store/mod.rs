@@ -1,5 +1,8 @@
 //! The storage boundary: one [`Store`] trait, implemented by the in-memory store (tests), the
-//! embedded SQLite store (the default), and later a PostgreSQL store.
+//! embedded SQLite store (the default) and the PostgreSQL store (`cks-postgres`). It is made of
+//! one trait per noun: [`HistoryStore`] (sessions and their versions), [`GalleryStore`],
+//! [`SettingStore`], [`ChatStore`] and [`TaskStore`]; each store implements each in a file of its
+//! own. [`prelude`] brings them all into scope.
 //!
 //! Stores keep rows, not graphs. The runtime encodes states and deltas (see [`crate::codec`]) and
 //! hands stores opaque text, so every store persists exactly the same bytes and the conformance
@@ -32,6 +35,11 @@ use std::fmt::Debug;
 
 pub use chats::{ChatRow, ChatSummary};
 pub use opener::{OpenError, StoreLocation, StoreOpener};
+
+/// The store traits, for calling a store's methods (`use cks_runtime::store::prelude::*`).
+pub mod prelude {
+    pub use super::{ChatStore, GalleryStore, HistoryStore, SettingStore, Store, TaskStore};
+}
 pub use registry::GraphRow;
 pub use tasks::{NewTask, TaskFilter, TaskRef, TaskRow, TaskStatus};
 
@@ -207,12 +215,9 @@ pub enum StoreError {
     Unavailable(String),
 }
 
-/// The persistence contract every store implements (see the module docs for the invariants).
+/// Sessions and their histories: session rows, versions, snapshots and their locators.
 #[async_trait]
-pub trait Store: Send + Sync + Debug + 'static {
-    /// A short name for logs ("memory", "sqlite", ...).
-    fn kind(&self) -> &'static str;
-
+pub trait HistoryStore: Send + Sync + Debug + 'static {
     /// Creates a session with its starting state (snapshot 0). Fails if the id exists.
     /// Takes the state's text: a million objects' text is not copied again to be stored.
     async fn create_session(&self, session: &SessionRow, initial_state: String) -> Result<(), StoreError>;
@@ -229,16 +234,6 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// `None` when the store cannot tell (then every access probes [`Store::head_seq`]). Must be
     /// cheap and must not block on IO: it is called on every read.
     fn change_token(&self) -> Option<u64> {
-        None
-    }
-
-    /// Tells the other processes on the same storage about an event of this one (best effort; the
-    /// stores no other process shares do nothing).
-    fn publish(&self, _event: &crate::events::Event) {}
-
-    /// The events other processes on the same storage published ([`Store::publish`]); `None`
-    /// when no other process can share the storage.
-    fn remote_events(&self) -> Option<tokio::sync::broadcast::Receiver<crate::events::Event>> {
         None
     }
 
@@ -299,109 +294,6 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
 
-    /// This store's replica id: made on first use and the same for the store's whole life, so
-    /// version vectors can tell this database's commits from another's. `None` when the store
-    /// keeps no such identity.
-    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
-        Ok(None)
-    }
-
-    /// A setting the server keeps with its data (such as whether a sweeper should run), shared
-    /// by every process on the store; `None` when never saved.
-    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
-
-    /// Saves a setting (replacing its value).
-    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
-
-    /// The setting's value, saving `value` first when it has none: of processes racing to set it,
-    /// every one gets the value that was saved first.
-    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError>;
-
-    /// The settings whose keys start with `prefix`, as (key, value) sorted by key.
-    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
-
-    /// Forgets a setting; whether it existed.
-    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError>;
-
-    /// Writes a registry entry (see [`registry`] for the rules when the name is taken) and returns
-    /// the entry as stored. The session must exist ([`StoreError::SessionNotFound`]).
-    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError>;
-
-    /// The registry entry under `name`.
-    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError>;
-
-    /// Removes the registry entry under `name` (never its session); false when there was none.
-    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError>;
-
-    /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
-    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
-
-    /// Saves a whole chat ([`chats`]) in one transaction, durable when it returns. With
-    /// `expected_revision` it replaces the stored row only while that row has this revision and
-    /// the same session; without, it only creates a chat whose id is not stored yet. `false`, and
-    /// nothing written, when that does not hold (another save came first). The row is written as
-    /// given, its `revision` included (callers write `expected_revision + 1`, or 1 for a new chat).
-    /// The session must exist ([`StoreError::SessionNotFound`]).
-    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError>;
-
-    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError>;
-
-    /// Chats (of `session_id` when given, else of every session) without their contents, most
-    /// recently updated first ([`chats::sort_newest_first`]), at most `limit` of them.
-    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError>;
-
-    /// Deletes a chat; false when there was none.
-    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError>;
-
-    /// Queues a task ([`tasks`]); `None`, and nothing written, when a task with the same
-    /// `dedup_key` exists.
-    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError>;
-
-    /// Claims the oldest claimable task (of `task_type` when given): a pending one whose retry
-    /// time has come, or one whose claim is older than `lease_ms`. Marks it in progress as of
-    /// `now_ms` and returns it so. Atomic: concurrent claims never return the same task.
-    async fn claim_task(
-        &self,
-        task_type: Option<&str>,
-        now_ms: i64,
-        lease_ms: i64,
-    ) -> Result<Option<TaskRow>, StoreError>;
-
-    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError>;
-
-    /// Tasks matching `filter`, oldest first.
-    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError>;
-
-    /// Deletes a finished task; false when `task` names no task (or a claim that no longer holds).
-    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError>;
-
-    /// Returns a task to pending after a failed attempt, with its new `retry_count` and `error`,
-    /// claimable from `next_retry_at_ms`; false as for [`Store::complete_task`].
-    async fn fail_task(
-        &self,
-        task: TaskRef,
-        retry_count: u32,
-        error: &str,
-        next_retry_at_ms: i64,
-    ) -> Result<bool, StoreError>;
-
-    /// Gives up on a task: dead, with `error` and, when given, the failed attempts counted so far;
-    /// false as for [`Store::complete_task`].
-    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError>;
-
-    /// Returns a dead task to pending, claimable at `now_ms`, its retry count and error cleared;
-    /// false unless the task is dead.
-    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError>;
-
-    /// Renews a claim as of `now_ms` (the task's `claimed_at_ms` becomes `now_ms`); false unless
-    /// `task` still holds it.
-    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError>;
-
-    /// Replaces everything stored — every session, version, snapshot, registry entry and chat — with
-    /// `sessions`, in one transaction: on any failure the store is left as it was. The store's
-    /// replica id is kept. (A restore in `clear` mode.)
-    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError>;
-
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes
     /// nothing the second time); a version id already stored elsewhere is an error
@@ -446,6 +338,143 @@ pub trait Store: Send + Sync + Debug + 'static {
         }
         Ok(outcome)
     }
+}
+
+/// The graph registry's entries ([`registry`]).
+#[async_trait]
+pub trait GalleryStore: Send + Sync + Debug + 'static {
+    /// Writes a registry entry (see [`registry`] for the rules when the name is taken) and returns
+    /// the entry as stored. The session must exist ([`StoreError::SessionNotFound`]).
+    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError>;
+
+    /// The registry entry under `name`.
+    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError>;
+
+    /// Removes the registry entry under `name` (never its session); false when there was none.
+    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError>;
+
+    /// Every registry entry, most recently updated first ([`registry::sort_newest_first`]).
+    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError>;
+}
+
+/// Settings the server keeps with its data, and the store's replica id.
+#[async_trait]
+pub trait SettingStore: Send + Sync + Debug + 'static {
+    /// This store's replica id: made on first use and the same for the store's whole life, so
+    /// version vectors can tell this database's commits from another's. `None` when the store
+    /// keeps no such identity.
+    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
+    /// A setting the server keeps with its data (such as whether a sweeper should run), shared
+    /// by every process on the store; `None` when never saved.
+    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Saves a setting (replacing its value).
+    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
+
+    /// The setting's value, saving `value` first when it has none: of processes racing to set it,
+    /// every one gets the value that was saved first.
+    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError>;
+
+    /// The settings whose keys start with `prefix`, as (key, value) sorted by key.
+    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Forgets a setting; whether it existed.
+    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError>;
+}
+
+/// Stored chats ([`chats`]).
+#[async_trait]
+pub trait ChatStore: Send + Sync + Debug + 'static {
+    /// Saves a whole chat ([`chats`]) in one transaction, durable when it returns. With
+    /// `expected_revision` it replaces the stored row only while that row has this revision and
+    /// the same session; without, it only creates a chat whose id is not stored yet. `false`, and
+    /// nothing written, when that does not hold (another save came first). The row is written as
+    /// given, its `revision` included (callers write `expected_revision + 1`, or 1 for a new chat).
+    /// The session must exist ([`StoreError::SessionNotFound`]).
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError>;
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError>;
+
+    /// Chats (of `session_id` when given, else of every session) without their contents, most
+    /// recently updated first ([`chats::sort_newest_first`]), at most `limit` of them.
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError>;
+
+    /// Deletes a chat; false when there was none.
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError>;
+}
+
+/// The durable task queue ([`tasks`]).
+#[async_trait]
+pub trait TaskStore: Send + Sync + Debug + 'static {
+    /// Queues a task ([`tasks`]); `None`, and nothing written, when a task with the same
+    /// `dedup_key` exists.
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError>;
+
+    /// Claims the oldest claimable task (of `task_type` when given): a pending one whose retry
+    /// time has come, or one whose claim is older than `lease_ms`. Marks it in progress as of
+    /// `now_ms` and returns it so. Atomic: concurrent claims never return the same task.
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError>;
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError>;
+
+    /// Tasks matching `filter`, oldest first.
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError>;
+
+    /// Deletes a finished task; false when `task` names no task (or a claim that no longer holds).
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError>;
+
+    /// Returns a task to pending after a failed attempt, with its new `retry_count` and `error`,
+    /// claimable from `next_retry_at_ms`; false as for [`Store::complete_task`].
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Gives up on a task: dead, with `error` and, when given, the failed attempts counted so far;
+    /// false as for [`Store::complete_task`].
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError>;
+
+    /// Returns a dead task to pending, claimable at `now_ms`, its retry count and error cleared;
+    /// false unless the task is dead.
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// Renews a claim as of `now_ms` (the task's `claimed_at_ms` becomes `now_ms`); false unless
+    /// `task` still holds it.
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError>;
+}
+
+/// The persistence contract every store implements (see the module docs for the invariants):
+/// each noun's part, plus what concerns the whole store.
+#[async_trait]
+pub trait Store: HistoryStore + GalleryStore + SettingStore + ChatStore + TaskStore {
+    /// A short name for logs ("memory", "sqlite", ...).
+    fn kind(&self) -> &'static str;
+
+    /// Tells the other processes on the same storage about an event of this one (best effort; the
+    /// stores no other process shares do nothing).
+    fn publish(&self, _event: &crate::events::Event) {}
+
+    /// The events other processes on the same storage published ([`Store::publish`]); `None`
+    /// when no other process can share the storage.
+    fn remote_events(&self) -> Option<tokio::sync::broadcast::Receiver<crate::events::Event>> {
+        None
+    }
+
+    /// Replaces everything stored — every session, version, snapshot, registry entry and chat — with
+    /// `sessions`, in one transaction: on any failure the store is left as it was. The store's
+    /// replica id is kept. (A restore in `clear` mode.)
+    async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError>;
 }
 
 /// The head of an imported session before its versions are appended one by one: the row's head

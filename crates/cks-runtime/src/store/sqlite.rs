@@ -12,6 +12,7 @@
 //! Schema versions live in `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in its
 //! own transaction, when a database is opened.
 
+use crate::store::prelude::*;
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,8 @@ use std::time::Duration;
 
 mod chats;
 mod checkpoint;
+mod gallery;
+mod settings;
 mod tasks;
 
 use checkpoint::Checkpointer;
@@ -27,9 +30,8 @@ use checkpoint::Checkpointer;
 use cks_core::KnowledgeStructure;
 
 use super::{
-    Chain, ChatRow, ChatSummary, GraphRow, Head, ImportOutcome, ImportedSession, Located, LocatedReader, NewTask,
-    NewVersion, ReadAt, SessionRow, SnapshotDecoder, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow,
-    VersionRow, check_imports, version_taken,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, Located, LocatedReader, NewVersion, ReadAt, SessionRow,
+    SnapshotDecoder, Store, StoreError, StoredVersion, VersionRow, check_imports, version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -434,11 +436,7 @@ fn read_chain<S>(
 }
 
 #[async_trait]
-impl Store for SqliteStore {
-    fn kind(&self) -> &'static str {
-        "sqlite"
-    }
-
+impl HistoryStore for SqliteStore {
     /// SQLite's `data_version` moves when another connection (this process or another) commits;
     /// our own commits through this connection leave it alone, and the runtime knows those.
     ///
@@ -478,67 +476,6 @@ impl Store for SqliteStore {
             conn.prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1"))
                 .and_then(|mut s| s.query_row([id], session_row).optional())
                 .map_err(backend)
-        })
-        .await
-    }
-
-    /// Read, merge and write in one immediate transaction, so two writers of one name serialise.
-    async fn put_graph(&self, row: GraphRow) -> Result<GraphRow, StoreError> {
-        self.run(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            let session_exists = tx
-                .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
-                .and_then(|mut s| s.exists([&row.session_id]))
-                .map_err(backend)?;
-            if !session_exists {
-                return Err(StoreError::SessionNotFound(row.session_id));
-            }
-            let existing = graph_by_name(&tx, &row.name)?;
-            let stored = row.over(existing.as_ref());
-            tx.prepare_cached(&format!(
-                "INSERT OR REPLACE INTO graph_registry ({GRAPH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-            ))
-            .and_then(|mut s| {
-                s.execute(params![
-                    stored.name,
-                    stored.session_id,
-                    stored.description,
-                    stored.tags,
-                    stored.created_at,
-                    stored.updated_at,
-                    stored.source_graph_name,
-                    stored.visibility,
-                    stored.team,
-                    stored.lifecycle_state
-                ])
-            })
-            .map_err(backend)?;
-            tx.commit().map_err(backend)?;
-            Ok(stored)
-        })
-        .await
-    }
-
-    async fn get_graph(&self, name: &str) -> Result<Option<GraphRow>, StoreError> {
-        let name = name.to_owned();
-        self.run(move |conn| graph_by_name(conn, &name)).await
-    }
-
-    async fn delete_graph(&self, name: &str) -> Result<bool, StoreError> {
-        let name = name.to_owned();
-        self.run(move |conn| {
-            conn.execute("DELETE FROM graph_registry WHERE name = ?1", [name]).map(|n| n > 0).map_err(backend)
-        })
-        .await
-    }
-
-    async fn list_graphs(&self) -> Result<Vec<GraphRow>, StoreError> {
-        self.run(|conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!("SELECT {GRAPH_COLUMNS} FROM graph_registry ORDER BY updated_at DESC, name"))
-                .map_err(backend)?;
-            let rows = stmt.query_map([], graph_row).map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
         })
         .await
     }
@@ -784,82 +721,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn replica_id(&self) -> Result<Option<String>, StoreError> {
-        let fresh = uuid::Uuid::new_v4().to_string();
-        self.run(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-            tx.execute("INSERT OR IGNORE INTO store_meta (key, value) VALUES ('replica_id', ?1)", [&fresh])
-                .map_err(backend)?;
-            let id: String = tx
-                .query_row("SELECT value FROM store_meta WHERE key = 'replica_id'", [], |r| r.get(0))
-                .map_err(backend)?;
-            tx.commit().map_err(backend)?;
-            Ok(Some(id))
-        })
-        .await
-    }
-
-    async fn load_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let key = format!("setting.{key}");
-        self.run(move |conn| {
-            conn.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")
-                .and_then(|mut s| s.query_row([&key], |r| r.get(0)).optional())
-                .map_err(backend)
-        })
-        .await
-    }
-
-    async fn save_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        let (key, value) = (format!("setting.{key}"), value.to_owned());
-        self.run(move |conn| {
-            conn.prepare_cached("INSERT OR REPLACE INTO store_meta (key, value) VALUES (?1, ?2)")
-                .and_then(|mut s| s.execute([&key, &value]))
-                .map(drop)
-                .map_err(backend)
-        })
-        .await
-    }
-
-    async fn setting_or_insert(&self, key: &str, value: &str) -> Result<String, StoreError> {
-        let (key, value) = (format!("setting.{key}"), value.to_owned());
-        self.run(move |conn| {
-            conn.prepare_cached("INSERT OR IGNORE INTO store_meta (key, value) VALUES (?1, ?2)")
-                .and_then(|mut s| s.execute([&key, &value]))
-                .and_then(|_| {
-                    conn.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
-                        .query_row([&key], |row| row.get(0))
-                })
-                .map_err(backend)
-        })
-        .await
-    }
-
-    async fn list_settings(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let prefix = format!("setting.{prefix}");
-        self.run(move |conn| {
-            let mut statement = conn
-                .prepare_cached("SELECT key, value FROM store_meta WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key")
-                .map_err(backend)?;
-            let rows = statement
-                .query_map([&prefix], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                .map_err(backend)?;
-            Ok(rows.into_iter().map(|(k, v)| (k["setting.".len()..].to_owned(), v)).collect())
-        })
-        .await
-    }
-
-    async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
-        let key = format!("setting.{key}");
-        self.run(move |conn| {
-            conn.prepare_cached("DELETE FROM store_meta WHERE key = ?1")
-                .and_then(|mut s| s.execute([&key]))
-                .map(|n| n > 0)
-                .map_err(backend)
-        })
-        .await
-    }
-
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
@@ -872,77 +733,12 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
-    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
-        let chat = chat.clone();
-        self.run(move |conn| chats::save(conn, &chat, expected_revision)).await
-    }
-
-    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
-        let chat_id = chat_id.to_owned();
-        self.run(move |conn| chats::load(conn, &chat_id)).await
-    }
-
-    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
-        let session_id = session_id.map(str::to_owned);
-        self.run(move |conn| chats::list(conn, session_id.as_deref(), limit)).await
-    }
-
-    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
-        let chat_id = chat_id.to_owned();
-        self.run(move |conn| chats::delete(conn, &chat_id)).await
-    }
-
-    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
-        let task = task.clone();
-        self.run(move |conn| tasks::enqueue(conn, &task)).await
-    }
-
-    async fn claim_task(
-        &self,
-        task_type: Option<&str>,
-        now_ms: i64,
-        lease_ms: i64,
-    ) -> Result<Option<TaskRow>, StoreError> {
-        let task_type = task_type.map(str::to_owned);
-        self.run(move |conn| tasks::claim(conn, task_type.as_deref(), now_ms, lease_ms)).await
-    }
-
-    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
-        self.run(move |conn| tasks::get(conn, task_id)).await
-    }
-
-    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
-        let filter = filter.clone();
-        self.run(move |conn| tasks::list(conn, &filter)).await
-    }
-
-    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
-        self.run(move |conn| tasks::complete(conn, task)).await
-    }
-
-    async fn fail_task(
-        &self,
-        task: TaskRef,
-        retry_count: u32,
-        error: &str,
-        next_retry_at_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let error = error.to_owned();
-        self.run(move |conn| tasks::fail(conn, task, retry_count, &error, next_retry_at_ms)).await
-    }
-
-    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
-        let error = error.to_owned();
-        self.run(move |conn| tasks::dead_letter(conn, task, &error, retry_count)).await
-    }
-
-    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
-        self.run(move |conn| tasks::retry_dead(conn, task_id, now_ms)).await
-    }
-
-    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
-        self.run(move |conn| tasks::renew(conn, task, now_ms)).await
+#[async_trait]
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
     }
 
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {

@@ -2,6 +2,8 @@
 //! checked, then one `INSERT` or one revision-guarded `UPDATE`), so it is all or nothing, and once
 //! `COMMIT` returns it survives the process being killed (see the store's durability notes).
 
+use super::*;
+
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::backend;
@@ -114,4 +116,27 @@ pub(super) fn delete(conn: &Connection, chat_id: &str) -> Result<bool, StoreErro
         .and_then(|mut s| s.execute([chat_id]))
         .map(|n| n > 0)
         .map_err(backend)
+}
+
+#[async_trait]
+impl ChatStore for SqliteStore {
+    async fn save_chat(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, StoreError> {
+        let chat = chat.clone();
+        self.run(move |conn| chats::save(conn, &chat, expected_revision)).await
+    }
+
+    async fn load_chat(&self, chat_id: &str) -> Result<Option<ChatRow>, StoreError> {
+        let chat_id = chat_id.to_owned();
+        self.run(move |conn| chats::load(conn, &chat_id)).await
+    }
+
+    async fn list_chats(&self, session_id: Option<&str>, limit: usize) -> Result<Vec<ChatSummary>, StoreError> {
+        let session_id = session_id.map(str::to_owned);
+        self.run(move |conn| chats::list(conn, session_id.as_deref(), limit)).await
+    }
+
+    async fn delete_chat(&self, chat_id: &str) -> Result<bool, StoreError> {
+        let chat_id = chat_id.to_owned();
+        self.run(move |conn| chats::delete(conn, &chat_id)).await
+    }
 }

@@ -2,6 +2,8 @@
 //! is an `UPDATE … RETURNING` of the oldest claimable row), so it is atomic against other
 //! connections and processes on the same file.
 
+use super::*;
+
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::backend;
@@ -139,4 +141,59 @@ pub(super) fn renew(conn: &Connection, task: TaskRef, now_ms: i64) -> Result<boo
         .and_then(|mut s| s.execute(params![task.task_id, task.claimed_at_ms, now_ms]))
         .map(|n| n > 0)
         .map_err(backend)
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
+        let task = task.clone();
+        self.run(move |conn| tasks::enqueue(conn, &task)).await
+    }
+
+    async fn claim_task(
+        &self,
+        task_type: Option<&str>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        let task_type = task_type.map(str::to_owned);
+        self.run(move |conn| tasks::claim(conn, task_type.as_deref(), now_ms, lease_ms)).await
+    }
+
+    async fn get_task(&self, task_id: i64) -> Result<Option<TaskRow>, StoreError> {
+        self.run(move |conn| tasks::get(conn, task_id)).await
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        let filter = filter.clone();
+        self.run(move |conn| tasks::list(conn, &filter)).await
+    }
+
+    async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError> {
+        self.run(move |conn| tasks::complete(conn, task)).await
+    }
+
+    async fn fail_task(
+        &self,
+        task: TaskRef,
+        retry_count: u32,
+        error: &str,
+        next_retry_at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let error = error.to_owned();
+        self.run(move |conn| tasks::fail(conn, task, retry_count, &error, next_retry_at_ms)).await
+    }
+
+    async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError> {
+        let error = error.to_owned();
+        self.run(move |conn| tasks::dead_letter(conn, task, &error, retry_count)).await
+    }
+
+    async fn retry_dead_task(&self, task_id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        self.run(move |conn| tasks::retry_dead(conn, task_id, now_ms)).await
+    }
+
+    async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
+        self.run(move |conn| tasks::renew(conn, task, now_ms)).await
+    }
 }
