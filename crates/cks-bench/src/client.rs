@@ -1,14 +1,16 @@
 //! A minimal MCP client over a child process's stdio: newline-delimited JSON-RPC, one request
-//! at a time, as a real client would speak to `cks-mcp` (ours or the Python reference), and
-//! [`ConcurrentClient`], which keeps many requests in flight on the same connection (a reader task
-//! routes the responses by JSON-RPC id).
+//! at a time, as a real client would speak to `cks-mcp` (ours or the Python reference). Beside it:
+//! [`ConcurrentClient`] (`client/concurrent.rs`), many requests in flight on one connection, and
+//! [`HttpClient`] (`client/http.rs`).
 //!
 //! Requests over a configurable size can be sent with LSP-style `Content-Length:` framing instead
 //! of as one line (the reference reads lines with asyncio's 64 KiB limit and dies on a longer one,
 //! but reads a `Content-Length` body of any size); responses are read in either framing.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::host::vm_hwm_kib;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +21,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+mod concurrent;
+mod http;
+
+pub(crate) use concurrent::{ConcurrentClient, InFlight};
+pub(crate) use http::{HttpClient, free_port};
 
 /// The protocol version we offer in `initialize`; both servers accept it.
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -560,117 +568,6 @@ async fn route_responses(
     }
 }
 
-/// Many requests in flight on one connection: [`ConcurrentClient::send_tool_call`] writes a request
-/// and returns a receiver for its response, which a reader task routes by id.
-#[derive(Debug)]
-pub(crate) struct ConcurrentClient {
-    inner: Option<McpClient>,
-    stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
-    pending: Pending,
-    reader: JoinHandle<()>,
-    next_id: Arc<std::sync::atomic::AtomicU64>,
-    framing: Option<usize>,
-}
-
-/// A request in flight.
-#[derive(Debug)]
-pub(crate) struct InFlight {
-    id: u64,
-    name: String,
-    receiver: oneshot::Receiver<Result<Value, CallError>>,
-}
-
-impl InFlight {
-    /// Waits (at most `timeout`) for the response and returns the tool's result object.
-    pub(crate) async fn wait(self, timeout: Duration) -> Result<Value, CallError> {
-        match tokio::time::timeout(timeout, self.receiver).await {
-            Ok(Ok(Ok(result))) => tool_result(&self.name, &result),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(CallError::Failed("the response router stopped".into())),
-            Err(_) => Err(CallError::Timeout(timeout)),
-        }
-    }
-}
-
-impl ConcurrentClient {
-    /// Writes one `tools/call` request; its response is awaited with [`InFlight::wait`].
-    pub(crate) async fn send_tool_call(&self, name: &str, arguments: Value) -> Result<InFlight, CallError> {
-        // Ids far above those the sequential client used.
-        let id = (1 << 32) + self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (sender, receiver) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, sender);
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}});
-        let bytes = frame(&message, self.framing);
-        let mut stdin = self.stdin.lock().await;
-        let stdin = stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
-        stdin.write_all(&bytes).await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
-        stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
-        Ok(InFlight { id, name: name.to_owned(), receiver })
-    }
-
-    /// Cancels a request in flight (`notifications/cancelled`); its response, if one still
-    /// comes, is dropped.
-    pub(crate) async fn cancel(&self, call: InFlight) -> Result<(), CallError> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&call.id);
-        let message = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": call.id, "reason": "the client gave up"}});
-        let bytes = frame(&message, self.framing);
-        let mut stdin = self.stdin.lock().await;
-        let stdin = stdin.as_mut().ok_or_else(|| CallError::Failed("stdin closed".into()))?;
-        stdin.write_all(&bytes).await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))?;
-        stdin.flush().await.map_err(|e| CallError::Failed(format!("writing to the server: {e}")))
-    }
-
-    /// One call, waited for.
-    pub(crate) async fn call_tool(&self, name: &str, arguments: Value, timeout: Duration) -> Result<Value, CallError> {
-        self.send_tool_call(name, arguments).await?.wait(timeout).await
-    }
-
-    /// Closes stdin, waits for the server to exit (see [`McpClient::shutdown`]) and returns its
-    /// peak RSS (KiB).
-    pub(crate) async fn shutdown(mut self, grace: Duration) -> Option<u64> {
-        drop(self.stdin.lock().await.take());
-        let inner = self.inner.take()?;
-        let peak = inner.shutdown(grace).await;
-        self.reader.abort();
-        peak
-    }
-
-    /// Kills the server at once.
-    pub(crate) async fn kill(mut self) -> Option<u64> {
-        let inner = self.inner.take()?;
-        let peak = inner.kill().await;
-        self.reader.abort();
-        peak
-    }
-}
-
-/// `VmHWM` of `/proc/<pid>/status`, in KiB (Linux only; `None` elsewhere or once the process is gone).
-pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Total size of the regular files under `dir`, in bytes.
-pub(crate) fn dir_size(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&path) else { continue };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else if meta.is_file() {
-                total += meta.len();
-            }
-        }
-    }
-    total
-}
-
 pub(crate) fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -680,67 +577,6 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
-}
-
-/// MCP over HTTP in its bare JSON-RPC form (a server started with `--http`): tool calls, and any
-/// body at all (the soak sends malformed ones that must get error answers).
-pub(crate) struct HttpClient {
-    pub(crate) client: reqwest::Client,
-    base: String,
-    url: String,
-}
-
-impl HttpClient {
-    pub(crate) async fn new(port: u16) -> anyhow::Result<HttpClient> {
-        // Plain HTTP on loopback, but reqwest wants a TLS provider chosen before any client exists.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let base = format!("http://127.0.0.1:{port}");
-        let http = HttpClient { client: reqwest::Client::new(), url: format!("{base}/mcp"), base };
-        // The listener comes up a moment after the process; wait for it.
-        for _ in 0..300 {
-            if http.client.get(format!("{}/health", http.base)).send().await.is_ok() {
-                return Ok(http);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        anyhow::bail!("the HTTP listener on port {port} did not come up")
-    }
-
-    pub(crate) async fn post(&self, body: String) -> Result<(u16, Value), CallError> {
-        let response = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| CallError::Failed(format!("HTTP: {e}")))?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| CallError::Failed(format!("HTTP body: {e}")))?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::String(text))))
-    }
-
-    pub(crate) async fn call(&self, name: &str, arguments: Value) -> Result<Value, CallError> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
-        let (status, answer) = self.post(body.to_string()).await?;
-        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
-        match serde_json::from_str::<Value>(text) {
-            Ok(result) if status == 200 && result.get("error").is_none() => Ok(result),
-            _ => Err(CallError::Failed(format!("{name} over HTTP: {status} {}", truncate(&answer.to_string(), 200)))),
-        }
-    }
-
-    /// `http://127.0.0.1:PORT`, for the other routes (`/events`, `/health`).
-    pub(crate) fn base(&self) -> &str {
-        &self.base
-    }
-}
-
-/// A loopback port free a moment ago.
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 #[cfg(test)]

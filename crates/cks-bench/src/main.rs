@@ -8,6 +8,7 @@
 //! reference with ratios and the goals.
 
 mod client;
+mod host;
 mod postgres;
 mod replicas;
 mod report;

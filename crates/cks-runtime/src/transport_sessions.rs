@@ -81,8 +81,8 @@ impl Runtime {
 mod tests {
     use std::sync::Arc;
 
-    use crate::store::prelude::*;
     use crate::store::memory::MemoryStore;
+    use crate::store::prelude::*;
     use crate::{Runtime, RuntimeConfig};
 
     use super::*;
