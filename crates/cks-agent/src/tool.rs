@@ -21,6 +21,10 @@
 //!
 //! Live events: a context with a chat event sink (`POST /chat/stream`) gets the model's text as it
 //! streams and each tool call as it starts and completes; the result is the same.
+//!
+//! Beside this file: `tool/settings.rs` (the `CKS_AI_CHAT_*` settings), `tool/wire.rs` (arguments
+//! and result), `tool/stored.rs` (stored chats and decisions), `tool/watchers.rs` (progress and
+//! live events).
 
 use cks_tools::ErrorCode;
 use schemars::JsonSchema;
@@ -36,87 +40,22 @@ use cks_tools::{ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMe
 
 use crate::events::{ChatEvent, ChatEventSink, watching};
 
+mod settings;
+mod stored;
+mod watchers;
+mod wire;
+
+pub use settings::{AI_CHAT_VARIABLES, AiChatConfig, AiChatConfigError};
+pub use stored::MAX_TITLE_CHARS;
+use stored::*;
+use watchers::*;
+pub use wire::{Approval, ApprovalDecision, Input, Output, PendingCall, ToolCall, TurnUsage};
+
 use crate::executor::RegistryExecutor;
 use crate::turn::{
     ChatModel, Decision, Stop, ToolCallRecord, TurnConfig, TurnObserver, continue_turn, pending_approval,
     result_summary,
 };
-
-/// Settings of `ai_chat`, from the environment.
-#[derive(Debug, Clone)]
-pub struct AiChatConfig {
-    pub turn: TurnConfig,
-}
-
-impl Default for AiChatConfig {
-    fn default() -> Self {
-        AiChatConfig { turn: TurnConfig { system: Some(SYSTEM_PROMPT.to_owned()), ..TurnConfig::default() } }
-    }
-}
-
-/// A limit variable whose value is not accepted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{variable}={value:?} is not valid: {problem}; expected {expected}")]
-pub struct AiChatConfigError {
-    pub variable: &'static str,
-    pub value: String,
-    pub problem: String,
-    pub expected: &'static str,
-}
-
-/// The limit variables of `ai_chat` and what each bounds. Each is a whole number of at least 1.
-pub const AI_CHAT_VARIABLES: [(&str, &str); 7] = [
-    ("CKS_AI_CHAT_MAX_ITERATIONS", "LLM round trips per turn"),
-    ("CKS_AI_CHAT_TIMEOUT_SECONDS", "deadline of one turn, in seconds"),
-    ("CKS_AI_CHAT_MAX_TOKENS", "token budget of one turn (input + output tokens)"),
-    ("CKS_AI_CHAT_MAX_OUTPUT_TOKENS", "output tokens per LLM call"),
-    ("CKS_AI_CHAT_MAX_TOOL_CALLS", "tool calls run per LLM answer"),
-    ("CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES", "bytes of one tool result sent to the LLM"),
-    ("CKS_AI_CHAT_RESULT_MAX_BYTES", "bytes of the recorded tool calls in one turn's result"),
-];
-
-impl AiChatConfig {
-    /// Reads the limit variables ([`AI_CHAT_VARIABLES`]); unset (or empty) ones keep their
-    /// defaults, and a value that is not a whole number from 1 up is an error naming the variable.
-    pub fn from_env(env: &HashMap<String, String>) -> Result<Self, AiChatConfigError> {
-        let mut config = AiChatConfig::default();
-        let number = |name: &'static str| -> Result<Option<u64>, AiChatConfigError> {
-            let Some(raw) = env.get(name).filter(|v| !v.trim().is_empty()) else { return Ok(None) };
-            let error = |problem: String| AiChatConfigError {
-                variable: name,
-                value: raw.clone(),
-                problem,
-                expected: "a whole number of at least 1 (e.g. 8), or unset for the default",
-            };
-            match raw.trim().parse::<u64>() {
-                Ok(0) => Err(error("0 is not a usable limit".into())),
-                Ok(n) => Ok(Some(n)),
-                Err(e) => Err(error(format!("not a whole number ({e})"))),
-            }
-        };
-        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        if let Some(n) = number("CKS_AI_CHAT_MAX_ITERATIONS")? {
-            config.turn.max_iterations = size(n);
-        }
-        if let Some(s) = number("CKS_AI_CHAT_TIMEOUT_SECONDS")? {
-            config.turn.deadline = Duration::from_secs(s);
-        }
-        config.turn.token_budget = number("CKS_AI_CHAT_MAX_TOKENS")?;
-        if let Some(n) = number("CKS_AI_CHAT_MAX_OUTPUT_TOKENS")? {
-            config.turn.max_tokens = Some(u32::try_from(n).unwrap_or(u32::MAX));
-        }
-        if let Some(n) = number("CKS_AI_CHAT_MAX_TOOL_CALLS")? {
-            config.turn.max_tool_calls_per_answer = size(n);
-        }
-        if let Some(n) = number("CKS_AI_CHAT_TOOL_RESULT_MAX_BYTES")? {
-            config.turn.tool_result_cap = size(n);
-        }
-        if let Some(n) = number("CKS_AI_CHAT_RESULT_MAX_BYTES")? {
-            config.turn.max_result_bytes = size(n);
-        }
-        Ok(config)
-    }
-}
 
 /// Short on purpose: every token of it is sent with every round trip, and small local models
 /// follow a few plain rules better than many.
@@ -124,72 +63,6 @@ pub const SYSTEM_PROMPT: &str = "You work on one knowledge graph with the tools 
 chat's graph, so never pass session ids. To read or list objects use query_subgraph; to find an object by name use \
 search_semantic; to add or change objects use evolve_knowledge. Version tools are only for the graph's history. \
 When a tool reports an error, fix the call or explain the problem. Answer briefly.";
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct Input {
-    /// The session this turn works on; every tool call the model makes is pinned to it.
-    pub session_id: String,
-    /// The conversation so far (Anthropic Messages shape), as returned by the previous turn. When
-    /// non-empty, `prompt` is ignored. Not with `chat_id`: a stored chat's history is the store's.
-    #[serde(default)]
-    #[schemars(schema_with = "messages_schema")]
-    pub messages: Vec<Value>,
-    /// Starts a new conversation with this user message (used only when `messages` is empty); with
-    /// `chat_id`, the next user message of that stored chat.
-    pub prompt: Option<String>,
-    /// Continues a stored chat (from an earlier answer's `chat_id`, or list_chats): its stored
-    /// messages are the history, `prompt` the new user message, and the turn is saved with it.
-    pub chat_id: Option<String>,
-    /// Stores this conversation server-side as a new chat once the turn has answered; the answer
-    /// carries its `chat_id`, to continue it with `chat_id` and `prompt` alone.
-    #[serde(default)]
-    pub new_chat: bool,
-    /// The title of a new stored chat (with `new_chat`; by default the first user message, cut to
-    /// 80 characters).
-    pub title: Option<String>,
-    /// Model to use for this turn, overriding the provider's configured default (the provider
-    /// itself is chosen by CKS_LLM_PROVIDER).
-    pub model: Option<String>,
-    /// Ask the user before destructive calls (revert_version; evolve_knowledge removing or replacing):
-    /// when the model makes one, the turn
-    /// stops before running that answer's calls and answers 'pending_approval'; send the decision
-    /// as 'approval' in the next request. Default false (true when 'approval' is given).
-    pub approvals: Option<bool>,
-    /// The user's decision on the pending call ('pending_approval' of the previous answer), sent on
-    /// the same 'chat_id' or with the returned 'messages' unchanged, without 'prompt'.
-    pub approval: Option<Approval>,
-}
-
-/// The user's decision on a pending call.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct Approval {
-    /// 'approve' runs the call; 'reject' tells the model the user declined it.
-    pub decision: ApprovalDecision,
-    /// Why (passed on to the model with a rejection).
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalDecision {
-    Approve,
-    Reject,
-}
-
-fn messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::Schema::try_from(json!({
-        "type": "array",
-        "items": {"type": "object"},
-        "description": "The conversation so far: [{\"role\": \"user\"|\"assistant\", \"content\": string or content blocks}]. Pass back the 'messages' of the previous turn unchanged, plus the new user message."
-    }))
-    .expect("a schema object")
-}
-
-/// The title of a new stored chat whose first user message has no text.
-const UNTITLED: &str = "Untitled chat";
-
-/// The longest title a caller may give a stored chat, in characters.
-pub const MAX_TITLE_CHARS: usize = 200;
 
 /// The `ai_chat` tool.
 #[derive(Clone, Default)]
@@ -242,102 +115,6 @@ impl Drop for RunningTurn {
     }
 }
 
-/// Where a turn's messages are kept.
-enum Keeping {
-    /// Nowhere: the caller keeps the history (the stateless contract).
-    Caller,
-    /// In a new stored chat of the session, once the turn has answered.
-    NewChat { chat_id: String, session_id: String, title: Option<String> },
-    /// In this stored chat, saved from the revision read before the turn.
-    Chat(ChatRow),
-}
-
-impl Keeping {
-    /// The id of the stored chat the turn continues (a new chat has none until it is saved).
-    fn stored_id(&self) -> Option<&str> {
-        match self {
-            Keeping::Caller | Keeping::NewChat { .. } => None,
-            Keeping::Chat(chat) => Some(&chat.chat_id),
-        }
-    }
-}
-
-/// One turn as a stored chat records it: its tool calls, and where its messages start.
-#[derive(Serialize)]
-struct StoredTurn<'a> {
-    /// 1 for the chat's first turn.
-    turn: usize,
-    /// The index in the chat's messages of the turn's first answer.
-    message_index: usize,
-    at: String,
-    calls: &'a [ToolCall],
-}
-
-fn chat_not_found(chat_id: &str) -> ToolError {
-    ToolError::new(ErrorCode::ChatNotFound, format!("Chat '{chat_id}' not found.")).with("chat_id", chat_id)
-}
-
-struct Progress {
-    sink: Arc<dyn ProgressSink>,
-    step: std::sync::atomic::AtomicU64,
-}
-
-impl Progress {
-    fn report(&self, message: String) {
-        let step = self.step.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        self.sink.report(step as f64, None, Some(message));
-    }
-}
-
-/// What the caller watches of a turn: progress notifications (MCP) and live events (streamed
-/// chats), each when asked for.
-struct Watchers {
-    progress: Option<Progress>,
-    events: Option<Arc<dyn ChatEventSink>>,
-}
-
-impl TurnObserver for Watchers {
-    fn llm_call(&self, iteration: usize) {
-        if let Some(progress) = &self.progress {
-            progress.report(format!("LLM round trip {}", iteration + 1));
-        }
-    }
-
-    fn tool_call(&self, name: &str) {
-        if let Some(progress) = &self.progress {
-            progress.report(format!("tool {name}"));
-        }
-    }
-
-    fn wants_text(&self) -> bool {
-        self.events.is_some()
-    }
-
-    fn text_delta(&self, text: &str) {
-        if let Some(events) = &self.events {
-            events.event(ChatEvent::TextDelta { text: text.to_owned() });
-        }
-    }
-
-    fn tool_call_started(&self, index: usize, name: &str, arguments: &Value) {
-        if let Some(events) = &self.events {
-            events.event(ChatEvent::ToolCallStarted { index, name: name.to_owned(), arguments: arguments.clone() });
-        }
-    }
-
-    fn tool_call_completed(&self, index: usize, name: &str, arguments: &Value, result: &Value, is_error: bool) {
-        if let Some(events) = &self.events {
-            events.event(ChatEvent::ToolCallCompleted {
-                index,
-                name: name.to_owned(),
-                arguments: arguments.clone(),
-                result_summary: result_summary(result, is_error),
-                is_error,
-            });
-        }
-    }
-}
-
 /// The calls as a JSON list, for error results (which carry the calls made so far).
 fn records(calls: &[ToolCallRecord]) -> Value {
     serde_json::to_value(calls.iter().map(ToolCall::from).collect::<Vec<_>>()).unwrap_or(Value::Null)
@@ -347,97 +124,6 @@ fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
     let mut out = raw;
     out.extend(new.iter().map(|m| serde_json::to_value(m).unwrap_or(Value::Null)));
     Value::Array(out)
-}
-
-/// The result of a turn that ended without an LLM error.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The model's final text.
-    reply: String,
-    /// Every tool call of the turn, in order.
-    tool_calls: Vec<ToolCall>,
-    /// The caller's messages as sent, then this turn's, ready to send back with the next message.
-    messages: Vec<Value>,
-    /// The stored chat this turn was saved to (with `new_chat` or `chat_id`); absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    chat_id: Option<String>,
-    /// The turn stopped early (iteration cap, deadline, token budget, repeated calls) or its
-    /// results were cut to the size bound.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    truncated: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    truncation_reason: Option<String>,
-    /// How many tool results were replaced by a marker to keep the turn's result bounded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    results_omitted: Option<usize>,
-    /// The turn was cancelled.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cancelled: Option<bool>,
-    /// The call that waits for the user's approval (with 'approvals'): the turn stopped before
-    /// running the answer that made it; 'messages' ends with that answer. Decide with 'approval'.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pending_approval: Option<PendingCall>,
-    /// The provider that answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider: Option<String>,
-    /// The model that answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    model: Option<String>,
-    usage: TurnUsage,
-}
-
-/// A call waiting for the user's approval.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct PendingCall {
-    /// The id of the call in the last message of 'messages'.
-    tool_use_id: String,
-    name: String,
-    /// The arguments it would run with (session arguments pinned).
-    arguments: Value,
-}
-
-/// One tool call the model made.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ToolCall {
-    name: String,
-    /// The arguments as run (session arguments pinned).
-    arguments: Value,
-    /// The tool's result (a business error is a result too).
-    result: Value,
-    is_error: bool,
-    /// The model wrote this call as text; it was recognised and run as a call.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    recovered_from_text: bool,
-    /// A repeat of the call at this index, answered from its result.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    repeat_of: Option<usize>,
-}
-
-impl From<&ToolCallRecord> for ToolCall {
-    fn from(c: &ToolCallRecord) -> Self {
-        ToolCall {
-            name: c.name.clone(),
-            arguments: c.arguments.clone(),
-            result: c.result.clone(),
-            is_error: c.is_error,
-            recovered_from_text: c.recovered_from_text,
-            repeat_of: c.repeat_of,
-        }
-    }
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct TurnUsage {
-    input_tokens: u64,
-    output_tokens: u64,
-    /// LLM requests sent, retries included.
-    llm_calls: usize,
-}
-
-impl TurnUsage {
-    fn new(usage: cks_llm::Usage, llm_calls: usize) -> Self {
-        TurnUsage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, llm_calls }
-    }
 }
 
 #[async_trait::async_trait]
@@ -631,167 +317,4 @@ impl Tool for AiChat {
             }
         }
     }
-}
-
-/// Decides from the arguments where the turn's messages are kept, reading the stored chat when
-/// one is named (a chat of another session is not found: it is never revealed).
-async fn keeping(ctx: &ToolContext, input: &Input) -> Result<Keeping, ToolError> {
-    if input.new_chat && input.chat_id.is_some() {
-        return Err(ToolError::invalid_parameter(
-            "'new_chat' starts a stored chat and 'chat_id' continues one: give one of them.",
-        )
-        .with("parameter", "new_chat"));
-    }
-    if input.title.is_some() && !input.new_chat {
-        return Err(ToolError::invalid_parameter("'title' names a new stored chat: give it with 'new_chat': true.")
-            .with("parameter", "title"));
-    }
-    if let Some(chat_id) = &input.chat_id {
-        if !input.messages.is_empty() {
-            return Err(ToolError::invalid_parameter(
-                "With 'chat_id' the stored chat is the history: send only the new user message, as 'prompt'.",
-            )
-            .with("parameter", "messages")
-            .with("chat_id", chat_id.as_str()));
-        }
-        let chat = ctx
-            .runtime
-            .chats()
-            .get(chat_id)
-            .await?
-            .filter(|chat| chat.session_id == input.session_id)
-            .ok_or_else(|| chat_not_found(chat_id))?;
-        if input.approval.is_none() && input.prompt.as_deref().is_none_or(|p| p.trim().is_empty()) {
-            return Err(ToolError::new(
-                ErrorCode::MissingParameter,
-                "Missing required parameter: 'prompt' (the next user message of the chat).",
-            )
-            .with("parameter", "prompt")
-            .with("chat_id", chat_id.as_str()));
-        }
-        return Ok(Keeping::Chat(chat));
-    }
-    if !input.new_chat {
-        return Ok(Keeping::Caller);
-    }
-    let title = input.title.as_deref().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
-    if let Some(title) = &title
-        && title.chars().count() > MAX_TITLE_CHARS
-    {
-        return Err(ToolError::invalid_parameter(format!(
-            "'title' is {} characters long; at most {MAX_TITLE_CHARS} are kept.",
-            title.chars().count()
-        ))
-        .with("parameter", "title"));
-    }
-    Ok(Keeping::NewChat {
-        chat_id: cks_runtime::chats::new_chat_id(),
-        session_id: input.session_id.clone(),
-        title: title.filter(|t| !t.is_empty()),
-    })
-}
-
-/// An `approval` for a conversation that waits for none.
-fn no_pending_call() -> ToolError {
-    ToolError::invalid_parameter(
-        "'approval' decides a pending call, and this conversation has none: its last message is not a model's \
-         answer with a call waiting for approval. Send a 'prompt' instead.",
-    )
-    .with("parameter", "approval")
-}
-
-/// The user message that continues a stored chat. When the chat waits for a decision on its last
-/// answer's calls, the new message declines them first: every call gets its result, as every
-/// provider requires, and the model learns that the user moved on.
-fn new_message(stored: &[Value], prompt: String) -> Value {
-    let open: Vec<String> = stored
-        .last()
-        .and_then(|m| serde_json::from_value::<Message>(m.clone()).ok())
-        .filter(|m| m.role == Role::Assistant)
-        .map(|m| m.tool_calls().iter().map(|c| c.id.to_owned()).collect())
-        .unwrap_or_default();
-    if open.is_empty() {
-        return json!({"role": "user", "content": prompt});
-    }
-    let declined = ToolError::new(
-        ErrorCode::NotApproved,
-        "The user did not approve this call and sent a new message instead, so it did not run.",
-    )
-    .to_value()
-    .to_string();
-    let mut content: Vec<Value> = open
-        .into_iter()
-        .map(|id| json!({"type": "tool_result", "tool_use_id": id, "content": declined, "is_error": true}))
-        .collect();
-    content.push(json!({"type": "text", "text": prompt}));
-    json!({"role": "user", "content": content})
-}
-
-/// What a finished turn leaves to keep.
-struct Turn<'a> {
-    /// The history the turn was run on (the caller's or the stored chat's, with the new message).
-    history: &'a [Message],
-    /// How many of `messages` came before the turn's first answer.
-    answered_from: usize,
-    messages: &'a [Value],
-    tool_calls: &'a [ToolCall],
-}
-
-/// Saves a finished turn where `keeping` says, in one store write; the stored chat's id, or
-/// `None` when the caller keeps the history. A chat saved by another turn since this one read it
-/// is `chat_busy`, and nothing is written.
-async fn save_turn(ctx: &ToolContext, keeping: &Keeping, turn: Turn<'_>) -> Result<Option<String>, ToolError> {
-    let now = cks_runtime::chats::timestamp();
-    let (row, expected_revision, turns) = match keeping {
-        Keeping::Caller => return Ok(None),
-        Keeping::NewChat { chat_id, session_id, title } => {
-            let first = turn.history.iter().find(|m| m.role == Role::User).map(Message::text).unwrap_or_default();
-            let made = cks_runtime::chats::title_from(&first);
-            let title = match title {
-                Some(given) => given.clone(),
-                None if made.is_empty() => UNTITLED.to_owned(),
-                None => made,
-            };
-            let row = ChatRow {
-                chat_id: chat_id.clone(),
-                session_id: session_id.clone(),
-                title,
-                created_at: now.clone(),
-                ..ChatRow::default()
-            };
-            (row, None, Vec::new())
-        }
-        Keeping::Chat(chat) => {
-            let turns: Vec<Value> = serde_json::from_str(&chat.tool_calls).map_err(|e| {
-                ToolError::internal(format!("the stored tool calls of chat '{}' are unreadable: {e}", chat.chat_id))
-            })?;
-            (chat.clone(), Some(chat.revision), turns)
-        }
-    };
-    let mut turns = turns;
-    let record = StoredTurn {
-        turn: turns.len() + 1,
-        message_index: turn.answered_from,
-        at: now.clone(),
-        calls: turn.tool_calls,
-    };
-    turns.push(json!(record));
-    let row = ChatRow {
-        messages: Value::Array(turn.messages.to_vec()).to_string(),
-        message_count: turn.messages.len() as u64,
-        tool_calls: Value::Array(turns).to_string(),
-        updated_at: now,
-        ..row
-    };
-    if !ctx.runtime.chats().save(&row, expected_revision).await? {
-        return Err(ToolError::new(
-            ErrorCode::ChatBusy,
-            format!(
-                "Another turn of chat '{}' was saved while this one ran, so this turn is not stored (its tool \
-                 calls did run). Read the chat again (get_chat) and send the prompt again if it is still needed.",
-                row.chat_id
-            ),
-        ));
-    }
-    Ok(Some(row.chat_id))
 }
