@@ -2,7 +2,8 @@
 //! with the reference's error codes. [`ErrorCode`] names every code once; the JSON form is made
 //! by [`ToolError::to_value`], at the edge.
 //!
-//! Invariant: no code outside this module compares an error code with a string.
+//! Invariant: no code outside this module compares an error code with a string (tests check the
+//! JSON a caller sees).
 
 use serde_json::{Map, Value};
 
