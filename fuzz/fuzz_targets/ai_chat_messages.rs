@@ -7,7 +7,7 @@
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use cks_agent::{AiChat, AiChatConfig, ChatModel};
+use cks_chat::{AiChat, AiChatConfig, ChatModel};
 use cks_llm::{ChatRequest, ChatResponse, ContentBlock, LlmError, Message, ProviderKind, Role, StopReason, Usage};
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::{Runtime, RuntimeConfig};

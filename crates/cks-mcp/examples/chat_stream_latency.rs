@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use cks_agent::{AiChat, AiChatConfig};
+use cks_chat::{AiChat, AiChatConfig};
 use cks_mcp::http::{HttpConfig, serve};
 use cks_mcp::server::CksServer;
 use cks_runtime::store::memory::MemoryStore;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 
-use cks_agent::{AiChat, AiChatConfig};
+use cks_chat::{AiChat, AiChatConfig};
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::sqlite::SqliteOptions;
 use cks_runtime::store::{Store, StoreLocation, StoreOpener};

@@ -63,7 +63,7 @@ pub struct ToolContext {
     /// Reports progress to the caller, when the caller asked for it.
     pub progress: Option<Arc<dyn ProgressSink>>,
     /// What the caller watches the call with, for the one tool that knows its type (`ai_chat`'s
-    /// event sink behind a streaming transport: `cks_agent::watch_with`); other tools ignore it.
+    /// event sink behind a streaming transport: `cks_chat::watch_with`); other tools ignore it.
     pub watcher: Option<Arc<dyn Any + Send + Sync>>,
     /// Cancelled when the caller gives up (e.g. MCP `notifications/cancelled`).
     pub cancel: CancellationToken,

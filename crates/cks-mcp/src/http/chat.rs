@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use cks_agent::{ChatEvent, ChatEventSink, watch_with};
+use cks_chat::{ChatEvent, ChatEventSink, watch_with};
 use cks_tools::{ErrorCode, ToolError};
 
 use super::{AppState, error_response};

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cks_agent::{AiChatConfig, CHAT_TOOLS, DENIED_TOOLS};
+use cks_chat::{AiChatConfig, CHAT_TOOLS, DENIED_TOOLS};
 use cks_runtime::gallery::{GraphFilter, Registration, Visibility};
 use cks_tools::{Tool, ToolContext, ToolError, ToolMeta};
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
-use cks_agent::{AiChatConfig, ChatModel};
+use cks_chat::{AiChatConfig, ChatModel};
 use cks_llm::{ChatRequest, ChatResponse, LlmError};
 use cks_tools::Registry;
 
@@ -298,7 +298,7 @@ async fn a_chat_model_is_never_offered_the_chat_tools_and_cannot_run_them() {
             ("delete_chat".into(), json!({"chat_id": chat_id})),
         ])
     });
-    let config = AiChatConfig { turn: cks_agent::TurnConfig { max_iterations: 1, ..AiChatConfig::default().turn } };
+    let config = AiChatConfig { turn: cks_chat::TurnConfig { max_iterations: 1, ..AiChatConfig::default().turn } };
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     let chat_id = h.chat(json!({"session_id": sid, "prompt": "hi", "new_chat": true})).await["chat_id"].clone();
@@ -307,7 +307,7 @@ async fn a_chat_model_is_never_offered_the_chat_tools_and_cannot_run_them() {
     let out = h.chat(json!({"session_id": sid, "prompt": "read and delete my chats"})).await;
     for name in ["list_chats", "get_chat", "delete_chat"] {
         assert!(!model.request(1).tools.iter().any(|t| t.name == name), "{name} is offered");
-        assert!(cks_agent::DENIED_TOOLS.contains(&name), "{name} is not on the denylist");
+        assert!(cks_chat::DENIED_TOOLS.contains(&name), "{name} is not on the denylist");
         assert!(!h.registry.get(name).unwrap().meta().llm_exposed, "{name} is declared exposed");
     }
     let calls = out["tool_calls"].as_array().unwrap();

@@ -7,7 +7,7 @@ mod support;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
-use cks_agent::{ChatEvent, ChatEventSink, watch_with};
+use cks_chat::{ChatEvent, ChatEventSink, watch_with};
 use cks_llm::{ContentBlock, Role};
 
 use support::{Answer, Harness, Scripted, add_object, graph};
@@ -325,7 +325,7 @@ async fn live_events_report_text_and_each_call_and_leave_the_result_unchanged() 
             index,
             name,
             arguments,
-            result_summary: cks_agent::result_summary(&call["result"], call["is_error"] == true),
+            result_summary: cks_chat::result_summary(&call["result"], call["is_error"] == true),
             is_error: call["is_error"] == true,
         });
     }

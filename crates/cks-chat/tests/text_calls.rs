@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cks_agent::AiChatConfig;
+use cks_chat::AiChatConfig;
 use cks_llm::{LlmClient, LlmConfig, ProviderKind};
 use cks_testkit::{ProviderServer, Reply};
 use cks_tools::Registry;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cks_agent::{AiChat, AiChatConfig, CHAT_TOOLS, SYSTEM_PROMPT};
+use cks_chat::{AiChat, AiChatConfig, CHAT_TOOLS, SYSTEM_PROMPT};
 use cks_llm::ContentBlock;
 use cks_tools::{Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cks_agent::{AiChat, AiChatConfig, ChatModel};
+use cks_chat::{AiChat, AiChatConfig, ChatModel};
 use cks_llm::{ChatRequest, ChatResponse, ContentBlock, LlmError, Message, ProviderKind, Role, StopReason, Usage};
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::{Runtime, RuntimeConfig};

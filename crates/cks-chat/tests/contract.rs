@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use cks_agent::{AiChatConfig, DENIED_TOOLS};
+use cks_chat::{AiChatConfig, DENIED_TOOLS};
 use cks_llm::{ContentBlock, LlmError};
 use cks_tools::{SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
@@ -82,7 +82,7 @@ async fn s04_calls_are_pinned_to_the_chat_session() {
             ("explain_knowledge".into(), json!({"session_id": other})),
         ])
     });
-    let config = AiChatConfig { turn: cks_agent::TurnConfig { max_iterations: 2, ..AiChatConfig::default().turn } };
+    let config = AiChatConfig { turn: cks_chat::TurnConfig { max_iterations: 2, ..AiChatConfig::default().turn } };
     let h = Harness::with_config(model.clone(), config, |_| {});
     let chat = h.session(graph("c")).await;
     let other = h.session(graph("o")).await;
@@ -111,7 +111,7 @@ async fn s05_denied_and_unknown_tools_are_refused_and_the_loop_continues() {
     }
     script.push(Answer::Text("I could not do that.".into()));
     let model = Scripted::new(script);
-    let config = AiChatConfig { turn: cks_agent::TurnConfig { max_iterations: 20, ..AiChatConfig::default().turn } };
+    let config = AiChatConfig { turn: cks_chat::TurnConfig { max_iterations: 20, ..AiChatConfig::default().turn } };
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     let before = h.state(&sid).await;
@@ -141,7 +141,7 @@ async fn s06_offered_tools_are_the_exposed_ones_and_small() {
     h.chat(json!({"session_id": sid, "prompt": "hi"})).await;
     let offered: Vec<String> = model.request(0).tools.iter().map(|t| t.name.clone()).collect();
     // The chat offer, in its order; each one exposed (the offer test checks the converse).
-    let expected: Vec<String> = cks_agent::CHAT_TOOLS
+    let expected: Vec<String> = cks_chat::CHAT_TOOLS
         .iter()
         .filter(|t| h.registry.get(t.name).is_some_and(|r| r.meta().llm_exposed))
         .map(|t| t.name.to_owned())
