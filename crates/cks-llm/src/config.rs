@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::conversation::ProviderKind;
 use crate::error::LlmError;
+use crate::providers::{self, Key};
 use crate::redact::{Redactor, Secret};
 
 /// Default Anthropic model (tool calling).
@@ -59,13 +60,9 @@ impl FromStr for ProviderChoice {
     fn from_str(s: &str) -> Result<Self, LlmError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(ProviderChoice::Auto),
-            "ollama" => Ok(ProviderChoice::Fixed(ProviderKind::Ollama)),
-            "anthropic" => Ok(ProviderChoice::Fixed(ProviderKind::Anthropic)),
-            "google" => Ok(ProviderChoice::Fixed(ProviderKind::Google)),
-            "openai_compatible" => Ok(ProviderChoice::Fixed(ProviderKind::OpenaiCompatible)),
-            other => {
-                Err(LlmError::not_configured(None, format!("unknown CKS_LLM_PROVIDER={other:?}. {PROVIDER_HELP}")))
-            }
+            other => ProviderKind::from_name(other).map(ProviderChoice::Fixed).ok_or_else(|| {
+                LlmError::not_configured(None, format!("unknown CKS_LLM_PROVIDER={other:?}. {PROVIDER_HELP}"))
+            }),
         }
     }
 }
@@ -106,31 +103,21 @@ impl ProviderConfig {
 
     /// The variable(s) that hold this provider's key, for messages.
     pub fn key_variable(&self) -> &'static str {
-        match self.kind {
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::Google => "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
-            ProviderKind::OpenaiCompatible => "CKS_OPENAI_API_KEY",
-            ProviderKind::Ollama => "(none: a local Ollama needs no key)",
-        }
+        providers::info(self.kind).key_variable
     }
 
     /// The variable that sets this provider's model, for messages.
     pub fn model_variable(&self) -> &'static str {
-        match self.kind {
-            ProviderKind::Anthropic => "CKS_ANTHROPIC_MODEL",
-            ProviderKind::Google => "CKS_GOOGLE_MODEL",
-            ProviderKind::OpenaiCompatible => "CKS_OPENAI_MODEL",
-            ProviderKind::Ollama => "CKS_OLLAMA_MODEL",
-        }
+        providers::info(self.kind).model_variable
     }
 
     /// Fails with `NotConfigured` when the provider cannot be called as configured: Anthropic and Gemini need
     /// a key; OpenAI proper needs one too, while local OpenAI-compatible servers usually accept none.
     pub fn check_ready(&self) -> Result<(), LlmError> {
-        let needs_key = match self.kind {
-            ProviderKind::Anthropic | ProviderKind::Google => true,
-            ProviderKind::OpenaiCompatible => self.base_url.contains("api.openai.com"),
-            ProviderKind::Ollama => false,
+        let needs_key = match providers::info(self.kind).key {
+            Key::Required => true,
+            Key::AtHost(host) => self.base_url.contains(host),
+            Key::None => false,
         };
         if needs_key && self.api_key.is_none() {
             return Err(LlmError::not_configured(

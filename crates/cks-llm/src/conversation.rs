@@ -36,12 +36,12 @@ impl ProviderKind {
 
     /// The name used in `CKS_LLM_PROVIDER` and in serialized data.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::OpenaiCompatible => "openai_compatible",
-            ProviderKind::Google => "google",
-            ProviderKind::Ollama => "ollama",
-        }
+        crate::providers::info(self).name
+    }
+
+    /// The provider a name (`CKS_LLM_PROVIDER`, serialized data) stands for.
+    pub fn from_name(name: &str) -> Option<ProviderKind> {
+        ProviderKind::ALL.into_iter().find(|kind| kind.as_str() == name)
     }
 }
 
@@ -379,6 +379,15 @@ impl ChatResponse {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_provider_is_found_by_its_name_and_no_other() {
+        for kind in ProviderKind::ALL {
+            assert_eq!(ProviderKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(ProviderKind::from_name("openai"), None);
+        assert_eq!(ProviderKind::from_name("Anthropic"), None);
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -251,14 +251,9 @@ impl Transport {
     }
 
     fn to_error(&self, provider: ProviderKind, model: &str, f: Failure, attempts: u32, retryable: bool) -> LlmError {
-        let key_var = match provider {
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::Google => "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
-            ProviderKind::OpenaiCompatible => "CKS_OPENAI_API_KEY",
-            ProviderKind::Ollama => "the Ollama server's credentials",
-        };
+        let info = crate::providers::info(provider);
         let hint = match f.kind {
-            ErrorKind::Auth => format!("Check {key_var}."),
+            ErrorKind::Auth => format!("Check {}.", info.credentials),
             ErrorKind::RateLimited | ErrorKind::Overloaded => match f.retry_after {
                 Some(w) if !retryable || attempts == 1 => {
                     format!("The provider asks to wait {}s; try again then.", w.as_secs_f64().ceil())
@@ -272,10 +267,9 @@ impl Transport {
             ErrorKind::Server | ErrorKind::Timeout | ErrorKind::StreamError if retryable => {
                 "Still failing after retries; try again later.".to_owned()
             }
-            ErrorKind::Unavailable => match provider {
-                ProviderKind::Ollama => "Is Ollama running (`ollama serve`) at CKS_OLLAMA_HOST?".to_owned(),
-                _ => "Check the network and the provider's base URL.".to_owned(),
-            },
+            ErrorKind::Unavailable => {
+                info.unreachable_hint.unwrap_or("Check the network and the provider's base URL.").to_owned()
+            }
             ErrorKind::MalformedResponse => "The server at the base URL may not speak this provider's API.".to_owned(),
             _ => String::new(),
         };

@@ -9,10 +9,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object};
+use super::{Key, ProviderInfo};
 use crate::config::ProviderConfig;
 use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, Role, StopReason, Usage};
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::stream::Frame;
+
+/// What the rest of the crate needs to know of this provider.
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "anthropic",
+    key: Key::Required,
+    key_variable: "ANTHROPIC_API_KEY",
+    credentials: "ANTHROPIC_API_KEY",
+    model_variable: "CKS_ANTHROPIC_MODEL",
+    unreachable_hint: None,
+};
 
 const KIND: ProviderKind = ProviderKind::Anthropic;
 const VERSION: &str = "2023-06-01";

@@ -19,6 +19,7 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object, own_state,
     tool_names_by_id,
 };
+use super::{Key, ProviderInfo};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
@@ -26,6 +27,16 @@ use crate::conversation::{
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::retry::parse_proto_duration;
 use crate::stream::Frame;
+
+/// What the rest of the crate needs to know of this provider.
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "google",
+    key: Key::Required,
+    key_variable: "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
+    credentials: "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
+    model_variable: "CKS_GOOGLE_MODEL",
+    unreachable_hint: None,
+};
 
 const KIND: ProviderKind = ProviderKind::Google;
 

@@ -3,7 +3,8 @@
 //! anything; sending, retrying, timing out and redacting happen once, in [`crate::http`].
 //!
 //! Dispatch is a `match` on [`ProviderKind`] (no trait objects for encoding), so adding a provider is one
-//! file plus one arm per function here.
+//! file, its variant, and one arm per function here; what else the crate knows of a provider (its
+//! name, key and model variables, hints) is the adapter's [`ProviderInfo`].
 
 pub(crate) mod anthropic;
 pub(crate) mod google;
@@ -21,6 +22,43 @@ use crate::config::ProviderConfig;
 use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, ProviderKind, ProviderState};
 use crate::error::{ErrorKind, LlmError};
 use crate::stream::{Frame, Framing};
+
+/// What the rest of the crate knows of a provider, each adapter's [`INFO`](anthropic::INFO): only
+/// here does anything branch on a provider.
+#[derive(Debug)]
+pub(crate) struct ProviderInfo {
+    /// The name used in `CKS_LLM_PROVIDER` and in serialized data.
+    pub(crate) name: &'static str,
+    /// Whether a call needs a key.
+    pub(crate) key: Key,
+    /// The variable(s) that hold the key, for configuration messages.
+    pub(crate) key_variable: &'static str,
+    /// What to check when the provider refuses the credentials.
+    pub(crate) credentials: &'static str,
+    /// The variable that sets the model.
+    pub(crate) model_variable: &'static str,
+    /// What to suggest when the provider cannot be reached, beyond the network and base URL.
+    pub(crate) unreachable_hint: Option<&'static str>,
+}
+
+/// When a provider needs a key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Key {
+    Required,
+    /// Only at this host (the real OpenAI API; local compatible servers accept none).
+    AtHost(&'static str),
+    None,
+}
+
+/// The facts of `kind`.
+pub(crate) fn info(kind: ProviderKind) -> &'static ProviderInfo {
+    match kind {
+        ProviderKind::Anthropic => &anthropic::INFO,
+        ProviderKind::OpenaiCompatible => &openai_compat::INFO,
+        ProviderKind::Google => &google::INFO,
+        ProviderKind::Ollama => &ollama::INFO,
+    }
+}
 
 /// An HTTP request as an adapter describes it.
 #[derive(Debug, Clone, PartialEq)]

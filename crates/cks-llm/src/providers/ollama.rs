@@ -11,12 +11,23 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, arguments_from_string,
     as_object, tool_names_by_id,
 };
+use super::{Key, ProviderInfo};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
 };
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::stream::Frame;
+
+/// What the rest of the crate needs to know of this provider.
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "ollama",
+    key: Key::None,
+    key_variable: "(none: a local Ollama needs no key)",
+    credentials: "the Ollama server's credentials",
+    model_variable: "CKS_OLLAMA_MODEL",
+    unreachable_hint: Some("Is Ollama running (`ollama serve`) at CKS_OLLAMA_HOST?"),
+};
 
 const KIND: ProviderKind = ProviderKind::Ollama;
 

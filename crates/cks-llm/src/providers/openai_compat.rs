@@ -18,12 +18,23 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, arguments_from_string,
     as_object, own_state,
 };
+use super::{Key, ProviderInfo};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
 };
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::stream::Frame;
+
+/// What the rest of the crate needs to know of this provider.
+pub(crate) const INFO: ProviderInfo = ProviderInfo {
+    name: "openai_compatible",
+    key: Key::AtHost("api.openai.com"),
+    key_variable: "CKS_OPENAI_API_KEY",
+    credentials: "CKS_OPENAI_API_KEY",
+    model_variable: "CKS_OPENAI_MODEL",
+    unreachable_hint: None,
+};
 
 const KIND: ProviderKind = ProviderKind::OpenaiCompatible;
 

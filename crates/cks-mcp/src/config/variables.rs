@@ -592,6 +592,13 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    #[test]
+    fn the_provider_names_are_the_llm_clients() {
+        let names: Vec<&str> = cks_llm::ProviderKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        assert_eq!(PROVIDERS[0], "auto");
+        assert_eq!(&PROVIDERS[1..], names.as_slice());
+    }
+
     fn bad(name: &str, value: &str) -> String {
         let env: HashMap<&str, &str> = HashMap::from([(name, value)]);
         check_all(|n| env.get(n).map(|v| v.to_string())).unwrap_err()
