@@ -8,9 +8,7 @@ use std::sync::Arc;
 use cks_tools::ToolContext;
 use serde_json::Value;
 
-/// Receives the live events of a chat turn, when the caller watches the turn as it runs (`ai_chat`
-/// behind a streaming transport): the model's text as the provider streams it, and each tool call as
-/// it starts and completes. Calls made through a plain `tools/call` have none.
+/// Receives a watched turn's live events.
 pub trait ChatEventSink: Send + Sync {
     fn event(&self, event: ChatEvent);
 }
