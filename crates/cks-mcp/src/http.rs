@@ -101,8 +101,9 @@ fn without_nagle(
 pub fn router(server: CksServer, config: HttpConfig) -> Router {
     let factory_server = server.clone();
     let sessions = Arc::new(LocalSessionManager::default());
+    // Subscribed before the task starts, so no event sent meanwhile is missed.
     tokio::spawn(crate::sessions::follow(
-        server.runtime.clone(),
+        server.runtime.subscribe(),
         server.records.clone(),
         server.calls.clone(),
         server.streams.clone(),

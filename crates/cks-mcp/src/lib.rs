@@ -183,14 +183,15 @@ async fn serve_stdio(server: CksServer, max_message_bytes: usize) -> anyhow::Res
     // blocking pool, saving a thread hand-off per message; other streams fall back to blocking.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = stdio::StdioTransport::new(stdin, stdout, max_message_bytes);
-    let runtime = server.runtime.clone();
+    // Taken before the first request can commit, so no commit goes unheard by a subscriber.
+    let events = server.runtime.subscribe();
     let subscribed = server.client().subscribed.clone();
     let service = server
         .leaving_large_texts_to_the_transport()
         .serve(transport)
         .await
         .context("starting the stdio MCP session")?;
-    tokio::spawn(subscriptions::follow_stdio(runtime, service.peer().clone(), subscribed));
+    tokio::spawn(subscriptions::follow_stdio(events, service.peer().clone(), subscribed));
     service.waiting().await.context("stdio MCP session")?;
     Ok(())
 }

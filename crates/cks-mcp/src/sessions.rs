@@ -24,11 +24,12 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use cks_runtime::Runtime;
-use cks_runtime::events::EventKind;
+use cks_runtime::events::{Event, EventKind};
 
 use crate::subscriptions;
 
@@ -293,15 +294,12 @@ impl Streams {
 /// process lets go of too (in `sessions`), so that its next request is refused here as well; a
 /// change to a resource, told to the sessions subscribed to it whose stream is open here.
 pub(crate) async fn follow(
-    runtime: Arc<Runtime>,
+    mut events: broadcast::Receiver<Event>,
     records: StoredSessions,
     calls: Arc<Calls>,
     streams: Arc<Streams>,
     sessions: Arc<LocalSessionManager>,
 ) {
-    let mut events = runtime.subscribe();
-    // Not kept alive by this task: its events end when it is dropped.
-    drop(runtime);
     loop {
         match events.recv().await {
             Ok(event) => match &event.kind {

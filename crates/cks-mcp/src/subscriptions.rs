@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::RoleServer;
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::Peer;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
-use cks_runtime::Runtime;
-use cks_runtime::events::EventKind;
+use cks_runtime::events::{Event, EventKind};
 
 /// The session list's resource.
 const SESSIONS: &str = "cks://sessions";
@@ -86,9 +86,12 @@ pub(crate) async fn notify(peer: &Peer<RoleServer>, uris: Vec<String>) {
 }
 
 /// Tells the stdio client of the changes to what it subscribed to, until the runtime's events end.
-pub(crate) async fn follow_stdio(runtime: Arc<Runtime>, peer: Peer<RoleServer>, subscribed: Arc<Subscribed>) {
-    let mut events = runtime.subscribe();
-    drop(runtime);
+/// `events` is taken before the task starts, so no commit made meanwhile goes unheard.
+pub(crate) async fn follow_stdio(
+    mut events: broadcast::Receiver<Event>,
+    peer: Peer<RoleServer>,
+    subscribed: Arc<Subscribed>,
+) {
     loop {
         match events.recv().await {
             Ok(event) => notify(&peer, subscribed.matching(&changes(&event.kind))).await,
