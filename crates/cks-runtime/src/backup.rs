@@ -10,7 +10,8 @@
 //! (this server keeps neither).
 //!
 //! Restoring is all or nothing: the sessions are written in one store transaction; in `merge`
-//! mode sessions and registry names already stored are left alone ([`Store::import_sessions`]),
+//! mode sessions and registry names already stored are left alone
+//! ([`HistoryStore::import_sessions`](crate::store::HistoryStore::import_sessions)),
 //! in `clear` mode everything stored is replaced, in the same transaction ([`Store::replace_all`]).
 //! The head snapshot of each large session written then gets its locator, where the store keeps
 //! them (see [`crate::locator::locate_imported`]). The registry entries follow, one by one, then

@@ -52,7 +52,8 @@ impl Chats {
     }
 
     /// Saves a whole chat read at `expected_revision` (`None`: a new chat) as the next revision;
-    /// false, and nothing written, when another save came first (see [`Store::save_chat`]).
+    /// false, and nothing written, when another save came first (see
+    /// [`ChatStore::save_chat`](crate::store::ChatStore::save_chat)).
     pub async fn save(&self, chat: &ChatRow, expected_revision: Option<u64>) -> Result<bool, RuntimeError> {
         let chat = ChatRow { revision: expected_revision.map_or(1, |r| r + 1), ..chat.clone() };
         Ok(self.store.save_chat(&chat, expected_revision).await?)

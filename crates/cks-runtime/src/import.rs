@@ -60,7 +60,7 @@ pub struct ImportReport {
 
 impl Runtime {
     /// Stores whole sessions with their histories in one store call: all or nothing (see
-    /// [`crate::store::Store::import_sessions`]); sessions whose id is already stored are skipped,
+    /// [`crate::store::HistoryStore::import_sessions`]); sessions whose id is already stored are skipped,
     /// so a repeated import writes nothing. Each session's current state must pass the always-on
     /// checks, as every head committed here does.
     pub async fn import_sessions(&self, sessions: Vec<SessionImport>) -> Result<ImportReport, RuntimeError> {

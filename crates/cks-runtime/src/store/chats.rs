@@ -6,7 +6,7 @@
 //! is refused (nothing written) when the stored revision moved on, so of two turns that read the
 //! same revision only the first to save is kept.
 //!
-//! Invariant: [`Store::save_chat`](super::Store::save_chat) writes the whole row or nothing; a
+//! Invariant: [`ChatStore::save_chat`](super::ChatStore::save_chat) writes the whole row or nothing; a
 //! save with an expected revision replaces the row only while the stored row has that revision and
 //! the same session; a save without one only creates a row whose id is not stored yet.
 //! Invariant: a chat belongs to one stored session: a save naming an unknown session is refused

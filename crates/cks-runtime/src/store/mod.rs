@@ -16,9 +16,9 @@
 //! - the durable task queue ([`tasks`]);
 //! - stored chats, each saved whole under a revision counter ([`chats`]).
 //!
-//! Invariant: [`Store::import_sessions`] writes whole histories all or nothing (in the stores that
+//! Invariant: [`HistoryStore::import_sessions`] writes whole histories all or nothing (in the stores that
 //! can: SQLite and memory) and never touches a session that already exists.
-//! Invariant: [`Store::append_version`] is atomic and compare-and-swaps the head: it succeeds only
+//! Invariant: [`HistoryStore::append_version`] is atomic and compare-and-swaps the head: it succeeds only
 //! when the stored head is still the caller's `expected_seq` and the session is open, and then
 //! writes the version row, the optional snapshot and the new head together.
 
@@ -99,7 +99,7 @@ pub struct NewVersion {
 }
 
 /// What is needed to rebuild the state at a sequence number: the nearest snapshot at or before it
-/// (its text, or what [`Store::load_chain_decoded`] decoded it into) and the versions after that
+/// (its text, or what [`HistoryStore::load_chain_decoded`] decoded it into) and the versions after that
 /// snapshot, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chain<S = String> {
@@ -109,10 +109,10 @@ pub struct Chain<S = String> {
 }
 
 /// Decodes a snapshot where the store reads it, from a reader of its text (see
-/// [`Store::load_chain_decoded`]).
+/// [`HistoryStore::load_chain_decoded`]).
 pub type SnapshotDecoder = Box<dyn FnOnce(&mut dyn std::io::Read) -> Result<KnowledgeStructure, StoreError> + Send>;
 
-/// Random reads of a stored text (a snapshot's state, for [`Store::read_located`]).
+/// Random reads of a stored text (a snapshot's state, for [`HistoryStore::read_located`]).
 pub trait ReadAt {
     /// Fills `buf` with the bytes from `offset` on; an error when the text ends first.
     fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError>;
@@ -131,7 +131,7 @@ impl ReadAt for &[u8] {
     }
 }
 
-/// The head state's nearest snapshot as [`Store::read_located`] lends it: its locator (where each
+/// The head state's nearest snapshot as [`HistoryStore::read_located`] lends it: its locator (where each
 /// object's text lies, written beside the snapshot by the runtime), random reads of its text, and
 /// the versions after it up to the head.
 pub struct Located<'a> {
@@ -185,7 +185,7 @@ impl ImportedSession {
     }
 }
 
-/// What [`Store::import_sessions`] did.
+/// What [`HistoryStore::import_sessions`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImportOutcome {
     /// Sessions written, in the order given.
@@ -231,7 +231,7 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
     async fn head_seq(&self, session_id: &str) -> Result<Option<u64>, StoreError>;
 
     /// A token that changes whenever another writer may have committed since it was last read;
-    /// `None` when the store cannot tell (then every access probes [`Store::head_seq`]). Must be
+    /// `None` when the store cannot tell (then every access probes [`HistoryStore::head_seq`]). Must be
     /// cheap and must not block on IO: it is called on every read.
     fn change_token(&self) -> Option<u64> {
         None
@@ -273,13 +273,13 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
         Ok(false)
     }
 
-    /// Whether this store keeps snapshot locators ([`Store::save_locator`]): the runtime builds none
+    /// Whether this store keeps snapshot locators ([`HistoryStore::save_locator`]): the runtime builds none
     /// for a store that does not.
     fn keeps_locators(&self) -> bool {
         false
     }
 
-    /// Keeps `locator` beside the snapshot stored at `seq` (see [`Store::read_located`]); a store
+    /// Keeps `locator` beside the snapshot stored at `seq` (see [`HistoryStore::read_located`]); a store
     /// that keeps none ignores it.
     async fn save_locator(&self, session_id: &str, seq: u64, locator: Vec<u8>) -> Result<(), StoreError> {
         let _ = (session_id, seq, locator);
@@ -432,7 +432,7 @@ pub trait TaskStore: Send + Sync + Debug + 'static {
     async fn complete_task(&self, task: TaskRef) -> Result<bool, StoreError>;
 
     /// Returns a task to pending after a failed attempt, with its new `retry_count` and `error`,
-    /// claimable from `next_retry_at_ms`; false as for [`Store::complete_task`].
+    /// claimable from `next_retry_at_ms`; false as for [`TaskStore::complete_task`].
     async fn fail_task(
         &self,
         task: TaskRef,
@@ -442,7 +442,7 @@ pub trait TaskStore: Send + Sync + Debug + 'static {
     ) -> Result<bool, StoreError>;
 
     /// Gives up on a task: dead, with `error` and, when given, the failed attempts counted so far;
-    /// false as for [`Store::complete_task`].
+    /// false as for [`TaskStore::complete_task`].
     async fn dead_letter_task(&self, task: TaskRef, error: &str, retry_count: Option<u32>) -> Result<bool, StoreError>;
 
     /// Returns a dead task to pending, claimable at `now_ms`, its retry count and error cleared;

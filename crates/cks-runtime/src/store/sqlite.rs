@@ -6,7 +6,7 @@
 //!
 //! Concurrency: one connection behind a mutex, used from tokio's blocking pool; a thread of the
 //! store's own moves the log into the database file ([`checkpoint`]). Several processes
-//! may share one file; the head compare-and-swap in [`Store::append_version`] keeps their commits
+//! may share one file; the head compare-and-swap in [`HistoryStore::append_version`] keeps their commits
 //! linear, and `busy_timeout` waits out their write locks.
 //!
 //! Schema versions live in `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in its

@@ -7,7 +7,7 @@
 //!
 //! - **pending**: waiting, claimable once `next_retry_at_ms` has passed;
 //! - **in progress**: claimed by a worker at `claimed_at_ms`; the claim is a lease — once it is
-//!   older than the lease the caller of [`Store::claim_task`](super::Store::claim_task) gives,
+//!   older than the lease the caller of [`TaskStore::claim_task`](super::TaskStore::claim_task) gives,
 //!   the worker is presumed dead and the task can be claimed again;
 //! - **dead**: given up on (dead-lettered), kept for review until retried or completed.
 //!
@@ -16,7 +16,7 @@
 //!
 //! Invariant: at most one task exists per `dedup_key`: the same finding on the same object is
 //! queued once while it is unresolved (pending, in progress or dead).
-//! Invariant: [`Store::claim_task`](super::Store::claim_task) hands a task to one caller only:
+//! Invariant: [`TaskStore::claim_task`](super::TaskStore::claim_task) hands a task to one caller only:
 //! two claims never both return it while its lease holds.
 
 /// A task to queue.
@@ -107,7 +107,7 @@ pub struct TaskFilter {
 }
 
 /// How a change of state names the task: by id alone (any holder), or by id and the claim it
-/// must still hold (`claimed_at_ms` as [`Store::claim_task`](super::Store::claim_task) returned
+/// must still hold (`claimed_at_ms` as [`TaskStore::claim_task`](super::TaskStore::claim_task) returned
 /// it), so a worker whose lease expired and was taken over cannot finish the new holder's task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskRef {

@@ -1,5 +1,5 @@
 //! Enrichment: `request_enrichment` queues a search of external sources for an object, which the
-//! Enrichment process ([`crate::processes`]) works through. What both sides share lives here: the
+//! Enrichment process (`cks-workers`) works through. What both sides share lives here: the
 //! task type and its payload.
 
 mod request_enrichment;

@@ -1,5 +1,5 @@
 //! Pipeline runs: `start_pipeline` queues a run over a session's objects for the pipeline process
-//! ([`crate::processes`]) — Researcher, then Reviewer for each object, then Synthesizer and Arbiter
+//! (`cks-workers`) — Researcher, then Reviewer for each object, then Synthesizer and Arbiter
 //! for the run — and `list_pipeline_runs` shows each run and its steps, from the run's records in
 //! the store ([`cks_runtime::pipeline_runs`]).
 //!

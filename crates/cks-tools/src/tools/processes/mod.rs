@@ -1,5 +1,5 @@
 //! The autonomous processes' control: their liveness records, status and graceful stop, read from
-//! the store so every server of the store sees every process (see [`crate::processes`]).
+//! the store so every server of the store sees every process (see `cks-workers`).
 
 mod list_processes;
 mod process_status;
