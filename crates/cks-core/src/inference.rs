@@ -18,17 +18,8 @@ pub const MAX_DEPTH: usize = 32;
 /// Most object entries one explanation holds before it stubs the rest (`max_nodes`).
 pub const MAX_NODES: usize = 1_000;
 
-/// Python truthiness of an optional JSON value.
-pub fn truthy(value: Option<&Value>) -> bool {
-    match value {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::Object(o)) => !o.is_empty(),
-    }
-}
+/// Python truthiness, as the reasoning checks read `superseded_by`.
+pub use crate::validate::pyrepr::truthy;
 
 pub fn is_step(object: &KnowledgeObject) -> bool {
     object.identity.r#type == STEP_TYPE
