@@ -8,11 +8,11 @@ use std::time::SystemTime;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::config::{LlmConfig, PROVIDER_HELP, ProviderChoice, check_model_name};
+use crate::config::{LlmConfig, ProviderChoice, check_model_name, provider_help};
 use crate::conversation::{ChatRequest, ChatResponse, ProviderKind, Usage};
 use crate::error::{ErrorContext, LlmError};
 use crate::http::{Decoder, Outcome, Payload, Transport};
-use crate::providers::{self, CallSettings, ModelInfo};
+use crate::providers::{self, Auto, CallSettings, ModelInfo};
 use crate::telemetry::{CallInfo, CallOutcome, Operation, Telemetry, TelemetrySnapshot};
 
 /// How to make one chat call.
@@ -211,26 +211,40 @@ impl LlmClient {
                 {
                     return Ok(kind);
                 }
-                let ollama = providers::encode_list_models(ProviderKind::Ollama, &config.ollama);
-                let probe = self.inner.transport.probe(&ollama).await;
-                let kind = match probe {
-                    Ok(()) => ProviderKind::Ollama,
-                    Err(_) if config.anthropic.api_key.is_some() => ProviderKind::Anthropic,
-                    Err(why) => {
-                        return Err(LlmError::not_configured(
-                            None,
-                            format!(
-                                "no LLM provider is available: Ollama is not reachable at {} ({why}) and \
-                                 ANTHROPIC_API_KEY is not set. {PROVIDER_HELP}",
-                                config.ollama.base_url
-                            ),
-                        ));
-                    }
-                };
+                let kind = self.choose_auto().await?;
                 *self.lock_auto() = Some((Instant::now(), kind));
                 Ok(kind)
             }
         }
+    }
+
+    /// The first provider, in the table's order, that `auto` may choose and that is usable now;
+    /// otherwise an error saying what each one lacked.
+    async fn choose_auto(&self) -> Result<ProviderKind, LlmError> {
+        let config = &self.inner.config;
+        let mut lacks = Vec::new();
+        for &kind in &ProviderKind::ALL {
+            let adapter = providers::adapter(kind);
+            let provider = config.provider_config(kind);
+            match adapter.auto {
+                Auto::WhenReachable => {
+                    let probe = providers::encode_list_models(kind, provider);
+                    match self.inner.transport.probe(&probe).await {
+                        Ok(()) => return Ok(kind),
+                        Err(why) => {
+                            lacks.push(format!("{} is not reachable at {} ({why})", adapter.title, provider.base_url));
+                        }
+                    }
+                }
+                Auto::WhenKeyed if provider.api_key.is_some() => return Ok(kind),
+                Auto::WhenKeyed => lacks.push(format!("{} is not set", provider.key_variable())),
+                Auto::Never => {}
+            }
+        }
+        Err(LlmError::not_configured(
+            None,
+            format!("no LLM provider is available: {}. {}", lacks.join(" and "), provider_help()),
+        ))
     }
 
     fn lock_auto(&self) -> std::sync::MutexGuard<'_, Option<(Instant, ProviderKind)>> {

@@ -1,20 +1,20 @@
 //! Provider selection and configuration, read from an injected environment.
 //!
+//! Each provider's variables (key, base URL, model) and defaults are in its adapter's table entry
+//! ([`provider_variables`] lists them); the rest:
+//!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `CKS_LLM_PROVIDER` | `auto`, `ollama`, `anthropic`, `google`, `openai_compatible` | `auto` |
-//! | `CKS_OLLAMA_HOST`, `CKS_OLLAMA_MODEL` | Ollama server and model | `http://localhost:11434`, `llama3.2` |
-//! | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `CKS_ANTHROPIC_MODEL` | Anthropic | —, `https://api.anthropic.com`, [`DEFAULT_ANTHROPIC_MODEL`] |
-//! | `CKS_GOOGLE_API_KEY` (else `GOOGLE_API_KEY`), `CKS_GOOGLE_BASE_URL`, `CKS_GOOGLE_MODEL` | Gemini | —, `https://generativelanguage.googleapis.com/v1beta`, `gemini-2.5-flash` |
-//! | `CKS_OPENAI_API_KEY`, `CKS_OPENAI_BASE_URL`, `CKS_OPENAI_MODEL` | OpenAI-compatible | —, `https://api.openai.com/v1`, `gpt-4o` |
+//! | `CKS_LLM_PROVIDER` | `auto` or a provider's name | `auto` |
 //! | `CKS_LLM_MAX_TOKENS` | default output limit per call | 4096 |
 //! | `CKS_LLM_MODELS_TTL_SECONDS` | model-list cache lifetime (0 disables) | 300 |
 //! | `CKS_LLM_TIMEOUT_SECONDS` | request timeout per attempt | 120 |
 //! | `CKS_LLM_MAX_RETRIES` | retries after the first attempt | 3 |
 //!
 //! `auto` probes Ollama (`GET /api/tags`, ~1 s timeout), then uses Anthropic if its key is set, and
-//! otherwise fails fast with a message naming every option. It never picks `google` or
-//! `openai_compatible`: their key, model and base URL cannot be guessed safely. A per-call model
+//! otherwise fails fast with a message naming every option (each adapter says whether and how `auto`
+//! may choose it). It never picks `google` or `openai_compatible`: their key, model and base URL
+//! cannot be guessed safely. A per-call model
 //! overrides the provider's model variable, which overrides the default; it never changes the provider.
 //!
 //! The environment is passed in (`LlmConfig::from_env(|name| std::env::var(name).ok())`) so that tests
@@ -26,24 +26,33 @@ use std::time::Duration;
 
 use crate::conversation::ProviderKind;
 use crate::error::LlmError;
-use crate::providers::{self, Key};
+use crate::providers::{self, Auto, Key};
 use crate::redact::{Redactor, Secret};
 
-/// Default Anthropic model (tool calling).
-pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
-/// Default Ollama model.
-pub const DEFAULT_OLLAMA_MODEL: &str = "llama3.2";
-/// Default Gemini model.
-pub const DEFAULT_GOOGLE_MODEL: &str = "gemini-2.5-flash";
-/// Default OpenAI model.
-pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
+pub use crate::providers::{Setting, Variable, variables as provider_variables};
 
-/// The text every "no provider" error carries, naming every option and variable.
-pub const PROVIDER_HELP: &str = "Set CKS_LLM_PROVIDER to one of: auto (default: uses Ollama if reachable at \
-CKS_OLLAMA_HOST [http://localhost:11434], else Anthropic if ANTHROPIC_API_KEY is set), ollama (CKS_OLLAMA_HOST, \
-CKS_OLLAMA_MODEL), anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL), google \
-(CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, CKS_GOOGLE_BASE_URL), openai_compatible \
-(CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL).";
+/// The text every "no provider" error carries, naming every option and its variables.
+pub fn provider_help() -> &'static str {
+    static HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let auto: Vec<String> = ProviderKind::ALL
+            .iter()
+            .map(|&kind| providers::adapter(kind))
+            .filter_map(|a| match a.auto {
+                Auto::WhenReachable => Some(format!(
+                    "{} if reachable at {} [{}]",
+                    a.title,
+                    a.base_url.name,
+                    a.base_url.default.unwrap_or_default()
+                )),
+                Auto::WhenKeyed => Some(format!("{} if {} is set", a.title, a.key_variables.first()?.name)),
+                Auto::Never => None,
+            })
+            .collect();
+        let fixed: Vec<&str> = ProviderKind::ALL.iter().map(|&kind| providers::adapter(kind).help).collect();
+        format!("Set CKS_LLM_PROVIDER to one of: auto (default: uses {}), {}.", auto.join(", else "), fixed.join(", "))
+    });
+    &HELP
+}
 
 /// What `CKS_LLM_PROVIDER` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +70,7 @@ impl FromStr for ProviderChoice {
         match s.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(ProviderChoice::Auto),
             other => ProviderKind::from_name(other).map(ProviderChoice::Fixed).ok_or_else(|| {
-                LlmError::not_configured(None, format!("unknown CKS_LLM_PROVIDER={other:?}. {PROVIDER_HELP}"))
+                LlmError::not_configured(None, format!("unknown CKS_LLM_PROVIDER={other:?}. {}", provider_help()))
             }),
         }
     }
@@ -103,18 +112,13 @@ impl ProviderConfig {
 
     /// The variable(s) that hold this provider's key, for messages.
     pub fn key_variable(&self) -> &'static str {
-        providers::info(self.kind).key_variable
-    }
-
-    /// The variable that sets this provider's model, for messages.
-    pub fn model_variable(&self) -> &'static str {
-        providers::info(self.kind).model_variable
+        providers::adapter(self.kind).credentials
     }
 
     /// Fails with `NotConfigured` when the provider cannot be called as configured: Anthropic and Gemini need
     /// a key; OpenAI proper needs one too, while local OpenAI-compatible servers usually accept none.
     pub fn check_ready(&self) -> Result<(), LlmError> {
-        let needs_key = match providers::info(self.kind).key {
+        let needs_key = match providers::adapter(self.kind).key {
             Key::Required => true,
             Key::AtHost(host) => self.base_url.contains(host),
             Key::None => false,
@@ -122,7 +126,7 @@ impl ProviderConfig {
         if needs_key && self.api_key.is_none() {
             return Err(LlmError::not_configured(
                 Some(self.kind),
-                format!("{} is selected but {} is not set. {PROVIDER_HELP}", self.kind, self.key_variable()),
+                format!("{} is selected but {} is not set. {}", self.kind, self.key_variable(), provider_help()),
             ));
         }
         Ok(())
@@ -191,14 +195,8 @@ impl Default for RetryPolicy {
 pub struct LlmConfig {
     /// `CKS_LLM_PROVIDER`.
     pub provider: ProviderChoice,
-    /// Ollama.
-    pub ollama: ProviderConfig,
-    /// Anthropic.
-    pub anthropic: ProviderConfig,
-    /// Gemini.
-    pub google: ProviderConfig,
-    /// OpenAI-compatible.
-    pub openai: ProviderConfig,
+    /// Each provider's endpoint, key and model, in [`ProviderKind::ALL`]'s order.
+    providers: Vec<ProviderConfig>,
     /// HTTP layer settings.
     pub http: HttpConfig,
     /// Output limit for calls that set none.
@@ -227,34 +225,20 @@ impl LlmConfig {
             Some(v) => v.parse()?,
             None => ProviderChoice::Auto,
         };
-        let key = |names: &[&str]| names.iter().find_map(|n| get(n)).map(Secret::new);
-        let ollama = ProviderConfig {
-            kind: ProviderKind::Ollama,
-            base_url: trim_base(&get("CKS_OLLAMA_HOST").unwrap_or_else(|| "http://localhost:11434".into())),
-            api_key: None,
-            model: get("CKS_OLLAMA_MODEL").unwrap_or_else(|| DEFAULT_OLLAMA_MODEL.into()),
-        };
-        let anthropic = ProviderConfig {
-            kind: ProviderKind::Anthropic,
-            base_url: trim_base(&get("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into())),
-            api_key: key(&["ANTHROPIC_API_KEY"]),
-            model: get("CKS_ANTHROPIC_MODEL").unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
-        };
-        let google = ProviderConfig {
-            kind: ProviderKind::Google,
-            base_url: trim_base(
-                &get("CKS_GOOGLE_BASE_URL")
-                    .unwrap_or_else(|| "https://generativelanguage.googleapis.com/v1beta".into()),
-            ),
-            api_key: key(&["CKS_GOOGLE_API_KEY", "GOOGLE_API_KEY"]),
-            model: get("CKS_GOOGLE_MODEL").unwrap_or_else(|| DEFAULT_GOOGLE_MODEL.into()),
-        };
-        let openai = ProviderConfig {
-            kind: ProviderKind::OpenaiCompatible,
-            base_url: trim_base(&get("CKS_OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into())),
-            api_key: key(&["CKS_OPENAI_API_KEY"]),
-            model: get("CKS_OPENAI_MODEL").unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
-        };
+        let providers = ProviderKind::ALL
+            .iter()
+            .map(|&kind| {
+                let a = providers::adapter(kind);
+                let or_default =
+                    |v: &Variable| get(v.name).or_else(|| v.default.map(str::to_owned)).unwrap_or_default();
+                ProviderConfig {
+                    kind,
+                    base_url: trim_base(&or_default(&a.base_url)),
+                    api_key: a.key_variables.iter().find_map(|v| get(v.name)).map(Secret::new),
+                    model: or_default(&a.model),
+                }
+            })
+            .collect();
         let mut http = HttpConfig::default();
         if let Some(s) = number(&get, "CKS_LLM_TIMEOUT_SECONDS", "seconds")? {
             http.request_timeout = Duration::from_secs(s.max(1));
@@ -269,10 +253,7 @@ impl LlmConfig {
             .map_or(1024, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
         Ok(LlmConfig {
             provider,
-            ollama,
-            anthropic,
-            google,
-            openai,
+            providers,
             http,
             default_max_tokens,
             arbiter_model: get("CKS_ARBITER_MODEL"),
@@ -286,22 +267,12 @@ impl LlmConfig {
 
     /// The configuration of one provider.
     pub fn provider_config(&self, kind: ProviderKind) -> &ProviderConfig {
-        match kind {
-            ProviderKind::Ollama => &self.ollama,
-            ProviderKind::Anthropic => &self.anthropic,
-            ProviderKind::Google => &self.google,
-            ProviderKind::OpenaiCompatible => &self.openai,
-        }
+        self.providers.iter().find(|p| p.kind == kind).expect("every provider has a configuration")
     }
 
     /// Mutable access to one provider's configuration.
     pub fn provider_config_mut(&mut self, kind: ProviderKind) -> &mut ProviderConfig {
-        match kind {
-            ProviderKind::Ollama => &mut self.ollama,
-            ProviderKind::Anthropic => &mut self.anthropic,
-            ProviderKind::Google => &mut self.google,
-            ProviderKind::OpenaiCompatible => &mut self.openai,
-        }
+        self.providers.iter_mut().find(|p| p.kind == kind).expect("every provider has a configuration")
     }
 
     /// The model a call uses: the per-call model, else the provider's configured model. Check it with
@@ -370,19 +341,22 @@ mod tests {
     fn defaults() {
         let c = LlmConfig::from_env(env(&[])).unwrap();
         assert_eq!(c.provider, ProviderChoice::Auto);
-        assert_eq!(c.ollama.base_url, "http://localhost:11434");
-        assert_eq!(c.ollama.model, "llama3.2");
-        assert_eq!(c.anthropic.model, DEFAULT_ANTHROPIC_MODEL);
-        assert_eq!(c.google.model, "gemini-2.5-flash");
-        assert_eq!(c.google.base_url, "https://generativelanguage.googleapis.com/v1beta");
-        assert_eq!(c.openai.model, "gpt-4o");
-        assert_eq!(c.openai.base_url, "https://api.openai.com/v1");
+        assert_eq!(c.provider_config(ProviderKind::Ollama).base_url, "http://localhost:11434");
+        assert_eq!(c.provider_config(ProviderKind::Ollama).model, "llama3.2");
+        assert_eq!(c.provider_config(ProviderKind::Anthropic).model, "claude-sonnet-4-5");
+        assert_eq!(c.provider_config(ProviderKind::Google).model, "gemini-2.5-flash");
+        assert_eq!(
+            c.provider_config(ProviderKind::Google).base_url,
+            "https://generativelanguage.googleapis.com/v1beta"
+        );
+        assert_eq!(c.provider_config(ProviderKind::OpenaiCompatible).model, "gpt-4o");
+        assert_eq!(c.provider_config(ProviderKind::OpenaiCompatible).base_url, "https://api.openai.com/v1");
         assert_eq!(c.http.request_timeout, Duration::from_secs(120));
         assert_eq!(c.default_max_tokens, 4096);
         assert_eq!((c.arbiter_model.as_deref(), c.arbiter_max_tokens), (None, 1024));
         assert_eq!(c.models_ttl, Duration::from_secs(300));
-        assert!(c.anthropic.check_ready().is_err());
-        assert!(c.ollama.check_ready().is_ok());
+        assert!(c.provider_config(ProviderKind::Anthropic).check_ready().is_err());
+        assert!(c.provider_config(ProviderKind::Ollama).check_ready().is_ok());
     }
 
     #[test]
@@ -397,16 +371,16 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(c.provider, ProviderChoice::Fixed(ProviderKind::Google));
-        assert_eq!(c.google.api_key.as_ref().map(Secret::expose), Some("g-fallback"));
-        assert_eq!(c.google.base_url, "http://127.0.0.1:9/v1beta");
-        assert_eq!(c.anthropic.base_url, "http://proxy");
-        assert!(c.openai.api_key.is_none());
+        assert_eq!(c.provider_config(ProviderKind::Google).api_key.as_ref().map(Secret::expose), Some("g-fallback"));
+        assert_eq!(c.provider_config(ProviderKind::Google).base_url, "http://127.0.0.1:9/v1beta");
+        assert_eq!(c.provider_config(ProviderKind::Anthropic).base_url, "http://proxy");
+        assert!(c.provider_config(ProviderKind::OpenaiCompatible).api_key.is_none());
         assert_eq!(c.resolve_model(ProviderKind::Google, None), "gemini-x");
         assert_eq!(c.resolve_model(ProviderKind::Google, Some("per-call")), "per-call");
         assert_eq!(c.resolve_model(ProviderKind::Google, Some(" ")), "gemini-x");
         assert!(c.redactor.leaks("g-fallback"));
         let c = LlmConfig::from_env(env(&[("CKS_GOOGLE_API_KEY", "primary"), ("GOOGLE_API_KEY", "fallback")])).unwrap();
-        assert_eq!(c.google.api_key.as_ref().map(Secret::expose), Some("primary"));
+        assert_eq!(c.provider_config(ProviderKind::Google).api_key.as_ref().map(Secret::expose), Some("primary"));
     }
 
     #[test]
@@ -419,6 +393,21 @@ mod tests {
             assert!(message.contains("invalid model name") && message.contains("ASCII letters"), "{bad}: {message}");
         }
         assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn the_help_names_each_provider_and_what_auto_tries() {
+        assert_eq!(
+            provider_help(),
+            "Set CKS_LLM_PROVIDER to one of: auto (default: uses Ollama if reachable at CKS_OLLAMA_HOST \
+             [http://localhost:11434], else Anthropic if ANTHROPIC_API_KEY is set), ollama (CKS_OLLAMA_HOST, \
+             CKS_OLLAMA_MODEL), anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL), google \
+             (CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, CKS_GOOGLE_BASE_URL), openai_compatible \
+             (CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL)."
+        );
+        for (_, variable) in provider_variables() {
+            assert!(provider_help().contains(variable.name), "{}", variable.name);
+        }
     }
 
     #[test]

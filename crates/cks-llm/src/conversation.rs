@@ -15,28 +15,12 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-/// The four provider families this crate speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// Anthropic Messages API.
-    Anthropic,
-    /// OpenAI chat completions and the servers that imitate it (vLLM, LM Studio, Groq, DeepSeek, ...).
-    OpenaiCompatible,
-    /// Google Gemini, native `generateContent` API.
-    Google,
-    /// Ollama native `/api/chat`.
-    Ollama,
-}
+pub use crate::providers::ProviderKind;
 
 impl ProviderKind {
-    /// Every provider, in the order used for listings.
-    pub const ALL: [ProviderKind; 4] =
-        [ProviderKind::Ollama, ProviderKind::Anthropic, ProviderKind::Google, ProviderKind::OpenaiCompatible];
-
     /// The name used in `CKS_LLM_PROVIDER` and in serialized data.
     pub fn as_str(self) -> &'static str {
-        crate::providers::info(self).name
+        crate::providers::adapter(self).name
     }
 
     /// The provider a name (`CKS_LLM_PROVIDER`, serialized data) stands for.

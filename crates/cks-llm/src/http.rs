@@ -251,7 +251,7 @@ impl Transport {
     }
 
     fn to_error(&self, provider: ProviderKind, model: &str, f: Failure, attempts: u32, retryable: bool) -> LlmError {
-        let info = crate::providers::info(provider);
+        let info = crate::providers::adapter(provider);
         let hint = match f.kind {
             ErrorKind::Auth => format!("Check {}.", info.credentials),
             ErrorKind::RateLimited | ErrorKind::Overloaded => match f.retry_after {

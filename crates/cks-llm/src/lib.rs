@@ -43,5 +43,5 @@ pub use conversation::{
 };
 pub use error::{ErrorContext, ErrorKind, LlmError};
 pub use providers::ModelInfo;
-pub use redact::{REDACTED, Redactor, SECRET_ENV_VARS, Secret};
+pub use redact::{REDACTED, Redactor, Secret, secret_variables};
 pub use telemetry::{CallOutcome, CallRecord, Operation, TelemetrySnapshot, Totals};

@@ -1,8 +1,9 @@
 //! Secret redaction, applied once at the boundary of the HTTP layer and the client.
 //!
-//! Every configured secret (the values of [`SECRET_ENV_VARS`]) is replaced by `[REDACTED]` in error
+//! Every configured secret (the values of [`secret_variables`]) is replaced by `[REDACTED]` in error
 //! messages, log fields and decoded responses before they leave this crate. The reference implementation
-//! forgot the Google keys and the real HTTP token variable; this list is the one place to keep complete.
+//! forgot the Google keys and the real HTTP token variable; that function is the one place to keep
+//! complete (each provider's key variables come from its table entry).
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,9 +13,13 @@ use serde_json::Value;
 use crate::conversation::{ContentBlock, Message};
 use crate::error::LlmError;
 
-/// Environment variables whose values are secrets.
-pub const SECRET_ENV_VARS: [&str; 5] =
-    ["ANTHROPIC_API_KEY", "CKS_OPENAI_API_KEY", "CKS_GOOGLE_API_KEY", "GOOGLE_API_KEY", "CKS_MCP_HTTP_TOKEN"];
+/// Environment variables whose values are secrets: every provider's key variables and the HTTP token.
+pub fn secret_variables() -> impl Iterator<Item = &'static str> {
+    crate::providers::variables()
+        .filter(|(setting, _)| *setting == crate::providers::Setting::Key)
+        .map(|(_, variable)| variable.name)
+        .chain(["CKS_MCP_HTTP_TOKEN"])
+}
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -51,9 +56,9 @@ impl Redactor {
         Redactor { secrets: v.into() }
     }
 
-    /// A redactor for the values of [`SECRET_ENV_VARS`] in an injected environment.
+    /// A redactor for the values of [`secret_variables`] in an injected environment.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
-        Redactor::new(SECRET_ENV_VARS.iter().filter_map(|name| env(name)))
+        Redactor::new(secret_variables().filter_map(env))
     }
 
     /// The secret values (for merging redactors).
@@ -285,7 +290,12 @@ mod tests {
     #[test]
     fn from_env_reads_all_secret_variables() {
         let r = Redactor::from_env(|n| Some(format!("secret-of-{n}")));
-        for n in SECRET_ENV_VARS {
+        let names: Vec<&str> = secret_variables().collect();
+        assert_eq!(
+            names,
+            ["ANTHROPIC_API_KEY", "CKS_GOOGLE_API_KEY", "GOOGLE_API_KEY", "CKS_OPENAI_API_KEY", "CKS_MCP_HTTP_TOKEN"]
+        );
+        for n in names {
             assert!(r.leaks(&format!("secret-of-{n}")));
         }
     }

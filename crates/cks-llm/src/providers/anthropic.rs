@@ -9,20 +9,31 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object};
-use super::{Key, ProviderInfo};
+use super::{Adapter, Auto, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, Role, StopReason, Usage};
 use crate::error::{ErrorContext, ErrorKind, LlmError};
-use crate::stream::Frame;
+use crate::stream::{Frame, Framing};
 
-/// What the rest of the crate needs to know of this provider.
-pub(crate) const INFO: ProviderInfo = ProviderInfo {
+/// This provider's entry in the table of providers.
+pub(crate) const ADAPTER: Adapter = Adapter {
     name: "anthropic",
+    title: "Anthropic",
+    key_variables: &[Variable { name: "ANTHROPIC_API_KEY", default: None, meaning: "Anthropic API key" }],
     key: Key::Required,
-    key_variable: "ANTHROPIC_API_KEY",
     credentials: "ANTHROPIC_API_KEY",
-    model_variable: "CKS_ANTHROPIC_MODEL",
+    base_url: Variable { name: "ANTHROPIC_BASE_URL", default: Some("https://api.anthropic.com"), meaning: "Anthropic API base URL" },
+    model: Variable { name: "CKS_ANTHROPIC_MODEL", default: Some("claude-sonnet-4-5"), meaning: "Anthropic model" },
+    help: "anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL)",
     unreachable_hint: None,
+    auto: Auto::WhenKeyed,
+    encode: |request, config, settings, _| encode(request, config, settings),
+    decode,
+    framing: Framing::Sse,
+    stream: |ctx| Box::new(Stream::new(ctx)),
+    parse_error,
+    encode_list_models,
+    decode_list_models,
 };
 
 const KIND: ProviderKind = ProviderKind::Anthropic;

@@ -19,23 +19,45 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object, own_state,
     tool_names_by_id,
 };
-use super::{Key, ProviderInfo};
+use super::{Adapter, Auto, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
 };
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::retry::parse_proto_duration;
-use crate::stream::Frame;
+use crate::stream::{Frame, Framing};
 
-/// What the rest of the crate needs to know of this provider.
-pub(crate) const INFO: ProviderInfo = ProviderInfo {
+/// This provider's entry in the table of providers.
+pub(crate) const ADAPTER: Adapter = Adapter {
     name: "google",
+    title: "Google Gemini",
+    key_variables: &[
+        Variable {
+            name: "CKS_GOOGLE_API_KEY",
+            default: None,
+            meaning: "Google Gemini API key (GOOGLE_API_KEY is used when unset)",
+        },
+        Variable { name: "GOOGLE_API_KEY", default: None, meaning: "Google Gemini API key (fallback)" },
+    ],
     key: Key::Required,
-    key_variable: "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
     credentials: "CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)",
-    model_variable: "CKS_GOOGLE_MODEL",
+    base_url: Variable {
+        name: "CKS_GOOGLE_BASE_URL",
+        default: Some("https://generativelanguage.googleapis.com/v1beta"),
+        meaning: "Gemini API base URL",
+    },
+    model: Variable { name: "CKS_GOOGLE_MODEL", default: Some("gemini-2.5-flash"), meaning: "Gemini model" },
+    help: "google (CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, CKS_GOOGLE_BASE_URL)",
     unreachable_hint: None,
+    auto: Auto::Never,
+    encode: |request, config, settings, ctx| encode(request, config, settings, ctx),
+    decode,
+    framing: Framing::Sse,
+    stream: |ctx| Box::new(Stream::new(ctx)),
+    parse_error,
+    encode_list_models,
+    decode_list_models,
 };
 
 const KIND: ProviderKind = ProviderKind::Google;

@@ -2,43 +2,109 @@
 //! [`ChatRequest`] and turn response bytes (or stream frames) back into a [`ChatResponse`]. They never send
 //! anything; sending, retrying, timing out and redacting happen once, in [`crate::http`].
 //!
-//! Dispatch is a `match` on [`ProviderKind`] (no trait objects for encoding), so adding a provider is one
-//! file, its variant, and one arm per function here; what else the crate knows of a provider (its
-//! name, key and model variables, hints) is the adapter's [`ProviderInfo`].
-
-pub(crate) mod anthropic;
-pub(crate) mod google;
-pub(crate) mod ollama;
-pub(crate) mod openai_compat;
-mod schema;
+//! Adding a provider is its adapter file, which exports an [`Adapter`] named `ADAPTER`, and one line
+//! in [`providers!`]'s list below. Everything else the crate knows of a provider (its name, variables,
+//! defaults, key rule, its part in `auto`, its encoders and decoders) is read from that table; nothing
+//! else branches on a provider.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::ProviderConfig;
-use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, ProviderKind, ProviderState};
+use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, ProviderState};
 use crate::error::{ErrorKind, LlmError};
 use crate::stream::{Frame, Framing};
 
-/// What the rest of the crate knows of a provider, each adapter's [`INFO`](anthropic::INFO): only
-/// here does anything branch on a provider.
-#[derive(Debug)]
-pub(crate) struct ProviderInfo {
-    /// The name used in `CKS_LLM_PROVIDER` and in serialized data.
+/// Declares the adapter modules, [`ProviderKind`] with one variant per provider, and the lookup of
+/// each one's [`Adapter`]. The order of the list is the order of listings and of `auto`'s choice.
+macro_rules! providers {
+    ($($(#[$doc:meta])* $variant:ident => $module:ident,)+) => {
+        $(pub(crate) mod $module;)+
+
+        /// The provider families this crate speaks.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ProviderKind {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl ProviderKind {
+            /// Every provider, in the order used for listings.
+            pub const ALL: [ProviderKind; [$(stringify!($variant)),+].len()] = [$(ProviderKind::$variant,)+];
+        }
+
+        /// The table entry of `kind`.
+        pub(crate) fn adapter(kind: ProviderKind) -> &'static Adapter {
+            match kind {
+                $(ProviderKind::$variant => &$module::ADAPTER,)+
+            }
+        }
+    };
+}
+
+providers! {
+    /// Ollama native `/api/chat`.
+    Ollama => ollama,
+    /// Anthropic Messages API.
+    Anthropic => anthropic,
+    /// Google Gemini, native `generateContent` API.
+    Google => google,
+    /// OpenAI chat completions and the servers that imitate it (vLLM, LM Studio, Groq, DeepSeek, ...).
+    OpenaiCompatible => openai_compat,
+}
+
+mod schema;
+
+/// One provider's entry in the table: its facts and its translators.
+pub(crate) struct Adapter {
+    /// The name used in `CKS_LLM_PROVIDER` and in serialized data (the variant in snake case).
     pub(crate) name: &'static str,
+    /// The name people use, in messages.
+    pub(crate) title: &'static str,
+    /// The variables that may hold the key, the first one set wins (empty: the provider takes none).
+    pub(crate) key_variables: &'static [Variable],
     /// Whether a call needs a key.
     pub(crate) key: Key,
-    /// The variable(s) that hold the key, for configuration messages.
-    pub(crate) key_variable: &'static str,
     /// What to check when the provider refuses the credentials.
     pub(crate) credentials: &'static str,
-    /// The variable that sets the model.
-    pub(crate) model_variable: &'static str,
+    /// The variable and default of the base URL.
+    pub(crate) base_url: Variable,
+    /// The variable and default of the model.
+    pub(crate) model: Variable,
+    /// How `CKS_LLM_PROVIDER` is told about it: the name and the variables to set, for messages.
+    pub(crate) help: &'static str,
     /// What to suggest when the provider cannot be reached, beyond the network and base URL.
     pub(crate) unreachable_hint: Option<&'static str>,
+    /// Whether and how `auto` may choose it.
+    pub(crate) auto: Auto,
+    /// Builds a chat request (the context learns any tool names changed on the wire).
+    pub(crate) encode: fn(&ChatRequest, &ProviderConfig, &CallSettings, &mut DecodeCtx) -> Result<HttpCall, LlmError>,
+    /// Parses a 2xx chat answer.
+    pub(crate) decode: fn(&[u8], &mut DecodeCtx) -> Result<ChatResponse, Fault>,
+    /// How a streamed answer is framed.
+    pub(crate) framing: Framing,
+    /// A decoder for a streamed answer.
+    pub(crate) stream: fn(DecodeCtx) -> Box<dyn StreamDecoder>,
+    /// Reads an error body.
+    pub(crate) parse_error: fn(&[u8]) -> ErrorInfo,
+    /// Builds the request listing models (also the reachability probe).
+    pub(crate) encode_list_models: fn(&ProviderConfig) -> HttpCall,
+    /// Parses a model list.
+    pub(crate) decode_list_models: fn(&[u8]) -> Result<Vec<ModelInfo>, Fault>,
+}
+
+/// An environment variable the provider reads, as `--help` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// Its default, when it has one.
+    pub default: Option<&'static str>,
+    /// What it means, in a few words.
+    pub meaning: &'static str,
 }
 
 /// When a provider needs a key.
@@ -50,14 +116,35 @@ pub(crate) enum Key {
     None,
 }
 
-/// The facts of `kind`.
-pub(crate) fn info(kind: ProviderKind) -> &'static ProviderInfo {
-    match kind {
-        ProviderKind::Anthropic => &anthropic::INFO,
-        ProviderKind::OpenaiCompatible => &openai_compat::INFO,
-        ProviderKind::Google => &google::INFO,
-        ProviderKind::Ollama => &ollama::INFO,
-    }
+/// A provider's part in `CKS_LLM_PROVIDER=auto`, tried in the table's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Auto {
+    /// Chosen when it answers its model-list request within the probe timeout.
+    WhenReachable,
+    /// Chosen when its key is set.
+    WhenKeyed,
+    /// Never chosen: its key, model and base URL cannot be guessed safely.
+    Never,
+}
+
+/// What a provider's variable sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The API key.
+    Key,
+    /// The base URL (an `http://` or `https://` URL).
+    BaseUrl,
+    /// The model a call uses when it names none.
+    Model,
+}
+
+/// The variables every provider reads (keys, base URL, model), in the table's order.
+pub fn variables() -> impl Iterator<Item = (Setting, &'static Variable)> {
+    ProviderKind::ALL.iter().flat_map(|&kind| {
+        let a = adapter(kind);
+        let keys = a.key_variables.iter().map(|v| (Setting::Key, v));
+        keys.chain([(Setting::BaseUrl, &a.base_url), (Setting::Model, &a.model)])
+    })
 }
 
 /// An HTTP request as an adapter describes it.
@@ -250,45 +337,26 @@ pub(crate) fn encode_chat(
     settings: &CallSettings,
 ) -> Result<(HttpCall, DecodeCtx), LlmError> {
     let mut ctx = DecodeCtx::new(request, &settings.model);
-    let call = match kind {
-        ProviderKind::Anthropic => anthropic::encode(request, config, settings)?,
-        ProviderKind::OpenaiCompatible => openai_compat::encode(request, config, settings)?,
-        ProviderKind::Google => google::encode(request, config, settings, &mut ctx)?,
-        ProviderKind::Ollama => ollama::encode(request, config, settings)?,
-    };
+    let call = (adapter(kind).encode)(request, config, settings, &mut ctx)?;
     Ok((call, ctx))
 }
 
 /// Parse a 2xx chat answer.
 pub(crate) fn decode_chat(kind: ProviderKind, body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, Fault> {
-    let mut response = match kind {
-        ProviderKind::Anthropic => anthropic::decode(body, ctx),
-        ProviderKind::OpenaiCompatible => openai_compat::decode(body, ctx),
-        ProviderKind::Google => google::decode(body, ctx),
-        ProviderKind::Ollama => ollama::decode(body, ctx),
-    }?;
+    let mut response = (adapter(kind).decode)(body, ctx)?;
     normalise(&mut response);
     Ok(response)
 }
 
 /// The stream decoder for a chat answer.
 pub(crate) fn stream_decoder(kind: ProviderKind, ctx: DecodeCtx) -> (Framing, Box<dyn StreamDecoder>) {
-    match kind {
-        ProviderKind::Anthropic => (Framing::Sse, Box::new(anthropic::Stream::new(ctx))),
-        ProviderKind::OpenaiCompatible => (Framing::Sse, Box::new(openai_compat::Stream::new(ctx))),
-        ProviderKind::Google => (Framing::Sse, Box::new(google::Stream::new(ctx))),
-        ProviderKind::Ollama => (Framing::Ndjson, Box::new(ollama::Stream::new(ctx))),
-    }
+    let adapter = adapter(kind);
+    (adapter.framing, (adapter.stream)(ctx))
 }
 
 /// Parse an error response body.
 pub(crate) fn parse_error(kind: ProviderKind, status: u16, body: &[u8]) -> ErrorInfo {
-    let mut info = match kind {
-        ProviderKind::Anthropic => anthropic::parse_error(body),
-        ProviderKind::OpenaiCompatible => openai_compat::parse_error(body),
-        ProviderKind::Google => google::parse_error(body),
-        ProviderKind::Ollama => ollama::parse_error(body),
-    };
+    let mut info = (adapter(kind).parse_error)(body);
     if info.message.trim().is_empty() {
         // Unknown error shape (a proxy's HTML page, an empty body): show a bounded excerpt.
         let text = String::from_utf8_lossy(body);
@@ -299,22 +367,12 @@ pub(crate) fn parse_error(kind: ProviderKind, status: u16, body: &[u8]) -> Error
 
 /// The request listing models.
 pub(crate) fn encode_list_models(kind: ProviderKind, config: &ProviderConfig) -> HttpCall {
-    match kind {
-        ProviderKind::Anthropic => anthropic::encode_list_models(config),
-        ProviderKind::OpenaiCompatible => openai_compat::encode_list_models(config),
-        ProviderKind::Google => google::encode_list_models(config),
-        ProviderKind::Ollama => ollama::encode_list_models(config),
-    }
+    (adapter(kind).encode_list_models)(config)
 }
 
 /// Parse a model list.
 pub(crate) fn decode_list_models(kind: ProviderKind, body: &[u8]) -> Result<Vec<ModelInfo>, Fault> {
-    match kind {
-        ProviderKind::Anthropic => anthropic::decode_list_models(body),
-        ProviderKind::OpenaiCompatible => openai_compat::decode_list_models(body),
-        ProviderKind::Google => google::decode_list_models(body),
-        ProviderKind::Ollama => ollama::decode_list_models(body),
-    }
+    (adapter(kind).decode_list_models)(body)
 }
 
 /// Post-decoding rules common to all providers: at least one block (an empty answer is one empty text
@@ -409,6 +467,14 @@ mod tests {
             let response = response.unwrap();
             assert_eq!(shown, ["Hel", "lo"], "{kind}");
             assert_eq!(response.text(), "Hello", "{kind}");
+        }
+    }
+
+    #[test]
+    fn each_adapter_is_named_as_its_variant_serializes() {
+        for &kind in &ProviderKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), adapter(kind).name);
+            assert_eq!(ProviderKind::from_name(adapter(kind).name), Some(kind));
         }
     }
 

@@ -11,22 +11,33 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, arguments_from_string,
     as_object, tool_names_by_id,
 };
-use super::{Key, ProviderInfo};
+use super::{Adapter, Auto, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
 };
 use crate::error::{ErrorContext, ErrorKind, LlmError};
-use crate::stream::Frame;
+use crate::stream::{Frame, Framing};
 
-/// What the rest of the crate needs to know of this provider.
-pub(crate) const INFO: ProviderInfo = ProviderInfo {
+/// This provider's entry in the table of providers.
+pub(crate) const ADAPTER: Adapter = Adapter {
     name: "ollama",
+    title: "Ollama",
+    key_variables: &[],
     key: Key::None,
-    key_variable: "(none: a local Ollama needs no key)",
     credentials: "the Ollama server's credentials",
-    model_variable: "CKS_OLLAMA_MODEL",
+    base_url: Variable { name: "CKS_OLLAMA_HOST", default: Some("http://localhost:11434"), meaning: "Ollama base URL" },
+    model: Variable { name: "CKS_OLLAMA_MODEL", default: Some("llama3.2"), meaning: "Ollama model" },
+    help: "ollama (CKS_OLLAMA_HOST, CKS_OLLAMA_MODEL)",
     unreachable_hint: Some("Is Ollama running (`ollama serve`) at CKS_OLLAMA_HOST?"),
+    auto: Auto::WhenReachable,
+    encode: |request, config, settings, _| encode(request, config, settings),
+    decode,
+    framing: Framing::Ndjson,
+    stream: |ctx| Box::new(Stream::new(ctx)),
+    parse_error,
+    encode_list_models,
+    decode_list_models,
 };
 
 const KIND: ProviderKind = ProviderKind::Ollama;

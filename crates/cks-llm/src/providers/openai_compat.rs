@@ -18,22 +18,37 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, arguments_from_string,
     as_object, own_state,
 };
-use super::{Key, ProviderInfo};
+use super::{Adapter, Auto, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
 };
 use crate::error::{ErrorContext, ErrorKind, LlmError};
-use crate::stream::Frame;
+use crate::stream::{Frame, Framing};
 
-/// What the rest of the crate needs to know of this provider.
-pub(crate) const INFO: ProviderInfo = ProviderInfo {
+/// This provider's entry in the table of providers.
+pub(crate) const ADAPTER: Adapter = Adapter {
     name: "openai_compatible",
+    title: "OpenAI-compatible",
+    key_variables: &[Variable { name: "CKS_OPENAI_API_KEY", default: None, meaning: "OpenAI-compatible API key" }],
     key: Key::AtHost("api.openai.com"),
-    key_variable: "CKS_OPENAI_API_KEY",
     credentials: "CKS_OPENAI_API_KEY",
-    model_variable: "CKS_OPENAI_MODEL",
+    base_url: Variable {
+        name: "CKS_OPENAI_BASE_URL",
+        default: Some("https://api.openai.com/v1"),
+        meaning: "OpenAI-compatible base URL",
+    },
+    model: Variable { name: "CKS_OPENAI_MODEL", default: Some("gpt-4o"), meaning: "OpenAI-compatible model" },
+    help: "openai_compatible (CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL)",
     unreachable_hint: None,
+    auto: Auto::Never,
+    encode: |request, config, settings, _| encode(request, config, settings),
+    decode,
+    framing: Framing::Sse,
+    stream: |ctx| Box::new(Stream::new(ctx)),
+    parse_error,
+    encode_list_models,
+    decode_list_models,
 };
 
 const KIND: ProviderKind = ProviderKind::OpenaiCompatible;

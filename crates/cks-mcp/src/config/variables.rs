@@ -5,6 +5,7 @@
 //! the sources is in this table and every row is still read somewhere.
 
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 /// What a variable's value must look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,11 +63,36 @@ pub const SYNCHRONOUS_MODES: &[&str] = &["normal", "full"];
 pub const SWITCH: &[&str] = &["on", "off"];
 /// The words the reference reads as yes or no.
 pub const BOOLEAN: &[&str] = &["true", "false", "1", "0", "yes", "no", "on", "off"];
-/// The values of `CKS_LLM_PROVIDER`.
-pub const PROVIDERS: &[&str] = &["auto", "ollama", "anthropic", "google", "openai_compatible"];
+/// The values of `CKS_LLM_PROVIDER`: `auto` and each provider's name.
+pub fn providers() -> &'static [&'static str] {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        std::iter::once("auto").chain(cks_llm::ProviderKind::ALL.iter().map(|kind| kind.as_str())).collect()
+    });
+    &NAMES
+}
 
-/// Every variable read, grouped as `--help` shows them.
-pub const GROUPS: &[Group] = &[
+/// Every variable read, grouped as `--help` shows them: [`FIXED`], with the LLM providers' group
+/// (built from the LLM client's table of providers) before the LLM calls' group.
+pub fn groups() -> &'static [Group] {
+    static GROUPS: LazyLock<Vec<Group>> = LazyLock::new(|| {
+        let mut variables =
+            vec![var("CKS_LLM_PROVIDER", Form::OneOf(providers()), Some("auto"), "Which provider answers LLM calls")];
+        variables.extend(cks_llm::config::provider_variables().map(|(setting, v)| {
+            let form = if setting == cks_llm::config::Setting::BaseUrl { Url } else { Text };
+            var(v.name, form, v.default, v.meaning)
+        }));
+        let providers =
+            Group { heading: "LLM providers (used by ai_chat and construct_knowledge)", variables: variables.leak() };
+        let mut groups = FIXED.to_vec();
+        let calls = groups.iter().position(|g| g.heading.starts_with("LLM calls")).unwrap_or(groups.len());
+        groups.insert(calls, providers);
+        groups
+    });
+    &GROUPS
+}
+
+/// The variables the server itself names, grouped as `--help` shows them.
+const FIXED: &[Group] = &[
     Group {
         heading: "Storage and server",
         variables: &[
@@ -380,26 +406,8 @@ pub const GROUPS: &[Group] = &[
         ],
     },
     Group {
-        heading: "LLM providers (used by ai_chat and construct_knowledge)",
+        heading: "LLM calls (used by ai_chat and construct_knowledge)",
         variables: &[
-            var("CKS_LLM_PROVIDER", Form::OneOf(PROVIDERS), Some("auto"), "Which provider answers LLM calls"),
-            var("CKS_OLLAMA_HOST", Url, Some("http://localhost:11434"), "Ollama base URL"),
-            var("CKS_OLLAMA_MODEL", Text, Some("llama3.2"), "Ollama model"),
-            var("ANTHROPIC_API_KEY", Text, None, "Anthropic API key"),
-            var("ANTHROPIC_BASE_URL", Url, Some("https://api.anthropic.com"), "Anthropic API base URL"),
-            var("CKS_ANTHROPIC_MODEL", Text, Some(cks_llm::config::DEFAULT_ANTHROPIC_MODEL), "Anthropic model"),
-            var("CKS_GOOGLE_API_KEY", Text, None, "Google Gemini API key (GOOGLE_API_KEY is used when unset)"),
-            var("GOOGLE_API_KEY", Text, None, "Google Gemini API key (fallback)"),
-            var(
-                "CKS_GOOGLE_BASE_URL",
-                Url,
-                Some("https://generativelanguage.googleapis.com/v1beta"),
-                "Gemini API base URL",
-            ),
-            var("CKS_GOOGLE_MODEL", Text, Some("gemini-2.5-flash"), "Gemini model"),
-            var("CKS_OPENAI_API_KEY", Text, None, "OpenAI-compatible API key"),
-            var("CKS_OPENAI_BASE_URL", Url, Some("https://api.openai.com/v1"), "OpenAI-compatible base URL"),
-            var("CKS_OPENAI_MODEL", Text, Some("gpt-4o"), "OpenAI-compatible model"),
             var(
                 "CKS_LLM_MAX_TOKENS",
                 whole(1, u32::MAX as u64, "tokens"),
@@ -474,7 +482,7 @@ pub const GROUPS: &[Group] = &[
 
 /// Every variable, in `--help` order.
 pub fn all() -> impl Iterator<Item = &'static Variable> {
-    GROUPS.iter().flat_map(|g| g.variables.iter())
+    groups().iter().flat_map(|g| g.variables.iter())
 }
 
 /// The `--help` section listing every variable.
@@ -484,7 +492,7 @@ pub fn help() -> String {
         "ENVIRONMENT (a `.env` file in the data directory is also read; it never overrides the real environment.\n\
          An empty value counts as unset; any other value that is not accepted stops start-up):\n",
     );
-    for group in GROUPS {
+    for group in groups() {
         let _ = writeln!(text, "  {}", group.heading);
         for v in group.variables {
             let _ = write!(text, "    {:width$}{}", v.name, v.meaning);
@@ -595,8 +603,14 @@ mod tests {
     #[test]
     fn the_provider_names_are_the_llm_clients() {
         let names: Vec<&str> = cks_llm::ProviderKind::ALL.iter().map(|kind| kind.as_str()).collect();
-        assert_eq!(PROVIDERS[0], "auto");
-        assert_eq!(&PROVIDERS[1..], names.as_slice());
+        assert_eq!(providers()[0], "auto");
+        assert_eq!(&providers()[1..], names.as_slice());
+        let help = help();
+        for name in ["CKS_OLLAMA_HOST", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "CKS_OPENAI_MODEL"] {
+            assert!(all().any(|v| v.name == name), "{name}");
+            assert!(help.contains(name), "{name}");
+        }
+        assert!(help.find("CKS_LLM_PROVIDER") < help.find("CKS_LLM_MAX_TOKENS"));
     }
 
     fn bad(name: &str, value: &str) -> String {

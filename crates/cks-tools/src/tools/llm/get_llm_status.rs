@@ -126,7 +126,7 @@ mod tests {
             result,
             json!({
                 "provider": "anthropic",
-                "model": ctx.llm.client().unwrap().config().anthropic.model,
+                "model": ctx.llm.client().unwrap().config().provider_config(cks_llm::ProviderKind::Anthropic).model,
                 "selection": "anthropic",
                 "configured": true,
                 "reachable": true,
