@@ -128,8 +128,8 @@ impl RegistryExecutor {
 }
 
 /// The registry schema restricted to the offered arguments.
-fn offered_schema(schema: &Value, offer: &ChatTool) -> Value {
-    let mut schema = schema.clone();
+fn offered_schema(schema: &Map<String, Value>, offer: &ChatTool) -> Value {
+    let mut schema = Value::Object(schema.clone());
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         properties.retain(|k, _| offer.arguments.contains(&k.as_str()));
     }

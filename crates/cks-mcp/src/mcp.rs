@@ -182,7 +182,13 @@ impl ServerHandler for CksServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        convert(newest_shape(serde_json::json!({"tools": self.tools()}), Some(FIXED_LIST_TTL_MS), &context))
+        // Typed, not through `newest_shape`: the entries' schemas are shared, not copied per list.
+        let mut list = ListToolsResult::with_all_items(self.tools().to_vec());
+        if is_stateless(&context) {
+            list.ttl_ms = Some(FIXED_LIST_TTL_MS);
+            list.cache_scope = Some(CacheScope::Private);
+        }
+        Ok(list)
     }
 
     async fn call_tool(

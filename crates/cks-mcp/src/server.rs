@@ -34,7 +34,8 @@ pub struct CksServer {
     pub fetcher: Arc<Fetcher>,
     /// Opens the stores tools name (`migrate_storage`'s target).
     pub stores: Arc<dyn StoreOpener>,
-    tools: Arc<Vec<Value>>,
+    /// The `tools/list` entries, built once; their schemas are the registry's own.
+    tools: Arc<Vec<rmcp::model::Tool>>,
     /// What is kept of the stdio client between its requests (over HTTP, a session's record
     /// keeps it: `sessions.rs`).
     client: Arc<ClientState>,
@@ -154,7 +155,7 @@ impl CksServer {
     }
 
     /// `tools/list` entries: name, description, inputSchema and annotations from the metadata.
-    pub fn tools(&self) -> &[Value] {
+    pub fn tools(&self) -> &[rmcp::model::Tool] {
         &self.tools
     }
 
@@ -220,27 +221,21 @@ impl CksServer {
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// One `tools/list` entry.
-fn tool_entry(tool: &RegisteredTool) -> Value {
+fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
     let meta = tool.meta();
-    let mut entry = json!({
-        "name": meta.name,
-        "description": meta.description,
-        "inputSchema": tool.schema,
-        "annotations": {
-            "readOnlyHint": meta.read_only(),
-            "destructiveHint": meta.destructive,
-            "idempotentHint": meta.idempotent,
-            "openWorldHint": meta.open_world,
-        },
-        "_meta": {
-            "cks/mutatesGraph": meta.mutates_graph,
-            "cks/createsSession": meta.creates_session,
-            "cks/sessionFields": meta.session_fields,
-        },
-    });
-    if let Some(output_schema) = &tool.output_schema {
-        entry["outputSchema"] = output_schema.clone();
-    }
+    let annotations = rmcp::model::ToolAnnotations::new()
+        .read_only(meta.read_only())
+        .destructive(meta.destructive)
+        .idempotent(meta.idempotent)
+        .open_world(meta.open_world);
+    let mut extra = Map::new();
+    extra.insert("cks/mutatesGraph".into(), meta.mutates_graph.into());
+    extra.insert("cks/createsSession".into(), meta.creates_session.into());
+    extra.insert("cks/sessionFields".into(), meta.session_fields.into());
+    let mut entry = rmcp::model::Tool::new_with_raw(meta.name, Some(meta.description.into()), tool.schema.clone())
+        .with_annotations(annotations)
+        .with_meta(rmcp::model::MetaObject(extra));
+    entry.output_schema = tool.output_schema.clone();
     entry
 }
 

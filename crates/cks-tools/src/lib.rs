@@ -19,5 +19,5 @@ pub mod tools;
 
 pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::{ErrorCode, ToolError};
-pub use registry::{RegisteredTool, Registry, UnknownTool};
+pub use registry::{RegisteredTool, Registry, SharedSchema, UnknownTool};
 pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, SessionCheck, Tool, ToolMeta};

@@ -24,12 +24,17 @@ use crate::error::ToolError;
 use crate::telemetry::ToolTelemetry;
 use crate::tool::{ArgumentFault, DynTool, SessionCheck, ToolMeta};
 
+/// A JSON Schema object, shared by everything that publishes it (the MCP tool list, `ai_chat`'s
+/// offers): the schemas are built once, at registration, and never copied.
+pub type SharedSchema = Arc<Map<String, Value>>;
+
 /// One registered tool with its published schemas and their validators.
 pub struct RegisteredTool {
     pub tool: Arc<dyn DynTool>,
-    pub schema: Value,
+    /// The published `inputSchema`.
+    pub schema: SharedSchema,
     /// The published `outputSchema`, when the tool's result type is an object.
-    pub output_schema: Option<Value>,
+    pub output_schema: Option<SharedSchema>,
     // Compiled on first use: compiling every tool's schemas took most of the server's start.
     validator: OnceLock<jsonschema::Validator>,
     output_validators: OnceLock<Option<OutputValidators>>,
@@ -43,19 +48,19 @@ struct OutputValidators {
 }
 
 impl OutputValidators {
-    fn compile(name: &str, schema: &Value) -> Self {
+    fn compile(name: &str, schema: &Map<String, Value>) -> Self {
         let compile = |schema: &Value| {
             jsonschema::validator_for(schema)
                 .unwrap_or_else(|e| panic!("tool '{name}' has an invalid output schema: {e}"))
         };
         let branch = |i: usize| {
-            let mut branch = schema["anyOf"][i].clone();
+            let mut branch = schema.get("anyOf").map_or(Value::Null, |branches| branches[i].clone());
             if let (Some(defs), Value::Object(map)) = (schema.get("$defs"), &mut branch) {
                 map.insert("$defs".into(), defs.clone());
             }
             compile(&branch)
         };
-        OutputValidators { either: compile(schema), success: branch(0), error: branch(1) }
+        OutputValidators { either: compile(&Value::Object(schema.clone())), success: branch(0), error: branch(1) }
     }
 }
 
@@ -72,7 +77,7 @@ impl RegisteredTool {
 
     fn validator(&self) -> &jsonschema::Validator {
         self.validator.get_or_init(|| {
-            jsonschema::validator_for(&self.schema)
+            jsonschema::validator_for(&Value::Object(Map::clone(&self.schema)))
                 .unwrap_or_else(|e| panic!("tool '{}' has an invalid input schema: {e}", self.meta().name))
         })
     }
@@ -131,8 +136,12 @@ impl Registry {
     /// of the tool's schemas does not compile: both are programming errors caught by the tests.
     pub fn register(&mut self, tool: Arc<dyn DynTool>) {
         let meta = tool.meta();
-        let schema = tool.input_schema();
-        let output_schema = tool.output_schema();
+        let object = |schema: Value| match schema {
+            Value::Object(map) => Arc::new(map),
+            other => panic!("tool '{}' has a schema that is not an object: {other}", meta.name),
+        };
+        let schema = object(tool.input_schema());
+        let output_schema = tool.output_schema().map(object);
         let entry = RegisteredTool {
             tool,
             schema,
