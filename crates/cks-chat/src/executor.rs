@@ -100,7 +100,7 @@ impl RegistryExecutor {
         for field in meta.session_fields {
             args.insert((*field).to_owned(), Value::String(self.session_id.clone()));
         }
-        let declared = tool.schema.get("properties").and_then(Value::as_object);
+        let declared = tool.schema().get("properties").and_then(Value::as_object);
         let withheld: Vec<&str> = args
             .keys()
             .map(String::as_str)
@@ -152,7 +152,7 @@ impl ToolExecutor for RegistryExecutor {
                 Some(ToolSpec {
                     name: offer.name.to_owned(),
                     description: offer.description.to_owned(),
-                    input_schema: offered_schema(&tool.schema, offer),
+                    input_schema: offered_schema(tool.schema(), offer),
                 })
             })
             .collect()

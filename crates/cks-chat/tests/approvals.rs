@@ -372,13 +372,13 @@ async fn an_approved_call_is_reported_live_when_it_runs() {
 #[test]
 fn the_published_schema_describes_approvals_inline() {
     let h = Harness::new(Scripted::new(vec![]));
-    let schema = Value::Object(serde_json::Map::clone(&h.registry.get("ai_chat").unwrap().schema));
+    let schema = Value::Object(serde_json::Map::clone(&h.registry.get("ai_chat").unwrap().schema()));
     let properties = &schema["properties"];
     assert_eq!(properties["approvals"]["type"], "boolean", "{schema:#}");
     assert_eq!(properties["approval"]["type"], "object", "{schema:#}");
     assert_eq!(properties["approval"]["properties"]["decision"]["enum"], json!(["approve", "reject"]), "{schema:#}");
     assert_eq!(properties["approval"]["required"], json!(["decision"]), "{schema:#}");
     assert!(!schema.to_string().contains("$ref"), "{schema:#}");
-    let output = Value::Object(serde_json::Map::clone(h.registry.get("ai_chat").unwrap().output_schema.as_ref().unwrap()));
+    let output = Value::Object(serde_json::Map::clone(h.registry.get("ai_chat").unwrap().output_schema().unwrap()));
     assert!(output.to_string().contains("pending_approval"), "{output:#}");
 }

@@ -488,7 +488,7 @@ fn every_offered_tool_is_exposed_and_every_exposed_tool_is_offered() {
     for offer in CHAT_TOOLS {
         let tool = registry.get(offer.name).unwrap_or_else(|| panic!("{} is not a tool", offer.name));
         assert!(tool.meta().llm_exposed, "{} is offered but not exposed", offer.name);
-        let declared = tool.schema["properties"].as_object().unwrap();
+        let declared = tool.schema()["properties"].as_object().unwrap();
         for argument in offer.arguments {
             assert!(declared.contains_key(*argument), "{}: no argument {argument}", offer.name);
             assert!(

@@ -34,8 +34,9 @@ pub struct CksServer {
     pub fetcher: Arc<Fetcher>,
     /// Opens the stores tools name (`migrate_storage`'s target).
     pub stores: Arc<dyn StoreOpener>,
-    /// The `tools/list` entries, built once; their schemas are the registry's own.
-    tools: Arc<Vec<rmcp::model::Tool>>,
+    /// The `tools/list` entries, built at the first list (a session that never lists the tools
+    /// parses no schema it does not call); their schemas are the registry's own.
+    tools: Arc<std::sync::OnceLock<Vec<rmcp::model::Tool>>>,
     /// What is kept of the stdio client between its requests (over HTTP, a session's record
     /// keeps it: `sessions.rs`).
     client: Arc<ClientState>,
@@ -85,7 +86,6 @@ impl std::fmt::Debug for CallOptions {
 
 impl CksServer {
     pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>, llm: LlmAccess) -> Self {
-        let tools = registry.iter().map(tool_entry).collect();
         CksServer {
             records: crate::sessions::StoredSessions::new(&runtime),
             runtime,
@@ -95,7 +95,7 @@ impl CksServer {
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
             stores: Arc::new(crate::stores::Stores::default()),
-            tools: Arc::new(tools),
+            tools: Arc::default(),
             client: Arc::default(),
             calls: Arc::default(),
             streams: Arc::default(),
@@ -156,7 +156,7 @@ impl CksServer {
 
     /// `tools/list` entries: name, description, inputSchema and annotations from the metadata.
     pub fn tools(&self) -> &[rmcp::model::Tool] {
-        &self.tools
+        self.tools.get_or_init(|| self.registry.iter().map(tool_entry).collect())
     }
 
     /// The context a tool call runs in, before per-call state (progress, cancellation).
@@ -185,7 +185,7 @@ impl CksServer {
         ctx.progress = options.progress;
         ctx.cancel = options.cancel;
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
-        let structured = self.registry.get(name).is_some_and(|tool| tool.output_schema.is_some());
+        let structured = self.registry.get(name).is_some_and(|tool| tool.output_schema().is_some());
         let value = self
             .registry
             .call(name, args, &ctx)
@@ -232,10 +232,10 @@ fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
     extra.insert("cks/mutatesGraph".into(), meta.mutates_graph.into());
     extra.insert("cks/createsSession".into(), meta.creates_session.into());
     extra.insert("cks/sessionFields".into(), meta.session_fields.into());
-    let mut entry = rmcp::model::Tool::new_with_raw(meta.name, Some(meta.description.into()), tool.schema.clone())
+    let mut entry = rmcp::model::Tool::new_with_raw(meta.name, Some(meta.description.into()), tool.schema().clone())
         .with_annotations(annotations)
         .with_meta(rmcp::model::MetaObject(extra));
-    entry.output_schema = tool.output_schema.clone();
+    entry.output_schema = tool.output_schema().cloned();
     entry
 }
 

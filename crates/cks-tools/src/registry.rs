@@ -31,13 +31,39 @@ pub type SharedSchema = Arc<Map<String, Value>>;
 /// One registered tool with its published schemas and their validators.
 pub struct RegisteredTool {
     pub tool: Arc<dyn DynTool>,
-    /// The published `inputSchema`.
-    pub schema: SharedSchema,
-    /// The published `outputSchema`, when the tool's result type is an object.
-    pub output_schema: Option<SharedSchema>,
+    /// The committed text of the schemas of a standard tool, parsed on first use instead of derived.
+    published: Option<&'static Published>,
+    // Built on first use: deriving every tool's schemas ran most of a server's start-up, and a
+    // session that never lists the tools needs the schemas of the few it calls.
+    schema: OnceLock<SharedSchema>,
+    output_schema: OnceLock<Option<SharedSchema>>,
     // Compiled on first use: compiling every tool's schemas took most of the server's start.
     validator: OnceLock<jsonschema::Validator>,
     output_validators: OnceLock<Option<OutputValidators>>,
+}
+
+/// The committed schemas of one standard tool, minified (`build.rs`, from `schemas/tools.json`).
+#[derive(Debug)]
+struct Published {
+    name: &'static str,
+    input: &'static str,
+    output: Option<&'static str>,
+}
+
+include!(concat!(env!("OUT_DIR"), "/published.rs"));
+
+/// A JSON Schema object from its committed text; `None` if the text is not one (it always is:
+/// the build wrote it from JSON), and the schema is then derived.
+fn parse_schema(text: &str) -> Option<SharedSchema> {
+    serde_json::from_str::<Map<String, Value>>(text).ok().map(Arc::new)
+}
+
+/// A derived schema as a shared object.
+fn shared(name: &str, schema: Value) -> SharedSchema {
+    match schema {
+        Value::Object(map) => Arc::new(map),
+        other => panic!("tool '{name}' has a schema that is not an object: {other}"),
+    }
 }
 
 /// The compiled `outputSchema`, and each of its two branches alone for precise messages.
@@ -75,18 +101,43 @@ impl RegisteredTool {
         self.tool.meta()
     }
 
+    /// The published `inputSchema`.
+    pub fn schema(&self) -> &SharedSchema {
+        self.schema.get_or_init(|| {
+            self.published
+                .and_then(|published| parse_schema(published.input))
+                .unwrap_or_else(|| shared(self.meta().name, self.tool.input_schema()))
+        })
+    }
+
+    /// The published `outputSchema`, when the tool's result type is an object.
+    pub fn output_schema(&self) -> Option<&SharedSchema> {
+        let derived = || self.tool.output_schema().map(|schema| shared(self.meta().name, schema));
+        self.output_schema
+            .get_or_init(|| match self.published {
+                Some(Published { output: None, .. }) => None,
+                Some(Published { output: Some(text), .. }) => parse_schema(text).or_else(derived),
+                None => derived(),
+            })
+            .as_ref()
+    }
+
     fn validator(&self) -> &jsonschema::Validator {
         self.validator.get_or_init(|| {
-            jsonschema::validator_for(&Value::Object(Map::clone(&self.schema)))
+            // Draft 7, the draft the input schemas are derived in: its meta-schema is a fraction of
+            // 2020-12's, which the first call compiled to check each schema, and the keywords
+            // the inputs use (types, properties, items, enum, minimum) mean the same in both.
+            jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft7)
+                .should_validate_formats(false)
+                .build(&Value::Object(Map::clone(self.schema())))
                 .unwrap_or_else(|e| panic!("tool '{}' has an invalid input schema: {e}", self.meta().name))
         })
     }
 
     fn output_validators(&self) -> Option<&OutputValidators> {
         self.output_validators
-            .get_or_init(|| {
-                self.output_schema.as_ref().map(|schema| OutputValidators::compile(self.meta().name, schema))
-            })
+            .get_or_init(|| self.output_schema().map(|schema| OutputValidators::compile(self.meta().name, schema)))
             .as_ref()
     }
 
@@ -120,11 +171,12 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The standard tool set, in listing order.
+    /// The standard tool set, in listing order, with its committed schemas.
     pub fn standard() -> Self {
         let mut registry = Registry::default();
         for tool in crate::tools::all() {
-            registry.register(tool);
+            let published = PUBLISHED.iter().find(|published| published.name == tool.meta().name);
+            registry.add(tool, published);
         }
         registry
     }
@@ -135,17 +187,16 @@ impl Registry {
     /// When the name is taken, or (in debug builds; otherwise at the tool's first call) when one
     /// of the tool's schemas does not compile: both are programming errors caught by the tests.
     pub fn register(&mut self, tool: Arc<dyn DynTool>) {
+        self.add(tool, None);
+    }
+
+    fn add(&mut self, tool: Arc<dyn DynTool>, published: Option<&'static Published>) {
         let meta = tool.meta();
-        let object = |schema: Value| match schema {
-            Value::Object(map) => Arc::new(map),
-            other => panic!("tool '{}' has a schema that is not an object: {other}", meta.name),
-        };
-        let schema = object(tool.input_schema());
-        let output_schema = tool.output_schema().map(object);
         let entry = RegisteredTool {
             tool,
-            schema,
-            output_schema,
+            published,
+            schema: OnceLock::new(),
+            output_schema: OnceLock::new(),
             validator: OnceLock::new(),
             output_validators: OnceLock::new(),
         };

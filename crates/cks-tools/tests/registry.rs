@@ -15,7 +15,9 @@ fn context() -> ToolContext {
     ToolContext::new(Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default())))
 }
 
-/// `UPDATE_SCHEMA=1 cargo test -p cks-tools --test registry` refreshes the snapshot.
+/// The schemas each standard tool derives from its types equal the committed ones
+/// (`schemas/tools.json`, which the server publishes);
+/// `UPDATE_SCHEMA=1 cargo test -p cks-tools --test registry` refreshes them.
 #[test]
 fn schemas_match_the_committed_snapshot() {
     let registry = Registry::standard();
@@ -26,8 +28,8 @@ fn schemas_match_the_committed_snapshot() {
             json!({
                 "name": m.name,
                 "description": m.description,
-                "inputSchema": t.schema,
-                "outputSchema": t.output_schema,
+                "inputSchema": t.tool.input_schema(),
+                "outputSchema": t.tool.output_schema(),
                 "mutates_graph": m.mutates_graph,
                 "creates_session": m.creates_session,
                 "destructive": m.destructive,
@@ -37,12 +39,18 @@ fn schemas_match_the_committed_snapshot() {
         })
         .collect();
     let text = serde_json::to_string_pretty(&current).unwrap() + "\n";
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/tools.json");
     if std::env::var_os("UPDATE_SCHEMA").is_some() {
         std::fs::write(&path, &text).unwrap();
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(committed == text, "tool schemas changed; review and refresh with UPDATE_SCHEMA=1\n{text}");
+    // What the registry publishes is what the types derive (the committed text, as built in).
+    for t in registry.iter() {
+        assert_eq!(Value::Object(Map::clone(t.schema())), t.tool.input_schema(), "{}", t.meta().name);
+        let published = t.output_schema().map(|schema| Value::Object(Map::clone(schema)));
+        assert_eq!(published, t.tool.output_schema(), "{}", t.meta().name);
+    }
 }
 
 /// Walks a schema and reports what one of the four LLM providers would reject or misread.
@@ -86,8 +94,8 @@ fn every_schema_works_for_every_provider() {
     assert!(registry.len() >= 3);
     let mut problems = Vec::new();
     for tool in registry.iter() {
-        lint(tool.meta().name, &Value::Object(Map::clone(&tool.schema)), &mut problems);
-        assert_eq!(tool.schema["type"], "object", "{}", tool.meta().name);
+        lint(tool.meta().name, &Value::Object(Map::clone(tool.schema())), &mut problems);
+        assert_eq!(tool.schema()["type"], "object", "{}", tool.meta().name);
     }
     assert!(problems.is_empty(), "{problems:#?}");
     // The lint itself catches what it should.
@@ -108,7 +116,7 @@ fn names_a_session(property: &str) -> bool {
 fn every_session_property_is_declared() {
     for tool in Registry::standard().iter() {
         let meta = tool.meta();
-        let properties = tool.schema["properties"].as_object().unwrap();
+        let properties = tool.schema()["properties"].as_object().unwrap();
         for name in properties.keys().filter(|n| names_a_session(n)) {
             assert!(meta.session_fields.contains(&name.as_str()), "{}: '{name}' not in session_fields", meta.name);
         }
@@ -167,7 +175,7 @@ fn typed_results_publish_an_output_schema_that_admits_errors_too() {
     let mut registry = Registry::standard();
     registry.register(Arc::new(Probe));
     let probe = registry.get("probe").unwrap();
-    let schema = probe.output_schema.as_ref().expect("an object result publishes its schema");
+    let schema = probe.output_schema().expect("an object result publishes its schema");
     assert_eq!(schema["type"], "object");
     let count = &schema["anyOf"][0]["properties"]["count"];
     assert_eq!(count["anyOf"], json!([{"type": "integer", "minimum": 0}, {"type": "null"}]), "{count}");
@@ -266,8 +274,8 @@ fn every_published_schema_is_portable() {
     let mut problems = Vec::new();
     for tool in registry.iter() {
         let name = tool.meta().name;
-        portability(&format!("{name} input"), &Value::Object(Map::clone(&tool.schema)), &mut problems);
-        if let Some(output) = &tool.output_schema {
+        portability(&format!("{name} input"), &Value::Object(Map::clone(tool.schema())), &mut problems);
+        if let Some(output) = tool.output_schema() {
             portability(&format!("{name} output"), &Value::Object(Map::clone(output)), &mut problems);
         }
     }
@@ -288,10 +296,11 @@ fn every_published_schema_is_portable() {
 #[test]
 fn every_tool_publishes_its_result_shape() {
     let registry = Registry::standard();
-    let unpublished: Vec<&str> = registry.iter().filter(|t| t.output_schema.is_none()).map(|t| t.meta().name).collect();
+    let unpublished: Vec<&str> =
+        registry.iter().filter(|t| t.output_schema().is_none()).map(|t| t.meta().name).collect();
     assert_eq!(unpublished, ["serialize_knowledge"]);
     for tool in registry.iter() {
-        if let Some(schema) = &tool.output_schema {
+        if let Some(schema) = tool.output_schema() {
             assert_eq!(schema["type"], "object", "{}", tool.meta().name);
             assert!(tool.check_output(&json!({"error": "session_not_found", "message": "x"})).is_ok());
         }
