@@ -22,7 +22,7 @@ use cks_runtime::RuntimeError;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::telemetry::ToolTelemetry;
-use crate::tool::{ArgumentFault, DynTool, SessionCheck, ToolMeta};
+use crate::tool::{ArgumentFault, DynTool, Listed, SessionCheck, ToolMeta};
 
 /// A JSON Schema object, shared by everything that publishes it (the MCP tool list, `ai_chat`'s
 /// offers): the schemas are built once, at registration, and never copied.
@@ -31,6 +31,7 @@ pub type SharedSchema = Arc<Map<String, Value>>;
 /// One registered tool with its published schemas and their validators.
 pub struct RegisteredTool {
     pub tool: Arc<dyn DynTool>,
+    meta: &'static ToolMeta,
     /// The committed text of the schemas of a standard tool, parsed on first use instead of derived.
     published: Option<&'static Published>,
     // Built on first use: deriving every tool's schemas ran most of a server's start-up, and a
@@ -98,7 +99,7 @@ impl std::fmt::Debug for RegisteredTool {
 
 impl RegisteredTool {
     pub fn meta(&self) -> &'static ToolMeta {
-        self.tool.meta()
+        self.meta
     }
 
     /// The published `inputSchema`.
@@ -174,9 +175,9 @@ impl Registry {
     /// The standard tool set, in listing order, with its committed schemas.
     pub fn standard() -> Self {
         let mut registry = Registry::default();
-        for tool in crate::tools::all() {
-            let published = PUBLISHED.iter().find(|published| published.name == tool.meta().name);
-            registry.add(tool, published);
+        for Listed { meta, tool } in crate::tools::all() {
+            let published = PUBLISHED.iter().find(|published| published.name == meta.name);
+            registry.add(meta, tool, published);
         }
         registry
     }
@@ -187,13 +188,13 @@ impl Registry {
     /// When the name is taken, or (in debug builds; otherwise at the tool's first call) when one
     /// of the tool's schemas does not compile: both are programming errors caught by the tests.
     pub fn register(&mut self, tool: Arc<dyn DynTool>) {
-        self.add(tool, None);
+        self.add(tool.meta(), tool, None);
     }
 
-    fn add(&mut self, tool: Arc<dyn DynTool>, published: Option<&'static Published>) {
-        let meta = tool.meta();
+    fn add(&mut self, meta: &'static ToolMeta, tool: Arc<dyn DynTool>, published: Option<&'static Published>) {
         let entry = RegisteredTool {
             tool,
+            meta,
             published,
             schema: OnceLock::new(),
             output_schema: OnceLock::new(),

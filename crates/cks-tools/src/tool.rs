@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::sync::Arc;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -185,6 +186,19 @@ pub trait DynTool: Send + Sync + 'static {
     /// See [`Tool::destructive_call`].
     fn destructive_call(&self, arguments: &Value) -> bool;
     async fn run_json(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError>;
+}
+
+/// A standard tool with its metadata, which the registry reads without calling into the tool:
+/// start-up then runs none of the tools' code (each tool's code lies in its own pages).
+pub(crate) struct Listed {
+    pub(crate) meta: &'static ToolMeta,
+    pub(crate) tool: Arc<dyn DynTool>,
+}
+
+/// `tool` with its metadata, for a group's list.
+#[inline(always)]
+pub(crate) fn listed<T: Tool>(tool: T) -> Listed {
+    Listed { meta: &T::META, tool: Arc::new(tool) }
 }
 
 #[async_trait]

@@ -15,12 +15,10 @@ pub mod processes;
 pub mod storage;
 pub mod versions;
 
-use std::sync::Arc;
-
-use crate::tool::DynTool;
+use crate::tool::Listed;
 
 /// The standard tool set, in `tools/list` order.
-pub fn all() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn all() -> Vec<Listed> {
     let mut tools = Vec::new();
     tools.extend(knowledge::tools());
     tools.extend(versions::tools());

@@ -7,21 +7,19 @@ mod list_agents;
 mod start_agent;
 mod stop_agent;
 
+use cks_runtime::SweeperStatus;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
-use cks_runtime::SweeperStatus;
-
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 use crate::tools::conflicts::timestamp;
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(list_agents::ListAgents),
-        Arc::new(agent_status::AgentStatus),
-        Arc::new(start_agent::StartAgent),
-        Arc::new(stop_agent::StopAgent),
+        listed(list_agents::ListAgents),
+        listed(agent_status::AgentStatus),
+        listed(start_agent::StartAgent),
+        listed(stop_agent::StopAgent),
     ]
 }
 

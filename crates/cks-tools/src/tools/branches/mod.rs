@@ -8,25 +8,23 @@ mod merge_knowledge;
 
 pub(crate) use create_branch::branch_failed;
 
+use cks_core::merge::{Conflict, MergeError, Resolutions, parse_resolutions};
+use cks_runtime::RuntimeError;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use std::sync::Arc;
-
-use cks_core::merge::{Conflict, MergeError, Resolutions, parse_resolutions};
-use cks_runtime::RuntimeError;
 
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 use crate::tools::versions::field_level_diff;
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(create_branch::CreateBranch),
-        Arc::new(merge_branch::MergeBranch),
-        Arc::new(merge_knowledge::MergeKnowledge),
-        Arc::new(close_session::CloseSession),
-        Arc::new(fork_sandbox::ForkSandbox),
+        listed(create_branch::CreateBranch),
+        listed(merge_branch::MergeBranch),
+        listed(merge_knowledge::MergeKnowledge),
+        listed(close_session::CloseSession),
+        listed(fork_sandbox::ForkSandbox),
     ]
 }
 

@@ -8,18 +8,16 @@ mod get_chat;
 mod list_chats;
 
 use crate::ErrorCode;
+use cks_runtime::store::ChatSummary;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use std::sync::Arc;
-
-use cks_runtime::store::ChatSummary;
 
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
-    vec![Arc::new(list_chats::ListChats), Arc::new(get_chat::GetChat), Arc::new(delete_chat::DeleteChat)]
+pub(crate) fn tools() -> Vec<Listed> {
+    vec![listed(list_chats::ListChats), listed(get_chat::GetChat), listed(delete_chat::DeleteChat)]
 }
 
 /// A chat without its contents.

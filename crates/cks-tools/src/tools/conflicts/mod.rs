@@ -24,38 +24,36 @@ pub(crate) mod review;
 mod review_dead_letter;
 
 use crate::ErrorCode;
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde_json::{Value, json};
-use std::sync::Arc;
-
 use cks_core::ops::Operation;
 use cks_runtime::RuntimeError;
 use cks_runtime::store::{StoreError, TaskRef, TaskRow};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(list_inference_conflicts::ListInferenceConflicts),
-        Arc::new(arbitrate_inference_conflict::ArbitrateInferenceConflict),
-        Arc::new(list_gossip_conflicts::ListGossipConflicts),
-        Arc::new(resolve_gossip_conflict::ResolveGossipConflict),
-        Arc::new(claim_conflict_task::ClaimConflictTask),
-        Arc::new(complete_conflict_task::CompleteConflictTask),
-        Arc::new(fail_conflict_task::FailConflictTask),
-        Arc::new(dead_letter_conflict_task::DeadLetterConflictTask),
-        Arc::new(list_dead_lettered_conflicts::ListDeadLetteredConflicts),
-        Arc::new(retry_dead_letter::RetryDeadLetter),
-        Arc::new(review_dead_letter::ReviewDeadLetter),
-        Arc::new(approve_resolution::ApproveResolution),
-        Arc::new(reject_resolution::RejectResolution),
-        Arc::new(resolve_contradiction::ResolveContradiction),
-        Arc::new(resolve_temporal_conflict::ResolveTemporalConflict),
-        Arc::new(refresh_verification::RefreshVerification),
+        listed(list_inference_conflicts::ListInferenceConflicts),
+        listed(arbitrate_inference_conflict::ArbitrateInferenceConflict),
+        listed(list_gossip_conflicts::ListGossipConflicts),
+        listed(resolve_gossip_conflict::ResolveGossipConflict),
+        listed(claim_conflict_task::ClaimConflictTask),
+        listed(complete_conflict_task::CompleteConflictTask),
+        listed(fail_conflict_task::FailConflictTask),
+        listed(dead_letter_conflict_task::DeadLetterConflictTask),
+        listed(list_dead_lettered_conflicts::ListDeadLetteredConflicts),
+        listed(retry_dead_letter::RetryDeadLetter),
+        listed(review_dead_letter::ReviewDeadLetter),
+        listed(approve_resolution::ApproveResolution),
+        listed(reject_resolution::RejectResolution),
+        listed(resolve_contradiction::ResolveContradiction),
+        listed(resolve_temporal_conflict::ResolveTemporalConflict),
+        listed(refresh_verification::RefreshVerification),
     ]
 }
 

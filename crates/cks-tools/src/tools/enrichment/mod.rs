@@ -4,13 +4,11 @@
 
 mod request_enrichment;
 
+use crate::tool::{Listed, listed};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
-use crate::tool::DynTool;
-
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
-    vec![Arc::new(request_enrichment::RequestEnrichment)]
+pub(crate) fn tools() -> Vec<Listed> {
+    vec![listed(request_enrichment::RequestEnrichment)]
 }
 
 /// The queue enrichment requests wait in.

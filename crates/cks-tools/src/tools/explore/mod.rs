@@ -5,15 +5,13 @@ mod query_subgraph;
 mod search_semantic;
 mod visualize_graph;
 
-use std::sync::Arc;
+use crate::tool::{Listed, listed};
 
-use crate::tool::DynTool;
-
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(query_subgraph::QuerySubgraph),
-        Arc::new(search_semantic::SearchSemantic),
-        Arc::new(visualize_graph::VisualizeGraph),
-        Arc::new(detect_contradictions::DetectContradictions),
+        listed(query_subgraph::QuerySubgraph),
+        listed(search_semantic::SearchSemantic),
+        listed(visualize_graph::VisualizeGraph),
+        listed(detect_contradictions::DetectContradictions),
     ]
 }

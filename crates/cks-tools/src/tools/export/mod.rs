@@ -5,14 +5,12 @@ mod export_knowledge;
 mod export_session;
 mod import_session;
 
-use std::sync::Arc;
+use crate::tool::{Listed, listed};
 
-use crate::tool::DynTool;
-
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(export_knowledge::ExportKnowledge),
-        Arc::new(export_session::ExportSession),
-        Arc::new(import_session::ImportSession),
+        listed(export_knowledge::ExportKnowledge),
+        listed(export_session::ExportSession),
+        listed(import_session::ImportSession),
     ]
 }

@@ -18,30 +18,28 @@ mod unregister_graph;
 mod update_graph_lifecycle;
 
 use crate::ErrorCode;
+use cks_runtime::gallery::{GraphEntry, Visibility};
 use schemars::JsonSchema;
 use serde::Serialize;
-use std::sync::Arc;
-
-use cks_runtime::gallery::{GraphEntry, Visibility};
 
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(register_graph::RegisterGraph),
-        Arc::new(unregister_graph::UnregisterGraph),
-        Arc::new(get_graph::GetGraph),
-        Arc::new(list_graphs::ListGraphs),
-        Arc::new(search_graphs::SearchGraphs),
-        Arc::new(update_graph_lifecycle::UpdateGraphLifecycle),
-        Arc::new(check_graph_freshness::CheckGraphFreshness),
-        Arc::new(check_graph_health::CheckGraphHealth),
-        Arc::new(explain_graph::ExplainGraph),
-        Arc::new(compare_graphs::CompareGraphs),
-        Arc::new(clone_graph::CloneGraph),
-        Arc::new(merge_graphs::MergeGraphs),
-        Arc::new(link_graphs::LinkGraphs),
+        listed(register_graph::RegisterGraph),
+        listed(unregister_graph::UnregisterGraph),
+        listed(get_graph::GetGraph),
+        listed(list_graphs::ListGraphs),
+        listed(search_graphs::SearchGraphs),
+        listed(update_graph_lifecycle::UpdateGraphLifecycle),
+        listed(check_graph_freshness::CheckGraphFreshness),
+        listed(check_graph_health::CheckGraphHealth),
+        listed(explain_graph::ExplainGraph),
+        listed(compare_graphs::CompareGraphs),
+        listed(clone_graph::CloneGraph),
+        listed(merge_graphs::MergeGraphs),
+        listed(link_graphs::LinkGraphs),
     ]
 }
 

@@ -9,18 +9,16 @@ mod suggest_evolution;
 mod validate_knowledge;
 pub(crate) mod verify_source;
 
-use std::sync::Arc;
+use crate::tool::{Listed, listed};
 
-use crate::tool::DynTool;
-
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(validate_knowledge::ValidateKnowledge),
-        Arc::new(serialize_knowledge::SerializeKnowledge),
-        Arc::new(explain_knowledge::ExplainKnowledge),
-        Arc::new(evolve_knowledge::EvolveKnowledge),
-        Arc::new(suggest_evolution::SuggestEvolution),
-        Arc::new(verify_source::VerifySource),
-        Arc::new(ingest_document::IngestDocument),
+        listed(validate_knowledge::ValidateKnowledge),
+        listed(serialize_knowledge::SerializeKnowledge),
+        listed(explain_knowledge::ExplainKnowledge),
+        listed(evolve_knowledge::EvolveKnowledge),
+        listed(suggest_evolution::SuggestEvolution),
+        listed(verify_source::VerifySource),
+        listed(ingest_document::IngestDocument),
     ]
 }

@@ -11,19 +11,17 @@ pub(crate) mod json_answer;
 mod list_llm_models;
 
 use crate::ErrorCode;
-use std::sync::Arc;
-
 use cks_llm::LlmError;
 
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(construct_knowledge::ConstructKnowledge),
-        Arc::new(get_llm_status::GetLlmStatus),
-        Arc::new(list_llm_models::ListLlmModels),
-        Arc::new(get_metrics::GetMetrics),
+        listed(construct_knowledge::ConstructKnowledge),
+        listed(get_llm_status::GetLlmStatus),
+        listed(list_llm_models::ListLlmModels),
+        listed(get_metrics::GetMetrics),
     ]
 }
 

@@ -9,21 +9,19 @@
 mod list_pipeline_runs;
 mod start_pipeline;
 
+use cks_runtime::pipeline_runs::{PipelineRun, PipelineWork, WorkStatus};
+use cks_runtime::store::{StoreError, TaskFilter, TaskStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
-
-use cks_runtime::pipeline_runs::{PipelineRun, PipelineWork, WorkStatus};
-use cks_runtime::store::{StoreError, TaskFilter, TaskStatus};
 
 use crate::context::ToolContext;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
-    vec![Arc::new(start_pipeline::StartPipeline), Arc::new(list_pipeline_runs::ListPipelineRuns)]
+pub(crate) fn tools() -> Vec<Listed> {
+    vec![listed(start_pipeline::StartPipeline), listed(list_pipeline_runs::ListPipelineRuns)]
 }
 
 /// A run's steps, in the order a run goes through them.

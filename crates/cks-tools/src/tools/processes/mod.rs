@@ -7,20 +7,19 @@ mod request_process_stop;
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use std::sync::Arc;
 use time::OffsetDateTime;
 
 use cks_runtime::processes::ProcessRecord;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(list_processes::ListProcesses),
-        Arc::new(process_status::ProcessStatus),
-        Arc::new(request_process_stop::RequestProcessStop),
+        listed(list_processes::ListProcesses),
+        listed(process_status::ProcessStatus),
+        listed(request_process_stop::RequestProcessStop),
     ]
 }
 

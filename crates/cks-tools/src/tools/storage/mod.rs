@@ -6,7 +6,6 @@ mod import_storage;
 mod migrate_storage;
 
 use crate::ErrorCode;
-use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -14,13 +13,13 @@ use serde::Serialize;
 use cks_runtime::backup::{BackupError, Counts};
 
 use crate::error::ToolError;
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(export_storage::ExportStorage),
-        Arc::new(import_storage::ImportStorage),
-        Arc::new(migrate_storage::MigrateStorage),
+        listed(export_storage::ExportStorage),
+        listed(import_storage::ImportStorage),
+        listed(migrate_storage::MigrateStorage),
     ]
 }
 

@@ -8,19 +8,18 @@ mod revert_version;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 
 use cks_core::ops::Operation;
 use cks_core::{Base, KnowledgeObject, KnowledgeStructure, diff_from, summarize_from};
 
-use crate::tool::DynTool;
+use crate::tool::{Listed, listed};
 
-pub(crate) fn tools() -> Vec<Arc<dyn DynTool>> {
+pub(crate) fn tools() -> Vec<Listed> {
     vec![
-        Arc::new(list_versions::ListVersions),
-        Arc::new(revert_version::RevertVersion),
-        Arc::new(compare_versions::CompareVersions),
-        Arc::new(explain_diff::ExplainDiff),
+        listed(list_versions::ListVersions),
+        listed(revert_version::RevertVersion),
+        listed(compare_versions::CompareVersions),
+        listed(explain_diff::ExplainDiff),
     ]
 }
 
