@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 
 /// cks-mcp: an MCP server for the Canonical Knowledge Structure, a versioned knowledge graph.
 #[derive(Debug, Parser)]
-#[command(name = "cks-mcp", version, about, after_help = variables::help())]
+#[command(name = "cks-mcp", version, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -26,6 +26,28 @@ pub struct Cli {
     /// Serve HTTP only: do not read MCP from stdin.
     #[arg(long, global = true)]
     pub no_stdio: bool,
+}
+
+impl Cli {
+    /// The command line of this process; `--help` ends with every environment variable (that
+    /// text is written only when help is asked for, not at every start).
+    pub fn from_args() -> Cli {
+        Cli::from_iter(std::env::args_os())
+    }
+
+    /// [`Cli::from_args`] for the given arguments (the first is the program's name); exits
+    /// with clap's message on a bad command line.
+    pub fn from_iter<I: Into<std::ffi::OsString> + Clone>(args: impl IntoIterator<Item = I>) -> Cli {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let wants_help = args.iter().skip(1).any(|a| a == "-h" || a == "--help" || a == "help");
+        let mut command = Cli::command();
+        if wants_help {
+            command = command.after_help(variables::help());
+        }
+        let matches = command.get_matches_from(args);
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -333,7 +355,7 @@ mod tests {
     use super::*;
 
     fn cli(args: &[&str]) -> Cli {
-        Cli::parse_from(std::iter::once("cks-mcp").chain(args.iter().copied()))
+        Cli::from_iter(std::iter::once("cks-mcp").chain(args.iter().copied()))
     }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {

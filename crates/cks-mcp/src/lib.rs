@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Parser;
 
 use cks_chat::{AiChat, AiChatConfig};
 use cks_runtime::store::memory::MemoryStore;
@@ -40,7 +39,7 @@ use crate::server::CksServer;
 
 /// Parses the command line and environment, then serves until stdin closes (or forever, HTTP only).
 pub fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::from_args();
     let env: HashMap<String, String> = std::env::vars().collect();
     let config = Config::resolve(&cli, env)?;
     init_logging(&config);
