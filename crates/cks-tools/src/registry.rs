@@ -25,7 +25,7 @@ use crate::telemetry::ToolTelemetry;
 use crate::tool::{ArgumentFault, DynTool, Listed, SessionCheck, ToolMeta};
 
 /// A JSON Schema object, shared by everything that publishes it (the MCP tool list, `ai_chat`'s
-/// offers): the schemas are built once, at registration, and never copied.
+/// offers): each is built once, on first use, and never copied.
 pub type SharedSchema = Arc<Map<String, Value>>;
 
 /// One registered tool with its published schemas and their validators.
@@ -127,7 +127,8 @@ impl RegisteredTool {
         self.validator.get_or_init(|| {
             // Draft 7, the draft the input schemas are derived in: its meta-schema is a fraction of
             // 2020-12's, which the first call compiled to check each schema, and the keywords
-            // the inputs use (types, properties, items, enum, minimum) mean the same in both.
+            // the inputs use (types, properties, items, enum, minimum) mean the same in both;
+            // formats stay annotations, as 2020-12 has them.
             jsonschema::options()
                 .with_draft(jsonschema::Draft::Draft7)
                 .should_validate_formats(false)

@@ -22,7 +22,11 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     key_variables: &[Variable { name: "ANTHROPIC_API_KEY", default: None, meaning: "Anthropic API key" }],
     key: Key::Required,
     credentials: "ANTHROPIC_API_KEY",
-    base_url: Variable { name: "ANTHROPIC_BASE_URL", default: Some("https://api.anthropic.com"), meaning: "Anthropic API base URL" },
+    base_url: Variable {
+        name: "ANTHROPIC_BASE_URL",
+        default: Some("https://api.anthropic.com"),
+        meaning: "Anthropic API base URL",
+    },
     model: Variable { name: "CKS_ANTHROPIC_MODEL", default: Some("claude-sonnet-4-5"), meaning: "Anthropic model" },
     help: "anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL)",
     unreachable_hint: None,
