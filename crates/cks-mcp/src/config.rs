@@ -32,12 +32,12 @@ impl Cli {
     /// The command line of this process; `--help` ends with every environment variable (that
     /// text is written only when help is asked for, not at every start).
     pub fn from_args() -> Cli {
-        Cli::from_iter(std::env::args_os())
+        Cli::from_command_line(std::env::args_os())
     }
 
     /// [`Cli::from_args`] for the given arguments (the first is the program's name); exits
     /// with clap's message on a bad command line.
-    pub fn from_iter<I: Into<std::ffi::OsString> + Clone>(args: impl IntoIterator<Item = I>) -> Cli {
+    pub fn from_command_line<I: Into<std::ffi::OsString> + Clone>(args: impl IntoIterator<Item = I>) -> Cli {
         use clap::{CommandFactory as _, FromArgMatches as _};
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
         let wants_help = args.iter().skip(1).any(|a| a == "-h" || a == "--help" || a == "help");
@@ -355,7 +355,7 @@ mod tests {
     use super::*;
 
     fn cli(args: &[&str]) -> Cli {
-        Cli::from_iter(std::iter::once("cks-mcp").chain(args.iter().copied()))
+        Cli::from_command_line(std::iter::once("cks-mcp").chain(args.iter().copied()))
     }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
