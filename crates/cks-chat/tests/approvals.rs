@@ -372,7 +372,7 @@ async fn an_approved_call_is_reported_live_when_it_runs() {
 #[test]
 fn the_published_schema_describes_approvals_inline() {
     let h = Harness::new(Scripted::new(vec![]));
-    let schema = Value::Object(serde_json::Map::clone(&h.registry.get("ai_chat").unwrap().schema()));
+    let schema = Value::Object(serde_json::Map::clone(h.registry.get("ai_chat").unwrap().schema()));
     let properties = &schema["properties"];
     assert_eq!(properties["approvals"]["type"], "boolean", "{schema:#}");
     assert_eq!(properties["approval"]["type"], "object", "{schema:#}");
