@@ -7,6 +7,7 @@
 pub mod diff;
 mod error_chain;
 mod fields;
+pub mod fusion;
 pub mod hash;
 pub mod inference;
 pub mod json;
@@ -24,6 +25,7 @@ pub mod subgraph;
 pub(crate) mod testing;
 pub mod text;
 pub mod validate;
+pub mod vectors;
 
 pub use diff::{DiffSummary, diff, diff_from, summarize, summarize_from};
 pub use error_chain::error_chain;

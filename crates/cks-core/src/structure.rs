@@ -17,13 +17,14 @@ use smallvec::SmallVec;
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
 use crate::kinds::KindIndex;
 use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
 use crate::text::TextIndex;
 use crate::validate::ExpiryIndex;
+use crate::vectors::VectorIndex;
 
 /// An object together with its content hash.
 #[derive(Clone, Debug)]
@@ -169,6 +170,9 @@ pub struct KnowledgeStructure {
     expiries: OnceLock<Box<ExpiryIndex>>,
     /// The index by type and relation type, once asked for; kept up to date from then on.
     kinds: OnceLock<Box<KindIndex>>,
+    /// The vector index, once asked for; told of every change from then on. Behind a lock
+    /// because readers settle it (vectors arrive after the change that asked for them).
+    vectors: OnceLock<Box<Mutex<VectorIndex>>>,
 }
 
 impl Clone for KnowledgeStructure {
@@ -183,6 +187,7 @@ impl Clone for KnowledgeStructure {
             text: OnceLock::new(),
             expiries: OnceLock::new(),
             kinds: OnceLock::new(),
+            vectors: OnceLock::new(),
         }
     }
 }
@@ -299,6 +304,12 @@ impl KnowledgeStructure {
     /// date by every later change.
     pub fn text_index(&self) -> &TextIndex {
         self.text.get_or_init(|| Box::new(TextIndex::build(self)))
+    }
+
+    /// The vector index of this structure, made on first use (every object still to settle:
+    /// see [`VectorIndex::sync`]) and told of every later change.
+    pub fn vector_index(&self) -> &Mutex<VectorIndex> {
+        self.vectors.get_or_init(|| Box::new(Mutex::new(VectorIndex::new(self))))
     }
 
     /// The index of `valid_until`s, built on first use and kept up to date by every later
@@ -447,6 +458,9 @@ impl KnowledgeStructure {
         if let Some(kinds) = self.kinds.get_mut() {
             kinds.insert(object);
         }
+        if let Some(vectors) = self.vectors.get_mut() {
+            vectors.get_mut().unwrap_or_else(|p| p.into_inner()).mark(object.id());
+        }
         if let Some(relation) = object.relation() {
             let incidence = &mut self.incidence;
             for_each_distinct(&relation.participants, |participant| {
@@ -469,6 +483,9 @@ impl KnowledgeStructure {
         }
         if let Some(kinds) = self.kinds.get_mut() {
             kinds.remove(object);
+        }
+        if let Some(vectors) = self.vectors.get_mut() {
+            vectors.get_mut().unwrap_or_else(|p| p.into_inner()).mark(object.id());
         }
         let id = object.id();
         if let Some(relation) = object.relation() {

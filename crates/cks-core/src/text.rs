@@ -160,8 +160,32 @@ impl TextIndex {
     }
 }
 
+impl TextIndex {
+    /// The BM25 score of one object for `query` (0 when it holds no query term): what
+    /// [`TextIndex::rank`] gives it, for objects another ranking found.
+    pub fn score(&self, query: &str, id: &str) -> f64 {
+        let Some(&length) = self.lengths.get(id) else { return 0.0 };
+        let mut terms: Vec<String> = tokens(query).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let n = self.lengths.len() as f64;
+        let average = (self.total_length as f64 / n).max(1.0);
+        terms
+            .iter()
+            .filter_map(|term| self.postings.get(term.as_str()))
+            .filter_map(|holders| {
+                let (count, _) = holders.get(id)?;
+                let df = holders.len() as f64;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                let f = f64::from(*count);
+                Some(idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * f64::from(length) / average)))
+            })
+            .sum()
+    }
+}
+
 /// The best `limit` (id, score) pairs offered: higher scores first, equal scores by id.
-struct Best<'a> {
+pub(crate) struct Best<'a> {
     limit: usize,
     /// A heap whose top is the worst kept.
     heap: std::collections::BinaryHeap<Ranked<'a>>,
@@ -191,11 +215,11 @@ impl Ord for Ranked<'_> {
 }
 
 impl<'a> Best<'a> {
-    fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Best { limit, heap: std::collections::BinaryHeap::new() }
     }
 
-    fn offer(&mut self, id: &'a str, score: f64) {
+    pub(crate) fn offer(&mut self, id: &'a str, score: f64) {
         let candidate = Ranked(score, id);
         if self.heap.len() < self.limit {
             self.heap.push(candidate);
@@ -205,7 +229,7 @@ impl<'a> Best<'a> {
         }
     }
 
-    fn into_sorted(self) -> Vec<(&'a str, f64)> {
+    pub(crate) fn into_sorted(self) -> Vec<(&'a str, f64)> {
         self.heap.into_sorted_vec().into_iter().map(|Ranked(score, id)| (id, score)).collect()
     }
 }
@@ -218,16 +242,26 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         .filter(|t| !STOP_WORDS.contains(&t.as_str()))
 }
 
-/// How often each term occurs in an object's searchable text.
-fn term_counts(object: &KnowledgeObject) -> Map<String, u32> {
+/// An object's searchable text: its name (`name_times` times), its type, then the string,
+/// number and boolean values of its structure, nested ones included, separated by spaces.
+pub(crate) fn searchable_text(object: &KnowledgeObject, name_times: usize) -> String {
     let mut text = String::new();
-    for part in [&object.identity.name, &object.identity.name, &object.identity.r#type] {
-        text.push_str(part);
+    for _ in 0..name_times {
+        text.push_str(&object.identity.name);
         text.push(' ');
     }
+    text.push_str(&object.identity.r#type);
+    text.push(' ');
     for value in object.structure.values() {
         flatten(value, &mut text);
     }
+    text.truncate(text.trim_end().len());
+    text
+}
+
+/// How often each term occurs in an object's searchable text (its name counted twice).
+fn term_counts(object: &KnowledgeObject) -> Map<String, u32> {
+    let text = searchable_text(object, 2);
     let mut counts: Map<String, u32> = Map::default();
     for token in tokens(&text) {
         *counts.entry(token).or_default() += 1;
@@ -317,5 +351,17 @@ mod tests {
             assert_eq!(index.rank(query, 20, floor), above, "{query:?} with min_score");
         }
         assert!(!index.rank("t3 concept", 3, 0.0).is_empty());
+    }
+
+    #[test]
+    fn one_objects_score_is_its_score_in_the_ranking() {
+        let graph = random_graph(300, 100, 4);
+        let index = graph.text_index();
+        for query in ["t3 concept", "entity 12 t1", "nothing here"] {
+            for (id, score) in index.rank(query, usize::MAX, 0.0) {
+                assert!((index.score(query, id) - score).abs() < 1e-9, "{query:?} {id}");
+            }
+        }
+        assert_eq!(index.score("t3", "no such object"), 0.0);
     }
 }

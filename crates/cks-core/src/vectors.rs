@@ -1,0 +1,419 @@
+//! Search by meaning over a structure: each searchable object's text as a model embeds it, its
+//! key (a hash of that text, so an unchanged text is never embedded twice), compact vectors, and
+//! the [`VectorIndex`] of a structure's vectors, ranked by cosine similarity.
+//!
+//! The structure cannot embed anything itself (models live outside this crate), so the index
+//! keeps a row per object whose vector is known and, for the others, what is pending. Every
+//! change to the structure marks the changed id; [`VectorIndex::sync`] settles the marked ids
+//! and the pending ones against whatever vectors are known by then (a lookup the caller passes),
+//! so a search costs the changes since the last one, not a pass over the graph.
+
+use std::collections::HashSet;
+
+use sha2::{Digest, Sha256};
+
+use crate::text::searchable_text;
+use crate::{KnowledgeObject, KnowledgeStructure};
+
+type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// What identifies an embedded text: the first 16 bytes of its SHA-256.
+pub type TextKey = [u8; 16];
+
+/// The text of an object that a model embeds: its name, type and the text of its structure,
+/// in the order the lexical index reads them. `None` for relations, which are not searched.
+pub fn embedding_text(object: &KnowledgeObject) -> Option<String> {
+    (!object.is_relation()).then(|| searchable_text(object, 1))
+}
+
+/// The key of a text.
+pub fn text_key(text: &str) -> TextKey {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    key
+}
+
+/// A unit vector kept in one signed byte per dimension and a scale: a quarter of `f32`'s
+/// size, and cosine similarities within about 1 % of the exact ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vector {
+    scale: f32,
+    codes: Box<[i8]>,
+}
+
+impl Vector {
+    /// The normalised, quantised form of `values`; `None` when they are empty, all zero or not
+    /// finite (nothing to compare by).
+    pub fn quantize(values: &[f32]) -> Option<Vector> {
+        let norm = values.iter().map(|v| v * v).sum::<f32>().sqrt();
+        if values.is_empty() || !norm.is_finite() || norm == 0.0 {
+            return None;
+        }
+        let largest = values.iter().fold(0f32, |m, v| m.max(v.abs())) / norm;
+        let scale = largest / 127.0;
+        let codes = values.iter().map(|v| (v / norm / scale).round().clamp(-127.0, 127.0) as i8).collect();
+        Some(Vector { scale, codes })
+    }
+
+    /// A vector that is similar to nothing (for a text with nothing to compare by).
+    pub fn zero(dims: usize) -> Vector {
+        Vector { scale: f32::MIN_POSITIVE, codes: vec![0; dims].into() }
+    }
+
+    pub fn dims(&self) -> usize {
+        self.codes.len()
+    }
+
+    /// The approximate cosine similarity of two vectors of the same model.
+    pub fn cosine(&self, other: &Vector) -> f32 {
+        dot(&self.codes, &other.codes) as f32 * self.scale * other.scale
+    }
+
+    /// The stored form: the scale (4 bytes, little-endian), then one byte per dimension.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(4 + self.codes.len());
+        bytes.extend_from_slice(&self.scale.to_le_bytes());
+        bytes.extend(self.codes.iter().map(|c| *c as u8));
+        bytes
+    }
+
+    /// Reads [`Vector::to_bytes`]' form back; `None` when it is not one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Vector> {
+        let (scale, codes) = bytes.split_first_chunk::<4>()?;
+        let scale = f32::from_le_bytes(*scale);
+        (!codes.is_empty() && scale.is_finite() && scale > 0.0)
+            .then(|| Vector { scale, codes: codes.iter().map(|c| *c as i8).collect() })
+    }
+}
+
+/// The integer dot product, in blocks the compiler turns into vector instructions.
+fn dot(a: &[i8], b: &[i8]) -> i32 {
+    const LANES: usize = 32;
+    let mut sums = [0i32; LANES];
+    let (a_blocks, a_rest) = a.as_chunks::<LANES>();
+    let (b_blocks, b_rest) = b.as_chunks::<LANES>();
+    for (x, y) in a_blocks.iter().zip(b_blocks) {
+        for lane in 0..LANES {
+            sums[lane] += i32::from(x[lane]) * i32::from(y[lane]);
+        }
+    }
+    let rest: i32 = a_rest.iter().zip(b_rest).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+    sums.iter().sum::<i32>() + rest
+}
+
+/// Where a sync stands after it ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// Texts that became pending in this sync, each once: what to embed.
+    pub to_embed: Vec<(TextKey, String)>,
+    /// How many searchable objects have no vector yet.
+    pub pending: usize,
+}
+
+/// The vectors of a structure's searchable objects under one model.
+#[derive(Debug, Default)]
+pub struct VectorIndex {
+    model: Box<str>,
+    /// The lookup's generation when the pending objects were last looked up.
+    generation: Option<u64>,
+    /// Row `i`: `ids[i]`, `scales[i]` and `codes[i * dims..][..dims]`.
+    ids: Vec<Box<str>>,
+    scales: Vec<f32>,
+    codes: Vec<i8>,
+    dims: usize,
+    rows: Map<Box<str>, usize>,
+    /// Ids changed since the last sync (every id, before the first).
+    marked: HashSet<Box<str>, foldhash::fast::RandomState>,
+    /// Objects waiting for their text's vector.
+    pending: Map<Box<str>, TextKey>,
+}
+
+impl VectorIndex {
+    /// An index with every object of `structure` still to settle.
+    pub(crate) fn new(structure: &KnowledgeStructure) -> Self {
+        let mut index = VectorIndex::default();
+        index.mark_all(structure);
+        index
+    }
+
+    fn mark_all(&mut self, structure: &KnowledgeStructure) {
+        self.marked.extend(structure.objects().filter(|o| !o.is_relation()).map(|o| Box::from(o.id())));
+    }
+
+    /// Notes that the object `id` changed (was added, replaced or removed).
+    pub(crate) fn mark(&mut self, id: &str) {
+        self.marked.insert(id.into());
+    }
+
+    /// Brings the index up to date with `structure` under `model`: the marked objects are looked
+    /// up again, and so are the pending ones when the lookup's `generation` moved. `lookup` gives
+    /// the vector known for a text, if any. A different model starts the index over.
+    pub fn sync<'v>(
+        &mut self,
+        structure: &KnowledgeStructure,
+        model: &str,
+        generation: u64,
+        lookup: impl Fn(&TextKey) -> Option<&'v Vector>,
+    ) -> Synced {
+        if *self.model != *model {
+            *self = VectorIndex { model: model.into(), ..Default::default() };
+            self.mark_all(structure);
+        }
+        let mut synced = Synced::default();
+        let mut queued: HashSet<TextKey, foldhash::fast::RandomState> = HashSet::default();
+        for id in std::mem::take(&mut self.marked) {
+            self.remove_row(&id);
+            self.pending.remove(&id);
+            let Some(text) = structure.get(&id).and_then(|o| embedding_text(o)) else { continue };
+            let key = text_key(&text);
+            match lookup(&key) {
+                Some(vector) => self.push_row(id, vector),
+                None => {
+                    self.pending.insert(id, key);
+                    if queued.insert(key) {
+                        synced.to_embed.push((key, text));
+                    }
+                }
+            }
+        }
+        if self.generation != Some(generation) && !self.pending.is_empty() {
+            let found: Vec<(Box<str>, &Vector)> =
+                self.pending.iter().filter_map(|(id, key)| Some((id.clone(), lookup(key)?))).collect();
+            for (id, vector) in found {
+                self.pending.remove(&id);
+                self.push_row(id, vector);
+            }
+        }
+        self.generation = Some(generation);
+        synced.pending = self.pending.len();
+        synced
+    }
+
+    fn push_row(&mut self, id: Box<str>, vector: &Vector) {
+        if self.ids.is_empty() {
+            self.dims = vector.dims();
+        }
+        if vector.dims() != self.dims {
+            // A vector of another shape cannot be compared: the object stays unranked by meaning.
+            return;
+        }
+        self.rows.insert(id.clone(), self.ids.len());
+        self.ids.push(id);
+        self.scales.push(vector.scale);
+        self.codes.extend_from_slice(&vector.codes);
+    }
+
+    fn remove_row(&mut self, id: &str) {
+        let Some(row) = self.rows.remove(id) else { return };
+        let last = self.ids.len() - 1;
+        if row != last {
+            self.ids.swap(row, last);
+            self.scales.swap(row, last);
+            let (head, tail) = self.codes.split_at_mut(last * self.dims);
+            head[row * self.dims..][..self.dims].swap_with_slice(&mut tail[..self.dims]);
+            self.rows.insert(self.ids[row].clone(), row);
+        }
+        self.ids.pop();
+        self.scales.pop();
+        self.codes.truncate(last * self.dims);
+    }
+
+    /// How many objects have a vector.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The model whose vectors the index holds.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Up to `limit` objects most similar to `query`, best first; equal similarities in the
+    /// order of their ids.
+    pub fn rank(&self, query: &Vector, limit: usize) -> Vec<(&str, f32)> {
+        if query.dims() != self.dims || limit == 0 {
+            return Vec::new();
+        }
+        let mut best = crate::text::Best::new(limit);
+        for (row, codes) in self.codes.chunks_exact(self.dims.max(1)).enumerate() {
+            let similarity = dot(&query.codes, codes) as f32 * query.scale * self.scales[row];
+            best.offer(&self.ids[row], f64::from(similarity));
+        }
+        best.into_sorted().into_iter().map(|(id, s)| (id, s as f32)).collect()
+    }
+
+    /// The similarity of one object to `query`, when it has a vector.
+    pub fn cosine(&self, query: &Vector, id: &str) -> Option<f32> {
+        let row = *self.rows.get(id)?;
+        (query.dims() == self.dims).then(|| {
+            dot(&query.codes, &self.codes[row * self.dims..][..self.dims]) as f32 * query.scale * self.scales[row]
+        })
+    }
+
+    /// Each row as `(id, vector)`, in no particular order (for tests: an index equals a rebuild).
+    pub fn rows(&self) -> impl Iterator<Item = (&str, Vector)> + '_ {
+        self.ids.iter().enumerate().map(|(row, id)| {
+            let codes = self.codes[row * self.dims..][..self.dims].into();
+            (&**id, Vector { scale: self.scales[row], codes })
+        })
+    }
+
+    /// The pending objects and their keys, in no particular order.
+    pub fn pending(&self) -> impl Iterator<Item = (&str, &TextKey)> + '_ {
+        self.pending.iter().map(|(id, key)| (&**id, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::random_graph;
+    use std::collections::{BTreeMap, HashMap};
+
+    /// A stand-in model: a text's vector from its key's bytes (same text, same vector).
+    fn vector_of(key: &TextKey) -> Vector {
+        let values: Vec<f32> = key.iter().chain(key.iter()).map(|b| f32::from(*b) - 127.5).collect();
+        Vector::quantize(&values).unwrap()
+    }
+
+    fn rows(index: &VectorIndex) -> BTreeMap<String, Vector> {
+        index.rows().map(|(id, v)| (id.to_owned(), v)).collect()
+    }
+
+    #[test]
+    fn quantized_cosines_are_close_to_exact_ones_and_bytes_round_trip() {
+        let a: Vec<f32> = (0..64).map(|i| ((i * 37 % 17) as f32 - 8.0) / 3.0).collect();
+        let b: Vec<f32> = (0..64).map(|i| ((i * 11 % 13) as f32 - 6.0) / 2.0).collect();
+        let exact = {
+            let dot: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            dot / norm(&a) / norm(&b)
+        };
+        let (qa, qb) = (Vector::quantize(&a).unwrap(), Vector::quantize(&b).unwrap());
+        assert!((qa.cosine(&qb) - exact).abs() < 0.01, "{} vs {exact}", qa.cosine(&qb));
+        assert!((qa.cosine(&qa) - 1.0).abs() < 0.01);
+        assert_eq!(Vector::from_bytes(&qa.to_bytes()), Some(qa));
+        assert_eq!(Vector::quantize(&[0.0, 0.0]), None);
+        assert_eq!(Vector::quantize(&[f32::NAN]), None);
+        assert_eq!(Vector::from_bytes(&[0, 0, 128, 63]), None, "a scale and no codes");
+    }
+
+    #[test]
+    fn a_sync_embeds_each_text_once_and_finds_vectors_as_they_arrive() {
+        let graph = random_graph(200, 50, 3);
+        let known: HashMap<TextKey, Vector> = HashMap::new();
+        let index_lock = graph.vector_index();
+        let mut index = index_lock.lock().unwrap();
+        let synced = index.sync(&graph, "m", 0, |k| known.get(k));
+        let searchable = graph.objects().filter(|o| !o.is_relation()).count();
+        assert_eq!(synced.pending, searchable);
+        let keys: HashSet<TextKey> = synced.to_embed.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys.len(), synced.to_embed.len(), "each text is asked for once");
+        for (key, text) in &synced.to_embed {
+            assert_eq!(text_key(text), *key);
+        }
+        // Nothing new: the same generation looks nothing up again, and asks for nothing.
+        let again = index.sync(&graph, "m", 0, |k| known.get(k));
+        assert_eq!(again, Synced { to_embed: Vec::new(), pending: searchable });
+        // The vectors arrive: the next generation settles every pending object.
+        let known: HashMap<TextKey, Vector> = keys.iter().map(|k| (*k, vector_of(k))).collect();
+        let settled = index.sync(&graph, "m", 1, |k| known.get(k));
+        assert_eq!(settled.pending, 0);
+        assert_eq!(index.len(), searchable);
+        // Another model starts over.
+        let other = index.sync(&graph, "other", 1, |_| None);
+        assert_eq!(other.pending, searchable);
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn the_ranking_is_by_cosine_best_first_ties_by_id() {
+        let graph = random_graph(300, 0, 5);
+        let lock = graph.vector_index();
+        let mut index = lock.lock().unwrap();
+        let keys: Vec<TextKey> =
+            graph.objects().filter_map(|o| embedding_text(o)).map(|t| text_key(&t)).collect::<Vec<_>>();
+        let known: HashMap<TextKey, Vector> = keys.iter().map(|k| (*k, vector_of(k))).collect();
+        index.sync(&graph, "m", 0, |k| known.get(k));
+        let query = vector_of(&keys[7]);
+        let ranked = index.rank(&query, 10);
+        let mut expected: Vec<(String, f32)> = graph
+            .objects()
+            .filter_map(|o| Some((o.id().to_owned(), query.cosine(known.get(&text_key(&embedding_text(o)?))?))))
+            .collect();
+        expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let expected: Vec<(&str, f32)> = expected.iter().take(10).map(|(id, s)| (id.as_str(), *s)).collect();
+        assert_eq!(ranked, expected);
+        assert!((ranked[0].1 - 1.0).abs() < 0.01, "the object's own text is the best match");
+    }
+
+    mod properties {
+        use super::*;
+        use crate::ChangeSet;
+        use crate::testing::{arb_structure, node};
+        use proptest::prelude::*;
+
+        /// Random changes (adds, updates, removals; kept or undone; synced now and then) leave the
+        /// index equal to one built from scratch over the final structure, vectors and pending
+        /// objects alike.
+        fn check(mut graph: KnowledgeStructure, steps: Vec<(u8, u16, bool)>) -> Result<(), TestCaseError> {
+            let keys: Vec<TextKey> = graph.objects().filter_map(|o| embedding_text(o)).map(|t| text_key(&t)).collect();
+            // Half the texts have vectors; the rest stay pending.
+            let known: HashMap<TextKey, Vector> = keys.iter().step_by(2).map(|k| (*k, vector_of(k))).collect();
+            graph.vector_index().lock().unwrap().sync(&graph, "m", 0, |k| known.get(k));
+            for (kind, n, keep) in steps {
+                let ids: Vec<String> = graph.ids().map(str::to_owned).collect();
+                let mut log = ChangeSet::default();
+                match kind % 3 {
+                    0 => {
+                        let _ = graph.put(node(&format!("new{}", n % 20), "Claim", i64::from(n)), &mut log);
+                    }
+                    1 if !ids.is_empty() => {
+                        let id = &ids[usize::from(n) % ids.len()];
+                        if let Some(object) = graph.get(id).filter(|o| !o.is_relation()).cloned() {
+                            let mut changed = KnowledgeObject::clone(&object);
+                            changed.structure.insert("v", serde_json::json!(n));
+                            let _ = graph.put(changed, &mut log);
+                        }
+                    }
+                    _ if !ids.is_empty() => {
+                        graph.remove_cascading(&ids[usize::from(n) % ids.len()], &mut log);
+                    }
+                    _ => {}
+                }
+                if !keep {
+                    graph.undo(log);
+                }
+                if n % 3 == 0 {
+                    graph.vector_index().lock().unwrap().sync(&graph, "m", 0, |k| known.get(k));
+                }
+            }
+            let lock = graph.vector_index();
+            let mut index = lock.lock().unwrap();
+            index.sync(&graph, "m", 1, |k| known.get(k));
+            let mut fresh = VectorIndex::new(&graph);
+            fresh.sync(&graph, "m", 1, |k| known.get(k));
+            prop_assert_eq!(rows(&index), rows(&fresh));
+            let pending = |i: &VectorIndex| -> BTreeMap<String, TextKey> {
+                i.pending().map(|(id, k)| (id.to_owned(), *k)).collect()
+            };
+            prop_assert_eq!(pending(&index), pending(&fresh));
+            Ok(())
+        }
+
+        proptest! {
+            #[test]
+            fn the_index_equals_a_rebuild(
+                graph in arb_structure(),
+                steps in prop::collection::vec((0u8..3, 0u16..500, any::<bool>()), 0..40),
+            ) {
+                check(graph, steps)?;
+            }
+        }
+    }
+}

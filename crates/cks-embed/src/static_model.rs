@@ -1,0 +1,169 @@
+//! The local static model: one vector per vocabulary token (a table distilled from a
+//! transformer, each row already weighted by how much its token tells), and a text's vector is
+//! the mean of its tokens' rows. Microseconds per text, no network, no model hub.
+//!
+//! A model is a directory of three files:
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `model.json` | `format` (`"cks-static"`), `name`, `dims`, and where it came from |
+//! | `vocab.txt` | the WordPiece vocabulary, one token per line |
+//! | `table.f32` | `vocab × dims` little-endian `f32`s, row `i` for token `i` |
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::wordpiece::WordPiece;
+use crate::{EmbedError, Embedder};
+
+/// The `format` a static model's `model.json` declares.
+pub const FORMAT: &str = "cks-static";
+
+#[derive(Debug, Deserialize)]
+struct Manifest {
+    format: String,
+    name: String,
+    dims: usize,
+}
+
+/// A loaded static model.
+#[derive(Debug)]
+pub struct StaticModel {
+    name: String,
+    dims: usize,
+    vocab: WordPiece,
+    table: Vec<f32>,
+}
+
+impl StaticModel {
+    /// Loads the model in `dir`; the error names the file that is missing or wrong.
+    pub fn load(dir: &Path) -> Result<StaticModel, EmbedError> {
+        let read = |name: &str| -> Result<Vec<u8>, EmbedError> {
+            let path: PathBuf = dir.join(name);
+            std::fs::read(&path).map_err(|e| EmbedError::Model(format!("cannot read {}: {e}", path.display())))
+        };
+        let manifest: Manifest = serde_json::from_slice(&read("model.json")?)
+            .map_err(|e| EmbedError::Model(format!("{}: {e}", dir.join("model.json").display())))?;
+        if manifest.format != FORMAT || manifest.dims == 0 {
+            return Err(EmbedError::Model(format!(
+                "{} is not a static model (format {:?}, {} dimensions)",
+                dir.display(),
+                manifest.format,
+                manifest.dims
+            )));
+        }
+        let vocab_text = String::from_utf8(read("vocab.txt")?)
+            .map_err(|_| EmbedError::Model(format!("{} is not UTF-8", dir.join("vocab.txt").display())))?;
+        let vocab = WordPiece::from_lines(&vocab_text);
+        let bytes = read("table.f32")?;
+        let expected = vocab.len() * manifest.dims * 4;
+        if bytes.len() != expected || vocab.is_empty() {
+            return Err(EmbedError::Model(format!(
+                "{} holds {} bytes; {} tokens of {} dimensions need {expected}",
+                dir.join("table.f32").display(),
+                bytes.len(),
+                vocab.len(),
+                manifest.dims
+            )));
+        }
+        let table = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        Ok(StaticModel { name: manifest.name, dims: manifest.dims, vocab, table })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// The mean of the rows of `text`'s known tokens; all zeros when it has none.
+    pub fn vector(&self, text: &str) -> Vec<f32> {
+        let mut sum = vec![0f32; self.dims];
+        let ids = self.vocab.encode(text);
+        let mut counted = 0usize;
+        for id in ids {
+            if Some(id) == self.vocab.unknown() {
+                continue;
+            }
+            let row = &self.table[id as usize * self.dims..][..self.dims];
+            sum.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+            counted += 1;
+        }
+        if counted > 0 {
+            sum.iter_mut().for_each(|s| *s /= counted as f32);
+        }
+        sum
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for StaticModel {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| self.vector(t)).collect())
+    }
+
+    fn batch_size(&self) -> usize {
+        1024
+    }
+}
+
+/// Writes a static model into `dir` (the distillation writes the same files; tests make small
+/// ones with this).
+pub fn write(dir: &Path, name: &str, tokens: &[&str], table: &[f32]) -> std::io::Result<()> {
+    let dims = table.len() / tokens.len().max(1);
+    std::fs::create_dir_all(dir)?;
+    let manifest = serde_json::json!({"format": FORMAT, "name": name, "dims": dims});
+    std::fs::write(dir.join("model.json"), manifest.to_string())?;
+    std::fs::write(dir.join("vocab.txt"), tokens.join("\n"))?;
+    let bytes: Vec<u8> = table.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(dir.join("table.f32"), bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(dir: &Path) -> StaticModel {
+        let tokens = ["[UNK]", "red", "apple", "##s", "car"];
+        #[rustfmt::skip]
+        let table = [
+            9.0, 9.0, 9.0,
+            1.0, 0.0, 0.0,
+            0.0, 1.0, 0.0,
+            0.0, 0.0, 1.0,
+            0.0, 0.0, 4.0,
+        ];
+        write(dir, "tiny", &tokens, &table).unwrap();
+        StaticModel::load(dir).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_text_is_the_mean_of_its_known_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = model(dir.path());
+        assert_eq!(model.model(), "tiny");
+        assert_eq!(model.vector("Red apples"), vec![1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
+        assert_eq!(model.vector("zebra car"), vec![0.0, 0.0, 4.0], "unknown words add nothing");
+        assert_eq!(model.vector("???"), vec![0.0; 3]);
+        let embedded = model.embed(&["car".to_owned(), "red".to_owned()]).await.unwrap();
+        assert_eq!(embedded, vec![vec![0.0, 0.0, 4.0], vec![1.0, 0.0, 0.0]]);
+    }
+
+    #[test]
+    fn a_broken_model_names_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        model(dir.path());
+        std::fs::write(dir.path().join("table.f32"), [0u8; 12]).unwrap();
+        let error = StaticModel::load(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("table.f32 holds 12 bytes"), "{error}");
+        std::fs::remove_file(dir.path().join("vocab.txt")).unwrap();
+        let error = StaticModel::load(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("cannot read") && error.contains("vocab.txt"), "{error}");
+        std::fs::write(dir.path().join("model.json"), r#"{"format": "other", "name": "x", "dims": 3}"#).unwrap();
+        let error = StaticModel::load(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("is not a static model"), "{error}");
+    }
+}
