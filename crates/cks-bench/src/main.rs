@@ -5,7 +5,8 @@
 //! these: cold start, `query_subgraph` latency and throughput, an `ai_chat` turn
 //! against a scripted local provider, and graph-scale operations at 1k / 10k / 50k objects. Writes
 //! one JSON line per measurement and a Markdown table; `--compare` prints ours against the
-//! reference with ratios and the goals.
+//! reference with ratios and the goals. `--locomo PATH` runs, instead, the LoCoMo retrieval group:
+//! how well `search_semantic` finds the turns of a conversation that answer a question.
 
 mod client;
 mod host;
@@ -24,7 +25,7 @@ use clap::Parser;
 
 use crate::client::ServerCommand;
 use crate::report::{RESULTS, Recorder, compare_table, markdown_table, read_jsonl, replace_between_markers};
-use crate::scenarios::{Bench, Plan};
+use crate::scenarios::{Bench, LOCOMO_MODES, LocomoPlan, Plan};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -107,6 +108,20 @@ struct Cli {
     /// 10 % after the warm-up).
     #[arg(long, value_name = "MINUTES")]
     soak_minutes: Option<f64>,
+    /// Instead of the benchmark: the LoCoMo retrieval group on this file (a JSON list of
+    /// conversations with their questions, read in place): per conversation a fresh server and
+    /// one session of its turns, then every question of categories 1–4 through `search_semantic`;
+    /// prints recall@1/5/10 and hit@1/5/10 per mode and category. The server inherits this
+    /// process's environment (CKS_EMBEDDING_PROVIDER, CKS_EMBEDDING_MODEL, XDG_CACHE_HOME).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["soak_minutes", "replicas", "compare"])]
+    locomo: Option<PathBuf>,
+    /// With --locomo: the `search_semantic` modes to ask in, comma-separated [hybrid,lexical].
+    #[arg(long, value_delimiter = ',', value_parser = LOCOMO_MODES, default_values = ["hybrid", "lexical"],
+        value_name = "MODES")]
+    locomo_modes: Vec<String>,
+    /// With --locomo: the conversations to run, as indexes into the file, comma-separated [all].
+    #[arg(long, value_delimiter = ',', requires = "locomo", value_name = "INDEXES")]
+    locomo_conversations: Option<Vec<usize>>,
     /// Store into PostgreSQL instead of SQLite: a fresh database per measurement on the server
     /// this admin URL names, or, given no URL, on a throw-away server started here (our server
     /// only).
@@ -257,6 +272,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         eprintln!("cks-bench: replicas on PostgreSQL ({plan:?})");
         let postgres = postgres.as_ref().expect("--replicas runs on PostgreSQL");
         replicas::run(&command, postgres, &plan, work.path(), &mut recorder).await?;
+    } else if let Some(path) = &cli.locomo {
+        let mut modes: Vec<String> = Vec::new();
+        for mode in &cli.locomo_modes {
+            if !modes.contains(mode) {
+                modes.push(mode.clone());
+            }
+        }
+        let locomo = LocomoPlan { path: path.clone(), modes, conversations: cli.locomo_conversations.clone() };
+        eprintln!("cks-bench: LoCoMo retrieval, {} on {} ({locomo:?})", recorder.server, command.program);
+        let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);
+        bench.postgres = postgres;
+        let table = bench.locomo(&locomo).await?;
+        println!("\n{table}");
+        if let Some(path) = &cli.markdown {
+            std::fs::write(path, &table).with_context(|| format!("writing {}", path.display()))?;
+        }
+        if cli.keep_work {
+            let kept = work.keep();
+            eprintln!("scratch directory kept: {}", kept.display());
+        }
+        return Ok(());
     } else {
         eprintln!("cks-bench: {} on {} ({:?})", recorder.server, command.program, plan);
         let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);

@@ -1,6 +1,6 @@
 //! The end-to-end measurements, each on its own server process and fresh data directory: start-up
 //! and queries here, `ai_chat` in `scenarios/chat.rs`, graph scale and restarts in
-//! `scenarios/scale.rs`.
+//! `scenarios/scale.rs`, and the LoCoMo retrieval group (`--locomo`) in `scenarios/locomo.rs`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,10 @@ use crate::postgres::Postgres;
 use crate::report::{Recorder, not_reached, outcome, quantile, size_label};
 
 mod chat;
+mod locomo;
 mod scale;
+
+pub(crate) use locomo::{LocomoPlan, MODES as LOCOMO_MODES};
 
 /// What to measure, and how much.
 #[derive(Debug, Clone)]
