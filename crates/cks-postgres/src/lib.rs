@@ -18,11 +18,14 @@
 //!   workers on every replica share one queue and never claim the same task.
 //! - Stored chats are one table, `cks_chats` (`chats.rs`): a save is one statement guarded by
 //!   the revision its writer read, so two replicas saving one chat cannot both succeed.
+//! - Embeddings are one table, `cks_embeddings` (`embeddings.rs`), keyed by model and text hash;
+//!   a save sends its rows as arrays, thousands to a statement.
 //! - Connection failures (the database restarting, refusing connections, a network fault) are
 //!   [`StoreError::Unavailable`]; pooled connections that broke are replaced on next use.
 
 mod chats;
 mod connect;
+mod embeddings;
 mod gallery;
 mod schema;
 mod settings;

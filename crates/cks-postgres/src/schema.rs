@@ -99,6 +99,15 @@ CREATE TABLE cks_chats (
 CREATE INDEX cks_chats_by_session ON cks_chats (session_id, updated_at COLLATE "C" DESC, chat_id COLLATE "C");
 CREATE INDEX cks_chats_by_update ON cks_chats (updated_at COLLATE "C" DESC, chat_id COLLATE "C");
 "#,
+    // Embeddings by model and text hash (`embeddings.rs`).
+    r#"
+CREATE TABLE cks_embeddings (
+    model     TEXT NOT NULL,
+    text_hash BYTEA NOT NULL,
+    vector    BYTEA NOT NULL,
+    PRIMARY KEY (model, text_hash)
+);
+"#,
 ];
 
 /// Creates the schema or brings it up to date; refuses a database from a newer server.

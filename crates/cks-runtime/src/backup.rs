@@ -3,11 +3,18 @@
 //!
 //! A backup is one JSON document ([`FORMAT`], version [`FORMAT_VERSION`]): every session with its
 //! row and its whole history exactly as stored — version ids, transaction ids, timestamps,
-//! metadata, state hashes, the deltas and snapshots themselves — the gallery's registry, and the
-//! stored chats (backups written before chats existed have none, and read as having none). It is
-//! written session by session, so exporting a large store does not hold it in memory. The keys
-//! the Python reference's dumps have for its embeddings and task queue are present and empty
-//! (this server keeps neither).
+//! metadata, state hashes, the deltas and snapshots themselves — the gallery's registry, the
+//! stored chats and the stored embeddings (backups written before chats or embeddings were kept
+//! have none, and read as having none). It is written session by session and model by model, so
+//! exporting a large store does not hold it in memory. The key the Python reference's dumps have
+//! for its task queue is present and empty (this server keeps none to back up).
+//!
+//! Embeddings are written per model, each row its text hash and vector as lowercase hex (the
+//! document's other values are text; hex is the plainest text for bytes), rows in hash order:
+//!
+//! ```json
+//! "embeddings": [{"model": "m", "rows": [{"text_hash": "00ff…", "vector": "7f01…"}]}]
+//! ```
 //!
 //! Restoring is all or nothing: the sessions are written in one store transaction; in `merge`
 //! mode sessions and registry names already stored are left alone
@@ -15,14 +22,16 @@
 //! in `clear` mode everything stored is replaced, in the same transaction ([`Store::replace_all`]).
 //! The head snapshot of each large session written then gets its locator, where the store keeps
 //! them (see [`crate::locator::locate_imported`]). The registry entries follow, one by one, then
-//! the chats (in `merge` mode a chat already stored is left alone).
+//! the chats (in `merge` mode a chat already stored is left alone), then the embeddings, a model
+//! at a time, in either mode added to those kept (a text already embedded keeps its vector:
+//! embeddings are a cache of content, which even `clear` keeps).
 
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
 use crate::store::{
-    ChatRow, GraphRow, Head, ImportedSession, ImportedVersion, SessionRow, Store, StoreError, VersionRow,
+    ChatRow, EmbeddingRow, GraphRow, Head, ImportedSession, ImportedVersion, SessionRow, Store, StoreError, VersionRow,
 };
 
 /// The `format` of a backup document.
@@ -94,6 +103,22 @@ pub struct DumpedChat {
     pub revision: u64,
 }
 
+/// One model's stored embeddings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedEmbeddings {
+    pub model: String,
+    pub rows: Vec<DumpedEmbedding>,
+}
+
+/// One stored embedding; both fields are hex in the document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedEmbedding {
+    #[serde(with = "hex::hash")]
+    pub text_hash: [u8; 16],
+    #[serde(with = "hex::bytes")]
+    pub vector: Vec<u8>,
+}
+
 /// A whole backup document, as read back.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Dump {
@@ -105,8 +130,10 @@ pub struct Dump {
     /// Absent from backups written before chats were stored.
     #[serde(default)]
     pub chats: Vec<DumpedChat>,
+    /// Absent from backups written before embeddings were stored (and empty in those written
+    /// while none were).
     #[serde(default)]
-    pub embeddings: Vec<serde_json::Value>,
+    pub embeddings: Vec<DumpedEmbeddings>,
     #[serde(default)]
     pub outbox_tasks: Vec<serde_json::Value>,
 }
@@ -118,6 +145,9 @@ pub struct Counts {
     pub versions: u64,
     pub graphs: u64,
     pub chats: u64,
+    /// Embedding rows: those written to a backup; in a restore or copy, those the target did not
+    /// keep before (a text it had embedded already keeps its vector, and is not counted).
+    pub embeddings: u64,
     /// Sessions, registry names or chats left alone because the target already had them (merge).
     pub skipped: u64,
 }
@@ -222,9 +252,45 @@ pub async fn export(
         serde_json::to_writer(&mut *out, &DumpedChat::from(chat)).map_err(std::io::Error::from)?;
         counts.chats += 1;
     }
-    out.write_all(b"],\"embeddings\":[],\"outbox_tasks\":[]}\n")?;
+    out.write_all(b"],\n\"embeddings\":[")?;
+    counts.embeddings = export_embeddings(store, out).await?;
+    out.write_all(b"],\"outbox_tasks\":[]}\n")?;
     out.flush()?;
     Ok(counts)
+}
+
+/// Writes each model's embeddings (see the module docs), one model in memory at a time; returns
+/// how many rows were written. A model forgotten since the listing is left out.
+async fn export_embeddings(store: &dyn Store, out: &mut (dyn Write + Send)) -> Result<u64, BackupError> {
+    let mut written = 0;
+    let mut line = Vec::new();
+    for (model, _) in store.embedding_models().await? {
+        let mut rows = store.load_embeddings(&model).await?;
+        if rows.is_empty() {
+            continue;
+        }
+        // In hash order, so a store's backup reads the same whatever order its rows come in.
+        rows.sort_unstable_by_key(|row| row.text_hash);
+        if written > 0 {
+            out.write_all(b",\n")?;
+        }
+        write!(out, "{{\"model\":{},\"rows\":[", serde_json::Value::from(model))?;
+        for (index, row) in rows.iter().enumerate() {
+            line.clear();
+            if index > 0 {
+                line.push(b',');
+            }
+            line.extend_from_slice(b"{\"text_hash\":\"");
+            hex::encode_into(&row.text_hash, &mut line);
+            line.extend_from_slice(b"\",\"vector\":\"");
+            hex::encode_into(&row.vector, &mut line);
+            line.extend_from_slice(b"\"}");
+            out.write_all(&line)?;
+        }
+        out.write_all(b"]}")?;
+        written += rows.len() as u64;
+    }
+    Ok(written)
 }
 
 /// Parses a backup document, refusing anything else with a reason.
@@ -252,13 +318,14 @@ pub fn parse(text: &[u8]) -> Result<Dump, BackupError> {
     serde_json::from_value(value).map_err(|e| BackupError::Format(e.to_string()))
 }
 
-/// Writes dumped sessions, registry entries and chats into `store` (see the module docs for the
-/// modes).
+/// Writes dumped sessions, registry entries, chats and embeddings into `store` (see the module
+/// docs for the modes).
 pub async fn restore(
     store: &dyn Store,
     sessions: &[DumpedSession],
     graphs: &[DumpedGraph],
     chats: &[DumpedChat],
+    embeddings: &[DumpedEmbeddings],
     mode: Mode,
 ) -> Result<Counts, BackupError> {
     let imports: Vec<ImportedSession> = sessions.iter().map(to_import).collect();
@@ -288,7 +355,22 @@ pub async fn restore(
             counts.skipped += 1;
         }
     }
+    if !embeddings.is_empty() {
+        let models: Vec<&str> = embeddings.iter().map(|m| m.model.as_str()).collect();
+        let before = kept_embeddings(store, &models).await?;
+        for dumped in embeddings {
+            let rows: Vec<EmbeddingRow> = dumped.rows.iter().map(EmbeddingRow::from).collect();
+            store.save_embeddings(&dumped.model, &rows).await?;
+        }
+        counts.embeddings = kept_embeddings(store, &models).await?.saturating_sub(before);
+    }
     Ok(counts)
+}
+
+/// How many embedding rows `store` keeps under `models`.
+async fn kept_embeddings(store: &dyn Store, models: &[&str]) -> Result<u64, StoreError> {
+    let kept = store.embedding_models().await?;
+    Ok(kept.iter().filter(|(model, _)| models.contains(&model.as_str())).map(|(_, rows)| rows).sum())
 }
 
 /// Copies everything in `from` into `to`, a session at a time (merge: what `to` has is kept);
@@ -302,15 +384,24 @@ pub async fn copy(
     let mut counts = Counts::default();
     for (index, row) in sessions.iter().enumerate() {
         let dumped = dump_session(from, row).await?;
-        counts = counts + restore(to, std::slice::from_ref(&dumped), &[], &[], Mode::Merge).await?;
+        counts = counts + restore(to, std::slice::from_ref(&dumped), &[], &[], &[], Mode::Merge).await?;
         progress(index + 1, sessions.len());
     }
     let graphs: Vec<DumpedGraph> = from.list_graphs().await?.into_iter().map(DumpedGraph::from).collect();
-    counts = counts + restore(to, &[], &graphs, &[], Mode::Merge).await?;
+    counts = counts + restore(to, &[], &graphs, &[], &[], Mode::Merge).await?;
     for summary in from.list_chats(None, usize::MAX).await? {
         let Some(chat) = from.load_chat(&summary.chat_id).await? else { continue };
-        counts = counts + restore(to, &[], &[], &[DumpedChat::from(chat)], Mode::Merge).await?;
+        counts = counts + restore(to, &[], &[], &[DumpedChat::from(chat)], &[], Mode::Merge).await?;
     }
+    // A model at a time, straight from one store to the other.
+    let models: Vec<String> = from.embedding_models().await?.into_iter().map(|(model, _)| model).collect();
+    let names: Vec<&str> = models.iter().map(String::as_str).collect();
+    let before = kept_embeddings(to, &names).await?;
+    for model in &models {
+        let rows = from.load_embeddings(model).await?;
+        to.save_embeddings(model, &rows).await?;
+    }
+    counts.embeddings += kept_embeddings(to, &names).await?.saturating_sub(before);
     Ok(counts)
 }
 
@@ -322,6 +413,7 @@ impl std::ops::Add for Counts {
             versions: self.versions + other.versions,
             graphs: self.graphs + other.graphs,
             chats: self.chats + other.chats,
+            embeddings: self.embeddings + other.embeddings,
             skipped: self.skipped + other.skipped,
         }
     }
@@ -434,6 +526,70 @@ impl From<DumpedChat> for ChatRow {
     }
 }
 
+impl From<&DumpedEmbedding> for EmbeddingRow {
+    fn from(e: &DumpedEmbedding) -> Self {
+        EmbeddingRow { text_hash: e.text_hash, vector: e.vector.clone() }
+    }
+}
+
+/// Bytes as lowercase hex text, the backup's form for them (upper case is read too).
+mod hex {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+    pub(super) fn encode_into(bytes: &[u8], out: &mut Vec<u8>) {
+        out.reserve(bytes.len() * 2);
+        for byte in bytes {
+            out.extend_from_slice(&[DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 15)]]);
+        }
+    }
+
+    pub(super) fn encode(bytes: &[u8]) -> String {
+        let mut out = Vec::new();
+        encode_into(bytes, &mut out);
+        String::from_utf8(out).expect("hex digits are ASCII")
+    }
+
+    pub(super) fn decode(text: &str) -> Option<Vec<u8>> {
+        let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+        if !text.len().is_multiple_of(2) {
+            return None;
+        }
+        text.as_bytes().chunks_exact(2).map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?)).collect()
+    }
+
+    /// A field of any length.
+    pub(super) mod bytes {
+        use super::*;
+
+        pub(in super::super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.serialize_str(&encode(bytes))
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+            let text = String::deserialize(deserializer)?;
+            decode(&text).ok_or_else(|| D::Error::custom(format!("'{text}' is not hex")))
+        }
+    }
+
+    /// A text hash: 16 bytes.
+    pub(super) mod hash {
+        use super::*;
+
+        pub(in super::super) fn serialize<S: Serializer>(hash: &[u8; 16], serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.serialize_str(&encode(hash))
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<[u8; 16], D::Error> {
+            let text = String::deserialize(deserializer)?;
+            decode(&text)
+                .and_then(|bytes| bytes.try_into().ok())
+                .ok_or_else(|| D::Error::custom(format!("'{text}' is not a text hash (32 hex digits)")))
+        }
+    }
+}
+
 impl crate::Runtime {
     /// Writes a backup of this runtime's whole store (see [`export`]).
     pub async fn export_storage(
@@ -447,7 +603,8 @@ impl crate::Runtime {
     /// Restores a backup into this runtime's store (see [`restore`]); what was loaded or cached
     /// before is forgotten, so every read after it sees the restored store.
     pub async fn restore_storage(&self, dump: &Dump, mode: Mode) -> Result<Counts, BackupError> {
-        let restored = restore(&**self.store(), &dump.sessions, &dump.graphs, &dump.chats, mode).await;
+        let store = &**self.store();
+        let restored = restore(store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, mode).await;
         self.forget_loaded_sessions();
         self.gallery.clear();
         restored
@@ -460,5 +617,106 @@ impl crate::Runtime {
         progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Counts, BackupError> {
         copy(&**self.store(), target, progress).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::prelude::*;
+    use crate::store::sqlite::{SqliteOptions, SqliteStore};
+    use std::collections::BTreeSet;
+
+    fn rows(count: u8, salt: u8) -> Vec<EmbeddingRow> {
+        (0..count).map(|n| EmbeddingRow { text_hash: [n ^ salt; 16], vector: vec![n, salt, 0, 255] }).collect()
+    }
+
+    async fn kept(store: &dyn Store, model: &str) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+        let rows = store.load_embeddings(model).await.unwrap();
+        rows.into_iter().map(|row| (row.text_hash.to_vec(), row.vector)).collect()
+    }
+
+    async fn with_embeddings() -> MemoryStore {
+        let store = MemoryStore::new();
+        store.save_embeddings("model-a", &rows(40, 0)).await.unwrap();
+        store.save_embeddings("model-b", &rows(7, 0x5a)).await.unwrap();
+        store
+    }
+
+    /// Exported under two models, restored into a fresh store of another kind: the same rows.
+    #[tokio::test]
+    async fn embeddings_are_backed_up_and_restored() {
+        let source = with_embeddings().await;
+        let mut text = Vec::new();
+        let exported = export(&source, &mut text, &mut |_, _| {}).await.unwrap();
+        assert_eq!(exported.embeddings, 47);
+        let dump = parse(&text).unwrap();
+        let models: Vec<&str> = dump.embeddings.iter().map(|m| m.model.as_str()).collect();
+        assert_eq!(models, ["model-a", "model-b"]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let target = SqliteStore::open(dir.path().join("t.db"), &SqliteOptions::default()).unwrap();
+        let restored = restore(&target, &[], &[], &[], &dump.embeddings, Mode::Merge).await.unwrap();
+        assert_eq!(restored.embeddings, 47);
+        for model in ["model-a", "model-b"] {
+            assert_eq!(kept(&target, model).await, kept(&source, model).await, "{model}");
+        }
+        assert_eq!(target.embedding_models().await.unwrap(), source.embedding_models().await.unwrap());
+
+        // Again: every row is kept already, so nothing is counted.
+        let again = restore(&target, &[], &[], &[], &dump.embeddings, Mode::Clear).await.unwrap();
+        assert_eq!(again.embeddings, 0);
+        assert_eq!(kept(&target, "model-a").await, kept(&source, "model-a").await);
+    }
+
+    #[tokio::test]
+    async fn embeddings_are_copied_and_only_new_rows_counted() {
+        let source = with_embeddings().await;
+        let target = MemoryStore::new();
+        target.save_embeddings("model-a", &rows(10, 0)).await.unwrap();
+        let copied = copy(&source, &target, &mut |_, _| {}).await.unwrap();
+        assert_eq!(copied.embeddings, 37);
+        for model in ["model-a", "model-b"] {
+            assert_eq!(kept(&target, model).await, kept(&source, model).await, "{model}");
+        }
+    }
+
+    /// Rows are written in hash order, as lowercase hex; upper case reads too; a hash of another
+    /// length or a vector that is not hex is refused before anything is written.
+    #[tokio::test]
+    async fn the_embeddings_section_is_hex_and_checked_when_read() {
+        let store = MemoryStore::new();
+        let row = |hash: u8, vector: Vec<u8>| EmbeddingRow { text_hash: [hash; 16], vector };
+        store.save_embeddings("m \"quoted\"", &[row(0xab, vec![0x01, 0xfe]), row(0x01, vec![])]).await.unwrap();
+        let mut text = Vec::new();
+        export(&store, &mut text, &mut |_, _| {}).await.unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(
+            value["embeddings"],
+            serde_json::json!([{"model": "m \"quoted\"", "rows": [
+                {"text_hash": "01".repeat(16), "vector": ""},
+                {"text_hash": "ab".repeat(16), "vector": "01fe"},
+            ]}])
+        );
+        let reread = serde_json::to_value(parse(&text).unwrap().embeddings).unwrap();
+        assert_eq!(reread, value["embeddings"], "parsed and written again, the section is the same");
+
+        let with = |embeddings: serde_json::Value| {
+            let mut dump = value.clone();
+            dump["embeddings"] = embeddings;
+            parse(dump.to_string().as_bytes())
+        };
+        let upper = with(serde_json::json!([{"model": "m", "rows": [{"text_hash": "AB".repeat(16), "vector": "0A"}]}]));
+        assert_eq!(upper.unwrap().embeddings[0].rows[0], DumpedEmbedding { text_hash: [0xab; 16], vector: vec![10] });
+        for bad in [
+            serde_json::json!([{"model": "m", "rows": [{"text_hash": "ab".repeat(15), "vector": ""}]}]),
+            serde_json::json!([{"model": "m", "rows": [{"text_hash": "ab".repeat(16), "vector": "0g"}]}]),
+            serde_json::json!([{"model": "m", "rows": [{"text_hash": "ab".repeat(16), "vector": "abc"}]}]),
+            serde_json::json!([{"model": "m", "rows": [{"text_hash": "ab".repeat(16)}]}]),
+        ] {
+            assert!(matches!(with(bad.clone()), Err(BackupError::Format(_))), "{bad}");
+        }
+        assert!(with(serde_json::json!([])).unwrap().embeddings.is_empty(), "a backup written while none were kept");
     }
 }

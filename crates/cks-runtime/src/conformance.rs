@@ -13,8 +13,8 @@ use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
 use crate::store::{
-    ChatRow, GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow, SnapshotDecoder, Store,
-    StoreError, TaskFilter, TaskRef, TaskStatus, VersionRow,
+    ChatRow, EmbeddingRow, GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow,
+    SnapshotDecoder, Store, StoreError, TaskFilter, TaskRef, TaskStatus, VersionRow,
 };
 use crate::{CommitRequest, MergeReport, NewSession, Runtime, RuntimeConfig, RuntimeError};
 
@@ -23,18 +23,19 @@ pub type Open = Arc<dyn Fn() -> Arc<dyn Store> + Send + Sync>;
 
 /// Runs every check; panics (test failure) with a message naming the failing check. The checks
 /// go by the store's parts: [`HistoryStore`](crate::store::HistoryStore), then the gallery, task,
-/// setting and chat stores, then the runtime on top, then [`Store`] as a whole.
+/// setting, chat and embedding stores, then the runtime on top, then [`Store`] as a whole.
 pub async fn run_all(open: Open) {
     // HistoryStore: sessions, versions, chains, imports.
     store_sessions(open()).await;
     store_compare_and_swap(open()).await;
     store_chains(open()).await;
     store_imports(open()).await;
-    // GalleryStore, TaskStore, SettingStore, ChatStore.
+    // GalleryStore, TaskStore, SettingStore, ChatStore, EmbeddingStore.
     store_graph_registry(open.clone()).await;
     store_task_queue(open.clone()).await;
     store_settings(open.clone()).await;
     store_chats(open.clone()).await;
+    store_embeddings(open.clone()).await;
     // The runtime over the whole store.
     runtime_commit_and_reconstruct(open.clone()).await;
     runtime_rejects_bad_input(open()).await;
@@ -52,22 +53,36 @@ async fn store_backup_and_restore(open: Open) {
     let exported = backup::export(&*store, &mut first, &mut |_, _| {}).await.unwrap();
     let dump = backup::parse(&first).unwrap();
     assert!(
-        exported.sessions > 3 && exported.versions > 3 && exported.graphs > 0 && exported.chats > 0,
+        exported.sessions > 3
+            && exported.versions > 3
+            && exported.graphs > 0
+            && exported.chats > 0
+            && exported.embeddings > 0,
         "{exported:?}"
     );
     assert_eq!(dump.sessions.len() as u64, exported.sessions);
     assert_eq!(dump.chats.len() as u64, exported.chats);
+    let models = store.embedding_models().await.unwrap();
+    assert_eq!(dump.embeddings.iter().map(|m| m.rows.len() as u64).sum::<u64>(), exported.embeddings);
+    assert_eq!(models.iter().map(|(_, rows)| rows).sum::<u64>(), exported.embeddings);
 
-    // Replacing with nothing empties the store.
+    // Replacing with nothing empties the store, but for the embeddings (a cache of content).
     store.replace_all(&[]).await.unwrap();
     assert!(store.list_sessions().await.unwrap().is_empty(), "replace_all leaves sessions");
     assert!(store.list_graphs().await.unwrap().is_empty(), "replace_all leaves registry entries");
     assert!(store.list_chats(None, usize::MAX).await.unwrap().is_empty(), "replace_all leaves chats");
+    assert_eq!(store.embedding_models().await.unwrap(), models, "replace_all forgot embeddings");
+    // Forgotten here, so the restore has them to write.
+    for (model, rows) in &models {
+        assert_eq!(store.delete_embeddings(model).await.unwrap(), *rows);
+    }
 
-    let restored = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, Mode::Clear).await.unwrap();
+    let restored = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, Mode::Clear)
+        .await
+        .unwrap();
     assert_eq!(
-        (restored.sessions, restored.versions, restored.graphs, restored.chats),
-        (exported.sessions, exported.versions, exported.graphs, exported.chats)
+        (restored.sessions, restored.versions, restored.graphs, restored.chats, restored.embeddings),
+        (exported.sessions, exported.versions, exported.graphs, exported.chats, exported.embeddings)
     );
     let mut second = Vec::new();
     backup::export(&*open(), &mut second, &mut |_, _| {}).await.unwrap();
@@ -75,19 +90,25 @@ async fn store_backup_and_restore(open: Open) {
     assert_eq!(again.sessions, dump.sessions, "a restore changed a stored session or version");
     assert_eq!(again.graphs, dump.graphs, "a restore changed the registry");
     assert_eq!(again.chats, dump.chats, "a restore changed a chat");
+    assert_eq!(again.embeddings, dump.embeddings, "a restore changed an embedding");
 
-    let merged = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, Mode::Merge).await.unwrap();
+    let merged = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, Mode::Merge)
+        .await
+        .unwrap();
     assert_eq!(
-        (merged.sessions, merged.versions, merged.graphs, merged.chats),
-        (0, 0, 0, 0),
+        (merged.sessions, merged.versions, merged.graphs, merged.chats, merged.embeddings),
+        (0, 0, 0, 0, 0),
         "merge wrote what was there"
     );
     assert_eq!(merged.skipped, exported.sessions + exported.graphs + exported.chats);
+    assert_eq!(store.embedding_models().await.unwrap(), models);
 
-    // A backup from before chats were stored has none.
+    // A backup from before chats, or embeddings, were stored has none.
     let mut old: serde_json::Value = serde_json::from_slice(&first).unwrap();
     old.as_object_mut().unwrap().remove("chats");
-    assert!(backup::parse(old.to_string().as_bytes()).unwrap().chats.is_empty());
+    old.as_object_mut().unwrap().remove("embeddings");
+    let old = backup::parse(old.to_string().as_bytes()).unwrap();
+    assert!(old.chats.is_empty() && old.embeddings.is_empty());
 
     // Every restored head rebuilds with its stored hashes verified, on a fresh handle (the
     // sessions the runtime wrote; the raw-contract checks store opaque placeholder states).
@@ -384,6 +405,68 @@ async fn store_settings(open: Open) {
     assert_eq!(store.setting_or_insert(&key, "first").await.unwrap(), "first");
     assert_eq!(open().setting_or_insert(&key, "second").await.unwrap(), "first");
     assert_eq!(store.load_setting(&key).await.unwrap().as_deref(), Some("first"));
+}
+
+/// Embeddings: saved and loaded back by (model, hash); a hash already kept keeps its first vector
+/// and is counted once; models are apart, counted and ordered by name; a model is forgotten whole
+/// and alone; an empty save and a save of thousands are fine; another handle sees everything.
+/// Two models are left for the backup check.
+async fn store_embeddings(open: Open) {
+    let store = open();
+    // Other checks may have left embeddings: every model here is one of this run's, and sorts as
+    // its name says ("a" < "b" < "big").
+    let unique = uuid::Uuid::new_v4();
+    let model = |name: &str| format!("conf-embeddings-{unique}-{name}");
+    let (a, b, big) = (model("a"), model("b"), model("big"));
+    let mine = |models: Vec<(String, u64)>| -> Vec<(String, u64)> {
+        models.into_iter().filter(|(name, _)| name.starts_with(&model(""))).collect()
+    };
+    // Hashes that differ in their first and last bytes, so no store can get by on either alone.
+    let hash = |n: u32| {
+        let mut hash = [0u8; 16];
+        hash[..4].copy_from_slice(&n.wrapping_mul(0x9e37_79b9).to_be_bytes());
+        hash[12..].copy_from_slice(&n.to_le_bytes());
+        hash
+    };
+    let row = |n: u32, fill: u8| EmbeddingRow { text_hash: hash(n), vector: vec![fill; 3 + n as usize % 5] };
+    let sorted = |mut rows: Vec<EmbeddingRow>| {
+        rows.sort_by_key(|row| row.text_hash);
+        rows
+    };
+
+    store.save_embeddings(&a, &[]).await.unwrap();
+    assert_eq!(store.load_embeddings(&a).await.unwrap(), [], "an empty save keeps nothing");
+    assert_eq!(mine(store.embedding_models().await.unwrap()), [], "an empty save makes no model");
+
+    let first = sorted(vec![row(1, 1), row(2, 2), row(3, 3), EmbeddingRow { text_hash: hash(5), vector: vec![] }]);
+    store.save_embeddings(&a, &first).await.unwrap();
+    assert_eq!(sorted(store.load_embeddings(&a).await.unwrap()), first, "saved rows load back as saved");
+
+    // A hash kept already keeps its vector; a hash given twice in one save keeps the first.
+    store.save_embeddings(&a, &[row(2, 9), row(4, 4), row(4, 8)]).await.unwrap();
+    let kept = sorted([first.clone(), vec![row(4, 4)]].concat());
+    assert_eq!(sorted(open().load_embeddings(&a).await.unwrap()), kept, "another handle sees the first vectors");
+
+    // Models are apart: one hash under two models holds two vectors.
+    store.save_embeddings(&b, &[row(1, 7)]).await.unwrap();
+    assert_eq!(store.load_embeddings(&b).await.unwrap(), [row(1, 7)]);
+    assert_eq!(sorted(store.load_embeddings(&a).await.unwrap()), kept, "a save under b changed a");
+    assert_eq!(store.load_embeddings(&model("none")).await.unwrap(), [], "a model never saved has no rows");
+
+    // Thousands of rows in one save.
+    let many: Vec<EmbeddingRow> =
+        (0..5_000u32).map(|n| EmbeddingRow { text_hash: hash(n), vector: n.to_le_bytes().repeat(16) }).collect();
+    store.save_embeddings(&big, &many).await.unwrap();
+    assert_eq!(sorted(open().load_embeddings(&big).await.unwrap()), sorted(many), "a large save round-trips");
+
+    let counted = |rows: &[(&String, u64)]| rows.iter().map(|(m, n)| ((*m).clone(), *n)).collect::<Vec<_>>();
+    assert_eq!(mine(open().embedding_models().await.unwrap()), counted(&[(&a, 5), (&b, 1), (&big, 5_000)]));
+
+    assert_eq!(store.delete_embeddings(&big).await.unwrap(), 5_000, "a delete counts the rows removed");
+    assert_eq!(store.delete_embeddings(&big).await.unwrap(), 0, "already gone");
+    assert_eq!(store.load_embeddings(&big).await.unwrap(), []);
+    assert_eq!(mine(store.embedding_models().await.unwrap()), counted(&[(&a, 5), (&b, 1)]));
+    assert_eq!(sorted(store.load_embeddings(&a).await.unwrap()), kept, "a delete touched another model");
 }
 
 fn chat(chat_id: &str, session_id: &str, updated_at: &str, messages: u64) -> ChatRow {

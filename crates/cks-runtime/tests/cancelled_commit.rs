@@ -12,8 +12,8 @@ use tokio::sync::Notify;
 use cks_core::ops::parse_operations;
 use cks_runtime::store::sqlite::{SqliteOptions, SqliteStore};
 use cks_runtime::store::{
-    Chain, ChatRow, ChatSummary, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store,
-    StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
+    Chain, ChatRow, ChatSummary, EmbeddingRow, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion,
+    SessionRow, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, VersionRow,
 };
 use cks_runtime::{CommitRequest, NewSession, Runtime, RuntimeConfig};
 
@@ -185,6 +185,25 @@ impl TaskStore for StallingStore {
 
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
         self.inner.renew_task(task, now_ms).await
+    }
+}
+
+#[async_trait]
+impl EmbeddingStore for StallingStore {
+    async fn save_embeddings(&self, model: &str, rows: &[EmbeddingRow]) -> Result<(), StoreError> {
+        self.inner.save_embeddings(model, rows).await
+    }
+
+    async fn load_embeddings(&self, model: &str) -> Result<Vec<EmbeddingRow>, StoreError> {
+        self.inner.load_embeddings(model).await
+    }
+
+    async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.inner.embedding_models().await
+    }
+
+    async fn delete_embeddings(&self, model: &str) -> Result<u64, StoreError> {
+        self.inner.delete_embeddings(model).await
     }
 }
 

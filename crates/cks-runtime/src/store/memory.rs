@@ -8,8 +8,9 @@ use std::sync::Mutex;
 
 use super::registry::sort_newest_first;
 use super::{
-    Chain, ChatRow, ChatSummary, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion, SessionRow, Store,
-    StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, TaskStatus, VersionRow, check_imports, version_taken,
+    Chain, ChatRow, ChatSummary, EmbeddingRow, GraphRow, ImportOutcome, ImportedSession, NewTask, NewVersion,
+    SessionRow, Store, StoreError, StoredVersion, TaskFilter, TaskRef, TaskRow, TaskStatus, VersionRow, check_imports,
+    version_taken,
 };
 
 #[derive(Debug, Default)]
@@ -40,6 +41,8 @@ struct Inner {
     last_task_id: i64,
     settings: HashMap<String, String>,
     chats: HashMap<String, ChatRow>,
+    /// Vectors by model, then text hash; a model is here only while it has rows.
+    embeddings: BTreeMap<String, HashMap<[u8; 16], Vec<u8>>>,
 }
 
 impl Inner {
@@ -459,6 +462,37 @@ impl TaskStore for MemoryStore {
 }
 
 #[async_trait]
+impl EmbeddingStore for MemoryStore {
+    async fn save_embeddings(&self, model: &str, rows: &[EmbeddingRow]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.write(|inner| {
+            let kept = inner.embeddings.entry(model.to_owned()).or_default();
+            for row in rows {
+                kept.entry(row.text_hash).or_insert_with(|| row.vector.clone());
+            }
+            Ok(())
+        })
+    }
+
+    async fn load_embeddings(&self, model: &str) -> Result<Vec<EmbeddingRow>, StoreError> {
+        self.with(|inner| {
+            let kept = inner.embeddings.get(model).into_iter().flatten();
+            Ok(kept.map(|(hash, vector)| EmbeddingRow { text_hash: *hash, vector: vector.clone() }).collect())
+        })
+    }
+
+    async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.with(|inner| Ok(inner.embeddings.iter().map(|(model, rows)| (model.clone(), rows.len() as u64)).collect()))
+    }
+
+    async fn delete_embeddings(&self, model: &str) -> Result<u64, StoreError> {
+        self.write(|inner| Ok(inner.embeddings.remove(model).map_or(0, |rows| rows.len() as u64)))
+    }
+}
+
+#[async_trait]
 impl Store for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
@@ -470,6 +504,8 @@ impl Store for MemoryStore {
         self.write(|inner| {
             let mut fresh = Inner::default();
             let outcome = import_into(&mut fresh, sessions)?;
+            // Embeddings are a cache of content, not data: they stay.
+            fresh.embeddings = std::mem::take(&mut inner.embeddings);
             *inner = fresh;
             Ok(outcome)
         })

@@ -1,8 +1,8 @@
 //! The storage boundary: one [`Store`] trait, implemented by the in-memory store (tests), the
 //! embedded SQLite store (the default) and the PostgreSQL store (`cks-postgres`). It is made of
 //! one trait per noun: [`HistoryStore`] (sessions and their versions), [`GalleryStore`],
-//! [`SettingStore`], [`ChatStore`] and [`TaskStore`]; each store implements each in a file of its
-//! own. [`prelude`] brings them all into scope.
+//! [`SettingStore`], [`ChatStore`], [`TaskStore`] and [`EmbeddingStore`]; each store implements
+//! each in a file of its own. [`prelude`] brings them all into scope.
 //!
 //! Stores keep rows, not graphs. The runtime encodes states and deltas (see [`crate::codec`]) and
 //! hands stores opaque text, so every store persists exactly the same bytes and the conformance
@@ -14,7 +14,9 @@
 //! - snapshot rows keyed by sequence number; sequence 0 is the session's starting state;
 //! - the graph registry's entries ([`registry`]);
 //! - the durable task queue ([`tasks`]);
-//! - stored chats, each saved whole under a revision counter ([`chats`]).
+//! - stored chats, each saved whole under a revision counter ([`chats`]);
+//! - embeddings of texts, by model and text hash ([`EmbeddingStore`]): a cache of what the
+//!   content embeds to, kept when everything else is replaced ([`Store::replace_all`]).
 //!
 //! Invariant: [`HistoryStore::import_sessions`] writes whole histories all or nothing (in the stores that
 //! can: SQLite and memory) and never touches a session that already exists.
@@ -38,7 +40,7 @@ pub use opener::{OpenError, StoreLocation, StoreOpener};
 
 /// The store traits, for calling a store's methods (`use cks_runtime::store::prelude::*`).
 pub mod prelude {
-    pub use super::{ChatStore, GalleryStore, HistoryStore, SettingStore, Store, TaskStore};
+    pub use super::{ChatStore, EmbeddingStore, GalleryStore, HistoryStore, SettingStore, Store, TaskStore};
 }
 pub use registry::GraphRow;
 pub use tasks::{NewTask, TaskFilter, TaskRef, TaskRow, TaskStatus};
@@ -454,10 +456,40 @@ pub trait TaskStore: Send + Sync + Debug + 'static {
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError>;
 }
 
+/// One stored embedding: the hash of the text embedded and the vector's bytes (the runtime's
+/// encoding; stores keep them opaque).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmbeddingRow {
+    pub text_hash: [u8; 16],
+    pub vector: Vec<u8>,
+}
+
+/// Embeddings kept by model and text hash, so an unchanged text is never embedded twice (after a
+/// restart, a branch, an import, a revert).
+///
+/// They are a cache of what the content embeds to, not data of their own: replacing everything
+/// stored ([`Store::replace_all`]) keeps them, and a restore's texts find their vectors again.
+#[async_trait]
+pub trait EmbeddingStore: Send + Sync + Debug + 'static {
+    /// Keeps `rows` under `model`; a (model, text hash) already kept is left as it is (the same
+    /// text embeds to the same vector), and of one hash given twice the first is kept. All rows
+    /// or none are written.
+    async fn save_embeddings(&self, model: &str, rows: &[EmbeddingRow]) -> Result<(), StoreError>;
+
+    /// Every row kept under `model`, in any order.
+    async fn load_embeddings(&self, model: &str) -> Result<Vec<EmbeddingRow>, StoreError>;
+
+    /// Each model with rows kept, with how many, ordered by model name (byte order).
+    async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Forgets every row of `model`; returns how many were removed.
+    async fn delete_embeddings(&self, model: &str) -> Result<u64, StoreError>;
+}
+
 /// The persistence contract every store implements (see the module docs for the invariants):
 /// each noun's part, plus what concerns the whole store.
 #[async_trait]
-pub trait Store: HistoryStore + GalleryStore + SettingStore + ChatStore + TaskStore {
+pub trait Store: HistoryStore + GalleryStore + SettingStore + ChatStore + TaskStore + EmbeddingStore {
     /// A short name for logs ("memory", "sqlite", ...).
     fn kind(&self) -> &'static str;
 
@@ -473,7 +505,8 @@ pub trait Store: HistoryStore + GalleryStore + SettingStore + ChatStore + TaskSt
 
     /// Replaces everything stored — every session, version, snapshot, registry entry and chat — with
     /// `sessions`, in one transaction: on any failure the store is left as it was. The store's
-    /// replica id is kept. (A restore in `clear` mode.)
+    /// replica id is kept, and so are the embeddings ([`EmbeddingStore`]): they are a cache of
+    /// content, and the restored texts find their vectors there. (A restore in `clear` mode.)
     async fn replace_all(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError>;
 }
 

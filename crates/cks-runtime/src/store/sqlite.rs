@@ -21,6 +21,7 @@ use std::time::Duration;
 
 mod chats;
 mod checkpoint;
+mod embeddings;
 mod gallery;
 mod settings;
 mod tasks;
@@ -167,6 +168,17 @@ CREATE TABLE snapshot_locators (
     locator    BLOB NOT NULL,
     PRIMARY KEY (session_id, seq)
 );
+"#,
+    // Embeddings by model and text hash (`sqlite/embeddings.rs`). WITHOUT ROWID, so a model's
+    // rows lie together in key order and load in one range scan; a vector of a few hundred bytes
+    // leaves its row on one page (unlike the states above, whose rows overflow).
+    r#"
+CREATE TABLE embeddings (
+    model     TEXT NOT NULL,
+    text_hash BLOB NOT NULL,
+    vector    BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+) WITHOUT ROWID;
 "#,
 ];
 
