@@ -5,6 +5,7 @@
 
 mod completions;
 pub mod config;
+pub mod embedding;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -116,6 +117,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         ..RuntimeConfig::default()
     };
     let runtime = Arc::new(Runtime::new(store, runtime_config));
+    if let Some(embedder) = embedding::open(&config.env)? {
+        runtime.enable_embeddings(embedder);
+    }
     let mut registry = Registry::standard();
     registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));
     let registry = Arc::new(registry);

@@ -212,11 +212,12 @@ pub async fn dump_session(store: &dyn Store, row: &SessionRow) -> Result<DumpedS
     })
 }
 
-/// Writes a backup of everything in `store` to `out`, one session at a time; `progress` is told
-/// (done, total) after each session.
+/// Writes a backup of everything in `store` to `out`, one session at a time, the stored
+/// embeddings too when `embeddings` is set; `progress` is told (done, total) after each session.
 pub async fn export(
     store: &dyn Store,
     out: &mut (dyn Write + Send),
+    embeddings: bool,
     progress: &mut (dyn FnMut(usize, usize) + Send),
 ) -> Result<Counts, BackupError> {
     let sessions = store.list_sessions().await?;
@@ -253,7 +254,9 @@ pub async fn export(
         counts.chats += 1;
     }
     out.write_all(b"],\n\"embeddings\":[")?;
-    counts.embeddings = export_embeddings(store, out).await?;
+    if embeddings {
+        counts.embeddings = export_embeddings(store, out).await?;
+    }
     out.write_all(b"],\"outbox_tasks\":[]}\n")?;
     out.flush()?;
     Ok(counts)
@@ -595,9 +598,10 @@ impl crate::Runtime {
     pub async fn export_storage(
         &self,
         out: &mut (dyn Write + Send),
+        embeddings: bool,
         progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Counts, BackupError> {
-        export(&**self.store(), out, progress).await
+        export(&**self.store(), out, embeddings, progress).await
     }
 
     /// Restores a backup into this runtime's store (see [`restore`]); what was loaded or cached
@@ -649,7 +653,7 @@ mod tests {
     async fn embeddings_are_backed_up_and_restored() {
         let source = with_embeddings().await;
         let mut text = Vec::new();
-        let exported = export(&source, &mut text, &mut |_, _| {}).await.unwrap();
+        let exported = export(&source, &mut text, true, &mut |_, _| {}).await.unwrap();
         assert_eq!(exported.embeddings, 47);
         let dump = parse(&text).unwrap();
         let models: Vec<&str> = dump.embeddings.iter().map(|m| m.model.as_str()).collect();
@@ -690,7 +694,7 @@ mod tests {
         let row = |hash: u8, vector: Vec<u8>| EmbeddingRow { text_hash: [hash; 16], vector };
         store.save_embeddings("m \"quoted\"", &[row(0xab, vec![0x01, 0xfe]), row(0x01, vec![])]).await.unwrap();
         let mut text = Vec::new();
-        export(&store, &mut text, &mut |_, _| {}).await.unwrap();
+        export(&store, &mut text, true, &mut |_, _| {}).await.unwrap();
         let value: serde_json::Value = serde_json::from_slice(&text).unwrap();
         assert_eq!(
             value["embeddings"],

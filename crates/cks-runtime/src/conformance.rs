@@ -50,7 +50,7 @@ async fn store_backup_and_restore(open: Open) {
     use crate::backup::{self, Mode};
     let store = open();
     let mut first = Vec::new();
-    let exported = backup::export(&*store, &mut first, &mut |_, _| {}).await.unwrap();
+    let exported = backup::export(&*store, &mut first, true, &mut |_, _| {}).await.unwrap();
     let dump = backup::parse(&first).unwrap();
     assert!(
         exported.sessions > 3
@@ -85,7 +85,7 @@ async fn store_backup_and_restore(open: Open) {
         (exported.sessions, exported.versions, exported.graphs, exported.chats, exported.embeddings)
     );
     let mut second = Vec::new();
-    backup::export(&*open(), &mut second, &mut |_, _| {}).await.unwrap();
+    backup::export(&*open(), &mut second, true, &mut |_, _| {}).await.unwrap();
     let again = backup::parse(&second).unwrap();
     assert_eq!(again.sessions, dump.sessions, "a restore changed a stored session or version");
     assert_eq!(again.graphs, dump.graphs, "a restore changed the registry");

@@ -9,6 +9,7 @@ pub mod chats;
 pub mod codec;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod embeddings;
 pub mod error;
 pub mod events;
 pub mod gallery;

@@ -188,6 +188,8 @@ pub struct Runtime {
     replica_id: OnceCell<Option<String>>,
     /// The gallery's entries as last read from the store.
     pub(crate) gallery: crate::gallery::Cache,
+    /// Search by meaning, once enabled.
+    pub(crate) embeddings: std::sync::OnceLock<Arc<crate::embeddings::Embeddings>>,
 }
 
 /// The most objects [`Runtime::read_neighbourhood`] reads from a store before it loads the
@@ -272,6 +274,7 @@ impl Runtime {
             events,
             replica_id: OnceCell::new(),
             gallery: Default::default(),
+            embeddings: Default::default(),
         }
     }
 
@@ -629,7 +632,7 @@ impl Runtime {
     }
 
     /// Whether the session is loaded, or being loaded, in memory.
-    fn is_loaded(&self, id: &str) -> bool {
+    pub(crate) fn is_loaded(&self, id: &str) -> bool {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.contains_key(id)
     }
 

@@ -171,6 +171,24 @@ const FIXED: &[Group] = &[
         ],
     },
     Group {
+        heading: "Search by meaning",
+        variables: &[
+            var(
+                "CKS_EMBEDDING_PROVIDER",
+                Form::OneOf(&["local", "none"]),
+                Some("local when installed"),
+                "local: the local embedding model (scripts/install-embedding-model installs it); none: search ranks \
+                 by words alone",
+            ),
+            var(
+                "CKS_EMBEDDING_MODEL",
+                Text,
+                Some("<cache>/cks-mcp/models/minilm-l6-static"),
+                "The local model's directory (<cache> is XDG_CACHE_HOME, or ~/.cache)",
+            ),
+        ],
+    },
+    Group {
         heading: "Task queue and sweepers (conflicts and other background work)",
         variables: &[
             var(

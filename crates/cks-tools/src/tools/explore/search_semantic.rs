@@ -1,23 +1,37 @@
 //! `search_semantic`: find the objects that best match a text query and return their
 //! neighbourhood.
 //!
-//! The reference ranks by embedding similarity and fails (`not_found`) when no embedding model or
-//! stored embeddings are available. This server ranks with a built-in lexical model, so search
-//! always works: Okapi BM25 over the session's text index (`cks_core::text`: built on the first
-//! search, then kept up to date by every commit).
+//! Two rankings, fused by default (`cks_core::fusion`): Okapi BM25 over the session's text index
+//! (`cks_core::text`: built on the first search, then kept up to date by every commit), and,
+//! when embeddings are on, cosine similarity over the session's vector index
+//! (`cks_core::vectors`, settled against the runtime's embeddings). Objects not embedded yet are
+//! still found lexically, and the answer says how many were pending. The reference ranks by
+//! embeddings alone and fails (`not_found`) without them; this server falls back to BM25.
 
 use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-use cks_core::KnowledgeStructure;
+use cks_core::fusion::{self, Fused};
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
+use cks_core::vectors::Vector;
+use cks_core::{KnowledgeStructure, vectors::VectorIndex};
+use cks_runtime::embeddings::Embeddings;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
+
+/// How long a search waits for the texts it found unembedded (a fresh session's, say) before it
+/// answers with what has vectors.
+const EMBEDDING_WAIT: Duration = Duration::from_secs(2);
+
+/// How many candidates each side contributes to the fusion, at least.
+const CANDIDATES: usize = 100;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -33,8 +47,19 @@ pub(crate) struct Input {
     /// Hops to expand around each match (default 1).
     #[schemars(range(min = 0))]
     pub(crate) depth: Option<u32>,
-    /// Drop matches whose BM25 score is below this (default 0: keep every match).
+    /// Drop matches scoring below this (default 0: keep every match).
     pub(crate) min_score: Option<f64>,
+    /// How to rank: `hybrid` (default: words and meaning fused; words alone when embeddings are
+    /// off), `lexical` (BM25 only) or `vector` (meaning only; needs embeddings).
+    pub(crate) mode: Option<Mode>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Mode {
+    Hybrid,
+    Lexical,
+    Vector,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -47,12 +72,34 @@ pub(crate) struct Output {
     subgraph: String,
     meta: Meta,
     min_score: f64,
-    /// BM25 score per matched seed (absent when `seed_ids` were given).
+    /// The ranking score per matched seed (absent when `seed_ids` were given).
     #[serde(skip_serializing_if = "Option::is_none")]
     scores: Option<BTreeMap<String, f64>>,
-    /// `bm25` when the seeds were found by ranking.
+    /// How the seeds were ranked: `hybrid`, `bm25` or `vector`.
     #[serde(skip_serializing_if = "Option::is_none")]
     ranking: Option<String>,
+    /// Each matched seed's scores on each side: `bm25` (absent when it holds no query word) and
+    /// `cosine` (absent when it has no vector yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    match_scores: Option<BTreeMap<String, MatchScores>>,
+    /// With embeddings on: the model whose vectors ranked, and how many objects had no vector yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embeddings: Option<EmbeddingsUsed>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct MatchScores {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bm25: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cosine: Option<f64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct EmbeddingsUsed {
+    model: String,
+    /// Searchable objects without a vector yet (found by words only).
+    pending: usize,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -73,13 +120,14 @@ impl Tool for SearchSemantic {
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
         description: "Find the objects of a session that best match a text query and return their neighbourhood. \
-            Ranking is built in and needs no embedding model: BM25 over each object's name, type and structure \
-            text (lowercase word match, so use the graph's own words), scores unbounded rather than cosine. The \
-            top_k matches (default 3; 'min_score' drops weaker ones) are expanded 'depth' hops (default 1) with at \
-            most top_k+5 objects. Give 'seed_ids' to skip the search (a non-empty query is still required: \
-            'empty_query'). Returns {status, matched_seeds, subgraph \
-            (canonical JSON), meta: {total_found_nodes, returned_nodes, is_truncated, suggested_next_seed}, \
-            min_score, scores: {id: score}}; 'not_found' when nothing matches.",
+            Ranking fuses words (BM25 over each object's name, type and structure text) and meaning (cosine \
+            similarity of embeddings, when the server has an embedding model); 'mode' picks hybrid (default), \
+            lexical or vector. The top_k matches (default 3; 'min_score' drops weaker ones) are expanded 'depth' \
+            hops (default 1) with at most top_k+5 objects. Give 'seed_ids' to skip the search (a non-empty \
+            query is still required: 'empty_query'). Returns {status, matched_seeds, subgraph (canonical \
+            JSON), meta: {total_found_nodes, returned_nodes, is_truncated, suggested_next_seed}, min_score, \
+            scores: {id: score}, ranking: hybrid|bm25|vector, match_scores: {id: {bm25, cosine}}, embeddings: \
+            {model, pending}}; 'not_found' when nothing matches.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -92,55 +140,217 @@ impl Tool for SearchSemantic {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let seeds = input.seed_ids.clone().filter(|s| !s.is_empty());
-        if input.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
+        let Some(query) = input.query.clone().filter(|q| !q.trim().is_empty()) else {
             return Err(ToolError::new(ErrorCode::EmptyQuery, "Query must not be empty."));
+        };
+        let mode = input.mode.unwrap_or(Mode::Hybrid);
+        let embeddings = match mode {
+            Mode::Lexical => None,
+            _ => ctx.runtime.embeddings().cloned(),
+        };
+        if mode == Mode::Vector && embeddings.is_none() {
+            return Err(ToolError::invalid_parameter(
+                "mode 'vector' needs embeddings, and this server has none (CKS_EMBEDDING_PROVIDER); use 'hybrid' \
+                 or 'lexical'.",
+            ));
         }
+        let semantic = match (&embeddings, &seeds) {
+            (Some(embeddings), None) => Some(query_vector(embeddings, &query, mode).await?),
+            _ => None,
+        };
         let session_id = input.session_id.clone();
-        ctx.runtime.read(&session_id, move |structure, _| answer(structure, input, seeds)).await?
+        let search = Arc::new(Search { input, query, seeds, mode, semantic });
+        let (first, pending) = {
+            let search = search.clone();
+            ctx.runtime.read(&session_id, move |structure, _| search.answer(structure)).await?
+        };
+        let Some(Semantic { embeddings, .. }) = &search.semantic else { return first };
+        // Objects without vectors yet (a session created a moment ago): the worker is on them,
+        // so a short wait gives the answer a client expects; a slow or failing embedder only
+        // delays it by the wait.
+        if pending == 0 || !embeddings.idle_within(EMBEDDING_WAIT).await {
+            return first;
+        }
+        ctx.runtime.read(&session_id, move |structure, _| search.answer(structure).0).await?
     }
 }
 
-fn answer(structure: &KnowledgeStructure, input: Input, seeds: Option<Vec<String>>) -> Result<Output, ToolError> {
-    let top_k = input.top_k.unwrap_or(3).max(1) as usize;
-    let min_score = input.min_score.unwrap_or(0.0);
-    let (seeds, scores) = match seeds {
-        Some(seeds) => (seeds, None),
-        None => {
-            let query = input.query.as_deref().unwrap_or_default();
-            let ranked = structure.text_index().rank(query, top_k, min_score);
-            if ranked.is_empty() {
-                return Err(ToolError::new(
-                    ErrorCode::NotFound,
-                    "No object matches the query. Try other words (matching is lexical), a lower 'min_score', or \
-                     explicit 'seed_ids'.",
-                ));
-            }
-            let scores: BTreeMap<String, f64> =
-                ranked.iter().map(|(id, s)| ((*id).to_owned(), (s * 10_000.0).round() / 10_000.0)).collect();
-            (ranked.into_iter().map(|(id, _)| id.to_owned()).collect(), Some(scores))
+/// The query's vector and the embeddings it came from.
+struct Semantic {
+    embeddings: Arc<Embeddings>,
+    vector: Option<Vector>,
+}
+
+/// Embeds the query. The embedder failing is no reason to fail a hybrid search (it ranks by
+/// words alone then); a vector search has nothing else to rank by.
+async fn query_vector(embeddings: &Arc<Embeddings>, query: &str, mode: Mode) -> Result<Semantic, ToolError> {
+    if let Err(e) = embeddings.load().await {
+        tracing::warn!(error = %e, "stored embeddings not read");
+    }
+    let vector = match embeddings.embed_query(query).await {
+        Ok(vector) => vector,
+        Err(e) if mode == Mode::Vector => {
+            return Err(ToolError::new(
+                ErrorCode::LlmProviderUnavailable,
+                format!("The query could not be embedded: {e}"),
+            ));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "query not embedded; ranking by words alone");
+            None
         }
     };
-    let query = SubgraphQuery {
-        seed_ids: seeds.clone(),
-        depth: input.depth.unwrap_or(1) as usize,
-        max_objects: Some(top_k + 5),
-        ..Default::default()
-    };
-    let sub = query_subgraph(structure, &query);
-    Ok(Output {
-        status: "success".into(),
-        matched_seeds: seeds,
-        subgraph: crate::convert::client_document(&sub.structure),
-        meta: Meta {
-            total_found_nodes: sub.total_found_nodes,
-            returned_nodes: sub.returned_nodes,
-            is_truncated: sub.is_truncated,
-            suggested_next_seed: sub.suggested_next_seed,
-        },
-        min_score,
-        ranking: scores.as_ref().map(|_| "bm25".to_owned()),
-        scores,
-    })
+    Ok(Semantic { embeddings: embeddings.clone(), vector })
+}
+
+struct Search {
+    input: Input,
+    query: String,
+    seeds: Option<Vec<String>>,
+    mode: Mode,
+    semantic: Option<Semantic>,
+}
+
+/// A ranking's seeds and their scores.
+struct Ranked {
+    fused: Vec<(String, f64, MatchScores)>,
+    ranking: &'static str,
+}
+
+impl Search {
+    /// The answer, and how many objects were still waiting for their vectors.
+    fn answer(&self, structure: &KnowledgeStructure) -> (Result<Output, ToolError>, usize) {
+        let mut pending = 0;
+        let output = self.output(structure, &mut pending);
+        (output, pending)
+    }
+
+    fn output(&self, structure: &KnowledgeStructure, pending: &mut usize) -> Result<Output, ToolError> {
+        let top_k = self.input.top_k.unwrap_or(3).max(1) as usize;
+        let min_score = self.input.min_score.unwrap_or(0.0);
+        let (seeds, ranked, used) = match (&self.seeds, &self.semantic) {
+            (Some(seeds), _) => (seeds.clone(), None, None),
+            (None, None) => (Vec::new(), Some(self.lexical(structure, top_k, min_score)), None),
+            (None, Some(semantic)) => semantic.embeddings.settle(structure, |index, synced| {
+                *pending = synced.pending;
+                let used = EmbeddingsUsed { model: semantic.embeddings.model().to_owned(), pending: synced.pending };
+                let ranked = match &semantic.vector {
+                    Some(vector) => self.fused(structure, index, vector, top_k, min_score),
+                    None if self.mode == Mode::Vector => Ranked { fused: Vec::new(), ranking: "vector" },
+                    None => self.lexical(structure, top_k, min_score),
+                };
+                (Vec::new(), Some(ranked), Some(used))
+            }),
+        };
+        let (seeds, scores, match_scores, ranking) = match ranked {
+            None => (seeds, None, None, None),
+            Some(Ranked { fused, .. }) if fused.is_empty() => {
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    "No object matches the query. Try other words, a lower 'min_score', or explicit 'seed_ids'.",
+                ));
+            }
+            Some(Ranked { fused, ranking }) => {
+                let seeds: Vec<String> = fused.iter().map(|(id, _, _)| id.clone()).collect();
+                let scores = fused.iter().map(|(id, score, _)| (id.clone(), round(*score))).collect();
+                let parts = fused.into_iter().map(|(id, _, parts)| (id, parts)).collect();
+                (seeds, Some(scores), Some(parts), Some(ranking.to_owned()))
+            }
+        };
+        let query = SubgraphQuery {
+            seed_ids: seeds.clone(),
+            depth: self.input.depth.unwrap_or(1) as usize,
+            max_objects: Some(top_k + 5),
+            ..Default::default()
+        };
+        let sub = query_subgraph(structure, &query);
+        Ok(Output {
+            status: "success".into(),
+            matched_seeds: seeds,
+            subgraph: crate::convert::client_document(&sub.structure),
+            meta: Meta {
+                total_found_nodes: sub.total_found_nodes,
+                returned_nodes: sub.returned_nodes,
+                is_truncated: sub.is_truncated,
+                suggested_next_seed: sub.suggested_next_seed,
+            },
+            min_score,
+            scores,
+            ranking,
+            match_scores,
+            embeddings: used,
+        })
+    }
+
+    fn lexical(&self, structure: &KnowledgeStructure, top_k: usize, min_score: f64) -> Ranked {
+        let ranked = structure.text_index().rank(&self.query, top_k, min_score);
+        let fused = ranked
+            .into_iter()
+            .map(|(id, score)| (id.to_owned(), score, MatchScores { bm25: Some(round(score)), cosine: None }))
+            .collect();
+        Ranked { fused, ranking: "bm25" }
+    }
+
+    /// Each side's best candidates, each scored on both sides, fused (or, in `vector` mode,
+    /// ranked by cosine alone).
+    fn fused(
+        &self,
+        structure: &KnowledgeStructure,
+        index: &VectorIndex,
+        vector: &Vector,
+        top_k: usize,
+        min_score: f64,
+    ) -> Ranked {
+        let wanted = (top_k * 10).max(CANDIDATES);
+        let by_meaning = index.rank(vector, wanted);
+        if self.mode == Mode::Vector {
+            let fused = by_meaning
+                .into_iter()
+                .filter(|(_, cosine)| f64::from(*cosine) >= min_score && *cosine > 0.0)
+                .take(top_k)
+                .map(|(id, cosine)| {
+                    let cosine = f64::from(cosine);
+                    (id.to_owned(), cosine, MatchScores { bm25: None, cosine: Some(round(cosine)) })
+                })
+                .collect();
+            return Ranked { fused, ranking: "vector" };
+        }
+        let text = structure.text_index();
+        let by_words = text.rank(&self.query, wanted, 0.0);
+        let mut candidates: BTreeMap<&str, (Option<f64>, Option<f64>)> = BTreeMap::new();
+        for (id, score) in &by_words {
+            candidates.insert(id, (Some(*score), None));
+        }
+        for (id, cosine) in &by_meaning {
+            candidates.entry(id).or_insert((None, None)).1 = Some(f64::from(*cosine));
+        }
+        for (id, (bm25, cosine)) in candidates.iter_mut() {
+            if bm25.is_none() {
+                *bm25 = Some(text.score(&self.query, id)).filter(|s| *s > 0.0);
+            }
+            if cosine.is_none() {
+                *cosine = index.cosine(vector, id).map(f64::from);
+            }
+        }
+        let fused: Vec<Fused> = fusion::fuse(
+            candidates.into_iter().map(|(id, (bm25, cosine))| (id, bm25, cosine)),
+            fusion::VECTOR_WEIGHT,
+            top_k,
+        );
+        let fused = fused
+            .into_iter()
+            .filter(|f| f.score > 0.0 && f.score >= min_score)
+            .map(|f| {
+                let parts = MatchScores { bm25: f.lexical.map(round), cosine: f.vector.map(round) };
+                (f.id.to_owned(), f.score, parts)
+            })
+            .collect();
+        Ranked { fused, ranking: "hybrid" }
+    }
+}
+
+fn round(score: f64) -> f64 {
+    (score * 10_000.0).round() / 10_000.0
 }
 
 #[cfg(test)]
@@ -230,6 +440,157 @@ mod tests {
         let again =
             call(&fresh, "search_semantic", json!({"session_id": copy, "query": "light energy", "top_k": 5})).await;
         assert_eq!(search("light energy").await["scores"], again["scores"]);
+    }
+
+    /// A counting embedder over a tiny static model in which "car" and "automobile" mean the
+    /// same and "banana" means something else; a switch makes it fail like a provider that is
+    /// down.
+    #[derive(Debug)]
+    struct Tiny {
+        model: cks_embed::StaticModel,
+        calls: std::sync::Mutex<Vec<String>>,
+        down: std::sync::atomic::AtomicBool,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Tiny {
+        fn new() -> std::sync::Arc<Tiny> {
+            let dir = tempfile::tempdir().unwrap();
+            let tokens = ["[UNK]", "car", "automobile", "banana", "fruit", "vehicle", "yellow", "thing"];
+            #[rustfmt::skip]
+            let table = [
+                0.0, 0.0, 0.0,
+                1.0, 0.1, 0.0,
+                0.9, 0.2, 0.0,
+                0.0, 0.1, 1.0,
+                0.0, 0.2, 0.9,
+                0.8, 0.3, 0.0,
+                0.1, 0.0, 0.8,
+                0.0, 1.0, 0.0,
+            ];
+            cks_embed::static_model::write(dir.path(), "tiny", &tokens, &table).unwrap();
+            let model = cks_embed::StaticModel::load(dir.path()).unwrap();
+            std::sync::Arc::new(Tiny { model, calls: Default::default(), down: Default::default(), _dir: dir })
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl cks_embed::Embedder for Tiny {
+        fn model(&self) -> &str {
+            "tiny"
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, cks_embed::EmbedError> {
+            if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(cks_embed::EmbedError::Provider("down".into()));
+            }
+            self.calls.lock().unwrap().extend(texts.iter().cloned());
+            self.model.embed(texts).await
+        }
+    }
+
+    fn vehicles() -> Value {
+        structure(vec![
+            obj("auto", "Thing", "Automobile", json!({"content": "vehicle"})),
+            obj("fruit", "Thing", "Banana", json!({"content": "yellow fruit"})),
+            obj("other", "Thing", "Thing", json!({})),
+        ])
+    }
+
+    #[tokio::test]
+    async fn meaning_finds_what_words_miss_and_each_text_is_embedded_once() {
+        let ctx = context();
+        let tiny = Tiny::new();
+        ctx.runtime.enable_embeddings(tiny.clone());
+        let id = session(&ctx, vehicles()).await;
+        let search = |args: Value| {
+            let ctx = ctx.clone();
+            async move { call(&ctx, "search_semantic", args).await }
+        };
+        // "car" is in no object's text: words alone find nothing.
+        let lexical = search(json!({"session_id": id, "query": "car", "mode": "lexical"})).await;
+        assert_eq!(lexical["error"], "not_found");
+        let hybrid = search(json!({"session_id": id, "query": "car", "top_k": 1, "depth": 0})).await;
+        assert_eq!(hybrid["ranking"], "hybrid", "{hybrid}");
+        assert_eq!(hybrid["matched_seeds"], json!(["auto"]));
+        assert_eq!(hybrid["embeddings"], json!({"model": "tiny", "pending": 0}));
+        let parts = &hybrid["match_scores"]["auto"];
+        assert!(parts.get("bm25").is_none() && parts["cosine"].as_f64().unwrap() > 0.5, "{parts}");
+        // Both sides count: "yellow" is a word of the banana and close to it in meaning.
+        let both = search(json!({"session_id": id, "query": "yellow", "top_k": 1, "depth": 0})).await;
+        assert_eq!(both["matched_seeds"], json!(["fruit"]));
+        assert!(both["match_scores"]["fruit"]["bm25"].as_f64().unwrap() > 0.0);
+        let vector = search(json!({"session_id": id, "query": "automobile", "top_k": 2, "mode": "vector"})).await;
+        assert_eq!(vector["ranking"], "vector");
+        assert_eq!(vector["matched_seeds"][0], "auto");
+        assert_eq!(vector["scores"]["auto"], vector["match_scores"]["auto"]["cosine"]);
+        // The same fused ranking every time.
+        let again = search(json!({"session_id": id, "query": "car", "top_k": 1, "depth": 0})).await;
+        assert_eq!(again["scores"], hybrid["scores"]);
+
+        // Each text once (the queries aside), whatever happens to the session afterwards: a branch,
+        // a change and its revert bring no text twice.
+        let texts = |tiny: &Tiny| -> Vec<String> {
+            let calls = tiny.calls.lock().unwrap();
+            calls.iter().filter(|t| !["car", "yellow", "automobile"].contains(&t.as_str())).cloned().collect()
+        };
+        assert_eq!(texts(&tiny).len(), 3, "{:?}", texts(&tiny));
+        let branch = call(&ctx, "create_branch", json!({"session_id": id})).await;
+        let branch_id = branch["session_id"].as_str().unwrap_or_else(|| panic!("{branch}")).to_owned();
+        let first = search(json!({"session_id": branch_id, "query": "car", "top_k": 1})).await;
+        assert_eq!(first["matched_seeds"], json!(["auto"]));
+        let ops = json!({"session_id": id, "operations": [
+            {"type": "update_object", "object_id": "other", "structure_patch": {"content": "a car"}}]});
+        let changed = call(&ctx, "evolve_knowledge", ops).await;
+        let versions = call(&ctx, "list_versions", json!({"session_id": id})).await;
+        let first_version = versions["versions"][0]["version_id"].as_str().unwrap().to_owned();
+        search(json!({"session_id": id, "query": "car"})).await;
+        let reverted =
+            call(&ctx, "revert_version", json!({"session_id": id, "target_version_id": first_version})).await;
+        assert!(changed.get("error").is_none() && reverted.get("error").is_none(), "{changed} {reverted}");
+        search(json!({"session_id": id, "query": "car"})).await;
+        let mut embedded = texts(&tiny);
+        embedded.sort();
+        let before = embedded.len();
+        embedded.dedup();
+        assert_eq!(embedded.len(), before, "a text embedded twice: {embedded:?}");
+        assert_eq!(before, 4, "the changed object's new text is the only one added: {embedded:?}");
+    }
+
+    #[tokio::test]
+    async fn a_failing_embedder_leaves_search_to_words_and_says_what_is_pending() {
+        let ctx = context();
+        let tiny = Tiny::new();
+        tiny.down.store(true, std::sync::atomic::Ordering::Relaxed);
+        ctx.runtime.enable_embeddings(tiny.clone());
+        let id = session(&ctx, vehicles()).await;
+        let result =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "yellow banana", "top_k": 1})).await;
+        assert_eq!(result["matched_seeds"], json!(["fruit"]), "{result}");
+        assert_eq!(result["ranking"], "bm25");
+        let vector =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "banana", "mode": "vector"})).await;
+        assert_eq!(vector["error"], "llm_provider_unavailable", "{vector}");
+        // Back up: the queued texts are embedded on a later try, and the search ranks by meaning.
+        tiny.down.store(false, std::sync::atomic::Ordering::Relaxed);
+        let embeddings = ctx.runtime.embeddings().unwrap().clone();
+        assert!(embeddings.idle_within(std::time::Duration::from_secs(10)).await);
+        let result = call(&ctx, "search_semantic", json!({"session_id": id, "query": "car", "top_k": 1})).await;
+        assert_eq!(result["matched_seeds"], json!(["auto"]), "{result}");
+        assert_eq!(result["embeddings"]["pending"], 0);
+    }
+
+    #[tokio::test]
+    async fn without_embeddings_hybrid_is_bm25_and_vector_is_refused() {
+        let ctx = context();
+        let id = session(&ctx, data()).await;
+        let result = call(&ctx, "search_semantic", json!({"session_id": id, "query": "green", "depth": 0})).await;
+        assert_eq!(result["ranking"], "bm25");
+        assert!(result.get("embeddings").is_none());
+        let vector = call(&ctx, "search_semantic", json!({"session_id": id, "query": "green", "mode": "vector"})).await;
+        assert_eq!(vector["error"], "invalid_parameter");
+        let unknown = call(&ctx, "search_semantic", json!({"session_id": id, "query": "green", "mode": "fuzzy"})).await;
+        assert!(unknown.get("error").is_some(), "{unknown}");
     }
 
     #[tokio::test]

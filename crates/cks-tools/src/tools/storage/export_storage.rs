@@ -16,9 +16,9 @@ use crate::tool::{Coercion, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// Accepted for compatibility; this server keeps no embeddings, so there are none to include.
+    /// Include the stored embeddings (default true); without them a restored server embeds its
+    /// objects' texts again.
     #[serde(default)]
-    #[allow(dead_code)]
     pub(crate) include_embeddings: Option<bool>,
     /// Where to write the dump. Default: cks_backup_<UTC timestamp>.json in the system's
     /// temporary directory.
@@ -48,7 +48,8 @@ impl Tool for ExportStorage {
     const META: ToolMeta = ToolMeta {
         name: "export_storage",
         description: "Export a complete backup of the server's storage (every session with its full version \
-            history, the graph registry, the stored chats) to a JSON file on the server's disk. Returns \
+            history, the graph registry, the stored chats and, unless include_embeddings is false, the stored \
+            embeddings) to a JSON file on the server's disk. Returns \
             {file_path, summary {sessions, versions, graphs, chats, embeddings, outbox_tasks, exported_at}}, never \
             the dump itself. import_storage restores it; migrate_storage copies the storage to another database directly.",
         mutates_graph: false,
@@ -73,7 +74,10 @@ impl Tool for ExportStorage {
         })?;
         let mut out = std::io::BufWriter::new(file);
         let exported_at = cks_runtime::runtime::now();
-        let written = ctx.runtime.export_storage(&mut out, &mut session_progress(ctx, "exported")).await;
+        let written = ctx
+            .runtime
+            .export_storage(&mut out, input.include_embeddings.unwrap_or(true), &mut session_progress(ctx, "exported"))
+            .await;
         let finished = written.map_err(backup_error).and_then(|counts| {
             out.flush()
                 .and_then(|()| out.get_ref().sync_all())

@@ -23,8 +23,8 @@ pub(crate) fn tools() -> Vec<Listed> {
     ]
 }
 
-/// What was moved, in the reference's shape (this server keeps no embeddings or task queue), plus
-/// the stored chats, which the reference does not have.
+/// What was moved, in the reference's shape (this server keeps no task queue to move), plus the
+/// stored chats, which the reference does not have.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Moved {
     sessions: u64,
@@ -42,7 +42,7 @@ impl From<Counts> for Moved {
             versions: c.versions,
             graphs: c.graphs,
             chats: c.chats,
-            embeddings: 0,
+            embeddings: c.embeddings,
             outbox_tasks: 0,
         }
     }

@@ -1,0 +1,288 @@
+//! Embeddings kept with the graph: every searchable object's text embedded once per model, in
+//! the background, and kept in the store by the text's key, so an unchanged text is never
+//! embedded again (after a restart, a branch, an import, a revert).
+//!
+//! - [`Embeddings`] holds the vectors known so far (read from the store on first use, then
+//!   added to as texts are embedded) and a queue of texts to embed. One worker task drains the
+//!   queue in batches; a failing embedder is retried with a growing pause, and nothing waits on
+//!   it: a commit never does, and a search ranks what has vectors and says how many are pending.
+//! - A follower settles each session that gets a new version, so its changed objects are queued
+//!   right after the commit rather than at the next search.
+//! - The session's [`VectorIndex`] (in its structure) is settled against the known vectors by
+//!   [`Embeddings::settle`]; the known vectors' generation moves each time some arrive.
+//!
+//! Invariant: a vector is only ever looked up by (model, text key): the same text under the same
+//! model has one vector, wherever it occurs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use cks_core::KnowledgeStructure;
+use cks_core::vectors::{Synced, TextKey, Vector, VectorIndex};
+use cks_embed::{EmbedError, Embedder};
+use tokio::sync::{OnceCell, mpsc, watch};
+
+use crate::events::EventKind;
+use crate::runtime::Runtime;
+use crate::store::{EmbeddingRow, Store, StoreError};
+
+/// The longest pause between two tries of a failing embedder.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The embeddings of one model over one store.
+#[derive(Debug)]
+pub struct Embeddings {
+    embedder: Arc<dyn Embedder>,
+    store: Arc<dyn Store>,
+    known: RwLock<HashMap<TextKey, Vector, foldhash::fast::RandomState>>,
+    /// Moves (and wakes the waiters) each time vectors arrive.
+    generation: watch::Sender<u64>,
+    /// The store's vectors were read into `known`.
+    loaded: OnceCell<()>,
+    queue: mpsc::UnboundedSender<(TextKey, String)>,
+    /// Texts queued and not embedded yet: each is queued once.
+    queued: Mutex<HashSet<TextKey>>,
+    /// Texts embedded by this process (not read from the store).
+    embedded: AtomicU64,
+    /// Embedder failures so far.
+    failures: AtomicU64,
+}
+
+/// What [`Embeddings::status`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmbeddingStatus {
+    pub model: String,
+    pub known: usize,
+    pub queued: usize,
+    pub embedded: u64,
+    pub failures: u64,
+}
+
+impl Embeddings {
+    /// Embeddings through `embedder` over `store`; starts the worker (needs a tokio runtime).
+    pub fn start(embedder: Arc<dyn Embedder>, store: Arc<dyn Store>) -> Arc<Embeddings> {
+        let (queue, receiver) = mpsc::unbounded_channel();
+        let embeddings = Arc::new(Embeddings {
+            embedder,
+            store,
+            known: RwLock::default(),
+            generation: watch::Sender::new(0),
+            loaded: OnceCell::new(),
+            queue,
+            queued: Mutex::default(),
+            embedded: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        });
+        tokio::spawn(work(Arc::downgrade(&embeddings), receiver));
+        embeddings
+    }
+
+    pub fn model(&self) -> &str {
+        self.embedder.model()
+    }
+
+    pub fn status(&self) -> EmbeddingStatus {
+        EmbeddingStatus {
+            model: self.model().to_owned(),
+            known: self.known.read().unwrap_or_else(|p| p.into_inner()).len(),
+            queued: self.queued.lock().unwrap_or_else(|p| p.into_inner()).len(),
+            embedded: self.embedded.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Reads the store's vectors of this model, once.
+    pub async fn load(&self) -> Result<(), StoreError> {
+        self.loaded
+            .get_or_try_init(|| async {
+                let rows = self.store.load_embeddings(self.model()).await?;
+                let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+                for row in rows {
+                    if let Some(vector) = Vector::from_bytes(&row.vector) {
+                        known.insert(row.text_hash, vector);
+                    }
+                }
+                drop(known);
+                self.generation.send_modify(|g| *g += 1);
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// The vector of a query, embedded now; `None` when the text has nothing to compare by.
+    pub async fn embed_query(&self, text: &str) -> Result<Option<Vector>, EmbedError> {
+        let vectors = self.embedder.embed(&[text.to_owned()]).await?;
+        Ok(vectors.first().and_then(|v| Vector::quantize(v)))
+    }
+
+    /// Settles `structure`'s vector index against the vectors known now and queues what it
+    /// still needs; runs `f` on the settled index. Call it while holding the session (a read
+    /// is enough: the index has a lock of its own).
+    pub fn settle<R>(&self, structure: &KnowledgeStructure, f: impl FnOnce(&VectorIndex, &Synced) -> R) -> R {
+        let generation = *self.generation.borrow();
+        let known = self.known.read().unwrap_or_else(|p| p.into_inner());
+        let mut index = structure.vector_index().lock().unwrap_or_else(|p| p.into_inner());
+        let synced = index.sync(structure, self.model(), generation, |key| known.get(key));
+        drop(known);
+        self.enqueue(&synced.to_embed);
+        f(&index, &synced)
+    }
+
+    fn enqueue(&self, texts: &[(TextKey, String)]) {
+        if texts.is_empty() {
+            return;
+        }
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, text) in texts {
+            if queued.insert(*key) {
+                // The worker lives as long as `self`: a send cannot fail while it is called.
+                let _ = self.queue.send((*key, text.clone()));
+            }
+        }
+    }
+
+    /// Waits until nothing is queued, or `timeout` passed; true when nothing is queued.
+    pub async fn idle_within(&self, timeout: Duration) -> bool {
+        let mut generation = self.generation.subscribe();
+        let idle = || self.queued.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        let wait = async {
+            while !idle() {
+                if generation.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        idle()
+    }
+
+    /// Embeds one batch, keeps it in the store, then makes it known.
+    async fn embed_batch(&self, batch: &[(TextKey, String)]) -> Result<(), EmbedError> {
+        let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
+        let vectors = self.embedder.embed(&texts).await?;
+        if vectors.len() != batch.len() {
+            return Err(EmbedError::Provider(format!("{} vectors for {} texts", vectors.len(), batch.len())));
+        }
+        let mut rows = Vec::with_capacity(batch.len());
+        let mut made = Vec::with_capacity(batch.len());
+        for ((key, _), values) in batch.iter().zip(&vectors) {
+            // A text with nothing to compare by (no known word) still gets a vector, so it is not
+            // asked for again: a zero vector ranks nowhere.
+            let vector = Vector::quantize(values).unwrap_or_else(|| Vector::zero(values.len().max(1)));
+            rows.push(EmbeddingRow { text_hash: *key, vector: vector.to_bytes() });
+            made.push((*key, vector));
+        }
+        if let Err(e) = self.store.save_embeddings(self.model(), &rows).await {
+            // Kept in memory anyway: the store is a cache of what can be embedded again.
+            tracing::warn!(error = %e, "embeddings not saved");
+        }
+        {
+            let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+            known.extend(made);
+        }
+        {
+            let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+            for (key, _) in batch {
+                queued.remove(key);
+            }
+        }
+        self.embedded.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.generation.send_modify(|g| *g += 1);
+        Ok(())
+    }
+}
+
+/// The worker: batches of queued texts, embedded one after the other; a failed batch is tried
+/// again after a pause that doubles up to [`MAX_BACKOFF`].
+async fn work(embeddings: Weak<Embeddings>, mut receiver: mpsc::UnboundedReceiver<(TextKey, String)>) {
+    let mut batch = Vec::new();
+    let mut backoff = Duration::from_millis(250);
+    while let Some(first) = receiver.recv().await {
+        batch.push(first);
+        loop {
+            let Some(embeddings) = embeddings.upgrade() else { return };
+            if let Err(e) = embeddings.load().await {
+                tracing::warn!(error = %e, "stored embeddings not read");
+            }
+            let size = embeddings.embedder.batch_size().max(1);
+            while batch.len() < size {
+                match receiver.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
+                }
+            }
+            match embeddings.embed_batch(&batch).await {
+                Ok(()) => {
+                    batch.clear();
+                    backoff = Duration::from_millis(250);
+                    if receiver.is_empty() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    embeddings.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, texts = batch.len(), retry_in_ms = backoff.as_millis() as u64, "embedding failed; will retry");
+                    drop(embeddings);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+}
+
+impl Runtime {
+    /// Turns on search by meaning through `embedder`: starts the worker and the follower that
+    /// queues each new version's changes. Once per runtime; a second call returns the first.
+    pub fn enable_embeddings(self: &Arc<Self>, embedder: Arc<dyn Embedder>) -> Arc<Embeddings> {
+        let mut started = false;
+        let embeddings = self
+            .embeddings
+            .get_or_init(|| {
+                started = true;
+                Embeddings::start(embedder, self.store().clone())
+            })
+            .clone();
+        if started {
+            tokio::spawn(follow(Arc::downgrade(self), self.subscribe()));
+        }
+        embeddings
+    }
+
+    /// The embeddings, when search by meaning is on.
+    pub fn embeddings(&self) -> Option<&Arc<Embeddings>> {
+        self.embeddings.get()
+    }
+}
+
+/// Settles each session that gets a new version (or is created), so its texts are queued now.
+async fn follow(runtime: Weak<Runtime>, mut events: tokio::sync::broadcast::Receiver<crate::events::Event>) {
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let session_id = match &event.kind {
+            EventKind::SessionCreated { session_id } | EventKind::VersionCreated { session_id, .. } => session_id,
+            _ => continue,
+        };
+        let Some(runtime) = runtime.upgrade() else { return };
+        let Some(embeddings) = runtime.embeddings().cloned() else { continue };
+        if let Err(e) = embeddings.load().await {
+            tracing::warn!(error = %e, "stored embeddings not read");
+        }
+        // Only sessions this process holds: another replica's commits are settled at the next
+        // search here, or by that replica.
+        if !runtime.is_loaded(session_id) {
+            continue;
+        }
+        let settled = runtime.read(session_id, |structure, _| embeddings.settle(structure, |_, _| ())).await;
+        if let Err(e) = settled {
+            tracing::debug!(session_id = session_id.as_str(), error = %e, "session not settled for embedding");
+        }
+    }
+}
