@@ -286,3 +286,77 @@ async fn follow(runtime: Weak<Runtime>, mut events: tokio::sync::broadcast::Rece
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{NewSession, RuntimeConfig};
+    use crate::store::sqlite::{SqliteOptions, SqliteStore};
+    use cks_core::{Identity, KnowledgeObject};
+
+    /// Counts the texts it is asked for; a text's vector is its length and its first byte.
+    #[derive(Debug, Default)]
+    struct Counting {
+        texts: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for Counting {
+        fn model(&self) -> &str {
+            "counting"
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.texts.lock().unwrap().extend(texts.iter().cloned());
+            Ok(texts.iter().map(|t| vec![t.len() as f32, f32::from(t.as_bytes()[0]), 1.0]).collect())
+        }
+    }
+
+    fn graph(names: &[&str]) -> KnowledgeStructure {
+        let objects =
+            names.iter().map(|n| KnowledgeObject::new(Identity::new(*n, "Thing", *n), serde_json::Map::new()));
+        KnowledgeStructure::from_objects(objects).unwrap()
+    }
+
+    async fn settled(runtime: &Runtime, embeddings: &Embeddings, id: &str) -> (usize, usize) {
+        runtime.read(id, |s, _| embeddings.settle(s, |index, synced| (index.len(), synced.pending))).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn texts_are_embedded_once_in_the_background_and_read_back_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let counting = Arc::new(Counting::default());
+        let id = {
+            let store = Arc::new(SqliteStore::open(&path, &SqliteOptions::default()).unwrap());
+            let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
+            let embeddings = runtime.enable_embeddings(counting.clone());
+            let info = runtime.create_session(graph(&["alpha", "beta", "gamma"]), NewSession::default()).await.unwrap();
+            // The follower queues the new session's texts: they are embedded without a search asking.
+            for _ in 0..1000 {
+                if counting.texts.lock().unwrap().len() == 3 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(embeddings.idle_within(Duration::from_secs(10)).await);
+            assert_eq!(settled(&runtime, &embeddings, &info.session_id).await, (3, 0));
+            // A second session with the same texts (a branch, an import) embeds nothing new.
+            let twin = runtime.create_session(graph(&["alpha", "beta", "gamma"]), NewSession::default()).await.unwrap();
+            assert_eq!(settled(&runtime, &embeddings, &twin.session_id).await, (3, 0));
+            assert_eq!(embeddings.status().embedded, 3);
+            info.session_id
+        };
+        assert_eq!(counting.texts.lock().unwrap().len(), 3);
+
+        // Restarted: the vectors are read from the store, none embedded again.
+        let store = Arc::new(SqliteStore::open(&path, &SqliteOptions::default()).unwrap());
+        let runtime = Arc::new(Runtime::new(store, RuntimeConfig::default()));
+        let embeddings = runtime.enable_embeddings(counting.clone());
+        embeddings.load().await.unwrap();
+        assert_eq!(settled(&runtime, &embeddings, &id).await, (3, 0));
+        assert!(embeddings.idle_within(Duration::from_secs(1)).await);
+        assert_eq!(counting.texts.lock().unwrap().len(), 3, "{:?}", counting.texts.lock().unwrap());
+        assert_eq!(embeddings.status().known, 3);
+    }
+}
