@@ -92,6 +92,47 @@ fn text_search<const COMMON_WORD: bool>(bencher: Bencher, n: usize) {
     bencher.bench(|| g.text_index().rank(black_box(query), 3, 0.0));
 }
 
+/// A stand-in model's unit vector for a text key: 256 dimensions, pseudo-random from the key.
+fn vector_of(key: &cks_core::vectors::TextKey) -> cks_core::vectors::Vector {
+    let mut state = u64::from_le_bytes(key[..8].try_into().unwrap()) | 1;
+    let values: Vec<f32> = (0..256)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    cks_core::vectors::Vector::quantize(&values).unwrap()
+}
+
+/// The vector side of a hybrid search once every object has its vector: the best 100 of the
+/// searchable objects by cosine (what `search_semantic` takes as the vector side's candidates).
+#[divan::bench(args = SEARCH_SIZES)]
+fn vector_search(bencher: Bencher, n: usize) {
+    use cks_core::vectors::{embedding_text, text_key};
+    let g = graph(n);
+    let known: std::collections::HashMap<_, _> =
+        g.objects().filter_map(|o| embedding_text(o)).map(|t| text_key(&t)).map(|k| (k, vector_of(&k))).collect();
+    let mut index = g.vector_index().lock().unwrap();
+    index.sync(g, "bench", 0, |k| known.get(k));
+    let query = vector_of(&text_key("a query"));
+    bencher.bench(|| index.rank(black_box(&query), 100));
+}
+
+/// Settling a structure's vector index for the first time (the first hybrid search of a loaded
+/// session): each searchable object's text and key, and its vector looked up.
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn vector_index_first_sync(bencher: Bencher, n: usize) {
+    use cks_core::vectors::{embedding_text, text_key};
+    let g = graph(n);
+    let known: std::collections::HashMap<_, _> =
+        g.objects().filter_map(|o| embedding_text(o)).map(|t| text_key(&t)).map(|k| (k, vector_of(&k))).collect();
+    bencher
+        .with_inputs(|| g.clone())
+        .bench_values(|copy| copy.vector_index().lock().unwrap().sync(&copy, "bench", 0, |k| known.get(k)).pending);
+}
+
 /// Building the text index of a structure (the first search of a session).
 #[divan::bench(args = SIZES, sample_count = 10)]
 fn text_index_build(bencher: Bencher, n: usize) {

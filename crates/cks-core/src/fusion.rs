@@ -20,10 +20,6 @@ pub struct Fused<'a> {
     pub vector: Option<f64>,
 }
 
-/// The weight of the cosine in the fused score, chosen on a development set (BENCHMARKS.md:
-/// 0.6 and 0.7 were within 0.002 of each other in recall); the lexical side gets the rest.
-pub const VECTOR_WEIGHT: f64 = 0.7;
-
 /// Fuses the candidates' scores and keeps the best `limit`, best first, equal scores by id.
 /// Each candidate appears once in `candidates` with whatever scores it has.
 pub fn fuse<'a>(

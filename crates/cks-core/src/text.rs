@@ -1,7 +1,7 @@
 //! Lexical search over a structure: Okapi BM25 over each non-relation object's name (counted
 //! twice: names matter most), type and the text of its structure (string, number and boolean
 //! values, nested values included), tokenised into lowercase alphanumeric runs with a small
-//! English stop-word list.
+//! English stop-word list, each run reduced to its English stem.
 //!
 //! The [`TextIndex`] (term → objects holding it, with counts; each object's length) is built the
 //! first time a structure is searched and from then on kept up to date by every change to the
@@ -184,6 +184,56 @@ impl TextIndex {
     }
 }
 
+impl TextIndex {
+    /// The BM25 score of one object for weighted terms (already tokens): `Σ weight × bm25(term)`.
+    pub fn weighted_score(&self, terms: &[(String, f64)], id: &str) -> f64 {
+        let Some(&length) = self.lengths.get(id) else { return 0.0 };
+        let n = self.lengths.len() as f64;
+        let average = (self.total_length as f64 / n).max(1.0);
+        terms
+            .iter()
+            .filter_map(|(term, weight)| {
+                let holders = self.postings.get(term.as_str())?;
+                let (count, _) = holders.get(id)?;
+                let df = holders.len() as f64;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                let f = f64::from(*count);
+                Some(weight * idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * f64::from(length) / average)))
+            })
+            .sum()
+    }
+}
+
+/// Pseudo-relevance feedback (RM3's expansion): the `limit` terms the best matches' structure
+/// text holds most, each match weighing by its score and each term by its share of that
+/// match's text; the query's own terms left out. Weights sum to `limit`; equal weights in the
+/// order of the terms. Names and types are left out: an id-like name says nothing of meaning.
+pub fn expansion(query: &str, feedback: &[(&KnowledgeObject, f64)], limit: usize) -> Vec<(String, f64)> {
+    let asked: std::collections::HashSet<String> = tokens(query).collect();
+    let mut weights: Map<String, f64> = Map::default();
+    for (object, score) in feedback {
+        let mut text = String::new();
+        for value in object.structure.values() {
+            flatten(value, &mut text);
+        }
+        let terms: Vec<String> = tokens(&text).collect();
+        let share = score / terms.len().max(1) as f64;
+        for term in terms {
+            if !asked.contains(&term) {
+                *weights.entry(term).or_default() += share;
+            }
+        }
+    }
+    let mut ranked: Vec<(String, f64)> = weights.into_iter().filter(|(_, w)| *w > 0.0).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    let total: f64 = ranked.iter().map(|(_, w)| w).sum();
+    for (_, weight) in &mut ranked {
+        *weight *= limit as f64 / total;
+    }
+    ranked
+}
+
 /// The best `limit` (id, score) pairs offered: higher scores first, equal scores by id.
 pub(crate) struct Best<'a> {
     limit: usize,
@@ -234,12 +284,19 @@ impl<'a> Best<'a> {
     }
 }
 
-/// Lowercase alphanumeric runs, stop words dropped.
+/// Lowercase alphanumeric runs, stop words dropped, each reduced to its English stem (Snowball's
+/// Porter2), so "runs", "running" and "run" are one term.
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
+        std::sync::LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
         .map(str::to_lowercase)
         .filter(|t| !STOP_WORDS.contains(&t.as_str()))
+        .map(|t| match STEMMER.stem(&t) {
+            std::borrow::Cow::Borrowed(stem) if stem.len() == t.len() => t,
+            stem => stem.into_owned(),
+        })
 }
 
 /// An object's searchable text: its name (`name_times` times), its type, then the string,
@@ -351,6 +408,31 @@ mod tests {
             assert_eq!(index.rank(query, 20, floor), above, "{query:?} with min_score");
         }
         assert!(!index.rank("t3 concept", 3, 0.0).is_empty());
+    }
+
+    #[test]
+    fn expansion_takes_the_best_matches_words_weighted_by_score_and_share() {
+        use crate::{Identity, KnowledgeObject};
+        let object = |id: &str, text: &str| {
+            let mut structure = serde_json::Map::new();
+            structure.insert("text".into(), serde_json::json!(text));
+            KnowledgeObject::new(Identity::new(id, "Note", "x1"), structure)
+        };
+        let (a, b) = (object("a", "painting lakes and sunsets"), object("b", "sunsets at the lake"));
+        let terms = super::expansion("paint", &[(&a, 1.0), (&b, 0.5)], 2);
+        // a: lake, sunset 1/3 each (its "paint" is the query's); b: sunset, lake 0.5/2 each.
+        let names: Vec<&str> = terms.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(names, vec!["lake", "sunset"]);
+        assert!((terms.iter().map(|(_, w)| w).sum::<f64>() - 2.0).abs() < 1e-9);
+        assert!(super::expansion("x", &[], 5).is_empty());
+    }
+
+    #[test]
+    fn words_match_by_their_stems() {
+        let terms = |text: &str| super::tokens(text).collect::<Vec<_>>();
+        assert_eq!(terms("Running runs RUN"), vec!["run", "run", "run"]);
+        assert_eq!(terms("The painted paintings of Mount Fuji"), vec!["paint", "paint", "mount", "fuji"]);
+        assert_eq!(terms("42 3D"), vec!["42", "3d"]);
     }
 
     #[test]
