@@ -42,8 +42,8 @@ pub const CHAT_TOOLS: &[ChatTool] = &[
     },
     ChatTool {
         name: "search_semantic",
-        description: "Find objects by words from their name, type or content; returns the best matches with their \
-            ids and related objects. Use it to find the id of an object mentioned by name.",
+        description: "Find objects by words or meaning in their name, type or content; returns the best matches \
+            with their ids and related objects. Use it to find the id of an object mentioned by name.",
         arguments: &["query", "top_k", "depth"],
         switched_on: &[],
     },
