@@ -122,6 +122,24 @@ pub fn write(dir: &Path, name: &str, tokens: &[&str], table: &[f32]) -> std::io:
     std::fs::write(dir.join("table.f32"), bytes)
 }
 
+/// Writes a three-dimension model for tests in which "car", "automobile" and "vehicle" mean
+/// nearly the same, "banana", "fruit" and "yellow" something else, and "thing" neither.
+pub fn write_sample(dir: &Path, name: &str) -> std::io::Result<()> {
+    let tokens = ["[UNK]", "car", "automobile", "banana", "fruit", "vehicle", "yellow", "thing"];
+    #[rustfmt::skip]
+    let table = [
+        0.0, 0.0, 0.0,
+        1.0, 0.1, 0.0,
+        0.9, 0.2, 0.0,
+        0.0, 0.1, 1.0,
+        0.0, 0.2, 0.9,
+        0.8, 0.3, 0.0,
+        0.1, 0.0, 0.8,
+        0.0, 1.0, 0.0,
+    ];
+    write(dir, name, &tokens, &table)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,23 +7,6 @@ use serde_json::{Value, json};
 mod support;
 use support::stdio::Mcp;
 
-/// A model in which "car" and "automobile" mean the same and "banana" something else.
-fn write_model(dir: &std::path::Path) {
-    let tokens = ["[UNK]", "car", "automobile", "banana", "fruit", "vehicle", "yellow", "thing"];
-    #[rustfmt::skip]
-    let table = [
-        0.0, 0.0, 0.0,
-        1.0, 0.1, 0.0,
-        0.9, 0.2, 0.0,
-        0.0, 0.1, 1.0,
-        0.0, 0.2, 0.9,
-        0.8, 0.3, 0.0,
-        0.1, 0.0, 0.8,
-        0.0, 1.0, 0.0,
-    ];
-    cks_embed::static_model::write(dir, "tiny-e2e", &tokens, &table).unwrap();
-}
-
 fn object(id: &str, name: &str, content: &str) -> Value {
     json!({"identity": {"id": id, "type": "Thing", "name": name}, "structure": {"content": content}})
 }
@@ -32,7 +15,7 @@ fn object(id: &str, name: &str, content: &str) -> Value {
 async fn hybrid_search_finds_by_meaning_and_keeps_its_vectors_across_a_restart() {
     let data = tempfile::tempdir().unwrap();
     let model = tempfile::tempdir().unwrap();
-    write_model(model.path());
+    cks_embed::static_model::write_sample(model.path(), "tiny-e2e").unwrap();
     let env = vec![
         ("CKS_EMBEDDING_PROVIDER", "local".to_owned()),
         ("CKS_EMBEDDING_MODEL", model.path().display().to_string()),

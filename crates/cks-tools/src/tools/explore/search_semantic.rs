@@ -485,19 +485,7 @@ mod tests {
     impl Tiny {
         fn new() -> std::sync::Arc<Tiny> {
             let dir = tempfile::tempdir().unwrap();
-            let tokens = ["[UNK]", "car", "automobile", "banana", "fruit", "vehicle", "yellow", "thing"];
-            #[rustfmt::skip]
-            let table = [
-                0.0, 0.0, 0.0,
-                1.0, 0.1, 0.0,
-                0.9, 0.2, 0.0,
-                0.0, 0.1, 1.0,
-                0.0, 0.2, 0.9,
-                0.8, 0.3, 0.0,
-                0.1, 0.0, 0.8,
-                0.0, 1.0, 0.0,
-            ];
-            cks_embed::static_model::write(dir.path(), "tiny", &tokens, &table).unwrap();
+            cks_embed::static_model::write_sample(dir.path(), "tiny").unwrap();
             let model = cks_embed::StaticModel::load(dir.path()).unwrap();
             std::sync::Arc::new(Tiny { model, calls: Default::default(), down: Default::default(), _dir: dir })
         }
