@@ -164,23 +164,11 @@ impl TextIndex {
     /// The BM25 score of one object for `query` (0 when it holds no query term): what
     /// [`TextIndex::rank`] gives it, for objects another ranking found.
     pub fn score(&self, query: &str, id: &str) -> f64 {
-        let Some(&length) = self.lengths.get(id) else { return 0.0 };
         let mut terms: Vec<String> = tokens(query).collect();
         terms.sort_unstable();
         terms.dedup();
-        let n = self.lengths.len() as f64;
-        let average = (self.total_length as f64 / n).max(1.0);
-        terms
-            .iter()
-            .filter_map(|term| self.postings.get(term.as_str()))
-            .filter_map(|holders| {
-                let (count, _) = holders.get(id)?;
-                let df = holders.len() as f64;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                let f = f64::from(*count);
-                Some(idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * f64::from(length) / average)))
-            })
-            .sum()
+        let weighted: Vec<(String, f64)> = terms.into_iter().map(|term| (term, 1.0)).collect();
+        self.weighted_score(&weighted, id)
     }
 }
 
