@@ -34,6 +34,10 @@
 //! keywords, thought signatures returned on the parts they were issued on, and object `functionResponse.response`;
 //! Ollama wants `model`, `messages` and object `arguments`. A rejected request does not consume a scripted reply.
 //!
+//! The same server answers the embeddings endpoints of Ollama (`/api/embed`), OpenAI (`/v1/embeddings`) and
+//! Gemini (`:batchEmbedContents`) with deterministic vectors ([`embedding`]), checks their requests as strictly,
+//! and takes scripted faults for them from a queue of their own ([`ProviderServer::push_embedding`]).
+//!
 //! Note for HTTP clients in tests: the workspace's `reqwest` is built with `rustls-no-provider`, and building a
 //! `reqwest::Client` panics, even for plain `http://`, unless a rustls crypto provider is installed first (e.g.
 //! `rustls::crypto::ring::default_provider().install_default()`).
@@ -44,6 +48,6 @@ mod script;
 mod server;
 pub mod web;
 
-pub use provider::Provider;
+pub use provider::{EMBEDDING_DIMS, Provider, embedding};
 pub use script::{DEFAULT_USAGE, Reply, ToolCall};
 pub use server::{ProviderServer, RecordedRequest};

@@ -13,6 +13,9 @@
 //! | `POST /v1beta/models/{m}:generateContent`, `POST /models/{m}:generateContent` | Gemini | scripted answer |
 //! | `POST …/models/{m}:streamGenerateContent` | Gemini | scripted answer, streamed (SSE with `?alt=sse`, else a JSON array) |
 //! | `POST /api/chat` | Ollama | scripted answer |
+//! | `POST /api/embed` | Ollama | embeddings |
+//! | `POST /embeddings`, `POST /v1/embeddings` | OpenAI | embeddings |
+//! | `POST /v1beta/models/{m}:batchEmbedContents`, `POST /models/{m}:batchEmbedContents` | Gemini | embeddings |
 //! | `GET /v1/models`, `GET /models` | Anthropic when `x-api-key` is sent, else OpenAI | model list |
 //! | `GET /v1beta/models` | Gemini | model list |
 //! | `GET /api/tags`, `GET /api/version` | Ollama | model list, version |
@@ -20,6 +23,10 @@
 //! Every request is recorded (before any check) and can be read back with [`ProviderServer::requests`]. Requests
 //! that fail a provider's strict checks get that provider's 4xx error and do not consume a scripted reply; model
 //! lists never consume one either.
+//!
+//! The embeddings endpoints have a queue of their own ([`ProviderServer::push_embedding`]), so a test of chat
+//! calls is never disturbed by a background embedder: each embeddings request pops its next reply, rendered as
+//! that endpoint's faults (an answer reply, or an empty queue, gets the vectors of the request's texts).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -92,6 +99,7 @@ pub(crate) struct IssuedSignature {
 struct State {
     queue: VecDeque<Reply>,
     default: Option<Reply>,
+    embedding_queue: VecDeque<Reply>,
     requests: Vec<RecordedRequest>,
     openai_quirks: bool,
     signatures: Vec<IssuedSignature>,
@@ -138,6 +146,10 @@ impl Shared {
         let mut st = self.lock();
         st.queue.pop_front().or_else(|| st.default.clone())
     }
+
+    fn next_embedding_reply(&self) -> Option<Reply> {
+        self.lock().embedding_queue.pop_front()
+    }
 }
 
 /// A scripted LLM provider server on `127.0.0.1`. Dropping it shuts the server down and closes its connections.
@@ -182,6 +194,18 @@ impl ProviderServer {
     /// How many scripted replies are still queued.
     pub fn pending(&self) -> usize {
         self.shared.lock().queue.len()
+    }
+
+    /// Appends a reply to the embeddings endpoints' own FIFO queue. A fault is rendered in the shape of the
+    /// endpoint hit; an answer reply (any text or tool calls) stands for the vectors of the request's texts,
+    /// which is also what a request gets when the queue is empty.
+    pub fn push_embedding(&self, reply: Reply) {
+        self.shared.lock().embedding_queue.push_back(reply);
+    }
+
+    /// How many scripted embeddings replies are still queued.
+    pub fn pending_embeddings(&self) -> usize {
+        self.shared.lock().embedding_queue.len()
     }
 
     /// Every request received so far, in order of arrival.
@@ -244,6 +268,7 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
 #[derive(Debug)]
 enum Route {
     Chat { provider: Provider, model: Option<String>, gemini_stream: bool },
+    Embed { provider: Provider, model: Option<String> },
     ModelsOpenAi,
     ModelsAnthropic,
     ModelsGemini,
@@ -255,7 +280,7 @@ enum Route {
 impl Route {
     fn provider(&self) -> Option<Provider> {
         match self {
-            Route::Chat { provider, .. } => Some(*provider),
+            Route::Chat { provider, .. } | Route::Embed { provider, .. } => Some(*provider),
             Route::ModelsOpenAi => Some(Provider::OpenAi),
             Route::ModelsAnthropic => Some(Provider::Anthropic),
             Route::ModelsGemini => Some(Provider::Gemini),
@@ -276,6 +301,8 @@ fn route(method: &Method, path: &str, headers: &HeaderMap) -> Route {
             return Route::Chat { provider: Provider::OpenAi, model: None, gemini_stream: false };
         }
         "/api/chat" if post => return Route::Chat { provider: Provider::Ollama, model: None, gemini_stream: false },
+        "/api/embed" if post => return Route::Embed { provider: Provider::Ollama, model: None },
+        "/embeddings" | "/v1/embeddings" if post => return Route::Embed { provider: Provider::OpenAi, model: None },
         "/v1/models" | "/models" if get => {
             return if headers.contains_key("x-api-key") { Route::ModelsAnthropic } else { Route::ModelsOpenAi };
         }
@@ -297,6 +324,7 @@ fn route(method: &Method, path: &str, headers: &HeaderMap) -> Route {
                 "streamGenerateContent" => {
                     return Route::Chat { provider: Provider::Gemini, model: Some(model.into()), gemini_stream: true };
                 }
+                "batchEmbedContents" => return Route::Embed { provider: Provider::Gemini, model: Some(model.into()) },
                 _ => {}
             }
         }
@@ -341,6 +369,22 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         Route::OllamaVersion => Rendered::json(200, &json!({ "version": "0.12.0" })),
         Route::NotFound => {
             Rendered::json(404, &json!({ "error": format!("cks-testkit: no endpoint for {} {}", parts.method, path) }))
+        }
+        Route::Embed { provider, model } => {
+            let ctx = Ctx {
+                shared: &shared,
+                headers: &parts.headers,
+                body: &json,
+                query: query.as_deref(),
+                model: model
+                    .or_else(|| json.get("model").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_else(|| "unknown-model".into()),
+                mode: Mode::Json,
+            };
+            match embed(&ctx, provider, &kill).await {
+                Some(r) => r,
+                None => return Ok(std::future::pending::<Response<Body>>().await),
+            }
         }
         Route::Chat { provider, model, gemini_stream } => {
             let body_str = |k: &str| json.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -466,4 +510,42 @@ async fn chat(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<(Rende
         },
         pace,
     ))
+}
+
+/// An embeddings request: checks, pops the embeddings queue and renders. `None`: the connection is to be
+/// dropped.
+async fn embed(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<Rendered> {
+    use provider::{anthropic, gemini, ollama, openai};
+    type Validate = fn(&Ctx<'_>) -> Result<(), Rendered>;
+    type Answer = fn(&Ctx<'_>) -> Rendered;
+    type RenderFault = fn(&Ctx<'_>, &Fault) -> Rendered;
+    let (validate, answer, fault): (Validate, Answer, RenderFault) = match provider {
+        Provider::Ollama => (ollama::validate_embed, ollama::embed_answer, ollama::fault),
+        Provider::OpenAi => (openai::validate_embed, openai::embed_answer, openai::fault),
+        Provider::Gemini => (gemini::validate_embed, gemini::embed_answer, gemini::fault),
+        // No route leads here: the Messages API has no embeddings endpoint.
+        Provider::Anthropic => return Some(anthropic::error(404, "not_found_error", "no embeddings endpoint")),
+    };
+    if let Err(rejected) = validate(ctx) {
+        return Some(rejected);
+    }
+    let Some(reply) = ctx.shared.next_embedding_reply() else { return Some(answer(ctx)) };
+    let (delay, _, outcome) = reply.resolve();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    Some(match outcome {
+        Outcome::Answer(_) => answer(ctx),
+        Outcome::Fault(Fault::DropConnection) => {
+            kill.notify_one();
+            return None;
+        }
+        Outcome::Fault(Fault::Status { status, headers, body }) => Rendered {
+            status,
+            headers: headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect(),
+            chunks: vec![body],
+        },
+        Outcome::Fault(Fault::Truncated) => answer(ctx).truncated(),
+        Outcome::Fault(f) => fault(ctx, &f),
+    })
 }

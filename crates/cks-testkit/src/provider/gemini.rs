@@ -40,10 +40,23 @@
 //!    it is);
 //! 6. a `user` turn holding `functionResponse` parts right after a `model` turn holding `functionCall` parts has as
 //!    many responses as there were calls.
+//!
+//! Embeddings (`POST …/models/{model}:batchEmbedContents`): `{"embeddings":[{"values":[f32]}]}`, one per request
+//! in request order ([`super::embedding`] of the request's text parts joined by newlines, in
+//! `outputDimensionality` dimensions when a request asks). Checks: the API key as above (403); then 400
+//! `INVALID_ARGUMENT`: unknown fields at the top level and in each request ("Unknown name … Cannot find
+//! field."; the API is protobuf-backed); `requests` a non-empty array of at most 100 ("at most 100 requests
+//! can be in one batch"); each request's `model` present and equal to `models/{model}` of the URL (the spec:
+//! "The model in each of these requests must match the model specified"); a `content` with a non-empty
+//! `parts` array of parts holding a non-empty `text` (an empty text is an unset `data` oneof to the API);
+//! `outputDimensionality` a positive integer.
 
 use serde_json::{Map, Value, json};
 
-use super::{Ctx, Mode, Rendered, args_object, has_text, split_str, sse_event, unreachable_fault};
+use super::{
+    Ctx, EMBEDDING_DIMS, Mode, Rendered, args_object, embedding, has_text, requested_dims, split_str, sse_event,
+    unreachable_fault,
+};
 use crate::script::{Answer, Fault};
 
 const SCHEMA_KEYS: &[&str] = &[
@@ -106,7 +119,8 @@ fn bad_field(field: &str, message: String) -> Rendered {
     Rendered::json(400, &error_body(400, "INVALID_ARGUMENT", &message, Some(details)))
 }
 
-pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
+/// An API key is sent, in the header or the query; else the real API's 403.
+fn require_key(ctx: &Ctx<'_>) -> Result<(), Rendered> {
     let key_in_query = ctx.query.is_some_and(|q| q.split('&').any(|kv| kv.starts_with("key=") && kv.len() > 4));
     if ctx.header("x-goog-api-key").is_none() && !key_in_query {
         return Err(error(
@@ -116,6 +130,11 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
              or other form of API consumer identity to call this API.",
         ));
     }
+    Ok(())
+}
+
+pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
+    require_key(ctx)?;
     let Some(body) = ctx.body.as_object() else {
         return Err(bad("Invalid JSON payload received. Expected an object."));
     };
@@ -426,4 +445,98 @@ pub(crate) fn models() -> Rendered {
         200,
         &json!({ "models": [model("gemini-2.5-flash", "Gemini 2.5 Flash"), model("gemini-2.5-pro", "Gemini 2.5 Pro")] }),
     )
+}
+
+/// The fields of `BatchEmbedContentsRequest` and of each `EmbedContentRequest` in it.
+const BATCH_FIELDS: &[&str] = &["requests"];
+const EMBED_REQUEST_FIELDS: &[&str] =
+    &["model", "content", "taskType", "title", "outputDimensionality", "embedContentConfig"];
+
+/// The most requests one batch may carry.
+const MAX_BATCH: usize = 100;
+
+fn unknown_name(prefix: &str, object: &Map<String, Value>, known: &[&str]) -> Result<(), Rendered> {
+    match object.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(bad(format!("Invalid JSON payload received. Unknown name \"{k}\"{prefix}: Cannot find field."))),
+        None => Ok(()),
+    }
+}
+
+/// The text a request embeds: its text parts, joined by newlines.
+fn embed_text(request: &Value) -> String {
+    let parts = request["content"]["parts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+pub(crate) fn validate_embed(ctx: &Ctx<'_>) -> Result<(), Rendered> {
+    require_key(ctx)?;
+    let Some(body) = ctx.body.as_object() else {
+        return Err(bad("Invalid JSON payload received. Expected an object."));
+    };
+    unknown_name("", body, BATCH_FIELDS)?;
+    let requests = match body.get("requests").and_then(Value::as_array) {
+        Some(r) if !r.is_empty() => r,
+        _ => return Err(bad("* BatchEmbedContentsRequest.requests: requests is not specified")),
+    };
+    if requests.len() > MAX_BATCH {
+        return Err(bad(format!(
+            "* BatchEmbedContentsRequest.requests: at most {MAX_BATCH} requests can be in one batch (got {})",
+            requests.len()
+        )));
+    }
+    let expected = format!("models/{}", ctx.model);
+    for (i, request) in requests.iter().enumerate() {
+        let field = format!("requests[{i}]");
+        let Some(object) = request.as_object() else {
+            return Err(bad(format!("Invalid value at '{field}': expected an EmbedContentRequest object")));
+        };
+        unknown_name(&format!(" at '{field}'"), object, EMBED_REQUEST_FIELDS)?;
+        match object.get("model").and_then(Value::as_str) {
+            None => {
+                return Err(bad_field(
+                    &format!("{field}.model"),
+                    format!("* BatchEmbedContentsRequest.{field}.model: model is not specified"),
+                ));
+            }
+            Some(model) if model != expected => {
+                return Err(bad_field(
+                    &format!("{field}.model"),
+                    format!(
+                        "* BatchEmbedContentsRequest.{field}.model: the model {model:?} of a request must be the batch's model {expected:?}"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        let parts = match request["content"]["parts"].as_array() {
+            Some(p) if !p.is_empty() => p,
+            _ => {
+                return Err(bad(format!(
+                    "* BatchEmbedContentsRequest.{field}.content.parts: contents.parts must not be empty."
+                )));
+            }
+        };
+        for (j, part) in parts.iter().enumerate() {
+            if part["text"].as_str().is_none_or(str::is_empty) {
+                return Err(bad(format!(
+                    "* BatchEmbedContentsRequest.{field}.content.parts[{j}].data: required oneof field 'data' must have one initialized field"
+                )));
+            }
+        }
+        requested_dims(request, "outputDimensionality")
+            .map_err(|m| bad(format!("* BatchEmbedContentsRequest.{field}.{m}")))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn embed_answer(ctx: &Ctx<'_>) -> Rendered {
+    let requests = ctx.body["requests"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let embeddings: Vec<Value> = requests
+        .iter()
+        .map(|request| {
+            let dims = requested_dims(request, "outputDimensionality").ok().flatten().unwrap_or(EMBEDDING_DIMS);
+            json!({ "values": embedding(&embed_text(request), dims) })
+        })
+        .collect();
+    Rendered::json(200, &json!({ "embeddings": embeddings }))
 }

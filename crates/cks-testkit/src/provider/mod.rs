@@ -6,6 +6,10 @@
 //! - `answer(&Ctx, &Answer) -> Rendered`: a text / tool-call answer, streaming or not;
 //! - `fault(&Ctx, &Fault) -> Rendered`: the provider-shaped faults (rate limit, overload, server error, garbage,
 //!   truncation, mid-stream error). `Reply::Status` and `Reply::DropConnection` are handled by the server itself.
+//!
+//! The providers with an embeddings endpoint (all but Anthropic) also offer `validate_embed(&Ctx)` (that
+//! endpoint's checks) and `embed_answer(&Ctx)` (the vectors of the request's texts, from [`embedding`]); an
+//! embeddings fault is the same `fault`, a truncated answer aside.
 
 pub(crate) mod anthropic;
 pub(crate) mod gemini;
@@ -177,6 +181,50 @@ pub(crate) fn retry_after(r: Rendered, secs: Option<u64>) -> Rendered {
 pub(crate) fn unreachable_fault(f: &Fault) -> Rendered {
     // Status and DropConnection never reach the providers; render something visible just in case.
     Rendered::json(500, &serde_json::json!({ "error": format!("cks-testkit: unhandled fault {f:?}") }))
+}
+
+/// Dimensions of the vectors the embeddings endpoints answer with, unless a request asks for others.
+pub const EMBEDDING_DIMS: usize = 64;
+
+/// The vector the embeddings endpoints give `text` in `dims` dimensions, the same every time: each
+/// character trigram of each word (lowercased, with its boundaries marked) adds +1 or -1, by its FNV-1a
+/// hash, to one dimension chosen by that hash; the sum is scaled to unit length (a text without words
+/// gets the first unit vector). Like a real model's, the vectors of texts sharing words or parts of words
+/// are close, which a test of ranking by meaning can rely on.
+pub fn embedding(text: &str, dims: usize) -> Vec<f32> {
+    let dims = dims.max(1);
+    let mut vector = vec![0f32; dims];
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let marked: Vec<char> = format!("<{}>", word.to_lowercase()).chars().collect();
+        for gram in marked.windows(3) {
+            let hash = fnv1a(gram.iter().collect::<String>().as_bytes());
+            let sign = if hash >> 63 == 0 { 1.0 } else { -1.0 };
+            vector[usize::try_from(hash % dims as u64).unwrap_or(0)] += sign;
+        }
+    }
+    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+    if norm == 0.0 {
+        vector[0] = 1.0;
+    } else {
+        vector.iter_mut().for_each(|v| *v /= norm);
+    }
+    vector
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// A positive whole number of dimensions a request asks for in `field`, if it names one; `Err` when the
+/// field holds something else.
+pub(crate) fn requested_dims(body: &Value, field: &str) -> Result<Option<usize>, String> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) if (1..=65_536).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("{field} must be a positive integer, got {v}")),
+        },
+    }
 }
 
 /// Helper for answers: text is present and non-empty.

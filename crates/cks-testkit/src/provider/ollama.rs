@@ -1,4 +1,4 @@
-//! Ollama native API: `POST /api/chat`, `GET /api/tags`, `GET /api/version`.
+//! Ollama native API: `POST /api/chat`, `POST /api/embed`, `GET /api/tags`, `GET /api/version`.
 //!
 //! Answers: `{"model","created_at","message":{"role":"assistant","content","tool_calls":[{"function":{"index",
 //! "name","arguments":<object>}}]},"done":true,"done_reason":"stop",...,"prompt_eval_count","eval_count"}`.
@@ -18,10 +18,21 @@
 //! 3. every message has a `role` among `system`, `user`, `assistant`, `tool`;
 //! 4. assistant `tool_calls[].function.arguments` are JSON objects (the Go server cannot unmarshal a string into
 //!    its arguments map).
+//!
+//! Embeddings (`POST /api/embed`): `{"model","embeddings":[[f32]],"total_duration","load_duration",
+//! "prompt_eval_count"}`, one vector per input in input order ([`super::embedding`], in `dimensions` dimensions
+//! when the request asks). Checks (400 `{"error": ...}`): a JSON object with a string `model` ("model is
+//! required") and an `input` that is a string or an array of strings ("invalid input type"; the spec's
+//! `EmbedRequest` requires it, where the Go server would answer a missing one with no vectors); `truncate` a
+//! boolean, `dimensions` a positive integer; and no top-level field outside `EmbedRequest` (`model`, `input`,
+//! `truncate`, `dimensions`, `keep_alive`, `options`): the Go server ignores unknown fields, so a misspelt one
+//! would silently do nothing.
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Mode, Rendered, args_object, has_text, split_str, unreachable_fault};
+use super::{
+    Ctx, EMBEDDING_DIMS, Mode, Rendered, args_object, embedding, has_text, requested_dims, split_str, unreachable_fault,
+};
 use crate::script::{Answer, Fault};
 
 const TAGS: &str = include_str!("../data/ollama_tags.json");
@@ -145,4 +156,50 @@ pub(crate) fn fault(ctx: &Ctx<'_>, f: &Fault) -> Rendered {
 /// `GET /api/tags`.
 pub(crate) fn tags() -> Rendered {
     Rendered::raw(200, "application/json; charset=utf-8", vec![TAGS.to_owned()])
+}
+
+/// The top-level fields of the spec's `EmbedRequest`.
+const EMBED_FIELDS: &[&str] = &["model", "input", "truncate", "dimensions", "keep_alive", "options"];
+
+/// The texts of an `/api/embed` request: its string `input`, or each string of its array.
+fn embed_inputs(body: &Value) -> Option<Vec<&str>> {
+    match body.get("input")? {
+        Value::String(text) => Some(vec![text.as_str()]),
+        Value::Array(items) => items.iter().map(Value::as_str).collect(),
+        _ => None,
+    }
+}
+
+pub(crate) fn validate_embed(ctx: &Ctx<'_>) -> Result<(), Rendered> {
+    let Some(body) = ctx.body.as_object() else {
+        return Err(error(400, "invalid character in request body: the body must be a JSON object"));
+    };
+    if let Some(unknown) = body.keys().find(|k| !EMBED_FIELDS.contains(&k.as_str())) {
+        return Err(error(400, &format!("unknown field {unknown:?} (cks-testkit is stricter than the server here)")));
+    }
+    if !body.get("model").is_some_and(Value::is_string) {
+        return Err(error(400, "model is required"));
+    }
+    if embed_inputs(ctx.body).is_none() {
+        return Err(error(400, "invalid input type"));
+    }
+    if body.get("truncate").is_some_and(|t| !t.is_boolean()) {
+        return Err(error(400, "json: cannot unmarshal into Go struct field EmbedRequest.truncate of type bool"));
+    }
+    requested_dims(ctx.body, "dimensions").map_err(|m| error(400, &m))?;
+    Ok(())
+}
+
+pub(crate) fn embed_answer(ctx: &Ctx<'_>) -> Rendered {
+    let dims = requested_dims(ctx.body, "dimensions").ok().flatten().unwrap_or(EMBEDDING_DIMS);
+    let inputs = embed_inputs(ctx.body).unwrap_or_default();
+    let embeddings: Vec<Vec<f32>> = inputs.iter().map(|text| embedding(text, dims)).collect();
+    let tokens: usize = inputs.iter().map(|text| text.split_whitespace().count()).sum();
+    Rendered::json(
+        200,
+        &json!({
+            "model": ctx.model, "embeddings": embeddings,
+            "total_duration": 14_143_917u64, "load_duration": 1_019_500u64, "prompt_eval_count": tokens,
+        }),
+    )
 }

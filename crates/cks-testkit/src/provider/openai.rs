@@ -1,5 +1,5 @@
-//! OpenAI-compatible chat completions: `POST /v1/chat/completions`, `POST /chat/completions` (and the
-//! OpenAI-shaped model list).
+//! OpenAI-compatible chat completions: `POST /v1/chat/completions`, `POST /chat/completions`; embeddings:
+//! `POST /v1/embeddings`, `POST /embeddings` (and the OpenAI-shaped model list).
 //!
 //! Answers: a `chat.completion` whose `choices[0].message` has `content` (text or `null`) and `tool_calls`
 //! (`{id: "call_testkit_N" unless scripted, type: "function", function: {name, arguments: <JSON string>}}`),
@@ -26,10 +26,20 @@
 //! 4. every `tool` message has a string `tool_call_id` that answers an id of the `tool_calls` of the assistant
 //!    message just before the run of tool messages it belongs to;
 //! 5. every assistant `tool_calls` id is answered by one of the `tool` messages that follow it.
+//!
+//! Embeddings: `{"object":"list","data":[{"object":"embedding","index","embedding"}],"model","usage"}`, one
+//! entry per input in input order ([`super::embedding`], in `dimensions` dimensions when the request asks;
+//! base64 of the little-endian `f32`s with `encoding_format: "base64"`). Checks (400 `invalid_request_error`),
+//! after the spec's `CreateEmbeddingRequest`: no top-level field outside it ("Unrecognized request argument
+//! supplied"; the schema says `additionalProperties: false`); a string `model`; an `input` that is a non-empty
+//! string, or an array of 1 to 2048 non-empty strings (or of token arrays); `encoding_format` `float` or
+//! `base64`; `dimensions` a positive integer.
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Mode, Rendered, has_text, split_str, sse_event, unreachable_fault};
+use super::{
+    Ctx, EMBEDDING_DIMS, Mode, Rendered, embedding, has_text, requested_dims, split_str, sse_event, unreachable_fault,
+};
 use crate::script::{Answer, Fault};
 
 const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
@@ -315,4 +325,108 @@ pub(crate) fn models() -> Rendered {
     let model =
         |id: &str| json!({ "id": id, "object": "model", "created": 1_767_225_600u64, "owned_by": "cks-testkit" });
     Rendered::json(200, &json!({ "object": "list", "data": [model("gpt-4o-mini"), model("gpt-4o")] }))
+}
+
+/// The top-level fields of the spec's `CreateEmbeddingRequest`.
+const EMBED_FIELDS: &[&str] = &["input", "model", "encoding_format", "dimensions", "user"];
+
+/// The most inputs one request may carry.
+const MAX_EMBED_INPUTS: usize = 2048;
+
+/// The texts of an embeddings request (a token array stands for its numbers, written out); `None` when the
+/// `input` is none of the accepted forms.
+fn embed_inputs(body: &Value) -> Option<Vec<String>> {
+    let tokens = |v: &Value| -> Option<String> {
+        let items = v.as_array().filter(|a| !a.is_empty())?;
+        items.iter().map(|t| t.as_u64().map(|n| n.to_string())).collect::<Option<Vec<_>>>().map(|t| t.join(" "))
+    };
+    match body.get("input")? {
+        Value::String(text) if !text.is_empty() => Some(vec![text.clone()]),
+        Value::Array(items) if (1..=MAX_EMBED_INPUTS).contains(&items.len()) => {
+            if items.iter().all(Value::is_u64) {
+                return tokens(body.get("input")?).map(|t| vec![t]);
+            }
+            items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) if !text.is_empty() => Some(text.clone()),
+                    Value::Array(_) => tokens(item),
+                    _ => None,
+                })
+                .collect()
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn validate_embed(ctx: &Ctx<'_>) -> Result<(), Rendered> {
+    let Some(body) = ctx.body.as_object() else {
+        return Err(bad(None, "We could not parse the JSON body of your request."));
+    };
+    if let Some(unknown) = body.keys().find(|k| !EMBED_FIELDS.contains(&k.as_str())) {
+        return Err(bad(None, format!("Unrecognized request argument supplied: {unknown}")));
+    }
+    if !body.get("model").is_some_and(Value::is_string) {
+        return Err(bad(Some("model"), "you must provide a model parameter"));
+    }
+    if !body.contains_key("input") {
+        return Err(bad(Some("input"), "Missing required parameter: 'input'."));
+    }
+    if embed_inputs(ctx.body).is_none() {
+        return Err(bad(
+            None,
+            "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.",
+        ));
+    }
+    match body.get("encoding_format") {
+        None => {}
+        Some(f) if f == "float" || f == "base64" => {}
+        Some(other) => {
+            return Err(bad(
+                Some("encoding_format"),
+                format!("Invalid value: {other}. Supported values are: 'float' and 'base64'."),
+            ));
+        }
+    }
+    requested_dims(ctx.body, "dimensions").map_err(|m| bad(Some("dimensions"), m))?;
+    Ok(())
+}
+
+pub(crate) fn embed_answer(ctx: &Ctx<'_>) -> Rendered {
+    let dims = requested_dims(ctx.body, "dimensions").ok().flatten().unwrap_or(EMBEDDING_DIMS);
+    let base64 = ctx.body.get("encoding_format").is_some_and(|f| f == "base64");
+    let inputs = embed_inputs(ctx.body).unwrap_or_default();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let vector = embedding(text, dims);
+            let wire = if base64 { json!(base64_floats(&vector)) } else { json!(vector) };
+            json!({ "object": "embedding", "index": index, "embedding": wire })
+        })
+        .collect();
+    let tokens: usize = inputs.iter().map(|text| text.split_whitespace().count()).sum();
+    Rendered::json(
+        200,
+        &json!({ "object": "list", "data": data, "model": ctx.model,
+                 "usage": { "prompt_tokens": tokens, "total_tokens": tokens } }),
+    )
+}
+
+/// Standard base64 (with padding) of the little-endian bytes of `values`, as the API's `base64` format.
+fn base64_floats(values: &[f32]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }

@@ -3,6 +3,7 @@
 //! One test binary (to keep linking cheap); one module per wire format plus `server` for what they share.
 
 mod anthropic;
+mod embeddings;
 mod gemini;
 mod ollama;
 mod openai;
