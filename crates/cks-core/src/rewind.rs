@@ -78,6 +78,21 @@ impl Rewind {
         root.root()
     }
 
+    /// Puts `current` (the structure the versions led to) back the way it was before them, every
+    /// step logged in `log`: undoing the log returns to `current`. Costs one put or removal per
+    /// changed id, whatever the graph holds; the order of objects the versions removed is not
+    /// restored (they come last), nor is anything else the root hash does not see.
+    pub fn restore(&self, current: &mut KnowledgeStructure, log: &mut ChangeSet) {
+        for (id, before) in &self.before {
+            match before {
+                Some(entry) => current.put_entry(entry.clone(), log),
+                None => {
+                    current.remove(id, log);
+                }
+            }
+        }
+    }
+
     /// The changed ids with what they were before, in order of first change.
     pub(crate) fn changed(&self) -> impl Iterator<Item = (&str, Option<&Entry>)> + '_ {
         self.before.iter().map(|(id, entry)| (id.as_str(), entry.as_ref()))
@@ -171,5 +186,41 @@ mod tests {
         assert_eq!(view.get("b").unwrap().identity.name, "b");
         assert_eq!(view.relations_of("a"), ["r"]);
         assert!(current.relations_of("a").is_empty());
+    }
+
+    #[test]
+    fn restoring_returns_to_the_rewound_state_and_undoing_comes_back() {
+        let before = parse_value(json!({"objects": [
+            {"identity": {"id": "a", "type": "N", "name": "apple"}},
+            {"identity": {"id": "b", "type": "N", "name": "banana"}},
+            {"identity": {"id": "r", "type": "R", "name": "r"}, "structure": {"participants": ["a", "b"], "relation_type": "x"}},
+        ]}))
+        .unwrap();
+        let mut current = before.clone();
+        assert_eq!(current.text_index().rank("apple", 5, 0.0).len(), 1, "indexed before the changes");
+        let mut log = ChangeSet::default();
+        current.remove("r", &mut log);
+        current.remove("a", &mut log);
+        let cherry =
+            crate::object::KnowledgeObject::new(crate::Identity::new("c", "N", "cherry"), crate::Structure::new());
+        current.put(cherry, &mut log).unwrap();
+        let mut rewind = Rewind::default();
+        rewind.record_change_set(&log);
+        let now = current.root_hash();
+
+        let mut restored = ChangeSet::default();
+        rewind.restore(&mut current, &mut restored);
+        assert_eq!(current.root_hash(), before.root_hash());
+        assert_eq!(current.relations_of("a").len(), 1);
+        let found: Vec<&str> =
+            current.text_index().rank("apple cherry", 5, 0.0).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(found, ["a"], "the text index follows");
+
+        current.undo(restored);
+        assert_eq!(current.root_hash(), now);
+        assert!(current.get("a").is_none() && current.get("c").is_some());
+        let found: Vec<&str> =
+            current.text_index().rank("apple cherry", 5, 0.0).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(found, ["c"]);
     }
 }

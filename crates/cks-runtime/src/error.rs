@@ -16,6 +16,9 @@ pub enum RuntimeError {
     SessionClosed(String),
     #[error("Version '{version_id}' not found in session '{session_id}'.")]
     VersionNotFound { session_id: String, version_id: String },
+    /// A read of the past named a time no version of the session answers.
+    #[error("No version of session '{session_id}' to read: {detail}.")]
+    NoVersionAt { session_id: String, detail: String },
     #[error(transparent)]
     Operation(#[from] OperationError),
     #[error("The knowledge structure is invalid. Details: {}", summarize(diagnostics))]
@@ -56,7 +59,7 @@ impl RuntimeError {
         match self {
             RuntimeError::SessionNotFound(_) => "session_not_found",
             RuntimeError::SessionClosed(_) => "session_closed",
-            RuntimeError::VersionNotFound { .. } => "version_not_found",
+            RuntimeError::VersionNotFound { .. } | RuntimeError::NoVersionAt { .. } => "version_not_found",
             RuntimeError::Operation(_) => "invalid_operations",
             RuntimeError::ValidationFailed { .. } | RuntimeError::UnverifiedProvenance { .. } => "validation_failed",
             RuntimeError::ConcurrentModification { .. } => "concurrent_modification",

@@ -36,6 +36,7 @@ use crate::tasks::{QueueConfig, TaskQueue};
 
 mod commit;
 mod history;
+mod past;
 
 /// The version id that stands for "the empty structure" (as in the reference).
 pub const EMPTY_STATE_VERSION_ID: &str = "00000000-0000-0000-0000-000000000000";

@@ -7,6 +7,7 @@
 pub mod context;
 pub mod convert;
 pub mod error;
+mod past;
 pub mod provenance;
 pub mod registry;
 pub mod schema;

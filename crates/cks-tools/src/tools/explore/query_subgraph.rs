@@ -12,6 +12,7 @@ use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
+use crate::past;
 use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,6 +47,10 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::object")]
     pub(crate) structure_filters: Option<Map<String, Value>>,
+    /// Read the graph as it was at this version of the session.
+    pub(crate) version_id: Option<String>,
+    /// Read the graph as it was at this time (RFC 3339): the last version committed by then.
+    pub(crate) as_of: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -65,6 +70,9 @@ pub(crate) struct Output {
     truncation_reason: Option<String>,
     /// The best-ranked object the budget left out: a seed for a follow-up query.
     suggested_next_seed: Option<String>,
+    /// The version read, when the past was asked for (`version_id` or `as_of`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version_id: Option<String>,
 }
 
 /// Canonical JSON text, or `{nodes, edges}` with `compact_mode`.
@@ -126,7 +134,8 @@ impl Tool for QuerySubgraph {
             empty. Narrow it with include_relation_types / include_object_types / structure_filters, cap it with \
             max_objects / max_tokens (type_weights rank what to keep). Returns {subgraph (canonical JSON, or \
             {nodes, edges} with compact_mode), subgraph_root_hash, total_found_nodes, returned_nodes, is_truncated, \
-            truncation_reason, suggested_next_seed}.",
+            truncation_reason, suggested_next_seed}. 'version_id' or 'as_of' (an RFC 3339 time) reads the graph as \
+            it was then; the answer then names the version read.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -139,12 +148,19 @@ impl Tool for QuerySubgraph {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let session_id = input.session_id.clone();
+        let depth = usize::try_from(input.depth.unwrap_or(1).max(0)).unwrap_or(usize::MAX);
+        let version = past::version(ctx, &session_id, input.version_id.as_deref(), input.as_of.as_deref()).await?;
+        if let Some(version) = version {
+            let answer = past::read(ctx, &session_id, Some(&version), move |structure| {
+                if input.seed_ids.is_empty() { whole(structure, input) } else { seeded(structure, depth, input) }
+            });
+            return answer.await?.map(|output| Output { version_id: Some(version), ..output });
+        }
         if input.seed_ids.is_empty() {
             return ctx.runtime.read(&session_id, move |structure, _| whole(structure, input)).await?;
         }
         // A neighbourhood: read from the store without loading the session, when it can be.
         let seeds = input.seed_ids.clone();
-        let depth = usize::try_from(input.depth.unwrap_or(1).max(0)).unwrap_or(usize::MAX);
         ctx.runtime.read_neighbourhood(&session_id, seeds, depth, move |graph| seeded(graph, depth, input)).await?
     }
 }
@@ -196,6 +212,7 @@ fn answer(
         is_truncated,
         truncation_reason: truncation,
         suggested_next_seed: next_seed,
+        version_id: None,
     })
 }
 
@@ -377,6 +394,42 @@ mod tests {
         )
         .await;
         assert_eq!(missing_is_none["returned_nodes"], 2, "c (seed) and b, which has no 'n'");
+    }
+
+    #[tokio::test]
+    async fn reads_the_graph_as_it_was_at_a_version_or_a_time() {
+        let ctx = context();
+        let sid = graph(&ctx).await;
+        let versions = call(&ctx, "list_versions", json!({"session_id": sid})).await;
+        let then = versions["versions"][0]["version_id"].as_str().unwrap().to_owned();
+        let time = versions["versions"][0]["created_at"].as_str().unwrap().to_owned();
+        let ops = json!({"session_id": sid, "operations": [{"type": "remove_object", "object_id": "rab"},
+            {"type": "update_object", "object_id": "a", "structure_patch": {"status": "retired"}}]});
+        assert!(call(&ctx, "evolve_knowledge", ops).await.get("error").is_none());
+        let now = call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["b"]})).await;
+        assert_eq!(now["returned_nodes"], 1, "{now}");
+        let past_hash = ctx.runtime.version_state(&sid, &then).await.unwrap();
+        for past in [json!({"version_id": then}), json!({"as_of": time})] {
+            let mut seeded = json!({"session_id": sid, "seed_ids": ["b"]});
+            seeded.as_object_mut().unwrap().extend(past.as_object().unwrap().clone());
+            let result = call(&ctx, "query_subgraph", seeded).await;
+            assert_eq!(result["returned_nodes"], 2, "{past}: {result}");
+            assert_eq!(result["version_id"], then.as_str());
+            let mut whole = json!({"session_id": sid, "compact_mode": true});
+            whole.as_object_mut().unwrap().extend(past.as_object().unwrap().clone());
+            let result = call(&ctx, "query_subgraph", whole).await;
+            let a = result["subgraph"]["nodes"].as_array().unwrap().iter().find(|n| n["identity"]["id"] == "a");
+            assert_eq!(a.unwrap()["structure"]["status"], "active");
+            assert_eq!(result["subgraph"]["edges"].as_array().unwrap().len(), 2);
+            let mut hashed = json!({"session_id": sid});
+            hashed.as_object_mut().unwrap().extend(past.as_object().unwrap().clone());
+            let result = call(&ctx, "query_subgraph", hashed).await;
+            assert_eq!(result["subgraph_root_hash"], past_hash.root_hash().to_hex());
+        }
+        let after = call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["b"]})).await;
+        assert_eq!(after["subgraph_root_hash"], now["subgraph_root_hash"], "the present is untouched");
+        let early = json!({"session_id": sid, "as_of": "1999-12-31T23:59:59Z"});
+        assert_eq!(call(&ctx, "query_subgraph", early).await["error"], "version_not_found");
     }
 
     #[tokio::test]

@@ -24,6 +24,7 @@ use cks_runtime::embeddings::Embeddings;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
+use crate::past;
 use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 /// How long a search waits for the texts it found unembedded (a fresh session's, say) before it
@@ -56,6 +57,10 @@ pub(crate) struct Input {
     /// How to rank: `hybrid` (default: words and meaning fused; words alone when embeddings are
     /// off), `lexical` (BM25 only) or `vector` (meaning only; needs embeddings).
     pub(crate) mode: Option<Mode>,
+    /// Search the graph as it was at this version of the session.
+    pub(crate) version_id: Option<String>,
+    /// Search the graph as it was at this time (RFC 3339): the last version committed by then.
+    pub(crate) as_of: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -89,6 +94,9 @@ pub(crate) struct Output {
     /// With embeddings on: the model whose vectors ranked, and how many objects had no vector yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     embeddings: Option<EmbeddingsUsed>,
+    /// The version searched, when the past was asked for (`version_id` or `as_of`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -131,7 +139,8 @@ impl Tool for SearchSemantic {
             query is still required: 'empty_query'). Returns {status, matched_seeds, subgraph (canonical \
             JSON), meta: {total_found_nodes, returned_nodes, is_truncated, suggested_next_seed}, min_score, \
             scores: {id: score}, ranking: hybrid|bm25|vector, match_scores: {id: {bm25, cosine}}, embeddings: \
-            {model, pending}}; 'not_found' when nothing matches.",
+            {model, pending}}; 'not_found' when nothing matches. 'version_id' or 'as_of' (an RFC 3339 time) \
+            searches the graph as it was then; the answer then names the version searched.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -163,10 +172,11 @@ impl Tool for SearchSemantic {
             _ => None,
         };
         let session_id = input.session_id.clone();
-        let search = Arc::new(Search { input, query, seeds, mode, semantic });
+        let version = past::version(ctx, &session_id, input.version_id.as_deref(), input.as_of.as_deref()).await?;
+        let search = Arc::new(Search { input, query, seeds, mode, semantic, version: version.clone() });
         let (first, pending) = {
             let search = search.clone();
-            ctx.runtime.read(&session_id, move |structure, _| search.answer(structure)).await?
+            past::read(ctx, &session_id, version.as_deref(), move |structure| search.answer(structure)).await?
         };
         let Some(Semantic { embeddings, .. }) = &search.semantic else { return first };
         // Objects without vectors yet (a session created a moment ago): the worker is on them,
@@ -175,7 +185,7 @@ impl Tool for SearchSemantic {
         if pending == 0 || !embeddings.idle_within(EMBEDDING_WAIT).await {
             return first;
         }
-        ctx.runtime.read(&session_id, move |structure, _| search.answer(structure).0).await?
+        past::read(ctx, &session_id, version.as_deref(), move |structure| search.answer(structure).0).await?
     }
 }
 
@@ -213,6 +223,8 @@ struct Search {
     seeds: Option<Vec<String>>,
     mode: Mode,
     semantic: Option<Semantic>,
+    /// The version searched, when not the present.
+    version: Option<String>,
 }
 
 /// A ranking's seeds and their scores.
@@ -283,6 +295,7 @@ impl Search {
             ranking,
             match_scores,
             embeddings: used,
+            version_id: self.version.clone(),
         })
     }
 
@@ -572,6 +585,50 @@ mod tests {
         embedded.dedup();
         assert_eq!(embedded.len(), before, "a text embedded twice: {embedded:?}");
         assert_eq!(before, 4, "the changed object's new text is the only one added: {embedded:?}");
+    }
+
+    #[tokio::test]
+    async fn the_past_is_searched_as_it_was_by_words_and_by_meaning() {
+        let ctx = context();
+        let tiny = Tiny::new();
+        ctx.runtime.enable_embeddings(tiny.clone());
+        let id = session(&ctx, vehicles()).await;
+        let search = |args: Value| {
+            let ctx = ctx.clone();
+            async move { call(&ctx, "search_semantic", args).await }
+        };
+        let present = search(json!({"session_id": id, "query": "car", "top_k": 1, "depth": 0})).await;
+        assert_eq!(present["matched_seeds"], json!(["auto"]));
+        let versions = call(&ctx, "list_versions", json!({"session_id": id})).await;
+        let then = versions["versions"][0]["version_id"].as_str().unwrap().to_owned();
+        let time = versions["versions"][0]["created_at"].as_str().unwrap().to_owned();
+        let ops = json!({"session_id": id, "operations": [{"type": "remove_object", "object_id": "auto"},
+            {"type": "update_object", "object_id": "fruit", "structure_patch": {"content": "a kiwi"}}]});
+        assert!(call(&ctx, "evolve_knowledge", ops).await.get("error").is_none());
+
+        let now = search(json!({"session_id": id, "query": "car", "top_k": 1, "depth": 0, "mode": "vector"})).await;
+        assert_ne!(now["matched_seeds"], json!(["auto"]), "{now}");
+        assert!(now.get("version_id").is_none());
+        for past in [json!({"version_id": then}), json!({"as_of": time})] {
+            let mut args = json!({"session_id": id, "query": "car", "top_k": 1, "depth": 0, "mode": "vector"});
+            args.as_object_mut().unwrap().extend(past.as_object().unwrap().clone());
+            let by_meaning = search(args).await;
+            assert_eq!(by_meaning["matched_seeds"], json!(["auto"]), "{past}: {by_meaning}");
+            assert_eq!(by_meaning["version_id"], then.as_str());
+            let words =
+                search(json!({"session_id": id, "query": "yellow", "top_k": 1, "mode": "lexical", "version_id": then}))
+                    .await;
+            assert_eq!(words["matched_seeds"], json!(["fruit"]), "{words}");
+        }
+        assert_eq!(search(json!({"session_id": id, "query": "yellow", "mode": "lexical"})).await["error"], "not_found");
+        let both = search(json!({"session_id": id, "query": "car", "version_id": then, "as_of": time})).await;
+        assert_eq!(both["error"], "invalid_parameter");
+        let early = search(json!({"session_id": id, "query": "car", "as_of": "2001-01-01T00:00:00Z"})).await;
+        assert_eq!(early["error"], "version_not_found", "{early}");
+        let garbled = search(json!({"session_id": id, "query": "car", "as_of": "yesterday"})).await;
+        assert_eq!(garbled["error"], "invalid_parameter");
+        let unknown = search(json!({"session_id": id, "query": "car", "version_id": "no-such-version"})).await;
+        assert_eq!(unknown["error"], "version_not_found");
     }
 
     #[tokio::test]
