@@ -181,7 +181,7 @@ impl LlmClient {
                         r.requests = retries + 1;
                         Ok(r)
                     }
-                    Payload::Models(_) => Err(internal(kind, &settings.model)),
+                    Payload::Models(_) | Payload::Embeddings(_) => Err(internal(kind, &settings.model)),
                 });
                 (result, retries)
             }
@@ -305,7 +305,7 @@ impl LlmClient {
         let Outcome { result, retries } = self.inner.transport.execute(kind, &pc.model, &call, Decoder::Models).await;
         let result = result.and_then(|p| match p {
             Payload::Models(m) => Ok(m),
-            Payload::Chat(_) => Err(internal(kind, &pc.model)),
+            Payload::Chat(_) | Payload::Embeddings(_) => Err(internal(kind, &pc.model)),
         });
         self.record(
             started,

@@ -118,18 +118,23 @@ impl ProviderConfig {
     /// Fails with `NotConfigured` when the provider cannot be called as configured: Anthropic and Gemini need
     /// a key; OpenAI proper needs one too, while local OpenAI-compatible servers usually accept none.
     pub fn check_ready(&self) -> Result<(), LlmError> {
-        let needs_key = match providers::adapter(self.kind).key {
-            Key::Required => true,
-            Key::AtHost(host) => self.base_url.contains(host),
-            Key::None => false,
-        };
-        if needs_key && self.api_key.is_none() {
+        if self.lacks_key() {
             return Err(LlmError::not_configured(
                 Some(self.kind),
                 format!("{} is selected but {} is not set. {}", self.kind, self.key_variable(), provider_help()),
             ));
         }
         Ok(())
+    }
+
+    /// Whether a call needs a key and none is set.
+    pub(crate) fn lacks_key(&self) -> bool {
+        let needs_key = match providers::adapter(self.kind).key {
+            Key::Required => true,
+            Key::AtHost(host) => self.base_url.contains(host),
+            Key::None => false,
+        };
+        needs_key && self.api_key.is_none()
     }
 }
 

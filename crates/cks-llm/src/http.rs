@@ -36,6 +36,8 @@ pub(crate) enum Decoder<'a> {
     Chat { ctx: &'a DecodeCtx, stream: bool, deltas: Option<&'a dyn DeltaSink> },
     /// A model list.
     Models,
+    /// Vectors from an embeddings endpoint.
+    Embeddings,
 }
 
 /// A decoded answer.
@@ -43,6 +45,7 @@ pub(crate) enum Decoder<'a> {
 pub(crate) enum Payload {
     Chat(ChatResponse),
     Models(Vec<ModelInfo>),
+    Embeddings(Vec<Vec<f32>>),
 }
 
 /// The result of a call and how many retries it took.
@@ -247,6 +250,8 @@ impl Transport {
                     m.id = self.redactor.redact(&m.id);
                 }
             }
+            // Numbers only: nothing a secret could hide in.
+            Payload::Embeddings(_) => {}
         }
     }
 
@@ -321,6 +326,12 @@ impl Transport {
                 let bytes = resp.bytes().await.map_err(|e| body_failure(&e, timeout))?;
                 providers::decode_list_models(provider, &bytes)
                     .map(Payload::Models)
+                    .map_err(|f| Failure::from_fault(f, status))
+            }
+            Decoder::Embeddings => {
+                let bytes = resp.bytes().await.map_err(|e| body_failure(&e, timeout))?;
+                providers::decode_embeddings(provider, &bytes)
+                    .map(Payload::Embeddings)
                     .map_err(|f| Failure::from_fault(f, status))
             }
             Decoder::Chat { ctx, stream: false, .. } => {

@@ -6,6 +6,8 @@
 //! - `http`: the one HTTP layer — timeouts, bounded jittered retries, SSE/NDJSON streams, redaction.
 //! - [`config`]: provider selection and settings from an injected environment.
 //! - [`LlmClient`]: `chat`, `status`, `list_models`, `telemetry`.
+//! - [`ProviderEmbedder`]: search by meaning through a provider's embeddings endpoint (Ollama,
+//!   OpenAI-compatible, Gemini), a [`cks_embed::Embedder`] on the same HTTP layer.
 //!
 //! Invariant: only `providers/*` know a provider's JSON; only `http` talks to the network; the client and
 //! its callers never branch on a provider's name.
@@ -22,6 +24,7 @@
 mod client;
 pub mod config;
 pub mod conversation;
+mod embeddings;
 mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -41,6 +44,7 @@ pub use conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, ToolCall,
     ToolResult, ToolSpec, Usage,
 };
+pub use embeddings::{EmbedderError, ProviderEmbedder, default_embedding_model, embedding_providers};
 pub use error::{ErrorContext, ErrorKind, LlmError};
 pub use providers::ModelInfo;
 pub use redact::{REDACTED, Redactor, Secret, secret_variables};

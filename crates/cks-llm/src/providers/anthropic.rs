@@ -38,6 +38,8 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     parse_error,
     encode_list_models,
     decode_list_models,
+    // The Messages API has no embeddings endpoint.
+    embeddings: None,
 };
 
 const KIND: ProviderKind = ProviderKind::Anthropic;

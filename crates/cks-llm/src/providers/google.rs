@@ -11,6 +11,10 @@
 //!   back on the way in;
 //! - tool calls of the current turn that Gemini did not produce (history from another provider) get
 //!   Google's documented placeholder signature, since thinking models reject unsigned calls there.
+//!
+//! Embeddings: `POST {base}/models/{model}:batchEmbedContents` with one `{model: "models/{model}", content:
+//! {parts: [{text}]}}` per text (each request must name the URL's model), at most 100 to a call (the API's
+//! limit), answered by `{embeddings: [{values}]}` in the order of the requests.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -19,7 +23,7 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object, own_state,
     tool_names_by_id,
 };
-use super::{Adapter, Auto, Key, Variable};
+use super::{Adapter, Auto, EmbeddingEndpoint, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
@@ -58,6 +62,13 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     parse_error,
     encode_list_models,
     decode_list_models,
+    embeddings: Some(EmbeddingEndpoint {
+        batch_size: 100,
+        default_model: None,
+        example_model: "gemini-embedding-001",
+        encode: encode_embed,
+        decode: decode_embed,
+    }),
 };
 
 const KIND: ProviderKind = ProviderKind::Google;
@@ -610,6 +621,39 @@ pub(crate) fn decode_list_models(body: &[u8]) -> Result<Vec<ModelInfo>, Fault> {
         .collect())
 }
 
+/// `POST {base}/models/{model}:batchEmbedContents` for these texts.
+pub(crate) fn encode_embed(texts: &[String], config: &ProviderConfig, model: &str) -> HttpCall {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    let name = format!("models/{model}");
+    let requests: Vec<Value> =
+        texts.iter().map(|text| json!({ "model": name, "content": { "parts": [{ "text": text }] } })).collect();
+    HttpCall {
+        method: Method::Post,
+        url: format!("{}/models/{}:batchEmbedContents", config.base_url, path_segment(model)),
+        headers: headers(config),
+        body: Some(json!({ "requests": requests })),
+    }
+}
+
+#[derive(Deserialize)]
+struct EmbedResponse {
+    #[serde(default)]
+    embeddings: Vec<ContentEmbedding>,
+}
+
+#[derive(Deserialize)]
+struct ContentEmbedding {
+    #[serde(default)]
+    values: Vec<f32>,
+}
+
+/// Parse a `batchEmbedContents` answer: its vectors, in the order of the requests.
+pub(crate) fn decode_embed(body: &[u8]) -> Result<Vec<Vec<f32>>, Fault> {
+    let response: EmbedResponse =
+        serde_json::from_slice(body).map_err(|e| Fault::bad_json("Gemini embeddings answer", &e))?;
+    Ok(response.embeddings.into_iter().map(|e| e.values).collect())
+}
+
 // ---- streaming -------------------------------------------------------------------------------------------
 
 /// Accumulates `alt=sse` chunks (each a whole `GenerateContentResponse`).
@@ -883,6 +927,19 @@ data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\",\"thoughtSignatur
         assert_eq!(r.message.content[1].provider_state().unwrap().thought_signature.as_deref(), Some("S"));
         let truncated = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hel\"}]}}]}\n\n";
         assert_eq!(decode_stream(KIND, &weather_turn1(), truncated).unwrap_err(), Fault::truncated_stream());
+    }
+
+    #[test]
+    fn embeddings_name_the_model_once_in_the_path_and_in_each_request() {
+        let cfg = config(KIND);
+        for model in ["gemini-embedding-001", "models/gemini-embedding-001"] {
+            let call = encode_embed(&["a".into(), "b".into()], &cfg, model);
+            assert_eq!(call.url, "http://provider.test/v1beta/models/gemini-embedding-001:batchEmbedContents");
+            let body = call.body.unwrap();
+            assert_eq!(body["requests"][1], json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": "b"}]}}));
+        }
+        assert_eq!(decode_embed(br#"{"embeddings":[{"values":[0.5,1]},{}]}"#).unwrap(), [vec![0.5, 1.0], vec![]]);
+        assert!(decode_embed(b"{\"embeddings\": 1}").is_err());
     }
 
     #[test]

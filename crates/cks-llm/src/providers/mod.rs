@@ -1,11 +1,12 @@
 //! The four adapters, and what they share. Adapters only translate: they build an [`HttpCall`] from a
-//! [`ChatRequest`] and turn response bytes (or stream frames) back into a [`ChatResponse`]. They never send
-//! anything; sending, retrying, timing out and redacting happen once, in [`crate::http`].
+//! [`ChatRequest`] (or from texts to embed) and turn response bytes (or stream frames) back into a
+//! [`ChatResponse`] (or vectors). They never send anything; sending, retrying, timing out and redacting
+//! happen once, in [`crate::http`].
 //!
 //! Adding a provider is its adapter file, which exports an [`Adapter`] named `ADAPTER`, and one line
 //! in [`providers!`]'s list below. Everything else the crate knows of a provider (its name, variables,
-//! defaults, key rule, its part in `auto`, its encoders and decoders) is read from that table; nothing
-//! else branches on a provider.
+//! defaults, key rule, its part in `auto`, its encoders and decoders, its embeddings endpoint) is read
+//! from that table; nothing else branches on a provider.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -94,7 +95,26 @@ pub(crate) struct Adapter {
     pub(crate) encode_list_models: fn(&ProviderConfig) -> HttpCall,
     /// Parses a model list.
     pub(crate) decode_list_models: fn(&[u8]) -> Result<Vec<ModelInfo>, Fault>,
+    /// The embeddings endpoint, when the provider has one.
+    pub(crate) embeddings: Option<EmbeddingEndpoint>,
 }
+
+/// A provider's embeddings endpoint: its facts and its translators.
+pub(crate) struct EmbeddingEndpoint {
+    /// Texts sent in one request at most (the provider's limit, or a size that keeps a request small).
+    pub(crate) batch_size: usize,
+    /// The model used when none is named; `None`: one must be named.
+    pub(crate) default_model: Option<&'static str>,
+    /// A model to suggest in messages.
+    pub(crate) example_model: &'static str,
+    /// Builds the request embedding these texts (none blank) with this model.
+    pub(crate) encode: fn(&[String], &ProviderConfig, &str) -> HttpCall,
+    /// Parses a 2xx answer: one vector per text, in the order of the texts.
+    pub(crate) decode: fn(&[u8]) -> Result<Vectors, Fault>,
+}
+
+/// One vector per embedded text.
+pub(crate) type Vectors = Vec<Vec<f32>>;
 
 /// An environment variable the provider reads, as `--help` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,6 +393,14 @@ pub(crate) fn encode_list_models(kind: ProviderKind, config: &ProviderConfig) ->
 /// Parse a model list.
 pub(crate) fn decode_list_models(kind: ProviderKind, body: &[u8]) -> Result<Vec<ModelInfo>, Fault> {
     (adapter(kind).decode_list_models)(body)
+}
+
+/// Parse a 2xx embeddings answer (only asked of a provider whose table entry has an endpoint).
+pub(crate) fn decode_embeddings(kind: ProviderKind, body: &[u8]) -> Result<Vec<Vec<f32>>, Fault> {
+    match &adapter(kind).embeddings {
+        Some(endpoint) => (endpoint.decode)(body),
+        None => Err(Fault::malformed(format!("{kind} has no embeddings endpoint"))),
+    }
 }
 
 /// Post-decoding rules common to all providers: at least one block (an empty answer is one empty text

@@ -3,6 +3,10 @@
 //! string is parsed if a server sends one). Tool calls are detected from `message.tool_calls`, never from
 //! `done_reason` (always `"stop"`). Each result is its own `tool` message with `tool_name`, the documented
 //! field every version reads. Ollama's `thinking` text travels back only to Ollama.
+//!
+//! Embeddings: `POST {CKS_OLLAMA_HOST}/api/embed` with `{model, input: [texts]}`, answered by
+//! `{model, embeddings: [[f32]]}` in the order of the inputs. `truncate` is left at its default (true):
+//! a text longer than the model's context is embedded by its beginning rather than refused.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,7 +15,7 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, arguments_from_string,
     as_object, tool_names_by_id,
 };
-use super::{Adapter, Auto, Key, Variable};
+use super::{Adapter, Auto, EmbeddingEndpoint, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
@@ -38,6 +42,13 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     parse_error,
     encode_list_models,
     decode_list_models,
+    embeddings: Some(EmbeddingEndpoint {
+        batch_size: 64,
+        default_model: Some("nomic-embed-text"),
+        example_model: "nomic-embed-text",
+        encode: encode_embed,
+        decode: decode_embed,
+    }),
 };
 
 const KIND: ProviderKind = ProviderKind::Ollama;
@@ -394,6 +405,24 @@ impl StreamDecoder for Stream {
             requests: 1,
         })
     }
+}
+
+/// `POST {host}/api/embed` for these texts.
+pub(crate) fn encode_embed(texts: &[String], config: &ProviderConfig, model: &str) -> HttpCall {
+    let body = serde_json::json!({ "model": model, "input": texts });
+    HttpCall { method: Method::Post, url: format!("{}/api/embed", config.base_url), headers: Vec::new(), body: Some(body) }
+}
+
+#[derive(Deserialize)]
+struct EmbedResponse {
+    embeddings: Vec<Vec<f32>>,
+}
+
+/// Parse an `/api/embed` answer: its vectors, in the order of the inputs.
+pub(crate) fn decode_embed(body: &[u8]) -> Result<Vec<Vec<f32>>, Fault> {
+    let response: EmbedResponse =
+        serde_json::from_slice(body).map_err(|e| Fault::bad_json("Ollama embeddings answer", &e))?;
+    Ok(response.embeddings)
 }
 
 #[cfg(test)]

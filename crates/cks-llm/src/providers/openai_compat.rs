@@ -8,6 +8,10 @@
 //! of vLLM (needs a server flag for an explicit `auto`), LM Studio and Ollama's shim. One `tool` message
 //! per result, right after the assistant message. DeepSeek's `reasoning_content` travels back in a
 //! thinking block and, once a conversation has any, is sent on every assistant message (DeepSeek requires it).
+//!
+//! Embeddings: `POST {base}/embeddings` with `{model, input: [texts], encoding_format: "float"}` (the format
+//! named, as the official SDK always names one, so a server whose default differs still answers floats),
+//! answered by `{data: [{index, embedding}]}`, put in order by `index`.
 
 use std::collections::HashMap;
 
@@ -18,7 +22,7 @@ use super::{
     CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, arguments_from_string,
     as_object, own_state,
 };
-use super::{Adapter, Auto, Key, Variable};
+use super::{Adapter, Auto, EmbeddingEndpoint, Key, Variable};
 use crate::config::ProviderConfig;
 use crate::conversation::{
     ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, Usage,
@@ -49,6 +53,14 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     parse_error,
     encode_list_models,
     decode_list_models,
+    embeddings: Some(EmbeddingEndpoint {
+        // The API takes up to 2048 inputs, but also caps the tokens of one request; 64 texts stay far below.
+        batch_size: 64,
+        default_model: None,
+        example_model: "text-embedding-3-small",
+        encode: encode_embed,
+        decode: decode_embed,
+    }),
 };
 
 const KIND: ProviderKind = ProviderKind::OpenaiCompatible;
@@ -469,6 +481,43 @@ struct ModelEntry {
 pub(crate) fn decode_list_models(body: &[u8]) -> Result<Vec<ModelInfo>, Fault> {
     let list: ModelList = serde_json::from_slice(body).map_err(|e| Fault::bad_json("model list", &e))?;
     Ok(list.data.into_iter().map(|m| ModelInfo { id: m.id, display_name: None, provider: KIND }).collect())
+}
+
+/// `POST {base}/embeddings` for these texts.
+pub(crate) fn encode_embed(texts: &[String], config: &ProviderConfig, model: &str) -> HttpCall {
+    let body = serde_json::json!({ "model": model, "input": texts, "encoding_format": "float" });
+    HttpCall {
+        method: Method::Post,
+        url: format!("{}/embeddings", config.base_url),
+        headers: headers(config),
+        body: Some(body),
+    }
+}
+
+#[derive(Deserialize)]
+struct EmbeddingList {
+    data: Vec<EmbeddingEntry>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingEntry {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+/// Parse an embeddings answer: its vectors in the order of their `index`, which must number them 0, 1, ...
+pub(crate) fn decode_embed(body: &[u8]) -> Result<Vec<Vec<f32>>, Fault> {
+    let list: EmbeddingList = serde_json::from_slice(body).map_err(|e| Fault::bad_json("embeddings answer", &e))?;
+    let mut data = list.data;
+    data.sort_by_key(|e| e.index);
+    if let Some((position, entry)) = data.iter().enumerate().find(|(position, e)| e.index != *position) {
+        return Err(Fault::malformed(format!(
+            "the embeddings answer numbers its {} vectors wrongly: index {} where {position} was due",
+            data.len(),
+            entry.index
+        )));
+    }
+    Ok(data.into_iter().map(|e| e.embedding).collect())
 }
 
 // ---- streaming -------------------------------------------------------------------------------------------

@@ -85,23 +85,36 @@ pub fn request(messages: Vec<Message>) -> ChatRequest {
     }
 }
 
-fn validator(kind: ProviderKind) -> &'static jsonschema::Validator {
-    static V: OnceLock<Mutex<HashMap<ProviderKind, &'static jsonschema::Validator>>> = OnceLock::new();
+/// The published request schema of a chat call to `kind`, or of an embeddings call.
+fn schema_file(kind: ProviderKind, embeddings: bool) -> &'static str {
+    match (kind, embeddings) {
+        (ProviderKind::Anthropic, _) => "anthropic_create_message.json",
+        (ProviderKind::OpenaiCompatible, false) => "openai_create_chat_completion.json",
+        (ProviderKind::OpenaiCompatible, true) => "openai_create_embedding.json",
+        (ProviderKind::Google, false) => "gemini_generate_content.json",
+        (ProviderKind::Google, true) => "gemini_batch_embed_contents.json",
+        (ProviderKind::Ollama, false) => "ollama_chat_request.json",
+        (ProviderKind::Ollama, true) => "ollama_embed_request.json",
+    }
+}
+
+fn validator(file: &'static str) -> &'static jsonschema::Validator {
+    static V: OnceLock<Mutex<HashMap<&'static str, &'static jsonschema::Validator>>> = OnceLock::new();
     let mut map = V.get_or_init(Default::default).lock().unwrap();
-    map.entry(kind).or_insert_with(|| {
-        let file = match kind {
-            ProviderKind::Anthropic => "anthropic_create_message.json",
-            ProviderKind::OpenaiCompatible => "openai_create_chat_completion.json",
-            ProviderKind::Google => "gemini_generate_content.json",
-            ProviderKind::Ollama => "ollama_chat_request.json",
-        };
+    map.entry(file).or_insert_with(|| {
         let path = format!("{}/tests/data/schemas/{file}", env!("CARGO_MANIFEST_DIR"));
         let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         Box::leak(Box::new(jsonschema::validator_for(&schema).unwrap()))
     })
 }
 
-/// Every chat request the server recorded validates against its provider's published request schema.
+/// Whether a recorded request went to an embeddings endpoint.
+pub fn is_embedding_request(r: &RecordedRequest) -> bool {
+    r.path.ends_with("/api/embed") || r.path.ends_with("/embeddings") || r.path.ends_with(":batchEmbedContents")
+}
+
+/// Every chat and embeddings request the server recorded validates against its provider's published request
+/// schema.
 pub fn assert_requests_valid(server: &ProviderServer) -> usize {
     let mut n = 0;
     for r in server.requests() {
@@ -115,8 +128,10 @@ pub fn assert_requests_valid(server: &ProviderServer) -> usize {
             Some(Provider::Ollama) => ProviderKind::Ollama,
             None => panic!("request to an unknown route: {} {}", r.method, r.path),
         };
-        let errors: Vec<String> =
-            validator(kind).iter_errors(&r.body).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        let errors: Vec<String> = validator(schema_file(kind, is_embedding_request(&r)))
+            .iter_errors(&r.body)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
         assert!(errors.is_empty(), "{kind} request {} invalid:\n{}\n{:#}", r.path, errors.join("\n"), r.body);
         n += 1;
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Extract standalone JSON Schemas for the four chat request bodies from the provider specs.
+"""Extract standalone JSON Schemas for the four chat request bodies and the three embeddings request
+bodies from the provider specs.
 
 Run from the workspace root:  python3 crates/cks-llm/tests/data/extract_schemas.py /path/to/provider-specs
 The tests only read the generated files in `schemas/`; this script documents how they were made.
@@ -15,6 +16,9 @@ references are rewritten to `#/$defs/X`. Deliberate changes (all listed in the R
 - Ollama: `ChatMessage` gains `tool_name`, `tool_call_id` and `thinking`, and `ToolCall.function` gains
   `index` (all in ollama/ollama api/types.go but missing from docs/openapi.yaml); `ChatMessage`, `ToolCall` and
   `ToolCall.function` become strict so that a leaked bookkeeping key fails validation.
+- Embeddings: Gemini's `BatchEmbedContentsRequest` gets the same treatment as its chat request (protobuf);
+  Ollama's `EmbedRequest` becomes strict (a misspelt field would be ignored silently by the server);
+  OpenAI's `CreateEmbeddingRequest` is already strict.
 """
 import json
 import re
@@ -131,6 +135,17 @@ def main():
     doc = build(ollama, "ChatRequest", "ollama-openapi.yaml", "Ollama chat request")
     doc["$defs"]["ChatRequest"]["additionalProperties"] = False
     (out / "ollama_chat_request.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    doc = build(openai, "CreateEmbeddingRequest", "openai-openapi.yaml", "OpenAI embeddings request")
+    (out / "openai_create_embedding.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    doc = build(gemini, "BatchEmbedContentsRequest", "gemini-v1beta-openapi.json", "Gemini batchEmbedContents request")
+    strict_objects(doc["$defs"])
+    (out / "gemini_batch_embed_contents.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    doc = build(ollama, "EmbedRequest", "ollama-openapi.yaml", "Ollama embed request")
+    doc["$defs"]["EmbedRequest"]["additionalProperties"] = False
+    (out / "ollama_embed_request.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":
