@@ -120,6 +120,21 @@ fn vector_search(bencher: Bencher, n: usize) {
     bencher.bench(|| index.rank(black_box(&query), 100));
 }
 
+/// The vector side at a million searchable objects (nodes only, so that the graph fits in a
+/// bench's memory): past `EXACT_ROWS` the sign bits shortlist the rows that are ranked.
+#[divan::bench(args = [1_000_000], sample_count = 20)]
+fn vector_search_million(bencher: Bencher, n: usize) {
+    use cks_core::vectors::{embedding_text, text_key};
+    let g = cks_core::sample::random_graph(n, 0, 42);
+    let known: std::collections::HashMap<_, _> =
+        g.objects().filter_map(|o| embedding_text(o)).map(|t| text_key(&t)).map(|k| (k, vector_of(&k))).collect();
+    let mut index = g.vector_index().lock().unwrap();
+    index.sync(&g, "bench", 0, |k| known.get(k));
+    drop(known);
+    let query = vector_of(&text_key("a query"));
+    bencher.bench(|| index.rank(black_box(&query), 100));
+}
+
 /// Settling a structure's vector index for the first time (the first hybrid search of a loaded
 /// session): each searchable object's text and key, and its vector looked up.
 #[divan::bench(args = SIZES, sample_count = 10)]
