@@ -1,18 +1,27 @@
-//! Which embedder search by meaning uses: `CKS_EMBEDDING_PROVIDER` (`local`, or `none`) and
-//! `CKS_EMBEDDING_MODEL` (the local model's directory). Unset, the local model is used when it
-//! is installed where `scripts/install-embedding-model` puts it, and nothing otherwise: search
-//! then ranks by words alone.
+//! Which embedder search by meaning uses: `CKS_EMBEDDING_PROVIDER` (`local`, `none`, or an LLM
+//! provider with an embeddings endpoint: `ollama`, `openai_compatible`, `google`) and
+//! `CKS_EMBEDDING_MODEL` (the local model's directory, or the provider's embedding model). Unset,
+//! the local model is used when it is installed where `scripts/install-embedding-model` puts it,
+//! and nothing otherwise: search then ranks by words alone.
 //!
 //! The local model's manifest is read at start-up (so a wrong setting stops the server with a
 //! message saying what is wrong); its table only at the first embedding, so a server that never
 //! searches never pays for it.
+//!
+//! A provider is reached at the base URL and with the key its chat calls use (`CKS_OLLAMA_HOST`,
+//! `CKS_OPENAI_BASE_URL` and `CKS_OPENAI_API_KEY`, `CKS_GOOGLE_BASE_URL` and `CKS_GOOGLE_API_KEY`),
+//! whichever provider `CKS_LLM_PROVIDER` picks for chat. Ollama's model defaults to
+//! `nomic-embed-text`; the others need one named. A setting that cannot work (a provider without
+//! an embeddings endpoint, a missing model or key) stops start-up; a provider failing later only
+//! delays the vectors: the runtime embeds in the background and retries.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, anyhow, bail};
 use cks_embed::{EmbedError, Embedder, StaticModel};
+use cks_llm::{EmbedderError, ProviderEmbedder, ProviderKind};
 
 /// The default local model's directory name under the cache.
 pub const DEFAULT_MODEL: &str = "minilm-l6-static";
@@ -28,8 +37,9 @@ pub fn models_dir(env: &HashMap<String, String>) -> PathBuf {
 
 /// The embedder the environment asks for, if any.
 pub fn open(env: &HashMap<String, String>) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
-    let provider = env.get("CKS_EMBEDDING_PROVIDER").map(|v| v.to_ascii_lowercase());
-    let model = env.get("CKS_EMBEDDING_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let provider = env.get("CKS_EMBEDDING_PROVIDER").map(|v| v.trim().to_ascii_lowercase());
+    let named = env.get("CKS_EMBEDDING_MODEL").map(|v| v.trim()).filter(|v| !v.is_empty());
+    let model = named.map(PathBuf::from);
     let installed = models_dir(env).join(DEFAULT_MODEL);
     match provider.as_deref() {
         Some("none") => Ok(None),
@@ -49,8 +59,31 @@ pub fn open(env: &HashMap<String, String>) -> anyhow::Result<Option<Arc<dyn Embe
             None if installed.join("model.json").exists() => Ok(Some(Arc::new(LazyModel::new(&installed)?))),
             None => Ok(None),
         },
-        Some(other) => bail!("CKS_EMBEDDING_PROVIDER={other}: expected local or none"),
+        Some(name) => match ProviderKind::from_name(name) {
+            Some(kind) => Ok(Some(Arc::new(provider_embedder(kind, named, env)?))),
+            None => bail!("CKS_EMBEDDING_PROVIDER={name}: expected local, none or one of {}", provider_names()),
+        },
     }
+}
+
+/// The providers with an embeddings endpoint, for messages.
+fn provider_names() -> String {
+    cks_llm::embedding_providers().map(ProviderKind::as_str).collect::<Vec<_>>().join(", ")
+}
+
+/// Embeddings through `kind`'s endpoint, or a start-up error naming the setting to change.
+fn provider_embedder(
+    kind: ProviderKind,
+    model: Option<&str>,
+    env: &HashMap<String, String>,
+) -> anyhow::Result<ProviderEmbedder> {
+    ProviderEmbedder::from_env(kind, model, |name| env.get(name).cloned()).map_err(|e| match e {
+        EmbedderError::NoModel { example, .. } => anyhow!(
+            "CKS_EMBEDDING_PROVIDER={kind} needs CKS_EMBEDDING_MODEL, the provider's embedding model (e.g. {example})"
+        ),
+        EmbedderError::InvalidModel(why) => anyhow!("CKS_EMBEDDING_MODEL: {why}"),
+        other => anyhow!("CKS_EMBEDDING_PROVIDER={kind}: {other}"),
+    })
 }
 
 /// A local static model whose table is read at its first use.
@@ -122,8 +155,73 @@ mod tests {
         let error = open(&env(&[("XDG_CACHE_HOME", home), ("CKS_EMBEDDING_PROVIDER", "local")])).unwrap_err();
         assert!(format!("{error:#}").contains("install-embedding-model"), "{error:#}");
         let error = open(&env(&[("CKS_EMBEDDING_PROVIDER", "magic")])).unwrap_err();
-        assert!(format!("{error:#}").contains("expected local or none"), "{error:#}");
+        assert_eq!(
+            format!("{error:#}"),
+            "CKS_EMBEDDING_PROVIDER=magic: expected local, none or one of ollama, google, openai_compatible"
+        );
         let error = open(&env(&[("CKS_EMBEDDING_MODEL", home)])).unwrap_err();
         assert!(format!("{error:#}").contains("model.json"), "{error:#}");
+    }
+
+    #[test]
+    fn a_provider_is_reached_with_its_chat_settings_under_its_own_name() {
+        let embedder = open(&env(&[("CKS_EMBEDDING_PROVIDER", "ollama")])).unwrap().expect("an embedder");
+        assert_eq!(embedder.model(), "ollama:nomic-embed-text", "Ollama's default embedding model");
+        assert_eq!(embedder.batch_size(), 64);
+        let embedder = open(&env(&[
+            ("CKS_EMBEDDING_PROVIDER", " Google "),
+            ("CKS_EMBEDDING_MODEL", "gemini-embedding-001"),
+            ("GOOGLE_API_KEY", "AIza-start-up-test"),
+            // The chat provider's choice does not matter to embeddings.
+            ("CKS_LLM_PROVIDER", "anthropic"),
+        ]))
+        .unwrap()
+        .expect("an embedder");
+        assert_eq!((embedder.model(), embedder.batch_size()), ("google:gemini-embedding-001", 100));
+        assert!(!format!("{embedder:?}").contains("AIza-start-up-test"));
+        let embedder = open(&env(&[
+            ("CKS_EMBEDDING_PROVIDER", "openai_compatible"),
+            ("CKS_OPENAI_BASE_URL", "http://127.0.0.1:1/v1"),
+            ("CKS_EMBEDDING_MODEL", "bge-m3"),
+        ]))
+        .unwrap()
+        .expect("an embedder");
+        assert_eq!(embedder.model(), "openai_compatible:bge-m3", "a local server needs no key");
+    }
+
+    #[test]
+    fn a_provider_that_cannot_work_stops_start_up_saying_why() {
+        let message = |pairs: &[(&str, &str)]| format!("{:#}", open(&env(pairs)).unwrap_err());
+        assert_eq!(
+            message(&[("CKS_EMBEDDING_PROVIDER", "anthropic"), ("ANTHROPIC_API_KEY", "sk-ant-start-up-test")]),
+            "CKS_EMBEDDING_PROVIDER=anthropic: anthropic has no embeddings endpoint (providers with one: ollama, \
+             google, openai_compatible)"
+        );
+        assert_eq!(
+            message(&[("CKS_EMBEDDING_PROVIDER", "google"), ("GOOGLE_API_KEY", "AIza-start-up-test")]),
+            "CKS_EMBEDDING_PROVIDER=google needs CKS_EMBEDDING_MODEL, the provider's embedding model (e.g. \
+             gemini-embedding-001)"
+        );
+        assert_eq!(
+            message(&[("CKS_EMBEDDING_PROVIDER", "openai_compatible")]),
+            "CKS_EMBEDDING_PROVIDER=openai_compatible needs CKS_EMBEDDING_MODEL, the provider's embedding model \
+             (e.g. text-embedding-3-small)"
+        );
+        assert_eq!(
+            message(&[("CKS_EMBEDDING_PROVIDER", "google"), ("CKS_EMBEDDING_MODEL", "gemini-embedding-001")]),
+            "CKS_EMBEDDING_PROVIDER=google: google needs a key: set CKS_GOOGLE_API_KEY (or GOOGLE_API_KEY)"
+        );
+        assert_eq!(
+            message(&[
+                ("CKS_EMBEDDING_PROVIDER", "openai_compatible"),
+                ("CKS_EMBEDDING_MODEL", "text-embedding-3-small")
+            ]),
+            "CKS_EMBEDDING_PROVIDER=openai_compatible: openai_compatible needs a key: set CKS_OPENAI_API_KEY",
+            "the real OpenAI API, the default base URL, needs a key"
+        );
+        let bad_model = message(&[("CKS_EMBEDDING_PROVIDER", "ollama"), ("CKS_EMBEDDING_MODEL", "../x?y")]);
+        assert!(bad_model.starts_with("CKS_EMBEDDING_MODEL: invalid model name"), "{bad_model}");
+        let bad_number = message(&[("CKS_EMBEDDING_PROVIDER", "ollama"), ("CKS_LLM_MAX_RETRIES", "some")]);
+        assert!(bad_number.contains("CKS_LLM_MAX_RETRIES"), "{bad_number}");
     }
 }

@@ -71,8 +71,39 @@ pub fn providers() -> &'static [&'static str] {
     &NAMES
 }
 
+/// The values of `CKS_EMBEDDING_PROVIDER`: `local`, `none` and each provider with an embeddings endpoint.
+pub fn embedding_providers() -> &'static [&'static str] {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        ["local", "none"].into_iter().chain(cks_llm::embedding_providers().map(|kind| kind.as_str())).collect()
+    });
+    &NAMES
+}
+
+/// Search by meaning's group (its providers come from the LLM client's table).
+fn search_by_meaning() -> Group {
+    let variables = vec![
+        var(
+            "CKS_EMBEDDING_PROVIDER",
+            Form::OneOf(embedding_providers()),
+            Some("local when installed"),
+            "local: the local embedding model (scripts/install-embedding-model installs it); none: search ranks by \
+             words alone; a provider's name: its embeddings endpoint, at the base URL and with the key its chat \
+             calls use",
+        ),
+        var(
+            "CKS_EMBEDDING_MODEL",
+            Text,
+            Some("<cache>/cks-mcp/models/minilm-l6-static"),
+            "local: the model's directory (<cache> is XDG_CACHE_HOME, or ~/.cache); a provider: its embedding \
+             model (needed for openai_compatible and google; ollama's default is nomic-embed-text)",
+        ),
+    ];
+    Group { heading: "Search by meaning", variables: variables.leak() }
+}
+
 /// Every variable read, grouped as `--help` shows them: [`FIXED`], with the LLM providers' group
-/// (built from the LLM client's table of providers) before the LLM calls' group.
+/// (built from the LLM client's table of providers) before the LLM calls' group, and search by
+/// meaning's before the task queue's.
 pub fn groups() -> &'static [Group] {
     static GROUPS: LazyLock<Vec<Group>> = LazyLock::new(|| {
         let mut variables =
@@ -86,6 +117,8 @@ pub fn groups() -> &'static [Group] {
         let mut groups = FIXED.to_vec();
         let calls = groups.iter().position(|g| g.heading.starts_with("LLM calls")).unwrap_or(groups.len());
         groups.insert(calls, providers);
+        let queue = groups.iter().position(|g| g.heading.starts_with("Task queue")).unwrap_or(groups.len());
+        groups.insert(queue, search_by_meaning());
         groups
     });
     &GROUPS
@@ -168,24 +201,6 @@ const FIXED: &[Group] = &[
                  (an intranet's documents); every other private, loopback or link-local address is refused",
             ),
             var("CKS_MCP_LOG", LogFilter, Some("warn,cks_tool_call=info"), "Log filter for stderr (tracing syntax)"),
-        ],
-    },
-    Group {
-        heading: "Search by meaning",
-        variables: &[
-            var(
-                "CKS_EMBEDDING_PROVIDER",
-                Form::OneOf(&["local", "none"]),
-                Some("local when installed"),
-                "local: the local embedding model (scripts/install-embedding-model installs it); none: search ranks \
-                 by words alone",
-            ),
-            var(
-                "CKS_EMBEDDING_MODEL",
-                Text,
-                Some("<cache>/cks-mcp/models/minilm-l6-static"),
-                "The local model's directory (<cache> is XDG_CACHE_HOME, or ~/.cache)",
-            ),
         ],
     },
     Group {
@@ -629,6 +644,16 @@ mod tests {
             assert!(help.contains(name), "{name}");
         }
         assert!(help.find("CKS_LLM_PROVIDER") < help.find("CKS_LLM_MAX_TOKENS"));
+    }
+
+    #[test]
+    fn the_embedding_providers_are_those_with_an_endpoint() {
+        assert_eq!(embedding_providers(), ["local", "none", "ollama", "google", "openai_compatible"]);
+        assert!(bad("CKS_EMBEDDING_PROVIDER", "anthropic").contains("one of local, none, ollama"));
+        assert!(ok("CKS_EMBEDDING_PROVIDER", "Google"));
+        let headings: Vec<&str> = groups().iter().map(|g| g.heading).collect();
+        let at = |prefix: &str| headings.iter().position(|h| h.starts_with(prefix)).unwrap();
+        assert_eq!(at("Search by meaning") + 1, at("Task queue"), "{headings:?}");
     }
 
     fn bad(name: &str, value: &str) -> String {
