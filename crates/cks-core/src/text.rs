@@ -134,12 +134,17 @@ impl TextIndex {
             // Every rarer list was walked: the last list completes the objects seen, and of the
             // ones it alone holds only the best `limit` can make the cut.
             let (idf, holders) = *last;
+            for (id, sum) in &mut sums {
+                if let Some(&posting) = holders.get(*id) {
+                    *sum += score(idf, posting);
+                }
+            }
+            // The long list itself: most of its objects rank below the worst kept, which a
+            // comparison tells before any lookup by id.
             for (id, &posting) in holders {
                 let alone = score(idf, posting);
-                match sums.get_mut(&**id) {
-                    Some(sum) => *sum += alone,
-                    None if keep(alone) => best.offer(id, alone),
-                    None => {}
+                if keep(alone) && best.admits(id, alone) && !sums.contains_key(&**id) {
+                    best.offer(id, alone);
                 }
             }
         } else {
@@ -258,13 +263,17 @@ impl<'a> Best<'a> {
     }
 
     pub(crate) fn offer(&mut self, id: &'a str, score: f64) {
-        let candidate = Ranked(score, id);
         if self.heap.len() < self.limit {
-            self.heap.push(candidate);
-        } else if self.heap.peek().is_some_and(|worst| candidate < *worst) {
+            self.heap.push(Ranked(score, id));
+        } else if self.admits(id, score) {
             self.heap.pop();
-            self.heap.push(candidate);
+            self.heap.push(Ranked(score, id));
         }
+    }
+
+    /// Whether an offer of `score` for `id` would be kept (for now).
+    pub(crate) fn admits(&self, id: &str, score: f64) -> bool {
+        self.heap.len() < self.limit || self.heap.peek().is_some_and(|worst| Ranked(score, id) < *worst)
     }
 
     pub(crate) fn into_sorted(self) -> Vec<(&'a str, f64)> {
