@@ -31,6 +31,11 @@ use crate::store::{EmbeddingRow, Store, StoreError};
 /// The longest pause between two tries of a failing embedder.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// How long a search waits for its query's vector: a provider that is down (and retried, with
+/// the model client's own timeouts) would otherwise hold the search for minutes, where ranking
+/// by words alone answers now.
+const QUERY_WAIT: Duration = Duration::from_secs(10);
+
 /// The embeddings of one model over one store.
 #[derive(Debug)]
 pub struct Embeddings {
@@ -113,8 +118,12 @@ impl Embeddings {
     }
 
     /// The vector of a query, embedded now; `None` when the text has nothing to compare by.
+    /// Fails when the embedder has not answered within [`QUERY_WAIT`].
     pub async fn embed_query(&self, text: &str) -> Result<Option<Vector>, EmbedError> {
-        let vectors = self.embedder.embed(&[text.to_owned()]).await?;
+        let texts = [text.to_owned()];
+        let vectors = tokio::time::timeout(QUERY_WAIT, self.embedder.embed(&texts)).await.map_err(|_| {
+            EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs()))
+        })??;
         Ok(vectors.first().and_then(|v| Vector::quantize(v)))
     }
 
@@ -358,5 +367,28 @@ mod tests {
         assert!(embeddings.idle_within(Duration::from_secs(1)).await);
         assert_eq!(counting.texts.lock().unwrap().len(), 3, "{:?}", counting.texts.lock().unwrap());
         assert_eq!(embeddings.status().known, 3);
+    }
+
+    /// Never answers, as a provider that is down behind long retries.
+    #[derive(Debug)]
+    struct Silent;
+
+    #[async_trait::async_trait]
+    impl Embedder for Silent {
+        fn model(&self) -> &str {
+            "silent"
+        }
+
+        async fn embed(&self, _texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_query_waits_for_its_vector_a_bounded_time() {
+        let runtime = Arc::new(Runtime::new(Arc::new(crate::store::memory::MemoryStore::new()), RuntimeConfig::default()));
+        let embeddings = runtime.enable_embeddings(Arc::new(Silent));
+        let error = embeddings.embed_query("anything").await.unwrap_err();
+        assert_eq!(error, EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())));
     }
 }
