@@ -14,6 +14,7 @@
 //! task's de-duplication key names the sweeper, the session and the finding.
 
 mod contradiction;
+mod duplicates;
 mod graphs;
 mod inference;
 mod provenance;
@@ -37,6 +38,8 @@ use crate::runtime::Runtime;
 use crate::session::SessionInfo;
 use crate::store::{TaskFilter, TaskStatus};
 
+pub use duplicates::{DISTINCT_FROM, DUPLICATE_CANDIDATE};
+
 /// One kind of background check.
 pub(crate) trait Sweep: Send + Sync + 'static {
     /// The sweeper's name in `list_agents` (the reference's agent id).
@@ -58,6 +61,11 @@ pub(crate) trait Sweep: Send + Sync + 'static {
     }
     /// Whether what it newly queues is also kept in the inbox (`list_inference_conflicts`).
     fn keeps_inbox(&self) -> bool {
+        false
+    }
+    /// Whether its check reads the structure's vector index, which the sweep then settles
+    /// against the vectors known (when search by meaning is on) before the check.
+    fn reads_vectors(&self) -> bool {
         false
     }
 }
@@ -228,6 +236,7 @@ impl Sweepers {
             Box::new(graphs::Freshness),
             Box::new(graphs::Health),
             Box::new(contradiction::Contradictions),
+            Box::new(duplicates::Duplicates),
         ];
         Self::with(runtime, config, kinds).await
     }
@@ -480,9 +489,22 @@ impl Sweeper {
             due.extend(runtime.list_sessions().await?.into_iter().map(|s| s.session_id));
         }
         let agent_id = self.sweep.agent_id();
+        let embeddings = if self.sweep.reads_vectors() { runtime.embeddings().cloned() } else { None };
+        if let Some(embeddings) = &embeddings
+            && let Err(e) = embeddings.load().await
+        {
+            tracing::warn!(agent_id, error = %e, "stored embeddings not read");
+        }
         let mut swept = Swept::default();
         while let Some(session_id) = due.first().cloned() {
-            let read = runtime.read(&session_id, |structure, info| self.sweep.check(structure, info, now)).await;
+            let read = runtime
+                .read(&session_id, |structure, info| {
+                    if let Some(embeddings) = &embeddings {
+                        embeddings.settle(structure, |_, _| ());
+                    }
+                    self.sweep.check(structure, info, now)
+                })
+                .await;
             let check = match read {
                 Ok(check) => check,
                 // Gone since it was listed (or never stored): nothing to look at.

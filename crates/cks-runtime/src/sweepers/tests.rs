@@ -184,7 +184,8 @@ async fn sweepers_start_sweep_and_stop() {
             "temporal_staleness",
             "graph_freshness",
             "graph_health",
-            "contradiction"
+            "contradiction",
+            "duplicates"
         ]
     );
     assert!(!sweepers.status("contradiction").unwrap().running);
@@ -211,7 +212,11 @@ async fn sweepers_start_sweep_and_stop() {
     let config = SweepersConfig { interval: Duration::from_secs(3_600), start: true, ..SweepersConfig::default() };
     let restarted = Sweepers::start(runtime.clone(), &config).await.unwrap();
     let running: Vec<bool> = restarted.statuses().iter().map(|s| s.running).collect();
-    assert_eq!(running, [true, true, true, true, true, false], "the config starts all but the stopped contradiction");
+    assert_eq!(
+        running,
+        [true, true, true, true, true, false, true],
+        "the config starts all but the stopped contradiction"
+    );
     restarted.shutdown().await;
 }
 
@@ -340,4 +345,59 @@ async fn graph_sweeps_report_outdated_and_unhealthy_graphs_and_look_again_only_w
     // Health looks at the two entries that changed since its last sweep: 0.9 (outdated) and 1.0.
     runtime.store().put_graph(graph("fresh", &healthy, "2002-01-01T00:00:00Z")).await.unwrap();
     assert_eq!(sweep(&sweepers, "graph_health").await, (2, 0));
+}
+
+#[tokio::test]
+async fn duplicates_are_queued_once_per_pair_and_a_distinct_decision_stops_them() {
+    let runtime = runtime();
+    let named =
+        |id: &str, ty: &str, name: &str| json!({"identity": {"id": id, "type": ty, "name": name}, "structure": {}});
+    let id = session(
+        &runtime,
+        vec![
+            named("kg", "Concept", "Knowledge graph"),
+            named("kg2", "Concept", "knowledge-graph"),
+            named("db", "Concept", "Graph database"),
+            named("kg-person", "Person", "Knowledge Graph"),
+            rel("r1", "kg2", "db", "related_to"),
+        ],
+    )
+    .await;
+    session(&runtime, vec![named("a", "Concept", "Apple"), named("b", "Concept", "Banana")]).await;
+    let sweepers = Sweepers::start(runtime.clone(), &idle()).await.unwrap();
+    assert_eq!(sweep(&sweepers, "duplicates").await, (2, 1));
+    let queued = tasks(&runtime, "duplicate_candidate").await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].0, id);
+    let payload = &queued[0].1;
+    assert_eq!(payload["object_ids"], json!(["kg", "kg2"]));
+    assert_eq!(payload["reasons"], json!(["same_name"]));
+    assert_eq!(
+        (payload["keep_id"].as_str(), payload["merge_id"].as_str()),
+        (Some("kg2"), Some("kg")),
+        "more relations"
+    );
+    assert_eq!(
+        payload["objects"][1],
+        json!({"id": "kg2", "name": "knowledge-graph", "type": "Concept", "relation_count": 1})
+    );
+
+    // Nothing changed: nothing looked at. A change elsewhere in the session: the pair is not queued again.
+    assert_eq!(sweep(&sweepers, "duplicates").await, (0, 0));
+    let ops = json!([{"type": "update_object", "object_id": "db", "structure_patch": {"k": 1}}]);
+    runtime.commit(&id, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "duplicates").await, (1, 1));
+    assert_eq!(tasks(&runtime, "duplicate_candidate").await.len(), 1, "the same pair is queued once");
+
+    // The task settled as `distinct` (a distinct_from relation, the task completed): never queued again.
+    let task_id = runtime.tasks().list(&TaskFilter::default()).await.unwrap()[0].task_id;
+    assert!(runtime.tasks().complete(crate::store::TaskRef::any(task_id)).await.unwrap());
+    let ops = json!([{"type": "add_relation", "identity": {"id": "d1", "type": "Relation", "name": "distinct"},
+                      "participants": ["kg2", "kg"], "relation_type": super::DISTINCT_FROM}]);
+    runtime.commit(&id, CommitRequest::operations(parse_operations(&ops).unwrap())).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(sweep(&sweepers, "duplicates").await, (1, 0));
+    assert!(tasks(&runtime, "duplicate_candidate").await.is_empty());
+    sweepers.shutdown().await;
 }
