@@ -31,8 +31,10 @@ impl Tool for ListAgents {
             'provenance_staleness' (subjects whose newest VerificationRecord is older than the TTL: \
             provenance_conflict), 'temporal_staleness' (facts whose valid_until passed: temporal_conflict), \
             'graph_freshness' (registered graphs not updated within 7 days: graph_outdated), 'graph_health' \
-            (registered graphs whose check_graph_health score is below 0.7: health_check) and 'contradiction' \
-            (relations a MutualExclusionRule or FunctionalRelationRule forbids: contradiction_detected). Returns \
+            (registered graphs whose check_graph_health score is below 0.7: health_check), 'contradiction' \
+            (relations a MutualExclusionRule or FunctionalRelationRule forbids: contradiction_detected) and \
+            'duplicates' (objects of one type with the same or similar names, or close meanings: \
+            duplicate_candidate, for resolve_duplicate). Returns \
             {agents: [{agent_id, kind: 'sweeper', task_type, running, interval_seconds, last_run_at, \
             last_run_duration_ms, last_result_count, last_sessions_checked (sessions, or graphs for the graph \
             sweepers), last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep.",
@@ -72,7 +74,8 @@ mod tests {
                 "temporal_staleness",
                 "graph_freshness",
                 "graph_health",
-                "contradiction"
+                "contradiction",
+                "duplicates"
             ]
         );
         assert_eq!(agents[1]["task_type"], "provenance_conflict");
@@ -82,6 +85,7 @@ mod tests {
             (Some(false), Some(3_600))
         );
         assert!(agents[5]["last_run_at"].is_null() && agents[5]["last_error"].is_null());
+        assert_eq!(agents[6]["task_type"], "duplicate_candidate");
         let none = call(&crate::testing::context(), "list_agents", json!({})).await;
         assert_eq!(none, json!({"agents": []}), "a server without sweepers lists none");
     }

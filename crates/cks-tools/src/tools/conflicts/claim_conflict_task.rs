@@ -32,7 +32,7 @@ impl Tool for ClaimConflictTask {
     const META: ToolMeta = ToolMeta {
         name: "claim_conflict_task",
         description: "Claim the oldest pending conflict task of a type ('gossip_conflict', 'inference_conflict', \
-            'contradiction_detected', 'temporal_conflict' or 'provenance_conflict') from the durable task queue. The claim is atomic (two workers, or two server replicas, never get the same \
+            'contradiction_detected', 'temporal_conflict', 'provenance_conflict' or 'duplicate_candidate') from the durable task queue. The claim is atomic (two workers, or two server replicas, never get the same \
             task) and is a lease: a task not completed, failed or dead-lettered within the lease (5 minutes by \
             default) can be claimed again. Returns {task: {task_id, task_type, session_id, payload, retry_count} or \
             null, supported: true}. Follow up with complete_conflict_task, fail_conflict_task or \

@@ -49,7 +49,7 @@ impl Tool for ListDeadLetteredConflicts {
         description: "List the tasks given up on (dead_letter_conflict_task, or failed more often than allowed), \
             oldest first, for review: conflict tasks and the autonomous processes' tasks alike (a pipeline step, an \
             enrichment request); optionally only one conflict task_type ('gossip_conflict', 'inference_conflict', \
-            'contradiction_detected', 'temporal_conflict' or 'provenance_conflict') or one session. Read-only. \
+            'contradiction_detected', 'temporal_conflict', 'provenance_conflict' or 'duplicate_candidate') or one session. Read-only. \
             Returns {tasks: [{task_id, task_type, session_id, payload, retry_count, last_error, created_at}], count, \
             supported: true}.",
         mutates_graph: false,

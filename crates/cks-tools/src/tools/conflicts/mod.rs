@@ -17,6 +17,7 @@ mod list_inference_conflicts;
 mod refresh_verification;
 mod reject_resolution;
 mod resolve_contradiction;
+mod resolve_duplicate;
 mod resolve_gossip_conflict;
 mod resolve_temporal_conflict;
 mod retry_dead_letter;
@@ -53,6 +54,7 @@ pub(crate) fn tools() -> Vec<Listed> {
         listed(reject_resolution::RejectResolution),
         listed(resolve_contradiction::ResolveContradiction),
         listed(resolve_temporal_conflict::ResolveTemporalConflict),
+        listed(resolve_duplicate::ResolveDuplicate),
         listed(refresh_verification::RefreshVerification),
     ]
 }
@@ -65,7 +67,8 @@ pub(crate) fn tools() -> Vec<Listed> {
 /// `provenance_conflict` (a subject whose newest verification is older than the TTL: the
 /// provenance_staleness sweeper), and, over registered graphs, `graph_outdated` (not updated within
 /// its TTL: graph_freshness) and `health_check` (a health score below the bar: graph_health), which
-/// no tool resolves: a person looks, then completes them.
+/// no tool resolves: a person looks, then completes them; and `duplicate_candidate` (two objects
+/// likely the same thing: the duplicates sweeper), which `resolve_duplicate` settles.
 #[derive(Clone, Copy, Debug, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ConflictType {
@@ -76,6 +79,7 @@ pub(crate) enum ConflictType {
     ProvenanceConflict,
     GraphOutdated,
     HealthCheck,
+    DuplicateCandidate,
 }
 
 impl ConflictType {
@@ -88,6 +92,7 @@ impl ConflictType {
             ConflictType::ProvenanceConflict => "provenance_conflict",
             ConflictType::GraphOutdated => "graph_outdated",
             ConflictType::HealthCheck => "health_check",
+            ConflictType::DuplicateCandidate => "duplicate_candidate",
         }
     }
 }

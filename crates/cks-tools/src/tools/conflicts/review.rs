@@ -20,6 +20,7 @@ pub(crate) enum ResolutionTool {
     RefreshVerification,
     ResolveTemporalConflict,
     ResolveContradiction,
+    ResolveDuplicate,
 }
 
 impl ResolutionTool {
@@ -30,6 +31,7 @@ impl ResolutionTool {
             ResolutionTool::RefreshVerification => "refresh_verification",
             ResolutionTool::ResolveTemporalConflict => "resolve_temporal_conflict",
             ResolutionTool::ResolveContradiction => "resolve_contradiction",
+            ResolutionTool::ResolveDuplicate => "resolve_duplicate",
         }
     }
 
@@ -41,6 +43,7 @@ impl ResolutionTool {
             "provenance_conflict" => ResolutionTool::RefreshVerification,
             "temporal_conflict" => ResolutionTool::ResolveTemporalConflict,
             "contradiction_detected" => ResolutionTool::ResolveContradiction,
+            "duplicate_candidate" => ResolutionTool::ResolveDuplicate,
             _ => return None,
         })
     }
@@ -106,6 +109,12 @@ pub fn propose(task: &TaskRow, payload: &Value) -> Value {
             Some(object_id) => json!({"session_id": session_id, "object_id": object_id, "action": "bump",
                                       "extend_by_days": 30, "commit": true}),
             None => return cannot("The task's payload names no object ('object_id').".into()),
+        },
+        // A merge only on the approval of the person reviewing it (the Critic never claims these).
+        ResolutionTool::ResolveDuplicate => match (field("keep_id"), payload.get("object_ids")) {
+            (Some(keep), Some(_)) => json!({"session_id": session_id, "task_id": task.task_id, "decision": "merge",
+                                            "keep_id": keep}),
+            _ => return cannot("The task's payload names no pair ('object_ids', 'keep_id').".into()),
         },
         ResolutionTool::ResolveGossipConflict => match field("source_session_id") {
             Some(source) => json!({"target_session_id": session_id, "source_session_id": source}),

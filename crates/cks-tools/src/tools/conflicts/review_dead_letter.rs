@@ -39,7 +39,8 @@ impl Tool for ReviewDeadLetter {
             retry_count, last_error, proposed_resolution}, where proposed_resolution is {tool, arguments} ready for \
             approve_resolution (contradiction_detected: resolve_contradiction removing one relation; \
             temporal_conflict: resolve_temporal_conflict extending valid_until by 30 days; provenance_conflict: \
-            refresh_verification checking the source again; all with commit), or \
+            refresh_verification checking the source again; duplicate_candidate: resolve_duplicate merging into \
+            the task's keep_id; all with commit), or \
             {error: 'cannot_propose' | 'unknown_task_type', message}. Read-only. A task that is not dead-lettered is \
             the error task_not_dead_lettered.",
         mutates_graph: false,
