@@ -79,8 +79,10 @@ class Encoder:
             + w["embeddings.position_embeddings.weight"][:length][None]
             + w["embeddings.token_type_embeddings.weight"][0][None, None]
         )
-        x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         hidden = x.shape[-1]
+        # Every position as one row: each dense layer is then one large matrix product (numpy
+        # would otherwise loop over the batch's small ones).
+        x = layer_norm(x.reshape(batch * length, hidden), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         per_head = hidden // HEADS
         for layer in self.layers:
             qkv = (x @ layer["qkv_w"] + layer["qkv_b"]).reshape(batch, length, 3, HEADS, per_head)
@@ -88,12 +90,12 @@ class Encoder:
             scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(per_head)
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
-            attended = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
+            attended = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, hidden)
             x = layer_norm(attended @ layer["out_w"] + layer["out_b"] + x, *layer["ln1"])
             up = x @ layer["up_w"] + layer["up_b"]
             up = 0.5 * up * (1.0 + erf(up / np.sqrt(2.0)))
             x = layer_norm(up @ layer["down_w"] + layer["down_b"] + x, *layer["ln2"])
-        return x
+        return x.reshape(batch, length, hidden)
 
 
 def main():
