@@ -50,7 +50,7 @@ pub struct ProcessesConfig {
 }
 
 /// The task types the Critic settles by default: every kind review_dead_letter can propose a
-/// resolution for.
+/// resolution for, but `duplicate_candidate`: a merge waits for a person's call.
 pub const CRITIC_TASK_TYPES: [&str; 5] =
     ["gossip_conflict", "inference_conflict", "provenance_conflict", "temporal_conflict", "contradiction_detected"];
 
