@@ -130,7 +130,7 @@ mod tests {
 
         let panicked = {
             let (rt, id, version) = (rt.clone(), id.clone(), versions[5].clone());
-            tokio::spawn(async move { rt.read_at(&id, &version, |_| panic!("a bug in a read")).await.map(|()| ()) })
+            tokio::spawn(async move { rt.read_at::<()>(&id, &version, |_| panic!("a bug in a read")).await })
         };
         assert!(panicked.await.unwrap_err().is_panic());
         let now = rt.read(&id, |s, _| (s.root_hash(), s.text_index().rank("zebra quokka yak", 9, 0.0).len()));
