@@ -167,14 +167,19 @@ impl TextIndex {
 
 impl TextIndex {
     /// The BM25 score of one object for `query` (0 when it holds no query term): what
-    /// [`TextIndex::rank`] gives it, for objects another ranking found.
+    /// [`TextIndex::rank`] gives it, for objects another ranking found. Scoring many objects,
+    /// [`query_terms`] once and [`TextIndex::weighted_score`] for each cost less.
     pub fn score(&self, query: &str, id: &str) -> f64 {
-        let mut terms: Vec<String> = tokens(query).collect();
-        terms.sort_unstable();
-        terms.dedup();
-        let weighted: Vec<(String, f64)> = terms.into_iter().map(|term| (term, 1.0)).collect();
-        self.weighted_score(&weighted, id)
+        self.weighted_score(&query_terms(query), id)
     }
+}
+
+/// A query's distinct terms, each weighing 1: what [`TextIndex::weighted_score`] takes.
+pub fn query_terms(query: &str) -> Vec<(String, f64)> {
+    let mut terms: Vec<String> = tokens(query).collect();
+    terms.sort_unstable();
+    terms.dedup();
+    terms.into_iter().map(|term| (term, 1.0)).collect()
 }
 
 impl TextIndex {

@@ -341,9 +341,10 @@ impl Search {
         for (id, cosine) in &by_meaning {
             candidates.entry(id).or_insert((None, None)).1 = Some(f64::from(*cosine));
         }
+        let terms = cks_core::text::query_terms(&self.query);
         for (id, (bm25, cosine)) in candidates.iter_mut() {
             if bm25.is_none() {
-                *bm25 = Some(text.score(&self.query, id)).filter(|s| *s > 0.0);
+                *bm25 = Some(text.weighted_score(&terms, id)).filter(|s| *s > 0.0);
             }
             if cosine.is_none() {
                 *cosine = index.cosine(vector, id).map(f64::from);
