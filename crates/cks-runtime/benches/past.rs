@@ -27,10 +27,8 @@ fn session() -> (tokio::runtime::Runtime, Runtime, String, String, tempfile::Tem
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("bench.db"), &SqliteOptions::default()).unwrap();
     let rt = Runtime::new(Arc::new(store), RuntimeConfig::default());
-    let id = tokio
-        .block_on(rt.create_session(random_graph(10_000, 10_000, 42), NewSession::default()))
-        .unwrap()
-        .session_id;
+    let id =
+        tokio.block_on(rt.create_session(random_graph(10_000, 10_000, 42), NewSession::default())).unwrap().session_id;
     let mut versions = Vec::new();
     for i in 0..=BACK {
         let ops = parse_operations(&json!([

@@ -121,9 +121,9 @@ impl Embeddings {
     /// Fails when the embedder has not answered within [`QUERY_WAIT`].
     pub async fn embed_query(&self, text: &str) -> Result<Option<Vector>, EmbedError> {
         let texts = [text.to_owned()];
-        let vectors = tokio::time::timeout(QUERY_WAIT, self.embedder.embed(&texts)).await.map_err(|_| {
-            EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs()))
-        })??;
+        let vectors = tokio::time::timeout(QUERY_WAIT, self.embedder.embed(&texts))
+            .await
+            .map_err(|_| EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())))??;
         Ok(vectors.first().and_then(|v| Vector::quantize(v)))
     }
 
@@ -386,7 +386,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_query_waits_for_its_vector_a_bounded_time() {
-        let runtime = Arc::new(Runtime::new(Arc::new(crate::store::memory::MemoryStore::new()), RuntimeConfig::default()));
+        let runtime =
+            Arc::new(Runtime::new(Arc::new(crate::store::memory::MemoryStore::new()), RuntimeConfig::default()));
         let embeddings = runtime.enable_embeddings(Arc::new(Silent));
         let error = embeddings.embed_query("anything").await.unwrap_err();
         assert_eq!(error, EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())));
