@@ -605,12 +605,18 @@ impl crate::Runtime {
     }
 
     /// Restores a backup into this runtime's store (see [`restore`]); what was loaded or cached
-    /// before is forgotten, so every read after it sees the restored store.
+    /// before is forgotten, so every read after it sees the restored store, and the restored
+    /// vectors are read, so none is embedded again.
     pub async fn restore_storage(&self, dump: &Dump, mode: Mode) -> Result<Counts, BackupError> {
         let store = &**self.store();
         let restored = restore(store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, mode).await;
         self.forget_loaded_sessions();
         self.gallery.clear();
+        if let Some(embeddings) = self.embeddings()
+            && let Err(e) = embeddings.reload().await
+        {
+            tracing::warn!(error = %e, "restored embeddings not read; their texts will be embedded again");
+        }
         restored
     }
 

@@ -100,21 +100,28 @@ impl Embeddings {
 
     /// Reads the store's vectors of this model, once.
     pub async fn load(&self) -> Result<(), StoreError> {
-        self.loaded
-            .get_or_try_init(|| async {
-                let rows = self.store.load_embeddings(self.model()).await?;
-                let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
-                for row in rows {
-                    if let Some(vector) = Vector::from_bytes(&row.vector) {
-                        known.insert(row.text_hash, vector);
-                    }
-                }
-                drop(known);
-                self.generation.send_modify(|g| *g += 1);
-                Ok(())
-            })
-            .await
-            .map(|_| ())
+        self.loaded.get_or_try_init(|| self.read_stored()).await.map(|_| ())
+    }
+
+    /// Reads the store's vectors of this model again, as after a restore put others there (the
+    /// ones known stay: a text's vector under one model does not change).
+    pub async fn reload(&self) -> Result<(), StoreError> {
+        self.read_stored().await?;
+        let _ = self.loaded.set(());
+        Ok(())
+    }
+
+    async fn read_stored(&self) -> Result<(), StoreError> {
+        let rows = self.store.load_embeddings(self.model()).await?;
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+        for row in rows {
+            if let Some(vector) = Vector::from_bytes(&row.vector) {
+                known.insert(row.text_hash, vector);
+            }
+        }
+        drop(known);
+        self.generation.send_modify(|g| *g += 1);
+        Ok(())
     }
 
     /// The vector of a query, embedded now; `None` when the text has nothing to compare by.
@@ -391,5 +398,30 @@ mod tests {
         let embeddings = runtime.enable_embeddings(Arc::new(Silent));
         let error = embeddings.embed_query("anything").await.unwrap_err();
         assert_eq!(error, EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())));
+    }
+
+    #[tokio::test]
+    async fn a_restore_brings_its_vectors_to_the_running_server() {
+        let counting = Arc::new(Counting::default());
+        let source =
+            Arc::new(Runtime::new(Arc::new(crate::store::memory::MemoryStore::new()), RuntimeConfig::default()));
+        let embeddings = source.enable_embeddings(counting.clone());
+        let id = source.create_session(graph(&["alpha", "beta"]), NewSession::default()).await.unwrap().session_id;
+        settled(&source, &embeddings, &id).await;
+        assert!(embeddings.idle_within(Duration::from_secs(10)).await);
+        let mut backup = Vec::new();
+        source.export_storage(&mut backup, true, &mut |_, _| ()).await.unwrap();
+
+        // A running server whose vectors were read before the restore.
+        let fresh = Arc::new(Counting::default());
+        let target =
+            Arc::new(Runtime::new(Arc::new(crate::store::memory::MemoryStore::new()), RuntimeConfig::default()));
+        let embeddings = target.enable_embeddings(fresh.clone());
+        embeddings.load().await.unwrap();
+        let dump = crate::backup::parse(&backup).unwrap();
+        target.restore_storage(&dump, crate::backup::Mode::Clear).await.unwrap();
+        assert_eq!(settled(&target, &embeddings, &id).await, (2, 0), "the restored vectors are known");
+        assert!(embeddings.idle_within(Duration::from_secs(1)).await);
+        assert!(fresh.texts.lock().unwrap().is_empty(), "nothing embedded again");
     }
 }
