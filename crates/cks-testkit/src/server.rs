@@ -490,11 +490,7 @@ async fn chat(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<(Rende
                 kill.notify_one();
                 return None;
             }
-            Outcome::Fault(Fault::Status { status, headers, body }) => Rendered {
-                status,
-                headers: headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect(),
-                chunks: vec![body],
-            },
+            Outcome::Fault(Fault::Status { status, headers, body }) => Rendered::scripted(status, headers, body),
             Outcome::Answer(a) => match provider {
                 Provider::Anthropic => anthropic::answer(ctx, &a),
                 Provider::OpenAi => openai::answer(ctx, &a),
@@ -540,11 +536,7 @@ async fn embed(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<Rende
             kill.notify_one();
             return None;
         }
-        Outcome::Fault(Fault::Status { status, headers, body }) => Rendered {
-            status,
-            headers: headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect(),
-            chunks: vec![body],
-        },
+        Outcome::Fault(Fault::Status { status, headers, body }) => Rendered::scripted(status, headers, body),
         Outcome::Fault(Fault::Truncated) => answer(ctx).truncated(),
         Outcome::Fault(f) => fault(ctx, &f),
     })

@@ -89,6 +89,12 @@ impl Rendered {
         Rendered { status, headers: vec![("content-type".into(), content_type.into())], chunks }
     }
 
+    /// A scripted status fault exactly as the script wrote it (header names in lower case).
+    pub(crate) fn scripted(status: u16, headers: Vec<(String, String)>, body: String) -> Rendered {
+        let headers = headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect();
+        Rendered { status, headers, chunks: vec![body] }
+    }
+
     pub(crate) fn sse(chunks: Vec<String>) -> Rendered {
         let mut r = Rendered::raw(200, "text/event-stream", chunks);
         r.headers.push(("cache-control".into(), "no-cache".into()));
