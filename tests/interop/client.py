@@ -1,13 +1,17 @@
 """Interoperability test: drives the cks-mcp release binary with the official MCP Python SDK
 (2.x) over stdio and streamable HTTP, in both of its modes: "auto" (the default: `server/discover`,
 then the stateless 2026-07-28 revision) and "legacy" (the `initialize` handshake, 2025-11-25).
-Also the bare JSON-RPC POST form cks-studio uses. Checks results, not just that calls return.
+Also the bare JSON-RPC POST form cks-studio uses, and an `ai_chat` whose destructive call the
+SDK's elicitation callback approves (a scripted Anthropic server plays the model). Checks results,
+not just that calls return.
 
 Usage: python client.py <path to cks-mcp binary>
 """
 
 import asyncio
+import http.server
 import json
+import threading
 import logging
 import os
 import socket
@@ -18,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 
+import mcp_types
 from mcp import Client, StdioServerParameters
 
 BINARY = sys.argv[1]
@@ -116,17 +121,85 @@ async def knowledge_flow(session: Client, label: str) -> dict:
     return {"session_id": sid, "versions": [v["version_id"] for v in versions["versions"]]}
 
 
+class ScriptedModel(http.server.BaseHTTPRequestHandler):
+    """The Anthropic Messages API as a model that reverts to the version its prompt names, then,
+    once the call's result is back, says what it got."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        last = body["messages"][-1]
+        blocks = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if results:
+            outcome = "an error" if results[0].get("is_error") else "done"
+            content, stop = [{"type": "text", "text": f"Revert: {outcome}."}], "end_turn"
+        else:
+            target = blocks[-1]["text"].rsplit(" ", 1)[-1]
+            content = [{"type": "tool_use", "id": "toolu_1", "name": "revert_version",
+                        "input": {"target_version_id": target}}]
+            stop = "tool_use"
+        reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                            "content": content, "stop_reason": stop, "stop_sequence": None,
+                            "usage": {"input_tokens": 10, "output_tokens": 5}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+def start_model() -> tuple[http.server.ThreadingHTTPServer, dict]:
+    """The scripted model, and the server's environment pointing at it."""
+    model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ScriptedModel)
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    env = {"CKS_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-interop",
+           "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{model.server_address[1]}"}
+    return model, env
+
+
+async def approve(context, params) -> mcp_types.ElicitResult:
+    """The user's answer to the server's question: run it."""
+    assert "revert_version" in params.message, params
+    approve.asked += 1
+    return mcp_types.ElicitResult(action="accept", content={"approve": True})
+
+
+approve.asked = 0
+
+
+async def approval_flow(session: Client, outcome: dict, label: str) -> None:
+    """A chat with approvals whose model reverts the session: the SDK's elicitation callback is
+    asked, approves, and the same call comes back with the revert done (`outcome` then lists the
+    session's versions, the revert's included)."""
+    sid, first = outcome["session_id"], outcome["versions"][0]
+    asked = approve.asked
+    before = len(result_of(await session.call_tool("list_versions", {"session_id": sid}))["versions"])
+    chat = result_of(await session.call_tool("ai_chat", {"session_id": sid, "approvals": True,
+                                                         "prompt": f"undo to {first}"}))
+    assert approve.asked == asked + 1, label
+    assert "pending_approval" not in chat and chat["reply"] == "Revert: done.", (label, chat)
+    assert chat["tool_calls"][0]["name"] == "revert_version" and chat["tool_calls"][0]["is_error"] is False, chat
+    after = result_of(await session.call_tool("list_versions", {"session_id": sid}))["versions"]
+    assert len(after) == before + 1, (label, before, after)
+    outcome["versions"] = [v["version_id"] for v in after]
+
+
 async def connected(client: Client, mode: str, label: str) -> None:
     """Checks what the client negotiated in `mode`."""
     assert client.protocol_version == MODES[mode], (label, mode, client.protocol_version)
     assert client.server_info is not None and client.server_info.name == "cks-mcp", (label, client.server_info)
 
 
-async def over_stdio(data_dir: str, mode: str) -> dict:
-    params = StdioServerParameters(command=BINARY, args=[], env={**os.environ, "CKS_MCP_DATA_DIR": data_dir})
-    async with Client(params, mode=mode) as session:
+async def over_stdio(data_dir: str, mode: str, model_env: dict) -> dict:
+    env = {**os.environ, **model_env, "CKS_MCP_DATA_DIR": data_dir}
+    params = StdioServerParameters(command=BINARY, args=[], env=env)
+    async with Client(params, mode=mode, elicitation_callback=approve) as session:
         await connected(session, mode, "stdio")
         outcome = await knowledge_flow(session, f"stdio {mode}")
+        await approval_flow(session, outcome, f"stdio {mode}")
         # Large messages (above 1 MiB: read and answered without copies of their text) travel
         # both ways, with what needs escaping intact.
         big = {"version": "1.0", "objects": [
@@ -150,9 +223,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_http(data_dir: str, port: int) -> subprocess.Popen:
+def start_http(data_dir: str, port: int, model_env: dict | None = None) -> subprocess.Popen:
     proc = subprocess.Popen([BINARY, "--http", f"127.0.0.1:{port}", "--no-stdio"],
-                            env={**os.environ, "CKS_MCP_DATA_DIR": data_dir},
+                            env={**os.environ, **(model_env or {}), "CKS_MCP_DATA_DIR": data_dir},
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 20
     while time.time() < deadline:
@@ -176,14 +249,15 @@ def post(port: int, body, headers=None):
         return e.code, None
 
 
-async def over_http(data_dir: str) -> None:
+async def over_http(data_dir: str, model_env: dict) -> None:
     port = free_port()
-    proc = start_http(data_dir, port)
+    proc = start_http(data_dir, port, model_env)
     try:
         for mode in MODES:
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as session:
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode, elicitation_callback=approve) as session:
                 await connected(session, mode, "http")
                 outcome = await knowledge_flow(session, f"http {mode}")
+                await approval_flow(session, outcome, f"http {mode}")
         # The bare form cks-studio uses: tools/call with no initialize, plain JSON back.
         status, reply = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                     "params": {"name": "list_versions",
@@ -230,12 +304,14 @@ class Warnings(logging.Handler):
 async def main() -> None:
     warnings = Warnings()
     logging.getLogger("mcp").addHandler(warnings)
+    model, model_env = start_model()
     with tempfile.TemporaryDirectory() as stdio_dir, tempfile.TemporaryDirectory() as http_dir:
         for mode in MODES:
-            await over_stdio(stdio_dir, mode)
+            await over_stdio(stdio_dir, mode, model_env)
             print(f"stdio {mode}: ok")
-        await over_http(http_dir)
+        await over_http(http_dir, model_env)
         print("http: ok")
+    model.shutdown()
     assert warnings.messages == [], warnings.messages
 
 

@@ -3,6 +3,7 @@
 //!
 //! Invariant: this is the only crate that knows MCP or HTTP serving.
 
+mod approvals;
 mod completions;
 pub mod config;
 pub mod embedding;

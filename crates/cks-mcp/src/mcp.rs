@@ -37,7 +37,7 @@ use cks_tools::ProgressSink;
 
 use crate::server::{CallOptions, CksServer};
 use crate::sessions;
-use crate::{completions, subscriptions};
+use crate::{approvals, completions, subscriptions};
 
 fn convert<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))
@@ -139,6 +139,55 @@ impl CksServer {
 }
 
 impl CksServer {
+    /// Runs a call, and while its result waits for the user's approval of a destructive call and
+    /// the client can ask its user, asks and continues (`approvals.rs`): in this request before
+    /// 2026-07-28, through an `input_required` result and the client's retry from then on.
+    async fn call_asking(
+        &self,
+        request: &CallToolRequestParams,
+        options: CallOptions,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let (mut result, mut earlier) = match self.states.resume(request)? {
+            Some((waiting, answer)) => match approvals::decision(&answer) {
+                Some(decision) => {
+                    let next = approvals::continuation(&arguments, &waiting, decision);
+                    (CksServer::call_tool(self, &request.name, Some(next), options.clone()).await?, Some(waiting))
+                }
+                // Dismissed: the turn waits, as it would for a client that cannot ask.
+                None => return Ok(self.result_of(waiting).into()),
+            },
+            None => {
+                (CksServer::call_tool(self, &request.name, request.arguments.clone(), options.clone()).await?, None)
+            }
+        };
+        loop {
+            if let Some(before) = earlier.take() {
+                result =
+                    self.result_of(approvals::joined(&before, result.structured_content.take().unwrap_or_default()));
+            }
+            let Some(pending) = approvals::waiting(&result).cloned() else { break };
+            if !approvals::client_asks(context) {
+                break;
+            }
+            let waiting = result.structured_content.clone().unwrap_or_default();
+            if is_stateless(context) {
+                return Ok(self.states.ask(request, &waiting)?.into());
+            }
+            let Some(decision) = approvals::ask_client(context, &pending).await.as_ref().and_then(approvals::decision)
+            else {
+                break;
+            };
+            let next = approvals::continuation(&arguments, &waiting, decision);
+            result = CksServer::call_tool(self, &request.name, Some(next), options.clone()).await?;
+            earlier = Some(waiting);
+        }
+        Ok(result.into())
+    }
+}
+
+impl CksServer {
     /// Adds a resource to the client's subscriptions, or takes it out: in the session's record
     /// over HTTP, for whichever replica holds the session's stream.
     async fn subscribed(
@@ -205,11 +254,11 @@ impl ServerHandler for CksServer {
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
         let log_level = self.log_level(&context).await;
         let started = std::time::Instant::now();
-        let result = CksServer::call_tool(self, &request.name, request.arguments, options).await?;
-        if let Some(chosen) = log_level {
-            log_call(&context, chosen, &request.name, started.elapsed(), &result).await;
+        let response = self.call_asking(&request, options, &context).await?;
+        if let (Some(chosen), CallToolResponse::Complete(result)) = (log_level, &response) {
+            log_call(&context, chosen, &request.name, started.elapsed(), result).await;
         }
-        Ok(result.into())
+        Ok(response)
     }
 
     #[allow(deprecated)]

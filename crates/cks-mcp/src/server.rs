@@ -46,6 +46,8 @@ pub struct CksServer {
     pub(crate) streams: Arc<crate::sessions::Streams>,
     /// The records of MCP sessions over HTTP, as read from the store.
     pub(crate) records: crate::sessions::StoredSessions,
+    /// Seals the chats that wait for an approval on the stateless revision.
+    pub(crate) states: crate::approvals::States,
     /// Whether results leave their large texts unescaped for the transport (see
     /// [`Self::leaving_large_texts_to_the_transport`]).
     large_texts_unescaped: bool,
@@ -72,7 +74,7 @@ impl ClientState {
 }
 
 /// Per-call options from the transport.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct CallOptions {
     pub progress: Option<Arc<dyn ProgressSink>>,
     pub cancel: CancellationToken,
@@ -99,6 +101,8 @@ impl CksServer {
             client: Arc::default(),
             calls: Arc::default(),
             streams: Arc::default(),
+            // Without the shared secret, a key of this process's own.
+            states: crate::approvals::States::new(rand::random()),
             large_texts_unescaped: false,
         }
     }
@@ -116,7 +120,9 @@ impl CksServer {
     }
 
     /// Uses `key` to check and to make provenance signatures.
+    /// The approvals of the stateless revision are sealed with a key derived from it.
     pub fn with_provenance(mut self, key: ProvenanceKey) -> Self {
+        self.states = crate::approvals::States::new(key.derived("mcp requestState"));
         self.provenance = Some(Arc::new(key));
         self
     }
@@ -193,6 +199,11 @@ impl CksServer {
             // The code MCP's own example gives an unknown tool (COMPATIBILITY.md, `unknown-tool`).
             .map_err(|e| ErrorData::new(ErrorCode::INVALID_PARAMS, e.to_string(), None))?;
         Ok(tool_result(value, structured, self.large_texts_unescaped))
+    }
+
+    /// A result made from the JSON object a tool with an output schema answered.
+    pub(crate) fn result_of(&self, value: Value) -> CallToolResult {
+        tool_result(value, true, self.large_texts_unescaped)
     }
 
     pub async fn list_resources(&self) -> Result<Value, ErrorData> {

@@ -45,8 +45,19 @@ impl ProvenanceKey {
         ProvenanceKey(secret.into())
     }
 
+    /// A key for another purpose, derived from this secret (its HMAC of the purpose's name), so
+    /// that servers sharing the secret share the derived key too.
+    pub fn derived(&self, purpose: &str) -> [u8; 32] {
+        self.mac(purpose.as_bytes()).into()
+    }
+
     /// HMAC-SHA256 (RFC 2104) of `message`, as lower-case hex.
     fn mac_hex(&self, message: &[u8]) -> String {
+        hex::encode(self.mac(message))
+    }
+
+    /// HMAC-SHA256 (RFC 2104) of `message`.
+    fn mac(&self, message: &[u8]) -> sha2::digest::Output<Sha256> {
         let mut block = [0u8; HMAC_BLOCK];
         if self.0.len() > HMAC_BLOCK {
             block[..32].copy_from_slice(&Sha256::digest(&self.0));
@@ -55,8 +66,7 @@ impl ProvenanceKey {
         }
         let pad = |byte: u8| block.map(|b| b ^ byte);
         let inner = Sha256::new().chain_update(pad(0x36)).chain_update(message).finalize();
-        let outer = Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize();
-        hex::encode(outer)
+        Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize()
     }
 }
 
