@@ -23,6 +23,7 @@ mod stdio;
 pub mod storage_commands;
 pub mod stores;
 mod subscriptions;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -28,6 +28,7 @@ use rmcp::model::{
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType, ServerConfig,
 };
 use rmcp::model::{CustomNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
+use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams};
 #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
@@ -252,6 +253,9 @@ impl ServerHandler for CksServer {
         let options = CallOptions { progress, cancel: context.ct.clone() };
         let _running = sessions::session_of(&context)
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
+        if crate::tasks::runs_as_task(&request, &context) {
+            return self.start_task(request).await;
+        }
         let log_level = self.log_level(&context).await;
         let started = std::time::Instant::now();
         let response = self.call_asking(&request, options, &context).await?;
@@ -259,6 +263,30 @@ impl ServerHandler for CksServer {
             log_call(&context, chosen, &request.name, started.elapsed(), result).await;
         }
         Ok(response)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        CksServer::get_task(self, request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        CksServer::cancel_task(self, request).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        CksServer::update_task(self, request).await
     }
 
     #[allow(deprecated)]

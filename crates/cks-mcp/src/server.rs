@@ -155,6 +155,7 @@ impl CksServer {
                 "prompts": {},
                 "completions": {},
                 "logging": {},
+                "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
             },
             "serverInfo": Self::server_info(),
         })

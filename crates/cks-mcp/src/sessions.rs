@@ -225,7 +225,7 @@ impl Calls {
     }
 
     /// Stops the call, if it runs here.
-    fn cancel(&self, session: &str, request: &str) {
+    pub(crate) fn cancel(&self, session: &str, request: &str) {
         if let Some(token) = self.lock().get(&(session.to_owned(), request.to_owned())) {
             token.cancel();
         }
