@@ -2,6 +2,8 @@
 // SDKs over stdio and streamable HTTP. SDK v1 (`@modelcontextprotocol/sdk`) speaks 2025-11-25;
 // SDK v2 (`@modelcontextprotocol/client`) runs in each of its modes: "legacy" (the `initialize`
 // handshake), "auto" (`server/discover` first) and pinned to 2026-07-28 (stateless, no handshake).
+// Each also approves a chat's destructive call when the server asks (elicitation), with a scripted
+// Anthropic server as the model.
 //
 // Usage: node client.mjs <path to cks-mcp binary>
 
@@ -17,6 +19,9 @@ import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/clien
 import { StreamableHTTPClientTransport as HttpV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Client as ClientV2, StreamableHTTPClientTransport as HttpV2 } from '@modelcontextprotocol/client'
 import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio'
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+
+import { startProvider } from '../../page/provider.mjs'
 
 const BINARY = process.argv[2]
 
@@ -43,9 +48,44 @@ const GRAPH = {
   ],
 }
 
+// The model: asked to undo to a version, it reverts to it; given the call's result, it says so.
+const modelPort = await freePort()
+const model = await startProvider(`http://127.0.0.1:${modelPort}`, (call) =>
+  call.results.length > 0
+    ? `Revert: ${call.results[0].is_error ? 'an error' : 'done'}.`
+    : { tools: [{ name: 'revert_version', input: { target_version_id: call.prompt.split(' ').pop() } }] },
+)
+const SERVER_ENV = {
+  ...process.env,
+  CKS_LLM_PROVIDER: 'anthropic',
+  ANTHROPIC_API_KEY: 'sk-ant-interop',
+  ANTHROPIC_BASE_URL: `http://127.0.0.1:${modelPort}`,
+}
+
+// The user, asked about a destructive call: run it.
+let asked = 0
+const approve = async (request) => {
+  assert.match(request.params.message, /revert_version/)
+  asked += 1
+  return { action: 'accept', content: { approve: true } }
+}
+
+function clientV1() {
+  const client = new ClientV1({ name: 'interop', version: '1' }, { capabilities: { elicitation: {} } })
+  client.setRequestHandler(ElicitRequestSchema, approve)
+  return client
+}
+
+function clientV2(mode) {
+  const options = { versionNegotiation: { mode }, capabilities: { elicitation: { form: {} } } }
+  const client = new ClientV2({ name: 'interop', version: '1' }, options)
+  client.setRequestHandler('elicitation/create', approve)
+  return client
+}
+
 // The clients under test: each with the revision it must end up speaking.
 const CLIENTS = [
-  { label: 'v1', revision: '2025-11-25', make: () => new ClientV1({ name: 'interop', version: '1' }) },
+  { label: 'v1', revision: '2025-11-25', make: clientV1 },
   ...[
     ['legacy', '2025-11-25'],
     ['auto', '2026-07-28'],
@@ -54,7 +94,7 @@ const CLIENTS = [
     label: `v2 ${typeof mode === 'string' ? mode : `pin ${mode.pin}`}`,
     revision,
     v2: true,
-    make: () => new ClientV2({ name: 'interop', version: '1' }, { versionNegotiation: { mode } }),
+    make: () => clientV2(mode),
   })),
 ]
 
@@ -102,6 +142,17 @@ async function knowledgeFlow(client, label) {
   assert.ok(prompt.messages[0].content.text.includes(sid))
 
   await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), /no_such_tool/)
+
+  // A chat with approvals reverts the session: the user is asked once, and the same call comes
+  // back with the revert done.
+  const { versions } = await call('list_versions', { session_id: sid })
+  const before = asked
+  const chat = await call('ai_chat', { session_id: sid, approvals: true, prompt: `undo to ${versions[0].version_id}` })
+  assert.equal(asked, before + 1, `${label}: the user was not asked`)
+  assert.equal(chat.reply, 'Revert: done.', JSON.stringify(chat))
+  assert.equal(chat.pending_approval, undefined)
+  const after = await call('list_versions', { session_id: sid })
+  assert.equal(after.versions.length, versions.length + 1, `${label}: not reverted`)
 }
 
 async function checkConnected(client, spec) {
@@ -111,7 +162,7 @@ async function checkConnected(client, spec) {
 
 async function overStdio(spec, dataDir) {
   const Transport = spec.v2 ? StdioV2 : StdioV1
-  const transport = new Transport({ command: BINARY, args: [], env: { ...process.env, CKS_MCP_DATA_DIR: dataDir } })
+  const transport = new Transport({ command: BINARY, args: [], env: { ...SERVER_ENV, CKS_MCP_DATA_DIR: dataDir } })
   const client = spec.make()
   await client.connect(transport)
   try {
@@ -147,7 +198,7 @@ function freePort() {
 
 async function startHttp(dataDir, port) {
   const child = spawn(BINARY, ['--http', `127.0.0.1:${port}`, '--no-stdio'], {
-    env: { ...process.env, CKS_MCP_DATA_DIR: dataDir },
+    env: { ...SERVER_ENV, CKS_MCP_DATA_DIR: dataDir },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   const deadline = Date.now() + 20_000
@@ -181,5 +232,6 @@ try {
   }
 } finally {
   rmSync(dataDir, { recursive: true, force: true })
+  model.close()
 }
 assert.deepEqual(warnings, [], 'the SDKs warned of our schemas')
