@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Interoperability tests with clients we did not write: the official MCP Python SDK (client.py)
 # and TypeScript SDKs v1 and v2 (ts/client.mjs), over stdio and streamable HTTP, in both protocol
-# revisions (2025-11-25 with its handshake, stateless 2026-07-28); and MCP Inspector's strict
-# check of every published schema.
+# revisions (2025-11-25 with its handshake, stateless 2026-07-28), approvals by elicitation
+# included; MCP Tasks through the official Tasks extension client (ts/tasks.mjs); and MCP
+# Inspector's strict check of every published schema.
 # Creates (once) a virtual environment under target/ with `mcp` from PyPI, installs the TypeScript
 # SDKs from npm (Debian's Node.js when there is none), and builds the release binary.
 set -euo pipefail
@@ -25,6 +26,7 @@ fi
 cargo build --release --locked -p cks-mcp --manifest-path "$root/Cargo.toml"
 "$venv/bin/python" "$root/tests/interop/client.py" "$root/target/release/cks-mcp"
 node "$root/tests/interop/ts/client.mjs" "$root/target/release/cks-mcp"
+node "$root/tests/interop/ts/tasks.mjs" "$root/target/release/cks-mcp"
 # Every published schema passes MCP Inspector's strict portability check without a warning.
 report=$(mktemp)
 if ! "$root/tests/interop/ts/node_modules/.bin/mcp-inspector" --cli "$root/target/release/cks-mcp" \
