@@ -143,7 +143,7 @@ impl LlmClient {
                     clock,
                     None,
                     request.model.as_deref().unwrap_or(""),
-                    stream,
+                    Wire::asked(stream),
                     Operation::Chat,
                     Usage::default(),
                     0,
@@ -166,12 +166,22 @@ impl LlmClient {
                 .redactor()
                 .redact_error(LlmError::BadRequest(ErrorContext { provider: Some(kind), ..ErrorContext::msg(why) }));
             let result = Err::<ChatResponse, _>(error);
-            self.record(started, clock, Some(kind), "", stream, Operation::Chat, Usage::default(), 0, &result);
+            self.record(
+                started,
+                clock,
+                Some(kind),
+                "",
+                Wire::asked(stream),
+                Operation::Chat,
+                Usage::default(),
+                0,
+                &result,
+            );
             return result;
         }
         let result = match providers::encode_chat(kind, &request, config.provider_config(kind), &settings) {
             Ok((call, ctx)) => {
-                let Outcome { result, retries } = self
+                let Outcome { result, retries, whole_answer } = self
                     .inner
                     .transport
                     .execute(kind, &settings.model, &call, Decoder::Chat { ctx: &ctx, stream, deltas: options.deltas })
@@ -183,13 +193,14 @@ impl LlmClient {
                     }
                     Payload::Models(_) | Payload::Embeddings(_) => Err(internal(kind, &settings.model)),
                 });
-                (result, retries)
+                (result, retries, whole_answer)
             }
-            Err(e) => (Err(self.inner.transport.redactor().redact_error(e)), 0),
+            Err(e) => (Err(self.inner.transport.redactor().redact_error(e)), 0, false),
         };
-        let (result, retries) = result;
+        let (result, retries, whole_answer) = result;
         let usage = result.as_ref().map(|r| r.usage).unwrap_or_default();
-        self.record(started, clock, Some(kind), &settings.model, stream, Operation::Chat, usage, retries, &result);
+        let wire = Wire { streamed: stream, whole_answer };
+        self.record(started, clock, Some(kind), &settings.model, wire, Operation::Chat, usage, retries, &result);
         result
     }
 
@@ -302,7 +313,8 @@ impl LlmClient {
             return Ok(c.models.clone());
         }
         let call = providers::encode_list_models(kind, pc);
-        let Outcome { result, retries } = self.inner.transport.execute(kind, &pc.model, &call, Decoder::Models).await;
+        let Outcome { result, retries, .. } =
+            self.inner.transport.execute(kind, &pc.model, &call, Decoder::Models).await;
         let result = result.and_then(|p| match p {
             Payload::Models(m) => Ok(m),
             Payload::Chat(_) | Payload::Embeddings(_) => Err(internal(kind, &pc.model)),
@@ -312,7 +324,7 @@ impl LlmClient {
             clock,
             Some(kind),
             &pc.model,
-            false,
+            Wire::asked(false),
             Operation::ListModels,
             Usage::default(),
             retries,
@@ -337,7 +349,7 @@ impl LlmClient {
         clock: Instant,
         provider: Option<ProviderKind>,
         model: &str,
-        streamed: bool,
+        wire: Wire,
         operation: Operation,
         usage: Usage,
         retries: u32,
@@ -348,7 +360,8 @@ impl LlmClient {
             provider,
             model: &self.inner.transport.redactor().redact(model),
             operation,
-            streamed,
+            streamed: wire.streamed,
+            whole_answer: wire.whole_answer,
             latency: clock.elapsed(),
             usage,
             retries,
@@ -357,6 +370,22 @@ impl LlmClient {
                 Err(e) => CallOutcome::Error(e.kind()),
             },
         });
+    }
+}
+
+/// How a call's answer travelled, for its record.
+#[derive(Debug, Clone, Copy)]
+struct Wire {
+    /// A stream was asked for.
+    streamed: bool,
+    /// ... and the provider answered with one whole body instead.
+    whole_answer: bool,
+}
+
+impl Wire {
+    /// A call that got no answer, or was not streamed: only what was asked is known.
+    fn asked(streamed: bool) -> Self {
+        Wire { streamed, whole_answer: false }
     }
 }
 

@@ -5,9 +5,15 @@
 //! stream (the answer is buffered, so nothing was handed to the caller yet). Not retried: other 4xx,
 //! malformed answers, anything the provider marks as not worth it (`x-should-retry: false`, OpenAI
 //! `insufficient_quota`, Gemini daily quota), and a streamed attempt that had already handed text to the
-//! caller's delta sink (text shown cannot be taken back; see [`crate::ChatOptions::deltas`]). Waits honour `retry-after-ms`, `retry-after` and Gemini's
-//! `RetryInfo`, otherwise full-jitter exponential backoff; attempts and total time are bounded
-//! ([`RetryPolicy`]). Every message that leaves — error, log field, decoded answer — is redacted here.
+//! caller's delta sink (text shown cannot be taken back; see [`crate::ChatOptions::deltas`]). Waits honour
+//! `retry-after-ms`, `retry-after` and Gemini's `RetryInfo`, otherwise full-jitter exponential backoff;
+//! attempts (`CKS_LLM_MAX_RETRIES`) and total time are bounded ([`RetryPolicy`]). Every message that
+//! leaves — error, log field, decoded answer — is redacted here.
+//!
+//! A streamed request answered with one whole JSON body (some gateways and local servers do that) is
+//! read as the answer, by the adapter's ordinary translator, and the call is marked so
+//! ([`Outcome::whole_answer`]); a body that is neither a stream nor an answer fails once, naming its
+//! content type and first bytes (`streamed.rs`).
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
@@ -23,9 +29,10 @@ use crate::config::HttpConfig;
 use crate::conversation::{ChatResponse, ProviderKind};
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::providers::{self, DecodeCtx, Fault, HttpCall, Method, ModelInfo};
-use crate::redact::{Redactor, StreamRedactor};
+use crate::redact::Redactor;
 use crate::retry;
-use crate::stream::Framer;
+
+mod streamed;
 
 /// Error bodies are read up to this size; the message shows an excerpt.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -53,6 +60,17 @@ pub(crate) enum Payload {
 pub(crate) struct Outcome {
     pub(crate) result: Result<Payload, LlmError>,
     pub(crate) retries: u32,
+    /// A streamed request was answered with one whole body, read by the ordinary translator.
+    pub(crate) whole_answer: bool,
+}
+
+/// What the attempts of one call have done so far.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Text has reached the caller's delta sink: from then on nothing is retried.
+    shown: bool,
+    /// The successful attempt's answer came whole although a stream was asked for.
+    whole: bool,
 }
 
 /// One failed attempt, before it becomes an [`LlmError`].
@@ -166,7 +184,7 @@ impl Transport {
                 Ok(b) => Some(Bytes::from(b)),
                 Err(e) => {
                     let ctx = ErrorContext::new(provider, model, format!("cannot encode the request: {e}"));
-                    return Outcome { result: Err(LlmError::BadRequest(ctx)), retries: 0 };
+                    return Outcome { result: Err(LlmError::BadRequest(ctx)), retries: 0, whole_answer: false };
                 }
             },
             None => None,
@@ -174,23 +192,28 @@ impl Transport {
         let policy = &self.config.retry;
         let start = Instant::now();
         let mut retries = 0u32;
-        // Whether text has reached the caller's delta sink: from then on nothing is retried.
-        let mut shown = false;
+        let mut progress = Progress::default();
         loop {
             // Never let one attempt run past the total budget.
             let remaining = policy.max_elapsed.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
             let timeout = self.config.request_timeout.min(remaining);
-            let failure = match self.attempt(provider, call, body.as_ref(), &decoder, timeout, &mut shown).await {
+            let failure = match self.attempt(provider, call, body.as_ref(), &decoder, timeout, &mut progress).await {
                 Ok(mut payload) => {
                     self.redact_payload(&mut payload);
-                    tracing::debug!(provider = %provider, model = %self.redactor.redact(model), retries, "LLM call succeeded");
-                    return Outcome { result: Ok(payload), retries };
+                    tracing::debug!(
+                        provider = %provider,
+                        model = %self.redactor.redact(model),
+                        retries,
+                        whole_answer = progress.whole,
+                        "LLM call succeeded"
+                    );
+                    return Outcome { result: Ok(payload), retries, whole_answer: progress.whole };
                 }
                 Err(f) => f,
             };
             let by_class = transient(failure.kind);
             let mut failure = failure;
-            if shown && failure.retryable.unwrap_or(by_class) {
+            if progress.shown && failure.retryable.unwrap_or(by_class) {
                 failure.message = format!(
                     "{} Part of the answer had already been streamed, so the call was not retried.",
                     failure.message.trim_end()
@@ -233,7 +256,7 @@ impl Transport {
                         error = %err,
                         "LLM call failed"
                     );
-                    return Outcome { result: Err(err), retries };
+                    return Outcome { result: Err(err), retries, whole_answer: false };
                 }
             }
         }
@@ -301,7 +324,7 @@ impl Transport {
         body: Option<&Bytes>,
         decoder: &Decoder<'_>,
         timeout: Duration,
-        shown: &mut bool,
+        progress: &mut Progress,
     ) -> Result<Payload, Failure> {
         let client = self
             .client()
@@ -342,54 +365,45 @@ impl Transport {
                     .map_err(|f| Failure::from_fault(f, status))
             }
             Decoder::Chat { ctx, stream: true, deltas } => {
-                let (framing, mut dec) = providers::stream_decoder(provider, (*ctx).clone());
-                let mut framer = Framer::new(framing);
-                let mut chunks = resp.bytes_stream();
+                let content_type =
+                    resp.headers().get(CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+                let sink = streamed::Sink { deltas: *deltas, redactor: &self.redactor };
+                let reader = streamed::Reader::new(provider, ctx, content_type.as_deref(), sink);
                 let fault = |f: Fault| Failure::from_fault(f, status);
-                let mut text = String::new();
-                let mut redacting = StreamRedactor::new(&self.redactor);
-                // Hands what the frames added to the sink, redacted, as soon as it arrives.
-                let mut deliver = |text: &mut String, shown: &mut bool| {
-                    let Some(sink) = deltas else { return text.clear() };
-                    if text.is_empty() {
-                        return;
-                    }
-                    let ready = redacting.push(text);
-                    text.clear();
-                    if !ready.is_empty() {
-                        *shown = true;
-                        sink.text(&ready);
-                    }
+                let read = if content_type.as_deref().is_some_and(streamed::is_json) {
+                    // Labelled JSON: one whole body, whatever was asked for; read it as such.
+                    let bytes = resp.bytes().await.map_err(|e| body_failure(&e, timeout))?;
+                    reader.read_json(&bytes, &mut progress.shown)
+                } else {
+                    self.read_stream(reader, resp, timeout, &mut progress.shown).await?
                 };
-                'read: while let Some(chunk) = chunks.next().await {
-                    let chunk = chunk.map_err(|e| stream_failure(&e, timeout))?;
-                    let frames = framer.push(&chunk).map_err(|m| fault(Fault::malformed(m)))?;
-                    for frame in frames {
-                        let end = dec.on_frame(frame, &mut text).map_err(fault)?;
-                        deliver(&mut text, shown);
-                        if end {
-                            // The provider's end marker: whatever follows is not part of the answer.
-                            break 'read;
-                        }
-                    }
-                }
-                for frame in framer.finish().map_err(|m| fault(Fault::malformed(m)))? {
-                    dec.on_frame(frame, &mut text).map_err(fault)?;
-                    deliver(&mut text, shown);
-                }
-                let mut response = dec.finish().map_err(fault)?;
-                providers::normalise(&mut response);
-                // The answer is complete: what was held back in case it began a secret is not one.
-                let rest = redacting.finish();
-                if let Some(sink) = deltas
-                    && !rest.is_empty()
-                {
-                    *shown = true;
-                    sink.text(&rest);
-                }
-                Ok(Payload::Chat(response))
+                let read = read.map_err(fault)?;
+                progress.whole = read.whole;
+                Ok(Payload::Chat(read.response))
             }
         }
+    }
+
+    /// Reads a streamed body chunk by chunk. The outer `Err` is the connection's failure; the inner
+    /// result is what the body said.
+    async fn read_stream(
+        &self,
+        mut reader: streamed::Reader<'_>,
+        resp: reqwest::Response,
+        timeout: Duration,
+        shown: &mut bool,
+    ) -> Result<Result<streamed::Read, Fault>, Failure> {
+        let mut chunks = resp.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| stream_failure(&e, timeout))?;
+            match reader.push(&chunk, shown) {
+                // Not a stream: the rest of the body is read (the reader keeps it), to be tried whole.
+                Ok(streamed::Step::More | streamed::Step::NotAStream) => {}
+                Ok(streamed::Step::End) => break,
+                Err(f) => return Ok(Err(f)),
+            }
+        }
+        Ok(reader.finish(shown))
     }
 
     async fn status_failure(&self, provider: ProviderKind, status: u16, resp: reqwest::Response) -> Failure {

@@ -42,8 +42,11 @@ pub struct CallRecord {
     pub model: String,
     /// What was called.
     pub operation: Operation,
-    /// Whether the answer was streamed.
+    /// Whether the answer was asked for as a stream.
     pub streamed: bool,
+    /// A stream was asked for and the provider answered with one whole (non-streamed) body, which was
+    /// read as the answer (some gateways and local servers ignore `stream`).
+    pub whole_answer: bool,
     /// Wall time including retries.
     pub latency_ms: u64,
     /// Prompt tokens (0 on error).
@@ -127,6 +130,7 @@ pub(crate) struct CallInfo<'a> {
     pub(crate) model: &'a str,
     pub(crate) operation: Operation,
     pub(crate) streamed: bool,
+    pub(crate) whole_answer: bool,
     pub(crate) latency: Duration,
     pub(crate) usage: Usage,
     pub(crate) retries: u32,
@@ -148,6 +152,7 @@ impl Telemetry {
             model: c.model.to_owned(),
             operation: c.operation,
             streamed: c.streamed,
+            whole_answer: c.whole_answer,
             latency_ms: u64::try_from(c.latency.as_millis()).unwrap_or(u64::MAX),
             input_tokens: c.usage.input_tokens,
             output_tokens: c.usage.output_tokens,
@@ -194,6 +199,7 @@ mod tests {
                 model: "m",
                 operation: Operation::Chat,
                 streamed: false,
+                whole_answer: false,
                 latency: Duration::from_millis(10),
                 usage: Usage { input_tokens: i, output_tokens: 1 },
                 retries: 1,

@@ -2,8 +2,8 @@
 //!
 //! A [`Reply`] describes one answer (or one fault). The server pops replies from a FIFO queue shared by all
 //! endpoints and renders each in the wire format of the endpoint that was hit, so one script drives any of the
-//! four providers. Wrappers ([`Reply::Usage`], [`Reply::Delay`], [`Reply::Paced`]) nest freely around any other
-//! variant.
+//! four providers. Wrappers ([`Reply::Usage`], [`Reply::Delay`], [`Reply::Paced`], [`Reply::NotStreamed`]) nest
+//! freely around any other variant.
 
 use std::time::Duration;
 
@@ -30,6 +30,11 @@ pub enum Reply {
     /// model generating its answer piece by piece; each chunk is recorded with when it was handed to the
     /// connection ([`crate::RecordedRequest::sent`]). Other requests are answered as without it.
     Paced(Duration, Box<Reply>),
+    /// Streaming requests: the wrapped reply as the endpoint renders it for a request that did not ask to stream,
+    /// one whole JSON body (`content-type: application/json`), as some gateways and local servers answer whatever
+    /// was asked. Gemini's streaming endpoint gets the `generateContent` body. Other requests are answered as
+    /// without it.
+    NotStreamed(Box<Reply>),
     /// A raw reply: this status, these headers and this body, whatever the endpoint.
     Status {
         /// HTTP status code.
@@ -81,15 +86,25 @@ impl Reply {
         Reply::Paced(gap, Box::new(self))
     }
 
-    /// Unwraps the wrappers: total delay, the gap between streamed chunks (the outermost wins) and the
-    /// outcome to render.
-    pub(crate) fn resolve(self) -> (Duration, Option<Duration>, Outcome) {
+    /// Wraps `self` in [`Reply::NotStreamed`].
+    pub fn not_streamed(self) -> Reply {
+        Reply::NotStreamed(Box::new(self))
+    }
+
+    /// Unwraps the wrappers: total delay, the gap between streamed chunks (the outermost wins), whether a
+    /// streaming request gets the whole body, and the outcome to render.
+    pub(crate) fn resolve(self) -> Resolved {
         let mut delay = Duration::ZERO;
         let mut usage = None;
         let mut pace = None;
+        let mut not_streamed = false;
         let mut reply = self;
         loop {
             match reply {
+                Reply::NotStreamed(inner) => {
+                    not_streamed = true;
+                    reply = *inner;
+                }
                 Reply::Delay(d, inner) => {
                     delay += d;
                     reply = *inner;
@@ -124,9 +139,11 @@ impl Reply {
                         Reply::Truncated => Outcome::Fault(Fault::Truncated),
                         Reply::ErrorMidStream => Outcome::Fault(Fault::ErrorMidStream),
                         Reply::DropConnection => Outcome::Fault(Fault::DropConnection),
-                        Reply::Delay(..) | Reply::Usage(..) | Reply::Paced(..) => unreachable!("unwrapped above"),
+                        Reply::Delay(..) | Reply::Usage(..) | Reply::Paced(..) | Reply::NotStreamed(..) => {
+                            unreachable!("unwrapped above")
+                        }
                     };
-                    return (delay, pace, outcome);
+                    return Resolved { delay, pace, not_streamed, outcome };
                 }
             }
         }
@@ -163,6 +180,18 @@ impl ToolCall {
     pub fn with_id(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
         ToolCall { id: Some(id.into()), name: name.into(), arguments }
     }
+}
+
+/// A reply with its wrappers unwrapped.
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    /// How long to wait before answering.
+    pub(crate) delay: Duration,
+    /// The gap between streamed chunks.
+    pub(crate) pace: Option<Duration>,
+    /// A streaming request is answered as a non-streaming one would be.
+    pub(crate) not_streamed: bool,
+    pub(crate) outcome: Outcome,
 }
 
 /// A resolved reply.
@@ -213,9 +242,10 @@ mod tests {
             .delayed(Duration::from_millis(5))
             .with_usage(3, 4)
             .delayed(Duration::from_millis(7));
-        let (delay, pace, outcome) = r.resolve();
+        let Resolved { delay, pace, not_streamed, outcome } = r.resolve();
         assert_eq!(delay, Duration::from_millis(12));
         assert_eq!(pace, None);
+        assert!(!not_streamed);
         match outcome {
             Outcome::Answer(a) => {
                 assert_eq!(a.text.as_deref(), Some("hi"));
@@ -227,9 +257,13 @@ mod tests {
 
     #[test]
     fn default_usage_is_small_and_nonzero() {
-        let (_, pace, outcome) =
-            Reply::ToolCalls(vec![ToolCall::new("f", serde_json::json!({}))]).paced(Duration::from_millis(3)).resolve();
+        let Resolved { pace, not_streamed, outcome, .. } =
+            Reply::ToolCalls(vec![ToolCall::new("f", serde_json::json!({}))])
+                .paced(Duration::from_millis(3))
+                .not_streamed()
+                .resolve();
         assert_eq!(pace, Some(Duration::from_millis(3)));
+        assert!(not_streamed);
         let Outcome::Answer(a) = outcome else { panic!() };
         assert!(a.input_tokens > 0 && a.output_tokens > 0);
         assert_eq!(a.calls.len(), 1);

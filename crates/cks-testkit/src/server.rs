@@ -45,7 +45,7 @@ use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::provider::{self, Ctx, Mode, Provider, Rendered};
-use crate::script::{Fault, Outcome, Reply};
+use crate::script::{Fault, Outcome, Reply, Resolved};
 
 /// One request the server received.
 #[derive(Debug, Clone, PartialEq)]
@@ -480,10 +480,13 @@ async fn chat(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<(Rende
             None,
         ));
     };
-    let (delay, pace, outcome) = reply.resolve();
+    let Resolved { delay, pace, not_streamed, outcome } = reply.resolve();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    // Answered as the same request without streaming would be: the endpoint's whole JSON body.
+    let whole = Ctx { mode: Mode::Json, model: ctx.model.clone(), ..*ctx };
+    let ctx = if not_streamed { &whole } else { ctx };
     Some((
         match outcome {
             Outcome::Fault(Fault::DropConnection) => {
@@ -526,7 +529,7 @@ async fn embed(ctx: &Ctx<'_>, provider: Provider, kill: &Notify) -> Option<Rende
         return Some(rejected);
     }
     let Some(reply) = ctx.shared.next_embedding_reply() else { return Some(answer(ctx)) };
-    let (delay, _, outcome) = reply.resolve();
+    let Resolved { delay, outcome, .. } = reply.resolve();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }

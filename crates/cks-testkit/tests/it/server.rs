@@ -207,3 +207,55 @@ async fn each_request_records_when_it_arrived_and_when_its_answer_was_ready() {
     assert!(handled[1] < delay, "an immediate answer takes less: {handled:?}");
     assert!(requests[0].answered_at.unwrap() <= requests[1].received_at, "sequential requests do not overlap");
 }
+
+/// `Reply::NotStreamed`: a streamed request gets the body a non-streamed one would, labelled JSON, in
+/// every wire format; a request that did not ask to stream is answered as without it.
+#[tokio::test]
+async fn a_not_streamed_reply_answers_a_streamed_request_with_the_whole_json_body() {
+    let server = ProviderServer::start().await;
+    let call =
+        || Reply::ToolCalls(vec![cks_testkit::ToolCall::with_id("call_1", "get_weather", json!({"city": "Oslo"}))]);
+    let mut anthropic = crate::fixture("anthropic_request_turn1");
+    anthropic["stream"] = json!(true);
+    let mut openai = crate::fixture("openai_request_turn1");
+    openai["stream"] = json!(true);
+    let mut ollama = crate::fixture("ollama_request_turn1");
+    ollama.as_object_mut().unwrap().remove("stream");
+    let gemini = crate::fixture("gemini_request_turn1");
+    let gemini_path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&str, Headers<'_>, &Value); 4] = [
+        ("/v1/messages", ANTHROPIC, &anthropic),
+        ("/v1/chat/completions", &[], &openai),
+        ("/api/chat", &[], &ollama),
+        (gemini_path, &[("x-goog-api-key", "k")], &gemini),
+    ];
+    for (path, headers, body) in cases {
+        server.push(Reply::TextAndToolCalls("Checking.".into(), vec![]).not_streamed());
+        let got = post(&server, path, headers, body).await;
+        assert_eq!(got.status, 200, "{path}: {}", got.text);
+        assert!(got.header("content-type").unwrap().starts_with("application/json"), "{path}");
+        let whole = got.json();
+        let text = whole["content"][0]["text"]
+            .as_str()
+            .or_else(|| whole["choices"][0]["message"]["content"].as_str())
+            .or_else(|| whole["message"]["content"].as_str())
+            .or_else(|| whole["candidates"][0]["content"]["parts"][0]["text"].as_str());
+        assert_eq!(text, Some("Checking."), "{path}: {whole}");
+
+        // Tool calls come in the endpoint's non-streamed shape too.
+        server.push(call().not_streamed());
+        let whole = post(&server, path, headers, body).await.json();
+        let name = whole["content"][0]["name"]
+            .as_str()
+            .or_else(|| whole["choices"][0]["message"]["tool_calls"][0]["function"]["name"].as_str())
+            .or_else(|| whole["message"]["tool_calls"][0]["function"]["name"].as_str())
+            .or_else(|| whole["candidates"][0]["content"]["parts"][0]["functionCall"]["name"].as_str());
+        assert_eq!(name, Some("get_weather"), "{path}: {whole}");
+    }
+    // Without it, the same streamed request is streamed.
+    server.push(Reply::text("streamed"));
+    let got = post(&server, "/v1/chat/completions", &[], &openai).await;
+    assert!(got.header("content-type").unwrap().starts_with("text/event-stream"));
+    assert_eq!(server.pending(), 0);
+}
