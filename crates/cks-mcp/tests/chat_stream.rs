@@ -1,8 +1,9 @@
 //! `POST /chat/stream` end to end: the real binary serving MCP over stdio and HTTP at once, the
 //! real LLM client, and a scripted provider server for each provider's wire format. The events
 //! (`text_delta`, `tool_call_started`, `tool_call_completed`, `done`), `done` against `ai_chat`
-//! over MCP, invalid arguments, a closed connection cancelling the turn, and approvals of
-//! destructive calls over both transports.
+//! over MCP, invalid arguments, a closed connection cancelling the turn, approvals of
+//! destructive calls over both transports, and a provider that answers streamed requests with
+//! whole JSON bodies.
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -416,4 +417,51 @@ async fn destructive_calls_wait_for_approval_over_both_transports() {
     assert_eq!(out["reply"], "Kept.", "{out}");
     assert_eq!(out["tool_calls"][0]["result"]["error"], "not_approved");
     assert_eq!(s.versions(&sid).await.len(), 5, "nothing reverted");
+}
+
+/// A provider (a gateway, a local server) that answers each streamed request with the whole JSON body of
+/// a non-streamed answer: the turn goes on as if it had streamed, its text in `text_delta`s and its tool
+/// calls run, one provider request per model call; a 200 body that is neither stream nor answer ends the
+/// turn at once with an error that names it.
+#[tokio::test]
+async fn a_provider_answering_streams_with_whole_json_bodies_still_serves_the_turn() {
+    for provider in PROVIDERS {
+        let mut s = Served::start(provider).await;
+        let sid = s.session("w").await;
+        s.provider.push_all([
+            Reply::TextAndToolCalls(
+                "Let me look at the graph.".into(),
+                vec![ToolCall::new("query_subgraph", json!({"session_id": sid}))],
+            )
+            .not_streamed(),
+            Reply::text("There are two objects.").not_streamed(),
+        ]);
+        let events = s.stream(&json!({"session_id": sid, "prompt": "How many objects?"})).await;
+        let (first, i) = deltas_from(&events, 0);
+        assert_eq!(first.concat(), "Let me look at the graph.", "{provider}: {events:?}");
+        assert_eq!(events[i].name, "tool_call_started", "{provider}: {events:?}");
+        assert_eq!(events[i].json()["name"], "query_subgraph");
+        assert_eq!(events[i + 1].name, "tool_call_completed", "{provider}: {events:?}");
+        assert_eq!(events[i + 1].json()["is_error"], false, "{provider}: {events:?}");
+        let (second, _) = deltas_from(&events, i + 2);
+        assert_eq!(second.concat(), "There are two objects.", "{provider}");
+        let done = events.last().unwrap().json();
+        assert_eq!(done["reply"], "There are two objects.", "{provider}: {done}");
+        // Both model calls asked for a stream, and each took exactly one request.
+        assert_eq!(s.streamed_requests(), [true, true], "{provider}");
+
+        // A body that is neither: one request, no retry, and the error says what came back.
+        s.provider.push_all([Reply::Garbage.not_streamed(), Reply::text("never asked")]);
+        let events = s.stream(&json!({"session_id": sid, "prompt": "And now?"})).await;
+        let done = events.last().unwrap().json();
+        let text = done.to_string();
+        assert_eq!(done["error"], "llm_call_failed", "{provider}: {done}");
+        assert!(
+            text.contains("answered a streamed request with content-type application/json")
+                && text.contains("502 Bad Gateway"),
+            "{provider}: {done}"
+        );
+        assert_eq!(s.streamed_requests(), [true, true, true], "{provider}: not retried");
+        assert_eq!(s.provider.pending(), 1, "{provider}");
+    }
 }
