@@ -58,7 +58,8 @@ pub(super) enum Step {
     More,
     /// The provider's end marker arrived: whatever follows is not part of the answer.
     End,
-    /// The body is not a stream: read the rest with [`Reader::keep`], then [`Reader::finish`].
+    /// The body may be no stream: read on all the same ([`Reader::push`] keeps the rest), then
+    /// [`Reader::finish`] tries it whole.
     NotAStream,
 }
 
@@ -144,7 +145,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Keeps a chunk for the whole-answer fallback while it may still be needed.
-    pub(super) fn keep(&mut self, chunk: &[u8]) {
+    fn keep(&mut self, chunk: &[u8]) {
         if let Some(raw) = &mut self.raw {
             if raw.len() + chunk.len() > MAX_WHOLE_BODY {
                 self.raw = None;
@@ -321,6 +322,53 @@ fn first_bytes(body: &[u8], redactor: &Redactor) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::test_support::{ctx_for, fixture, weather_turn1};
+
+    /// Reads `body` as it would arrive in two chunks split at `split`, without a delta sink.
+    fn read(kind: ProviderKind, content_type: Option<&str>, body: &[u8], split: usize) -> Result<Read, Fault> {
+        let redactor = Redactor::default();
+        let ctx = ctx_for(&weather_turn1(), "m");
+        let mut reader = Reader::new(kind, &ctx, content_type, Sink { deltas: None, redactor: &redactor });
+        let mut shown = false;
+        for chunk in [&body[..split], &body[split..]] {
+            if reader.push(chunk, &mut shown)? == Step::End {
+                break;
+            }
+        }
+        reader.finish(&mut shown)
+    }
+
+    fn summary(r: &ChatResponse) -> (String, Vec<(String, serde_json::Value)>, crate::StopReason) {
+        let calls = r.message.tool_calls().iter().map(|c| (c.name.to_owned(), c.input.clone())).collect();
+        (r.text(), calls, r.stop_reason.clone())
+    }
+
+    /// Each provider's whole answer, pretty-printed as the fixtures are (so that it is no NDJSON either), split anywhere,
+    /// reads as the ordinary translator reads it; each provider's stream still reads as a stream.
+    #[test]
+    fn a_whole_answer_split_anywhere_reads_as_the_ordinary_translator_reads_it() {
+        for (kind, whole, stream) in [
+            (ProviderKind::Anthropic, "anthropic_tool_use.json", "anthropic_stream_tool_use.sse"),
+            (ProviderKind::OpenaiCompatible, "openai_tool_calls.json", "openai_stream_tool_calls.sse"),
+            (ProviderKind::Google, "gemini_function_call.json", "gemini_stream_function_call.sse"),
+            (ProviderKind::Ollama, "ollama_tool_calls.json", "ollama_stream_tool_calls.ndjson"),
+        ] {
+            let body = fixture(whole);
+            assert!(body.trim_start().starts_with("{\n"), "{whole} is pretty-printed");
+            let expected = providers::decode_chat(kind, body.as_bytes(), &mut ctx_for(&weather_turn1(), "m")).unwrap();
+            for split in 0..=body.len() {
+                for content_type in [None, Some("text/plain")] {
+                    let read = read(kind, content_type, body.as_bytes(), split)
+                        .unwrap_or_else(|f| panic!("{kind} at {split}: {}", f.message));
+                    assert!(read.whole, "{kind}");
+                    assert_eq!(summary(&read.response), summary(&expected), "{kind} at {split}");
+                }
+            }
+            let stream = fixture(stream);
+            let read = read(kind, Some("text/event-stream"), stream.as_bytes(), stream.len() / 2).unwrap();
+            assert!(!read.whole && read.response.has_tool_calls(), "{kind}");
+        }
+    }
 
     #[test]
     fn json_types() {
