@@ -309,7 +309,7 @@ impl KnowledgeStructure {
     /// The vector index of this structure, made on first use (every object still to settle:
     /// see [`VectorIndex::sync`]) and told of every later change.
     pub fn vector_index(&self) -> &Mutex<VectorIndex> {
-        self.vectors.get_or_init(|| Box::new(Mutex::new(VectorIndex::new(self))))
+        self.vectors.get_or_init(|| Box::new(Mutex::new(VectorIndex::new())))
     }
 
     /// The index of `valid_until`s, built on first use and kept up to date by every later
@@ -459,7 +459,7 @@ impl KnowledgeStructure {
             kinds.insert(object);
         }
         if let Some(vectors) = self.vectors.get_mut() {
-            vectors.get_mut().unwrap_or_else(|p| p.into_inner()).mark(object.id());
+            vectors.get_mut().unwrap_or_else(|p| p.into_inner()).mark(object);
         }
         if let Some(relation) = object.relation() {
             let incidence = &mut self.incidence;
@@ -485,7 +485,7 @@ impl KnowledgeStructure {
             kinds.remove(object);
         }
         if let Some(vectors) = self.vectors.get_mut() {
-            vectors.get_mut().unwrap_or_else(|p| p.into_inner()).mark(object.id());
+            vectors.get_mut().unwrap_or_else(|p| p.into_inner()).mark(object);
         }
         let id = object.id();
         if let Some(relation) = object.relation() {
