@@ -41,12 +41,21 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const QUERY_WAIT: Duration = Duration::from_secs(10);
 
 /// Where the store keeps the text keys remembered by object: rows of the embeddings table whose
-/// "model" is this name, each an object key and its text's key as the vector's bytes. Keys are
-/// the same under every model, so they are kept once; the name says how the texts were made
-/// ([`TEXT_VERSION`]), and keys made another way are not read. No model has this name (they
-/// are a provider's `kind:model` or a static model's own).
+/// "model" is this name. Keys are the same under every model, so they are kept once; the name
+/// says how the texts were made ([`TEXT_VERSION`]), and keys made another way are not read. No
+/// model has this name (they are a provider's `kind:model` or a static model's own).
+///
+/// A row holds up to [`KEYS_PER_ROW`] keys: its "vector" is pairs of an object key and its text
+/// key (32 bytes a pair), its "text hash" a random id. A restart then reads a few long rows
+/// rather than a row per object (100,000 rows took as long to read as the vectors did).
 pub static TEXT_KEYS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("cks.text-keys.v{TEXT_VERSION}"));
+
+/// The most keys one row of [`TEXT_KEYS`] holds (1 MiB).
+const KEYS_PER_ROW: usize = 32_768;
+
+/// The bytes of an object key and its text key in a row of [`TEXT_KEYS`].
+const KEY_PAIR: usize = 32;
 
 type Hashed<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -160,11 +169,16 @@ impl Embeddings {
         }
         {
             let mut known = self.keys.write().unwrap_or_else(|p| p.into_inner());
-            known.reserve(keys.len());
+            known.reserve(keys.iter().map(|row| row.vector.len() / KEY_PAIR).sum());
             for row in keys {
-                // A row of another length is not a key (nothing this version wrote).
-                if let Ok(key) = <TextKey>::try_from(row.vector.as_slice()) {
-                    known.insert(row.text_hash, key);
+                let (pairs, rest) = row.vector.as_chunks::<KEY_PAIR>();
+                if !rest.is_empty() {
+                    // Not a row of pairs (nothing this version wrote): nothing in it is trusted.
+                    continue;
+                }
+                for pair in pairs {
+                    let (object, key) = pair.split_at(KEY_PAIR / 2);
+                    known.insert(object.try_into().expect("half a pair"), key.try_into().expect("half a pair"));
                 }
             }
         }
@@ -302,20 +316,22 @@ async fn keep_keys(
     embeddings: Weak<Embeddings>,
     mut made: mpsc::UnboundedReceiver<Vec<(ObjectKey, TextKey)>>,
 ) {
-    while let Some(first) = made.recv().await {
-        let mut rows: Vec<EmbeddingRow> = Vec::new();
-        let mut add = |keys: Vec<(ObjectKey, TextKey)>| {
-            rows.extend(keys.into_iter().map(|(object, key)| EmbeddingRow { text_hash: object, vector: key.to_vec() }));
-        };
-        add(first);
+    while let Some(mut keys) = made.recv().await {
         while let Ok(more) = made.try_recv() {
-            add(more);
+            keys.extend(more);
         }
+        let rows: Vec<EmbeddingRow> = keys
+            .chunks(KEYS_PER_ROW)
+            .map(|chunk| EmbeddingRow {
+                text_hash: rand::random(),
+                vector: chunk.iter().flat_map(|(object, key)| object.iter().chain(key)).copied().collect(),
+            })
+            .collect();
         if let Err(e) = store.save_embeddings(&TEXT_KEYS, &rows).await {
-            tracing::warn!(error = %e, keys = rows.len(), "text keys not saved");
+            tracing::warn!(error = %e, keys = keys.len(), "text keys not saved");
         }
         let Some(embeddings) = embeddings.upgrade() else { continue };
-        embeddings.keeping.fetch_sub(rows.len(), Ordering::AcqRel);
+        embeddings.keeping.fetch_sub(keys.len(), Ordering::AcqRel);
         // Wakes the waiters of `idle_within` (a settle then looks its pending objects up again and
         // finds no vector new: a pass over what is pending, no more).
         embeddings.generation.send_modify(|g| *g += 1);
@@ -583,6 +599,31 @@ mod tests {
             assert_eq!(embeddings.status().keys_made, 1, "only the new object's key is made");
             assert_eq!(counting.texts.lock().unwrap().len(), embedded + 1, "only the new text is embedded");
         }
+    }
+
+    /// Keys are kept many to a row, and read back whole, across rows, by the next process.
+    #[tokio::test]
+    async fn kept_keys_are_read_back_from_rows_of_many() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::memory::MemoryStore::new());
+        let made: Vec<(ObjectKey, TextKey)> = (0..KEYS_PER_ROW as u32 + 100)
+            .map(|i| {
+                let object: ObjectKey = std::array::from_fn(|b| (i >> (8 * (b % 4))) as u8 ^ b as u8);
+                (object, std::array::from_fn(|b| object[15 - b]))
+            })
+            .collect();
+        let first = Embeddings::start(Arc::new(Counting::default()), store.clone());
+        first.remember(made[..10].to_vec());
+        first.remember(made[10..].to_vec());
+        assert!(first.idle_within(Duration::from_secs(10)).await);
+        let rows = store.load_embeddings(&TEXT_KEYS).await.unwrap();
+        assert!((2..=3).contains(&rows.len()), "{} rows", rows.len());
+        // A row of something else (not whole pairs) is passed over.
+        store.save_embeddings(&TEXT_KEYS, &[EmbeddingRow { text_hash: [7; 16], vector: vec![1; 40] }]).await.unwrap();
+
+        let next = Embeddings::start(Arc::new(Counting::default()), store);
+        next.load().await.unwrap();
+        let read: HashMap<ObjectKey, TextKey> = next.keys.read().unwrap().iter().map(|(o, k)| (*o, *k)).collect();
+        assert_eq!(read, made.into_iter().collect::<HashMap<_, _>>());
     }
 
     /// Never answers, as a provider that is down behind long retries.
