@@ -3,7 +3,8 @@
 //! - [`turn`]: the loop. It sees a [`turn::ChatModel`] and a [`turn::ToolExecutor`] and nothing
 //!   else: no provider names, no MCP, no registry.
 //! - [`executor`]: the executor over the tool registry — the exposure rules and session pinning.
-//! - [`offer`]: the compact tool set a chat model is offered, with descriptions written for it.
+//! - [`offer`]: the compact tool set a chat model is offered first, with descriptions written for
+//!   it, and the written offers of the tools it can find; `discovery`: `find_tools`.
 //! - [`events`]: the live events of a turn, for a caller that watches it.
 //! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry, and
 //!   saves the turns of stored chats.
@@ -12,6 +13,7 @@
 //! server-management denylist, and every session-naming argument of every call is the chat's own
 //! session.
 
+mod discovery;
 pub mod events;
 pub mod executor;
 pub mod offer;
@@ -20,7 +22,7 @@ pub mod turn;
 
 pub use events::{ChatEvent, ChatEventSink, watch_with};
 pub use executor::{DENIED_TOOLS, RegistryExecutor};
-pub use offer::{CHAT_TOOLS, ChatTool};
+pub use offer::{CHAT_TOOLS, ChatTool, DISCOVERABLE, FIND_TOOLS};
 pub use tool::{AI_CHAT_VARIABLES, AiChat, AiChatConfig, AiChatConfigError, SYSTEM_PROMPT};
 pub use turn::{
     ChatModel, Decision, Execution, Origin, PendingApproval, Stop, ToolCallRecord, ToolExecutor, TurnConfig,

@@ -62,7 +62,8 @@ use crate::turn::{
 pub const SYSTEM_PROMPT: &str = "You work on one knowledge graph with the tools provided; they always act on this \
 chat's graph, so never pass session ids. To read or list objects use query_subgraph; to find an object by name use \
 search_semantic; to add or change objects use evolve_knowledge. Version tools are only for the graph's history. \
-When a tool reports an error, fix the call or explain the problem. Answer briefly.";
+For anything else, find_tools finds more tools. When a tool reports an error, fix the call or explain the problem. \
+Answer briefly.";
 
 /// The `ai_chat` tool.
 #[derive(Clone, Default)]

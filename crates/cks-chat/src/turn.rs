@@ -104,8 +104,9 @@ pub struct Execution {
 /// Runs the tools the LLM asks for.
 #[async_trait]
 pub trait ToolExecutor: Send + Sync {
-    /// The tools offered to the LLM.
-    fn specs(&self) -> Vec<ToolSpec>;
+    /// The tools offered to the LLM for its next answer in a conversation holding `history`
+    /// (tools found earlier in it stay offered).
+    fn specs(&self, history: &[Message]) -> Vec<ToolSpec>;
     /// Whether a call to `name` with `arguments` would run: the tool is offered, and the arguments
     /// pass its argument checks. Used to decide whether text is a tool call.
     fn accepts(&self, name: &str, arguments: &Value) -> bool;
@@ -421,7 +422,6 @@ pub async fn continue_turn(
 ) -> Result<TurnOutput, TurnFailure> {
     let started = Instant::now();
     let time_left = || config.deadline.checked_sub(started.elapsed()).filter(|d| !d.is_zero());
-    let specs = tools.specs();
     let mut t = Transcript {
         messages: history.to_vec(),
         first_new: history.len(),
@@ -470,6 +470,8 @@ pub async fn continue_turn(
                 }
                 observer.llm_call(iteration);
                 iteration += 1;
+                // The offer grows as the model finds tools (`find_tools` results in the history).
+                let specs = tools.specs(&t.messages);
                 let request = ChatRequest {
                     model: config.model.clone(),
                     system: config.system.clone(),

@@ -1,8 +1,9 @@
-//! Adversarial transcripts: a model that calls random tool names (offered, denied, unknown) with
+//! Adversarial transcripts: a model that calls random tool names (offered, found through
+//! `find_tools`, denied, unknown) with
 //! random arguments — real ids of other sessions in every string field, wrong types, nested junk,
 //! huge strings — as structured calls or written as text (plain JSON or in `<tool_call>` tags),
 //! which the loop may recover as calls. After every transcript: no other session changed, no
-//! denied tool ran, no session was created, only offered tools ran from text, the loop ended
+//! denied tool ran, no session was created, only offered or found tools ran from text, the loop ended
 //! within the cap, nothing panicked.
 
 mod support;
@@ -15,7 +16,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cks_chat::{AiChatConfig, CHAT_TOOLS, DENIED_TOOLS};
+use cks_chat::{AiChatConfig, CHAT_TOOLS, DENIED_TOOLS, FIND_TOOLS};
 use cks_runtime::gallery::{GraphFilter, Registration, Visibility};
 use cks_tools::{Tool, ToolContext, ToolError, ToolMeta};
 
@@ -108,6 +109,13 @@ const NAMES: &[&str] = &[
     "merge_graphs",
     "link_graphs",
     "ai_chat",
+    "find_tools",
+    "resolve_contradiction",
+    "resolve_temporal_conflict",
+    "resolve_duplicate",
+    "arbitrate_inference_conflict",
+    "list_inference_conflicts",
+    "list_dead_lettered_conflicts",
     "no_such_tool",
     "",
 ];
@@ -187,6 +195,8 @@ fn arguments() -> impl Strategy<Value = Vec<(String, Junk)>> {
         Just("graph_b_session_id".to_owned()),
         Just("state".to_owned()),
         Just("team".to_owned()),
+        Just("need".to_owned()),
+        Just("task_id".to_owned()),
         "[a-z_]{1,12}",
     ];
     proptest::collection::vec((key, junk()), 0..6)
@@ -326,7 +336,10 @@ proptest! {
             for call in out["tool_calls"].as_array().unwrap() {
                 if call["recovered_from_text"] == true {
                     let name = call["name"].as_str().unwrap();
-                    assert!(CHAT_TOOLS.iter().any(|t| t.name == name), "only offered tools run from text: {call}");
+                    let offered = CHAT_TOOLS.iter().any(|t| t.name == name)
+                        || name == FIND_TOOLS.name
+                        || h.registry.get(name).is_some_and(|t| t.meta().llm_exposed);
+                    assert!(offered, "only offered or found tools run from text: {call}");
                     assert!(!DENIED_TOOLS.contains(&name), "{call}");
                 }
                 if let Some(session) = call["arguments"].get("session_id") {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cks_chat::{AiChat, AiChatConfig, CHAT_TOOLS, SYSTEM_PROMPT};
+use cks_chat::{AiChat, AiChatConfig, CHAT_TOOLS, DENIED_TOOLS, DISCOVERABLE, FIND_TOOLS, SYSTEM_PROMPT};
 use cks_llm::ContentBlock;
 use cks_tools::{Registry, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
@@ -325,7 +325,8 @@ async fn tools_that_create_sessions_run_only_pinned() {
     let h = Harness::build(model.clone(), AiChatConfig::default(), registry, |_| {});
     let sid = h.session(graph("s")).await;
     let out = h.chat(json!({"session_id": sid, "prompt": "go"})).await;
-    assert!(model.request(0).tools.is_empty(), "an unpinnable session-creating tool is not offered");
+    let offered: Vec<String> = model.request(0).tools.iter().map(|t| t.name.clone()).collect();
+    assert_eq!(offered, ["find_tools"], "an unpinnable session-creating tool is not offered");
     assert_eq!(out["tool_calls"][0]["result"]["error"], "unknown_or_disallowed_tool");
     assert_eq!(SPAWNS.load(Ordering::SeqCst), 0, "it did not run");
 
@@ -417,7 +418,7 @@ async fn the_first_request_stays_small_as_the_registry_grows() {
     assert!(bytes <= OFFER_BOUND_BYTES, "the offer is {bytes} bytes");
     assert_eq!(first.system.as_deref(), Some(SYSTEM_PROMPT));
     let offered: Vec<&str> = first.tools.iter().map(|t| t.name.as_str()).collect();
-    let planned: Vec<&str> = CHAT_TOOLS.iter().map(|t| t.name).collect();
+    let planned: Vec<&str> = CHAT_TOOLS.iter().map(|t| t.name).chain([FIND_TOOLS.name]).collect();
     assert_eq!(offered, planned);
 
     // The registry grown to 70 tools, every new one exposed: the offer does not change.
@@ -485,7 +486,7 @@ async fn the_first_request_stays_small_as_the_registry_grows() {
 #[test]
 fn every_offered_tool_is_exposed_and_every_exposed_tool_is_offered() {
     let registry = Registry::standard();
-    for offer in CHAT_TOOLS {
+    for offer in CHAT_TOOLS.iter().chain(DISCOVERABLE) {
         let tool = registry.get(offer.name).unwrap_or_else(|| panic!("{} is not a tool", offer.name));
         assert!(tool.meta().llm_exposed, "{} is offered but not exposed", offer.name);
         let declared = tool.schema()["properties"].as_object().unwrap();
@@ -501,10 +502,17 @@ fn every_offered_tool_is_exposed_and_every_exposed_tool_is_offered() {
     }
     for tool in registry.iter().filter(|t| t.meta().llm_exposed) {
         assert!(
-            CHAT_TOOLS.iter().any(|o| o.name == tool.meta().name),
-            "{} is exposed but has no chat offer (add one in offer.rs, with a short description)",
+            CHAT_TOOLS.iter().chain(DISCOVERABLE).any(|o| o.name == tool.meta().name),
+            "{} is exposed but has no written chat offer (add one in offer.rs, with a short description)",
             tool.meta().name
         );
+    }
+    // What is found is exposed, never denied, and names at most the chat's own session.
+    for offer in DISCOVERABLE {
+        let meta = registry.get(offer.name).unwrap().meta();
+        assert!(!DENIED_TOOLS.contains(&offer.name), "{}", offer.name);
+        assert!(!CHAT_TOOLS.iter().any(|o| o.name == offer.name), "{} is offered first already", offer.name);
+        assert!(meta.session_fields.len() <= 1 && !meta.creates_session, "{}", offer.name);
     }
 }
 

@@ -140,11 +140,13 @@ async fn s06_offered_tools_are_the_exposed_ones_and_small() {
     let sid = h.session(graph("s")).await;
     h.chat(json!({"session_id": sid, "prompt": "hi"})).await;
     let offered: Vec<String> = model.request(0).tools.iter().map(|t| t.name.clone()).collect();
-    // The chat offer, in its order; each one exposed (the offer test checks the converse).
+    // The first offer, in its order, each one exposed (the offer test checks the converse), then
+    // the tool that finds the others.
     let expected: Vec<String> = cks_chat::CHAT_TOOLS
         .iter()
         .filter(|t| h.registry.get(t.name).is_some_and(|r| r.meta().llm_exposed))
         .map(|t| t.name.to_owned())
+        .chain([cks_chat::FIND_TOOLS.name.to_owned()])
         .collect();
     assert_eq!(offered, expected);
     for denied in DENIED_TOOLS {

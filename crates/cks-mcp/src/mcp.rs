@@ -27,8 +27,8 @@ use rmcp::model::{
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType, ServerConfig,
 };
-use rmcp::model::{CustomNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams};
+use rmcp::model::{CustomNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};

@@ -63,7 +63,10 @@ impl Record {
         let stale = self.status == TaskStatus::Working && now_ms - self.heartbeat_ms > STALE.as_millis() as i64;
         let payload = match (self.status, &self.result, &self.error) {
             _ if stale => TaskPayload::Failed {
-                error: error_object(ErrorCode::INTERNAL_ERROR, "the server running this task stopped before it finished"),
+                error: error_object(
+                    ErrorCode::INTERNAL_ERROR,
+                    "the server running this task stopped before it finished",
+                ),
             },
             (TaskStatus::Completed, Some(result), _) => TaskPayload::Completed { result: result.clone() },
             (TaskStatus::Failed, _, Some(error)) => TaskPayload::Failed { error: error.clone() },
@@ -231,7 +234,9 @@ mod tests {
         let working = record(TaskStatus::Working, 1_000);
         assert_eq!(working.detailed("t", 2_000).status(), TaskStatus::Working);
         let lost = working.detailed("t", 1_000 + STALE.as_millis() as i64 + 1);
-        assert!(matches!(&lost.payload, TaskPayload::Failed { error } if error["message"].as_str().unwrap().contains("stopped")));
+        assert!(
+            matches!(&lost.payload, TaskPayload::Failed { error } if error["message"].as_str().unwrap().contains("stopped"))
+        );
         let done = record(TaskStatus::Completed, 0).detailed("t", 10_000_000);
         assert!(matches!(&done.payload, TaskPayload::Completed { result } if result["message"] == "r"));
         assert_eq!(done.task.ttl_ms, Some(TTL.as_millis() as u64));

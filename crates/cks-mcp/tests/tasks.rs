@@ -131,9 +131,11 @@ async fn a_handshake_client_that_declares_the_extension_gets_tasks_too() {
     assert_eq!(answer["result"]["capabilities"]["extensions"][TASKS], json!({}), "{answer}");
     mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
     let graph = json!({"objects": [{"identity": {"id": "a", "type": "Note", "name": "alpha"}}]}).to_string();
-    let sid = mcp.call("validate_knowledge", json!({"json_data": graph})).await["session_id"].as_str().unwrap().to_owned();
+    let sid =
+        mcp.call("validate_knowledge", json!({"json_data": graph})).await["session_id"].as_str().unwrap().to_owned();
     provider.push(Reply::text("Alpha."));
-    let created = mcp.request("tools/call", json!({"name": "ai_chat", "arguments": {"session_id": sid, "prompt": "?"}})).await;
+    let created =
+        mcp.request("tools/call", json!({"name": "ai_chat", "arguments": {"session_id": sid, "prompt": "?"}})).await;
     let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

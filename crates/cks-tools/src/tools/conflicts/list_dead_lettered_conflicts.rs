@@ -59,7 +59,7 @@ impl Tool for ListDeadLetteredConflicts {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[],
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

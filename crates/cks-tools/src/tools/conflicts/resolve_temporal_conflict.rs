@@ -93,7 +93,7 @@ impl Tool for ResolveTemporalConflict {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::open("session_id")],
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

@@ -80,7 +80,7 @@ impl Tool for VisualizeGraph {
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id")],
         // A diagram is for a screen, not for a model: a chat reads the same part with query_subgraph.
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

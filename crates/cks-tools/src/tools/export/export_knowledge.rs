@@ -77,7 +77,7 @@ impl Tool for ExportKnowledge {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id")],
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

@@ -61,7 +61,7 @@ impl Tool for ExportSession {
         open_world: false,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id")],
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

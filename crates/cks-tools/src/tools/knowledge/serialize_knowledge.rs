@@ -63,7 +63,7 @@ impl Tool for SerializeKnowledge {
         session_checks: &[SessionCheck::exists("session_id").if_given()],
         // A chat reads the whole graph with query_subgraph (nodes and edges); a second way to read it
         // only costs a weak model its choice and every model prompt tokens.
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

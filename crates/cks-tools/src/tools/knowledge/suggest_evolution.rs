@@ -137,7 +137,7 @@ impl Tool for SuggestEvolution {
         session_checks: &[SessionCheck::open("session_id")],
         // A chat commits with evolve_knowledge, which checks the same way and can be reverted; a dry
         // run beside it is a second, easily confused way to change the graph.
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {

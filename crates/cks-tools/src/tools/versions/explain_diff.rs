@@ -78,7 +78,7 @@ impl Tool for ExplainDiff {
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::exists("session_id")],
         // compare_versions gives a chat the same change as data, which the model puts in words itself.
-        llm_exposed: false,
+        llm_exposed: true,
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
