@@ -1,15 +1,16 @@
 """Interoperability test: drives the cks-mcp release binary with the official MCP Python SDK
 (2.x) over stdio and streamable HTTP, in both of its modes: "auto" (the default: `server/discover`,
 then the stateless 2026-07-28 revision) and "legacy" (the `initialize` handshake, 2025-11-25).
-Also the bare JSON-RPC POST form cks-studio uses, and an `ai_chat` whose destructive call the
-SDK's elicitation callback approves (a scripted Anthropic server plays the model). Checks results,
-not just that calls return.
+Also the bare JSON-RPC POST form cks-studio uses, an `ai_chat` whose destructive call the SDK's
+elicitation callback approves (a scripted Anthropic server plays the model), a subscription told
+of a commit, and completions. Checks results, not just that calls return.
 
 Usage: python client.py <path to cks-mcp binary>
 """
 
 import asyncio
 import http.server
+import warnings
 import json
 import threading
 import logging
@@ -22,8 +23,10 @@ import time
 import urllib.error
 import urllib.request
 
+import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 BINARY = sys.argv[1]
 
@@ -187,6 +190,51 @@ async def approval_flow(session: Client, outcome: dict, label: str) -> None:
     outcome["versions"] = [v["version_id"] for v in after]
 
 
+class Updates:
+    """The `notifications/resources/updated` a client of the handshake revision received, by URI."""
+
+    def __init__(self):
+        self.uris = []
+
+    async def __call__(self, message) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            self.uris.append(message.params.uri)
+
+
+async def changes_and_completions(session: Client, outcome: dict, mode: str, updates: Updates, label: str) -> None:
+    """A subscription to the session tells of a commit to it (`subscriptions/listen` on
+    2026-07-28, `resources/subscribe` before); completions suggest the session's id and its
+    objects' ids. `outcome` then lists the session's versions, the commit's included."""
+    sid = outcome["session_id"]
+    uri = f"cks://sessions/{sid}"
+    evolve = {"session_id": sid, "operations": [
+        {"type": "add_object", "identity": {"id": f"probe-{mode}", "type": "Probe", "name": "probe"}}]}
+    if MODES[mode] == "2026-07-28":
+        async with session.listen(resource_subscriptions=[uri]) as subscription:
+            result_of(await session.call_tool("evolve_knowledge", evolve))
+            with anyio.fail_after(20):
+                async for event in subscription:
+                    if getattr(event, "uri", None) == uri:
+                        break
+    else:
+        # The handshake revision's way, which the SDK marks deprecated for 2026-07-28 servers.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await session.subscribe_resource(uri)
+            result_of(await session.call_tool("evolve_knowledge", evolve))
+            with anyio.fail_after(20):
+                while uri not in updates.uris:
+                    await anyio.sleep(0.05)
+            await session.unsubscribe_resource(uri)
+    versions = result_of(await session.call_tool("list_versions", {"session_id": sid}))["versions"]
+    outcome["versions"] = [v["version_id"] for v in versions]
+    prompt = mcp_types.PromptReference(type="ref/prompt", name="explore_subgraph")
+    ids = await session.complete(prompt, {"name": "session_id", "value": sid[:6]})
+    assert sid in ids.completion.values, (label, ids)
+    objects = await session.complete(prompt, {"name": "seed_id", "value": "ea"}, {"session_id": sid})
+    assert objects.completion.values == ["earth"], (label, objects)
+
+
 async def connected(client: Client, mode: str, label: str) -> None:
     """Checks what the client negotiated in `mode`."""
     assert client.protocol_version == MODES[mode], (label, mode, client.protocol_version)
@@ -196,10 +244,12 @@ async def connected(client: Client, mode: str, label: str) -> None:
 async def over_stdio(data_dir: str, mode: str, model_env: dict) -> dict:
     env = {**os.environ, **model_env, "CKS_MCP_DATA_DIR": data_dir}
     params = StdioServerParameters(command=BINARY, args=[], env=env)
-    async with Client(params, mode=mode, elicitation_callback=approve) as session:
+    updates = Updates()
+    async with Client(params, mode=mode, elicitation_callback=approve, message_handler=updates) as session:
         await connected(session, mode, "stdio")
         outcome = await knowledge_flow(session, f"stdio {mode}")
         await approval_flow(session, outcome, f"stdio {mode}")
+        await changes_and_completions(session, outcome, mode, updates, f"stdio {mode}")
         # Large messages (above 1 MiB: read and answered without copies of their text) travel
         # both ways, with what needs escaping intact.
         big = {"version": "1.0", "objects": [
@@ -254,10 +304,13 @@ async def over_http(data_dir: str, model_env: dict) -> None:
     proc = start_http(data_dir, port, model_env)
     try:
         for mode in MODES:
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode, elicitation_callback=approve) as session:
+            updates = Updates()
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode, elicitation_callback=approve,
+                              message_handler=updates) as session:
                 await connected(session, mode, "http")
                 outcome = await knowledge_flow(session, f"http {mode}")
                 await approval_flow(session, outcome, f"http {mode}")
+                await changes_and_completions(session, outcome, mode, updates, f"http {mode}")
         # The bare form cks-studio uses: tools/call with no initialize, plain JSON back.
         status, reply = post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                     "params": {"name": "list_versions",
