@@ -459,10 +459,22 @@ async fn store_embeddings(open: Open) {
     store.save_embeddings(&big, &many).await.unwrap();
     assert_eq!(sorted(open().load_embeddings(&big).await.unwrap()), sorted(many), "a large save round-trips");
 
-    let counted = |rows: &[(&String, u64)]| rows.iter().map(|(m, n)| ((*m).clone(), *n)).collect::<Vec<_>>();
-    assert_eq!(mine(open().embedding_models().await.unwrap()), counted(&[(&a, 5), (&b, 1), (&big, 5_000)]));
+    // Long rows, as the runtime keeps text keys (1 MiB of them to a row).
+    let long: Vec<EmbeddingRow> = (0..2u32)
+        .map(|n| EmbeddingRow {
+            text_hash: hash(1_000_000 + n),
+            vector: (0..1 << 20).map(|i| (i * 7 + n) as u8).collect(),
+        })
+        .collect();
+    store.save_embeddings(&big, &long).await.unwrap();
+    let read = open().load_embeddings(&big).await.unwrap();
+    assert_eq!(read.len(), 5_002);
+    assert!(long.iter().all(|row| read.contains(row)), "a long row round-trips");
 
-    assert_eq!(store.delete_embeddings(&big).await.unwrap(), 5_000, "a delete counts the rows removed");
+    let counted = |rows: &[(&String, u64)]| rows.iter().map(|(m, n)| ((*m).clone(), *n)).collect::<Vec<_>>();
+    assert_eq!(mine(open().embedding_models().await.unwrap()), counted(&[(&a, 5), (&b, 1), (&big, 5_002)]));
+
+    assert_eq!(store.delete_embeddings(&big).await.unwrap(), 5_002, "a delete counts the rows removed");
     assert_eq!(store.delete_embeddings(&big).await.unwrap(), 0, "already gone");
     assert_eq!(store.load_embeddings(&big).await.unwrap(), []);
     assert_eq!(mine(store.embedding_models().await.unwrap()), counted(&[(&a, 5), (&b, 1)]));
