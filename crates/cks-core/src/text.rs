@@ -107,11 +107,33 @@ impl PartialEq for TextIndex {
 }
 
 impl TextIndex {
-    /// Indexes every searchable object of `structure`.
+    /// Indexes every searchable object of `structure`. A large structure's texts are read into
+    /// terms on every core, each remembering the stems of the words it met (a graph repeats its
+    /// words far more often than it has new ones); the postings are then laid down in order.
     pub fn build(structure: &KnowledgeStructure) -> TextIndex {
+        let objects: Vec<&KnowledgeObject> =
+            structure.objects().map(AsRef::as_ref).filter(|o| !o.is_relation()).collect();
+        let threads = if objects.len() < PARALLEL_BUILD_FROM {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        };
+        let part = objects.len().div_ceil(threads).max(1);
+        let counted: Vec<Vec<Map<String, u32>>> = std::thread::scope(|scope| {
+            let reading: Vec<_> = objects
+                .chunks(part)
+                .map(|objects| {
+                    scope.spawn(move || {
+                        let mut stems = Stems::default();
+                        objects.iter().map(|object| stems.term_counts(object)).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            reading.into_iter().map(|r| r.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        });
         let mut index = TextIndex::default();
-        for object in structure.objects() {
-            index.insert(object);
+        for (object, counts) in objects.into_iter().zip(counted.into_iter().flatten()) {
+            index.insert_counted(object, counts);
         }
         index
     }
@@ -122,9 +144,13 @@ impl TextIndex {
         if object.is_relation() {
             return;
         }
+        self.insert_counted(object, term_counts(object));
+    }
+
+    /// Adds a searchable object whose terms are counted already.
+    fn insert_counted(&mut self, object: &KnowledgeObject, counts: Map<String, u32>) {
         // Never two postings for one id, whatever the caller did before.
         self.remove_id(object.id());
-        let counts = term_counts(object);
         let length: u32 = counts.values().sum();
         let id: Arc<str> = object.id().into();
         let doc = match self.free.pop() {
@@ -591,16 +617,52 @@ impl<'a> Best<'a> {
 /// Lowercase alphanumeric runs, stop words dropped, each reduced to its English stem (Snowball's
 /// Porter2), so "runs", "running" and "run" are one term.
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
-        std::sync::LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+    words(text).map(stem)
+}
+
+/// The lowercase alphanumeric runs of `text` that are not stop words.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
         .map(str::to_lowercase)
         .filter(|t| !STOP_WORDS.contains(&t.as_str()))
-        .map(|t| match STEMMER.stem(&t) {
-            std::borrow::Cow::Borrowed(stem) if stem.len() == t.len() => t,
-            stem => stem.into_owned(),
-        })
+}
+
+/// A word's English stem.
+fn stem(word: String) -> String {
+    static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
+        std::sync::LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+    match STEMMER.stem(&word) {
+        std::borrow::Cow::Borrowed(stem) if stem.len() == word.len() => word,
+        stem => stem.into_owned(),
+    }
+}
+
+/// Below this many searchable objects, a build reads their texts on one thread.
+const PARALLEL_BUILD_FROM: usize = 4096;
+
+/// The stems of the words met so far, while a build reads many texts.
+#[derive(Default)]
+struct Stems(Map<String, String>);
+
+impl Stems {
+    /// [`term_counts`], each word stemmed once.
+    fn term_counts(&mut self, object: &KnowledgeObject) -> Map<String, u32> {
+        let text = searchable_text(object, 2);
+        let mut counts: Map<String, u32> = Map::default();
+        for word in words(&text) {
+            let term = match self.0.get(&word) {
+                Some(term) => term.clone(),
+                None => {
+                    let term = stem(word.clone());
+                    self.0.insert(word, term.clone());
+                    term
+                }
+            };
+            *counts.entry(term).or_default() += 1;
+        }
+        counts
+    }
 }
 
 /// An object's searchable text: its name (`name_times` times), its type, then the string,
@@ -730,6 +792,18 @@ mod tests {
         assert_eq!(names, vec!["lake", "sunset"]);
         assert!((terms.iter().map(|(_, w)| w).sum::<f64>() - 2.0).abs() < 1e-9);
         assert!(super::expansion("x", &[], 5).is_empty());
+    }
+
+    #[test]
+    fn a_large_build_read_on_every_core_equals_objects_added_one_by_one() {
+        let graph = random_graph(super::PARALLEL_BUILD_FROM + 1000, 200, 5);
+        let mut one_by_one = super::TextIndex::default();
+        for object in graph.objects() {
+            one_by_one.insert(object);
+        }
+        let built = super::TextIndex::build(&graph);
+        assert_eq!(built, one_by_one);
+        assert_eq!(built.rank("sample 421", 20, 0.0), one_by_one.rank("sample 421", 20, 0.0));
     }
 
     #[test]
