@@ -564,30 +564,7 @@ pub fn expansion(query: &str, feedback: &[(&KnowledgeObject, f64)], limit: usize
 pub(crate) struct Best<'a> {
     limit: usize,
     /// A heap whose top is the worst kept.
-    heap: std::collections::BinaryHeap<Ranked<'a>>,
-}
-
-/// Ordered so that the better ranks lower: a max-heap's top is the worst kept.
-struct Ranked<'a>(f64, &'a str);
-
-impl PartialEq for Ranked<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-
-impl Eq for Ranked<'_> {}
-
-impl PartialOrd for Ranked<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Ranked<'_> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.0.total_cmp(&self.0).then_with(|| self.1.cmp(other.1))
-    }
+    heap: std::collections::BinaryHeap<Kept<'a>>,
 }
 
 impl<'a> Best<'a> {
@@ -595,22 +572,26 @@ impl<'a> Best<'a> {
         Best { limit, heap: std::collections::BinaryHeap::new() }
     }
 
+    fn kept(id: &str, score: f64) -> Kept<'_> {
+        Kept { score, key: sort_key(id), id }
+    }
+
     pub(crate) fn offer(&mut self, id: &'a str, score: f64) {
         if self.heap.len() < self.limit {
-            self.heap.push(Ranked(score, id));
+            self.heap.push(Self::kept(id, score));
         } else if self.admits(id, score) {
             self.heap.pop();
-            self.heap.push(Ranked(score, id));
+            self.heap.push(Self::kept(id, score));
         }
     }
 
     /// Whether an offer of `score` for `id` would be kept (for now).
     pub(crate) fn admits(&self, id: &str, score: f64) -> bool {
-        self.heap.len() < self.limit || self.heap.peek().is_some_and(|worst| Ranked(score, id) < *worst)
+        self.heap.len() < self.limit || self.heap.peek().is_some_and(|worst| Self::kept(id, score) < *worst)
     }
 
     pub(crate) fn into_sorted(self) -> Vec<(&'a str, f64)> {
-        self.heap.into_sorted_vec().into_iter().map(|Ranked(score, id)| (id, score)).collect()
+        self.heap.into_sorted_vec().into_iter().map(|kept| (kept.id, kept.score)).collect()
     }
 }
 

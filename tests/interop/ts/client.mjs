@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -22,6 +21,8 @@ import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/st
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 
 import { startProvider } from '../../page/provider.mjs'
+
+import { freePort } from './net.mjs'
 
 const BINARY = process.argv[2]
 
@@ -185,16 +186,6 @@ async function overHttp(spec, port) {
   }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-    server.on('error', reject)
-  })
-}
 
 async function startHttp(dataDir, port) {
   const child = spawn(BINARY, ['--http', `127.0.0.1:${port}`, '--no-stdio'], {

@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -18,20 +17,12 @@ import { createTaskSessionFromClient, resultFromTaskOutcome } from '@modelcontex
 
 import { startProvider } from '../../page/provider.mjs'
 
+import { freePort } from './net.mjs'
+
 const BINARY = process.argv[2]
 const REVISION = '2026-07-28'
 const CLIENT_INFO = { name: 'interop-tasks', version: '1' }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-    server.on('error', reject)
-  })
-}
 
 // The model: answers at once, or never when asked to take its time (the cancelled task).
 const modelPort = await freePort()
