@@ -9,6 +9,7 @@
 //! cancellation reaches the process running the task as any cancelled call's does (an event every
 //! process on the store receives). Records are kept for [`TTL`] after creation, then forgotten.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use rmcp::RoleServer;
@@ -38,6 +39,8 @@ const TTL: Duration = Duration::from_secs(3600);
 const HEARTBEAT: Duration = Duration::from_secs(10);
 /// A working task not heard of for this long has lost its server.
 const STALE: Duration = Duration::from_secs(60);
+/// The least time between two prunes of the records in one process.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// How often a client is asked to poll.
 const POLL_INTERVAL_MS: u64 = 500;
 
@@ -114,9 +117,17 @@ impl CksServer {
         self.runtime.store().save_setting(&format!("{RECORD}{id}"), &text).await.map_err(store_error)
     }
 
-    /// Forgets the records past their time.
+    /// Forgets the records past their time, at most once every [`PRUNE_EVERY`] in a process (a
+    /// record past its time reads as gone meanwhile).
     async fn prune_tasks(&self) -> Result<(), ErrorData> {
+        static PRUNED_AT_MS: AtomicI64 = AtomicI64::new(0);
         let now = now_ms();
+        let last = PRUNED_AT_MS.load(Ordering::Relaxed);
+        if now - last < PRUNE_EVERY.as_millis() as i64
+            || PRUNED_AT_MS.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            return Ok(());
+        }
         for (key, text) in self.runtime.store().list_settings(RECORD).await.map_err(store_error)? {
             let expired = serde_json::from_str::<Record>(&text).map_or(true, |r| r.expired(now));
             if expired {
