@@ -758,14 +758,16 @@ mod tests {
         assert!(!index.rank("t3 concept", 3, 0.0).is_empty());
     }
 
+    /// A `Note` named `name` whose structure holds `text`.
+    fn note(id: &str, name: &str, text: &str) -> crate::KnowledgeObject {
+        let mut structure = serde_json::Map::new();
+        structure.insert("text".into(), serde_json::json!(text));
+        crate::KnowledgeObject::new(crate::Identity::new(id, "Note", name), structure)
+    }
+
     #[test]
     fn expansion_takes_the_best_matches_words_weighted_by_score_and_share() {
-        use crate::{Identity, KnowledgeObject};
-        let object = |id: &str, text: &str| {
-            let mut structure = serde_json::Map::new();
-            structure.insert("text".into(), serde_json::json!(text));
-            KnowledgeObject::new(Identity::new(id, "Note", "x1"), structure)
-        };
+        let object = |id: &str, text: &str| note(id, "x1", text);
         let (a, b) = (object("a", "painting lakes and sunsets"), object("b", "sunsets at the lake"));
         let terms = super::expansion("paint", &[(&a, 1.0), (&b, 0.5)], 2);
         // a: lake, sunset 1/3 each (its "paint" is the query's); b: sunset, lake 0.5/2 each.
@@ -930,12 +932,8 @@ mod tests {
 
     #[test]
     fn an_index_differing_in_one_count_or_object_is_not_equal() {
-        use crate::{Identity, KnowledgeObject};
-        let object = |id: &str, text: &str| {
-            let mut structure = serde_json::Map::new();
-            structure.insert("text".into(), serde_json::json!(text));
-            KnowledgeObject::new(Identity::new(id, "Note", "x"), structure)
-        };
+        use crate::KnowledgeObject;
+        let object = |id: &str, text: &str| note(id, "x", text);
         let index = |objects: &[KnowledgeObject]| {
             let mut index = super::TextIndex::default();
             objects.iter().for_each(|o| index.insert(o));

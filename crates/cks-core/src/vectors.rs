@@ -79,6 +79,28 @@ pub trait Known<'v> {
     }
 }
 
+/// What is remembered in two maps: vectors by text key, and text keys by object content.
+pub struct Remembered<'a, S> {
+    pub vectors: &'a std::collections::HashMap<TextKey, Vector, S>,
+    pub keys: &'a std::collections::HashMap<ObjectKey, TextKey, S>,
+}
+
+impl<S> std::fmt::Debug for Remembered<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remembered").field("vectors", &self.vectors.len()).field("keys", &self.keys.len()).finish()
+    }
+}
+
+impl<'a, S: std::hash::BuildHasher> Known<'a> for Remembered<'a, S> {
+    fn vector(&self, key: &TextKey) -> Option<&'a Vector> {
+        self.vectors.get(key)
+    }
+
+    fn text_key(&self, object: &ObjectKey) -> Option<TextKey> {
+        self.keys.get(object).copied()
+    }
+}
+
 /// Vectors alone: no key remembered.
 struct Vectors<F>(F);
 
@@ -578,22 +600,6 @@ mod tests {
         let expected: Vec<(&str, f32)> = expected.iter().take(10).map(|(id, s)| (id.as_str(), *s)).collect();
         assert_eq!(ranked, expected);
         assert!((ranked[0].1 - 1.0).abs() < 0.01, "the object's own text is the best match");
-    }
-
-    /// Vectors by text and text keys remembered by object, as the runtime keeps them.
-    struct Remembered<'a> {
-        vectors: &'a HashMap<TextKey, Vector>,
-        keys: &'a HashMap<ObjectKey, TextKey>,
-    }
-
-    impl<'a> Known<'a> for Remembered<'a> {
-        fn vector(&self, key: &TextKey) -> Option<&'a Vector> {
-            self.vectors.get(key)
-        }
-
-        fn text_key(&self, object: &ObjectKey) -> Option<TextKey> {
-            self.keys.get(object).copied()
-        }
     }
 
     /// A text's key remembered by object is good only while [`embedding_text`] makes the same

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use cks_core::KnowledgeStructure;
-use cks_core::vectors::{Known, ObjectKey, Synced, TEXT_VERSION, TextKey, Vector, VectorIndex};
+use cks_core::vectors::{ObjectKey, Remembered, Synced, TEXT_VERSION, TextKey, Vector, VectorIndex};
 use cks_embed::{EmbedError, Embedder};
 use tokio::sync::{OnceCell, mpsc, watch};
 
@@ -207,7 +207,7 @@ impl Embeddings {
         let vectors = self.known.read().unwrap_or_else(|p| p.into_inner());
         let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
         let mut synced =
-            index.sync_known(structure, self.model(), generation, Lookup { vectors: &vectors, keys: &keys });
+            index.sync_known(structure, self.model(), generation, Remembered { vectors: &vectors, keys: &keys });
         drop((vectors, keys));
         self.enqueue(&synced.to_embed);
         self.remember(std::mem::take(&mut synced.new_keys));
@@ -290,22 +290,6 @@ impl Embeddings {
         self.embedded.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.generation.send_modify(|g| *g += 1);
         Ok(())
-    }
-}
-
-/// What a settle finds known: the vectors and the remembered keys.
-struct Lookup<'a> {
-    vectors: &'a Hashed<TextKey, Vector>,
-    keys: &'a Hashed<ObjectKey, TextKey>,
-}
-
-impl<'a> Known<'a> for Lookup<'a> {
-    fn vector(&self, key: &TextKey) -> Option<&'a Vector> {
-        self.vectors.get(key)
-    }
-
-    fn text_key(&self, object: &ObjectKey) -> Option<TextKey> {
-        self.keys.get(object).copied()
     }
 }
 
