@@ -250,11 +250,19 @@ async fn fault_matrix() {
     assert_no_secret("logs", &logs.text());
 }
 
+/// A port that refuses connections for as long as the socket lives: bound but never listening.
+/// A port bound and closed again could be handed to another test's server in the meantime.
+fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
+}
+
 #[tokio::test]
 async fn unreachable_provider_is_retried_then_unavailable() {
     let _logs = capture_logs();
-    // A port nothing listens on: bind, read the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (_held, port) = refusing_port();
     for kind in ProviderKind::ALL {
         let client = LlmClient::new(config_for(kind, &format!("http://127.0.0.1:{port}"))).unwrap();
         let e = client.chat(request(vec![Message::user("hi")])).await.unwrap_err();
@@ -270,7 +278,7 @@ async fn unreachable_provider_is_retried_then_unavailable() {
 #[tokio::test]
 async fn not_configured_fails_fast_naming_every_option() {
     // auto, Ollama unreachable, no Anthropic key.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (_held, port) = refusing_port();
     let base = format!("http://127.0.0.1:{port}");
     let client = LlmClient::from_env(|k| match k {
         "CKS_OLLAMA_HOST" => Some(base.clone()),

@@ -105,7 +105,10 @@ async fn contract_over_each_provider() {
 #[tokio::test]
 async fn no_provider_configured() {
     let dir = tempfile::tempdir().unwrap();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    // Bound but never listening: it refuses connections, and no other test's server can take it.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = held.local_addr().unwrap();
     let env = vec![
         ("CKS_LLM_PROVIDER", "auto".to_owned()),
         ("CKS_OLLAMA_HOST", format!("http://{closed}")),
