@@ -40,7 +40,7 @@ async fn main() -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
             let config =
-                HttpConfig { token: None, allowed_origins: Vec::new(), bind: Some(addr), max_body_bytes: 1 << 20 };
+                HttpConfig { token: None, allowed_origins: Vec::new(), bind: Some(addr), max_body_bytes: 1 << 20, oauth: None };
             tokio::spawn(serve(listener, server, config));
             format!("http://{addr}/mcp")
         }

@@ -81,6 +81,8 @@ pub struct Config {
     pub http: Option<SocketAddr>,
     pub stdio: bool,
     pub http_token: Option<String>,
+    /// OAuth over HTTP (`CKS_MCP_AUTH_ISSUER` and the variables beside it); `None` when off.
+    pub auth: Option<crate::auth::AuthSettings>,
     /// `PRAGMA synchronous=FULL` for the SQLite store (`CKS_MCP_SQLITE_SYNCHRONOUS=full`).
     pub sqlite_synchronous_full: bool,
     /// The PostgreSQL store's pool size (`CKS_MCP_PG_POOL_SIZE`).
@@ -135,6 +137,7 @@ impl Config {
         }
         let get = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
         let http_token = get("CKS_MCP_HTTP_TOKEN").map(str::to_owned);
+        let auth = crate::auth::AuthSettings::from_env(get, http_token.is_some())?;
         let sqlite_synchronous_full = get("CKS_MCP_SQLITE_SYNCHRONOUS").is_some_and(|v| v.eq_ignore_ascii_case("full"));
         // Checked above.
         let pg_pool_size = get("CKS_MCP_PG_POOL_SIZE").and_then(|v| v.parse().ok()).unwrap_or(16);
@@ -185,9 +188,11 @@ impl Config {
         if let Some(addr) = http
             && !addr.ip().is_loopback()
             && http_token.is_none()
+            && auth.is_none()
         {
             anyhow::bail!(
-                "refusing to serve HTTP on {addr} without a token: set CKS_MCP_HTTP_TOKEN to bind a non-loopback address"
+                "refusing to serve HTTP on {addr} without a token: set CKS_MCP_HTTP_TOKEN (or OAuth's \
+                 CKS_MCP_AUTH_ISSUER) to bind a non-loopback address"
             );
         }
         let allowed_origins = env
@@ -205,6 +210,7 @@ impl Config {
             http,
             stdio: !cli.no_stdio,
             http_token,
+            auth,
             sqlite_synchronous_full,
             pg_pool_size,
             queue,
@@ -490,6 +496,19 @@ mod tests {
         let err = Config::resolve(&cli(&["--http", "0.0.0.0:8000"]), env(&[])).unwrap_err().to_string();
         assert!(err.contains("CKS_MCP_HTTP_TOKEN"), "{err}");
         assert!(Config::resolve(&cli(&["--http", "0.0.0.0:8000"]), env(&[("CKS_MCP_HTTP_TOKEN", "t")])).is_ok());
+    }
+
+    #[test]
+    fn oauth_protects_a_non_loopback_bind_and_excludes_the_static_token() {
+        let oauth =
+            [("CKS_MCP_AUTH_ISSUER", "https://id.example.com"), ("CKS_MCP_PUBLIC_URL", "https://kg.example.com")];
+        let config = Config::resolve(&cli(&["--http", "0.0.0.0:8000"]), env(&oauth)).unwrap();
+        assert_eq!(config.auth.unwrap().audience, "https://kg.example.com/mcp");
+        let both = [oauth[0], oauth[1], ("CKS_MCP_HTTP_TOKEN", "t")];
+        let err = Config::resolve(&cli(&[]), env(&both)).unwrap_err().to_string();
+        assert!(err.contains("CKS_MCP_AUTH_ISSUER") && err.contains("CKS_MCP_HTTP_TOKEN"), "{err}");
+        let err = Config::resolve(&cli(&[]), env(&oauth[..1])).unwrap_err().to_string();
+        assert!(err.contains("CKS_MCP_PUBLIC_URL"), "{err}");
     }
 
     #[test]

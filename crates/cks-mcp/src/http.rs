@@ -14,6 +14,10 @@
 //! - with `CKS_MCP_HTTP_TOKEN`, `Authorization: Bearer <token>` (or `?token=` for EventSource) is
 //!   required, compared in constant time, else 401 — except for the page and its assets, which
 //!   hold no data: the page asks for the token and sends it with every call it makes;
+//! - with OAuth (`CKS_MCP_AUTH_ISSUER`), an access token in `Authorization` is required on the same
+//!   routes, and each request needs a scope (`auth.rs`); the principal the token names travels
+//!   with the request to the tool calls it makes. The metadata document
+//!   (`/.well-known/oauth-protected-resource[/mcp]`) needs no token;
 //! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
 
 use axum::Router;
@@ -41,6 +45,7 @@ use tower::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use crate::auth::{OAuth, Principal, scopes};
 use crate::config::Config;
 use crate::server::CksServer;
 
@@ -56,6 +61,8 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     pub bind: Option<SocketAddr>,
     pub max_body_bytes: usize,
+    /// OAuth, found at start-up (`auth.rs`); `None`: the static token, or none.
+    pub oauth: Option<Arc<OAuth>>,
 }
 
 impl From<&Config> for HttpConfig {
@@ -65,6 +72,7 @@ impl From<&Config> for HttpConfig {
             allowed_origins: config.allowed_origins.clone(),
             bind: config.http,
             max_body_bytes: config.max_message_bytes,
+            oauth: None,
         }
     }
 }
@@ -127,6 +135,8 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .route("/events/{session_id}", get(events_for_session))
         .route("/", get(page::index))
         .route("/assets/{name}", get(page::asset))
+        .route(crate::auth::METADATA_PATH, get(resource_metadata))
+        .route(&format!("{}/mcp", crate::auth::METADATA_PATH), get(resource_metadata))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -178,7 +188,49 @@ fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: Option<&str>) -> bo
         .map(str::trim);
     let from_query = query.and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(percent_decode));
     let given = bearer.map(str::to_owned).or(from_query);
-    given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())))
+    given.is_some_and(|g| same_secret(&g, expected))
+}
+
+/// Whether two secrets are equal, in a time that tells nothing of either: their digests (of one
+/// length whatever the secrets') are compared in constant time.
+fn same_secret(given: &str, expected: &str) -> bool {
+    use sha2::Digest as _;
+    bool::from(sha2::Sha256::digest(given.as_bytes()).ct_eq(&sha2::Sha256::digest(expected.as_bytes())))
+}
+
+/// The access token of an `Authorization: Bearer` header (OAuth takes it from nowhere else:
+/// a token in a URL ends up in logs).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// OAuth's check of a request: its token names a principal with the route's scope; the
+/// principal goes on with the request. The scope of a body's calls is checked in `/mcp`.
+async fn authenticate(oauth: &OAuth, mut request: Request, next: Next) -> Response {
+    let Some(token) = bearer(request.headers()) else { return oauth.unauthorized(None) };
+    let principal = match oauth.validator.validate(token).await {
+        Ok(principal) => principal,
+        Err(e) => {
+            tracing::info!(target: "cks_auth", reason = %e, "access token refused");
+            return oauth.unauthorized(Some(&e));
+        }
+    };
+    let needed = scopes::for_route(request.uri().path());
+    if !principal.allows(needed) {
+        return oauth.insufficient_scope(needed);
+    }
+    request.extensions_mut().insert(Arc::new(principal));
+    next.run(request).await
+}
+
+/// The protected resource metadata (RFC 9728); not found without OAuth.
+async fn resource_metadata(State(state): State<AppState>) -> Response {
+    match &state.config.oauth {
+        Some(oauth) => axum::Json(oauth.metadata()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 fn percent_decode(text: &str) -> String {
@@ -233,9 +285,12 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     {
         return error_response(StatusCode::FORBIDDEN, "forbidden_origin", "Requests from this Origin are not allowed.");
     }
+    let open = page::is_page_request(&request) || request.uri().path().starts_with(crate::auth::METADATA_PATH);
     let mut response = if request.method() == Method::OPTIONS {
         StatusCode::NO_CONTENT.into_response()
-    } else if !page::is_page_request(&request) && !token_ok(config, headers, request.uri().query()) {
+    } else if let (Some(oauth), false) = (&config.oauth, open) {
+        authenticate(oauth, request, next).await
+    } else if !open && !token_ok(config, headers, request.uri().query()) {
         (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "Unauthorized"}))).into_response()
     } else {
         next.run(request).await
@@ -293,6 +348,14 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         Ok(bytes) => bytes,
         Err(answer) => return answer,
     };
+    let principal = parts.extensions.get::<Arc<Principal>>().cloned();
+    if let (Some(oauth), Some(principal)) = (&state.config.oauth, &principal) {
+        // The one place a body's calls meet their scope: the tool a `tools/call` names is known here.
+        let needed = scopes::for_body(&state.server.registry, &bytes);
+        if !principal.allows(needed) {
+            return oauth.insufficient_scope(needed);
+        }
+    }
     if let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned) {
         if let Some(answer) = body::check_message(&bytes) {
             return answer;
@@ -321,7 +384,7 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         // A streamable-HTTP client opening a session: rmcp owns the session from here on.
         return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
     }
-    let (status, reply) = bare::handle(&state.server, &bytes).await;
+    let (status, reply) = bare::handle(&state.server, &bytes, principal).await;
     (status, [(header::CONTENT_TYPE, "application/json")], reply.unwrap_or_else(|| "{}".into())).into_response()
 }
 
@@ -441,6 +504,7 @@ mod tests {
             allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
             bind: Some("127.0.0.1:8765".parse().unwrap()),
             max_body_bytes: 1024,
+            oauth: None,
         }
     }
 
@@ -482,5 +546,18 @@ mod tests {
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret+x"));
         assert!(token_ok(&c, &headers, None));
         assert!(token_ok(&config(None, &[]), &HeaderMap::new(), None));
+        assert!(same_secret("s3cret+x", "s3cret+x") && !same_secret("s3cret", "s3cret+x") && !same_secret("", "x"));
+    }
+
+    #[test]
+    fn bearer_tokens_come_from_the_authorization_header() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer  abc.def.ghi "));
+        assert_eq!(bearer(&headers), Some("abc.def.ghi"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic dXNlcjpwYXNz"));
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&headers), None);
     }
 }

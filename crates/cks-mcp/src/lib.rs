@@ -4,6 +4,7 @@
 //! Invariant: this is the only crate that knows MCP or HTTP serving.
 
 mod approvals;
+pub mod auth;
 mod completions;
 pub mod config;
 pub mod embedding;
@@ -144,7 +145,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 "cks-mcp: MCP over HTTP at http://{local}/mcp, events at http://{local}/events, streamed chat \
                  turns at http://{local}/chat/stream"
             );
-            Some(tokio::spawn(http::serve(listener, server.clone(), http::HttpConfig::from(&config))))
+            let mut http_config = http::HttpConfig::from(&config);
+            if let Some(settings) = &config.auth {
+                http_config.oauth = Some(auth::OAuth::discover(settings.clone()).await?);
+                eprintln!("cks-mcp: OAuth: access tokens from {} for {}", settings.issuer, settings.audience);
+            }
+            Some(tokio::spawn(http::serve(listener, server.clone(), http_config)))
         }
         None => None,
     };

@@ -250,7 +250,12 @@ impl ServerHandler for CksServer {
             .meta
             .get_progress_token()
             .map(|token| Arc::new(PeerProgress { peer: context.peer.clone(), token }) as Arc<dyn ProgressSink>);
-        let options = CallOptions { progress, cancel: context.ct.clone() };
+        let principal = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<cks_tools::Principal>>())
+            .cloned();
+        let options = CallOptions { progress, cancel: context.ct.clone(), principal };
         let _running = sessions::session_of(&context)
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
         if crate::tasks::runs_as_task(&request, &context) {

@@ -78,6 +78,8 @@ impl ClientState {
 pub struct CallOptions {
     pub progress: Option<Arc<dyn ProgressSink>>,
     pub cancel: CancellationToken,
+    /// Who makes the call, when an access token named them (`auth.rs`).
+    pub principal: Option<Arc<cks_tools::Principal>>,
 }
 
 impl std::fmt::Debug for CallOptions {
@@ -191,6 +193,7 @@ impl CksServer {
         let mut ctx = self.context();
         ctx.progress = options.progress;
         ctx.cancel = options.cancel;
+        ctx.principal = options.principal;
         let args = arguments.map_or(Value::Object(Map::new()), Value::Object);
         let structured = self.registry.get(name).is_some_and(|tool| tool.output_schema().is_some());
         let value = self

@@ -162,7 +162,7 @@ impl CksServer {
     async fn run_task(self, id: String, mut record: Record, request: CallToolRequestParams) {
         let token = CancellationToken::new();
         let _running = self.calls.run(SCOPE.to_owned(), id.clone(), token.clone());
-        let options = CallOptions { progress: None, cancel: token.clone() };
+        let options = CallOptions { progress: None, cancel: token.clone(), principal: None };
         let call = CksServer::call_tool(&self, &request.name, request.arguments, options);
         tokio::pin!(call);
         let mut beat = tokio::time::interval(HEARTBEAT);

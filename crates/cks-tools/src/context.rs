@@ -15,6 +15,7 @@ use cks_runtime::{Runtime, Sweepers};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::principal::Principal;
 use crate::registry::Registry;
 use cks_web::fetch::Fetcher;
 
@@ -79,6 +80,9 @@ pub struct ToolContext {
     /// Opens the stores a tool is named (`migrate_storage`'s target); the binary's knows every
     /// store crate.
     pub stores: Arc<dyn StoreOpener>,
+    /// Who makes the call, when an access token named them (HTTP with OAuth); `None` for the
+    /// server's one local user (stdio, or a static HTTP token).
+    pub principal: Option<Arc<Principal>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -101,6 +105,7 @@ impl ToolContext {
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
             stores: Arc::new(SqliteOnly),
+            principal: None,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod context;
 pub mod convert;
 pub mod error;
 mod past;
+pub mod principal;
 pub mod provenance;
 pub mod registry;
 pub mod schema;
@@ -20,5 +21,6 @@ pub mod tools;
 
 pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::{ErrorCode, ToolError};
+pub use principal::{Principal, Scope};
 pub use registry::{RegisteredTool, Registry, SharedSchema, UnknownTool};
 pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, SessionCheck, Tool, ToolMeta};

@@ -175,6 +175,38 @@ const FIXED: &[Group] = &[
                 "Bearer token required on every HTTP request; mandatory for non-loopback binds",
             ),
             var(
+                "CKS_MCP_AUTH_ISSUER",
+                Url,
+                None,
+                "OAuth over HTTP: the authorization server's issuer URL; every HTTP request then needs an access \
+                 token (a JWT) it issued for this server (docs/authorization.md). Not with CKS_MCP_HTTP_TOKEN",
+            ),
+            var(
+                "CKS_MCP_PUBLIC_URL",
+                Url,
+                None,
+                "The base URL clients reach this server at (https://kg.example.com); needed with CKS_MCP_AUTH_ISSUER",
+            ),
+            var(
+                "CKS_MCP_AUTH_AUDIENCE",
+                Url,
+                Some("<CKS_MCP_PUBLIC_URL>/mcp"),
+                "What an access token's aud must contain: this server's resource identifier",
+            ),
+            var(
+                "CKS_MCP_AUTH_SCOPE_CLAIM",
+                Text,
+                Some("scope"),
+                "The access token claim holding its scopes (cks:read, cks:write, cks:admin): a space-separated \
+                 string or an array (scp is read when it is absent)",
+            ),
+            var(
+                "CKS_MCP_AUTH_GROUPS_CLAIM",
+                Text,
+                Some("groups"),
+                "The access token claim holding the caller's groups (an array of strings)",
+            ),
+            var(
                 "CKS_MCP_ALLOWED_ORIGINS",
                 Origins,
                 None,

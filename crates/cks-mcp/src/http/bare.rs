@@ -2,6 +2,9 @@
 //! session or `initialize`, answered with plain JSON. This is how cks-studio calls tools.
 
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+use cks_tools::Principal;
 
 use axum::http::StatusCode;
 use rmcp::model::ErrorData;
@@ -14,16 +17,21 @@ pub(super) fn is_initialize(body: &[u8]) -> bool {
 }
 
 /// Answers a body; `None` when it held only notifications. A body that is not JSON is answered
-/// with status 400, as the reference does; everything else with 200.
-pub(super) async fn handle(server: &CksServer, body: &[u8]) -> (StatusCode, Option<String>) {
+/// with status 400, as the reference does; everything else with 200. Tool calls run for
+/// `principal`, when a token named one.
+pub(super) async fn handle(
+    server: &CksServer,
+    body: &[u8],
+    principal: Option<Arc<Principal>>,
+) -> (StatusCode, Option<String>) {
     let message: Value = match serde_json::from_slice(body) {
         Ok(message) => message,
         Err(_) => return (StatusCode::BAD_REQUEST, Some(error(Value::Null, -32700, "Parse error").to_string())),
     };
-    (StatusCode::OK, answer(server, message).await)
+    (StatusCode::OK, answer(server, message, principal).await)
 }
 
-async fn answer(server: &CksServer, message: Value) -> Option<String> {
+async fn answer(server: &CksServer, message: Value, principal: Option<Arc<Principal>>) -> Option<String> {
     match message {
         Value::Array(batch) if batch.is_empty() => {
             Some(error(Value::Null, -32600, "Invalid Request: empty batch").to_string())
@@ -31,13 +39,13 @@ async fn answer(server: &CksServer, message: Value) -> Option<String> {
         Value::Array(batch) => {
             let mut replies = Vec::new();
             for message in batch {
-                if let Some(reply) = dispatch(server, message).await {
+                if let Some(reply) = dispatch(server, message, principal.clone()).await {
                     replies.push(reply);
                 }
             }
             (!replies.is_empty()).then(|| Value::Array(replies).to_string())
         }
-        message => dispatch(server, message).await.map(|r| r.to_string()),
+        message => dispatch(server, message, principal).await.map(|r| r.to_string()),
     }
 }
 
@@ -53,7 +61,7 @@ fn from_error_data(id: Value, e: ErrorData) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": body})
 }
 
-async fn dispatch(server: &CksServer, message: Value) -> Option<Value> {
+async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Principal>>) -> Option<Value> {
     let Value::Object(mut request) = message else { return Some(error(Value::Null, -32600, "Invalid Request")) };
     let Some(Value::String(method)) = request.remove("method") else {
         // A response from the client, or garbage: neither needs an answer here.
@@ -79,7 +87,7 @@ async fn dispatch(server: &CksServer, message: Value) -> Option<Value> {
                 Some(_) => return Some(error(id, -32602, "Invalid params: 'arguments' must be an object")),
             };
             server
-                .call_tool(name, arguments, CallOptions::default())
+                .call_tool(name, arguments, CallOptions { principal, ..CallOptions::default() })
                 .await
                 .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
         }

@@ -58,6 +58,7 @@ pub(crate) async fn start(token: Option<&str>, max_body_bytes: usize) -> TestSer
         allowed_origins: vec!["https://studio.example.com".into()],
         bind: Some(addr),
         max_body_bytes,
+        oauth: None,
     };
     tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
     TestServer { base: format!("http://{addr}"), client: reqwest::Client::new() }

@@ -1,0 +1,148 @@
+//! The OAuth settings, read from the environment's variables (`config/variables.rs` lists them).
+//!
+//! `CKS_MCP_AUTH_ISSUER` turns OAuth on and needs `CKS_MCP_PUBLIC_URL`, the base URL clients
+//! reach this server at: the audience tokens must name is `<public URL>/mcp` unless
+//! `CKS_MCP_AUTH_AUDIENCE` says otherwise. OAuth and the static `CKS_MCP_HTTP_TOKEN` are two
+//! ways of letting callers in; both at once is refused, so no one wonders which one holds.
+
+/// The resource server's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthSettings {
+    /// The authorization server's issuer URL, exactly as its tokens' `iss` spells it.
+    pub issuer: String,
+    /// What tokens' `aud` must contain: this server's canonical URL (RFC 8707).
+    pub audience: String,
+    /// The base URL clients reach this server at, without a trailing slash.
+    pub public_url: String,
+    /// The claim holding the token's scopes (a space-separated string, or an array).
+    pub scope_claim: String,
+    /// The claim holding the caller's groups (an array of strings, or one string).
+    pub groups_claim: String,
+}
+
+/// A setting that cannot be used; the message names the variable.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SettingsError {
+    #[error("CKS_MCP_AUTH_ISSUER is set, so CKS_MCP_PUBLIC_URL must be too: the base URL clients reach this server at")]
+    NoPublicUrl,
+    #[error(
+        "CKS_MCP_AUTH_ISSUER and CKS_MCP_HTTP_TOKEN are both set: choose OAuth (the issuer) or one static token, not both"
+    )]
+    Both,
+    #[error("{0} is set without CKS_MCP_AUTH_ISSUER, which turns OAuth on")]
+    WithoutIssuer(&'static str),
+    #[error("{name}='{value}' is not accepted: {problem}")]
+    Bad { name: &'static str, value: String, problem: &'static str },
+}
+
+impl AuthSettings {
+    /// The settings from the variables `get` returns (trimmed, empty as unset); `None` when OAuth
+    /// is off. `static_token` is whether `CKS_MCP_HTTP_TOKEN` is set.
+    pub fn from_env<'a>(
+        get: impl Fn(&str) -> Option<&'a str>,
+        static_token: bool,
+    ) -> Result<Option<AuthSettings>, SettingsError> {
+        let Some(issuer) = get("CKS_MCP_AUTH_ISSUER") else {
+            for name in ["CKS_MCP_AUTH_AUDIENCE", "CKS_MCP_AUTH_SCOPE_CLAIM", "CKS_MCP_AUTH_GROUPS_CLAIM"] {
+                if get(name).is_some() {
+                    return Err(SettingsError::WithoutIssuer(name));
+                }
+            }
+            return Ok(None);
+        };
+        if static_token {
+            return Err(SettingsError::Both);
+        }
+        let issuer = url("CKS_MCP_AUTH_ISSUER", issuer)?;
+        let public_url = url("CKS_MCP_PUBLIC_URL", get("CKS_MCP_PUBLIC_URL").ok_or(SettingsError::NoPublicUrl)?)?;
+        let public_url = public_url.trim_end_matches('/').to_owned();
+        if public_url.contains(['?', '#']) {
+            return Err(bad("CKS_MCP_PUBLIC_URL", &public_url, "a base URL has no query or fragment"));
+        }
+        let audience = match get("CKS_MCP_AUTH_AUDIENCE") {
+            Some(audience) => url("CKS_MCP_AUTH_AUDIENCE", audience)?,
+            None => format!("{public_url}/mcp"),
+        };
+        let claim = |name: &'static str, default: &str| match get(name) {
+            None => Ok(default.to_owned()),
+            Some(value) if value.chars().all(|c| c.is_ascii_graphic()) => Ok(value.to_owned()),
+            Some(value) => Err(bad(name, value, "a claim name has no spaces")),
+        };
+        Ok(Some(AuthSettings {
+            issuer,
+            audience,
+            public_url,
+            scope_claim: claim("CKS_MCP_AUTH_SCOPE_CLAIM", "scope")?,
+            groups_claim: claim("CKS_MCP_AUTH_GROUPS_CLAIM", "groups")?,
+        }))
+    }
+}
+
+fn bad(name: &'static str, value: &str, problem: &'static str) -> SettingsError {
+    SettingsError::Bad { name, value: value.to_owned(), problem }
+}
+
+/// An `https://` URL, or an `http://` one on a loopback host (tests, a local issuer).
+fn url(name: &'static str, value: &str) -> Result<String, SettingsError> {
+    let rest = if let Some(rest) = value.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = value.strip_prefix("http://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit_once(':').map_or(authority, |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback =
+            host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            return Err(bad(name, value, "http:// is accepted only for loopback hosts; use https://"));
+        }
+        rest
+    } else {
+        return Err(bad(name, value, "not an https:// URL"));
+    };
+    if rest.split(['/', '?', '#']).next().is_none_or(str::is_empty) || value.contains(char::is_whitespace) {
+        return Err(bad(name, value, "has no host name"));
+    }
+    Ok(value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(pairs: &[(&str, &str)], token: bool) -> Result<Option<AuthSettings>, SettingsError> {
+        let env: HashMap<&str, &str> = pairs.iter().copied().collect();
+        AuthSettings::from_env(|name| env.get(name).copied(), token)
+    }
+
+    #[test]
+    fn the_issuer_turns_oauth_on_with_the_public_url_as_audience() {
+        assert_eq!(settings(&[], false), Ok(None));
+        let on = settings(
+            &[("CKS_MCP_AUTH_ISSUER", "https://id.example.com"), ("CKS_MCP_PUBLIC_URL", "https://kg.example.com/")],
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(on.audience, "https://kg.example.com/mcp");
+        assert_eq!(on.public_url, "https://kg.example.com");
+        assert_eq!((on.scope_claim.as_str(), on.groups_claim.as_str()), ("scope", "groups"));
+    }
+
+    #[test]
+    fn bad_settings_name_their_variable() {
+        let issuer = ("CKS_MCP_AUTH_ISSUER", "https://id.example.com");
+        let public = ("CKS_MCP_PUBLIC_URL", "https://kg.example.com");
+        let message = |pairs: &[(&str, &str)], token| settings(pairs, token).unwrap_err().to_string();
+        assert!(message(&[issuer], false).contains("CKS_MCP_PUBLIC_URL"));
+        assert!(message(&[issuer, public], true).contains("CKS_MCP_HTTP_TOKEN"));
+        assert!(message(&[("CKS_MCP_AUTH_ISSUER", "http://id.example.com"), public], false).contains("loopback"));
+        assert!(message(&[issuer, ("CKS_MCP_PUBLIC_URL", "kg.example.com")], false).contains("CKS_MCP_PUBLIC_URL"));
+        assert!(
+            message(&[issuer, public, ("CKS_MCP_AUTH_AUDIENCE", "urn:x")], false).contains("CKS_MCP_AUTH_AUDIENCE")
+        );
+        assert!(message(&[issuer, public, ("CKS_MCP_AUTH_SCOPE_CLAIM", "a b")], false).contains("SCOPE_CLAIM"));
+        assert!(message(&[("CKS_MCP_AUTH_AUDIENCE", "https://x")], false).contains("without CKS_MCP_AUTH_ISSUER"));
+        assert!(settings(&[("CKS_MCP_AUTH_ISSUER", "http://127.0.0.1:9000"), public], false).is_ok());
+    }
+}

@@ -1,0 +1,179 @@
+//! An access token checked and read (RFC 9068): a JWT signed by one of the issuer's keys with an
+//! asymmetric algorithm, from the configured issuer, for this server's audience, within its
+//! lifetime (60 s of clock skew allowed). Its subject, scopes and groups make the [`Principal`].
+//!
+//! Only the algorithms in [`ACCEPTED`] are tried: never `none`, never an HMAC one (a token signed
+//! with the issuer's public key as an HMAC secret is refused before any key is looked at).
+
+use std::sync::Arc;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, Validation};
+use serde_json::{Map, Value};
+
+use cks_tools::{Principal, Scope};
+
+use super::keys::KeySet;
+use super::settings::AuthSettings;
+
+/// The RSA algorithms accepted.
+pub const RSA: [Algorithm; 6] =
+    [Algorithm::RS256, Algorithm::RS384, Algorithm::RS512, Algorithm::PS256, Algorithm::PS384, Algorithm::PS512];
+/// Every algorithm accepted: asymmetric ones only.
+pub const ACCEPTED: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+/// Clock skew allowed on `exp` and `nbf`, in seconds.
+pub const LEEWAY_SECONDS: u64 = 60;
+
+/// Why a token is refused. The text goes to the client and the log: it never holds the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("it is not a signed JWT")]
+    Malformed,
+    #[error("its algorithm is not accepted (asymmetric signatures only)")]
+    Algorithm,
+    #[error("its type is not an access token's")]
+    Type,
+    #[error("no key of the issuer has its key id")]
+    UnknownKey,
+    #[error("its signature does not verify")]
+    Signature,
+    #[error("it has expired")]
+    Expired,
+    #[error("it is not valid yet")]
+    NotYetValid,
+    #[error("another issuer issued it")]
+    Issuer,
+    #[error("it is meant for another audience")]
+    Audience,
+    #[error("it lacks the claim '{0}'")]
+    Missing(String),
+}
+
+/// Checks tokens against the issuer's keys and the settings.
+#[derive(Debug)]
+pub struct Validator {
+    keys: Arc<KeySet>,
+    issuer: String,
+    scope_claim: String,
+    groups_claim: String,
+    /// One per accepted algorithm, in [`ACCEPTED`]'s order.
+    validations: Vec<Validation>,
+}
+
+impl Validator {
+    pub fn new(settings: &AuthSettings, keys: Arc<KeySet>) -> Self {
+        let validations = ACCEPTED
+            .iter()
+            .map(|alg| {
+                let mut validation = Validation::new(*alg);
+                validation.leeway = LEEWAY_SECONDS;
+                validation.validate_nbf = true;
+                validation.set_issuer(&[&settings.issuer]);
+                validation.set_audience(&[&settings.audience]);
+                validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+                validation
+            })
+            .collect();
+        Validator {
+            keys,
+            issuer: settings.issuer.clone(),
+            scope_claim: settings.scope_claim.clone(),
+            groups_claim: settings.groups_claim.clone(),
+            validations,
+        }
+    }
+
+    /// The principal a good token names.
+    pub async fn validate(&self, token: &str) -> Result<Principal, TokenError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
+        let Some(at) = ACCEPTED.iter().position(|alg| *alg == header.alg) else { return Err(TokenError::Algorithm) };
+        // RFC 9068 types access tokens `at+jwt`; many issuers still write `JWT` or nothing.
+        if let Some(typ) = header.typ.as_deref() {
+            let typ = typ.to_ascii_lowercase();
+            if !matches!(typ.as_str(), "jwt" | "at+jwt" | "application/at+jwt") {
+                return Err(TokenError::Type);
+            }
+        }
+        let keys = self.keys.find(header.kid.as_deref(), header.alg).await;
+        if keys.is_empty() {
+            return Err(TokenError::UnknownKey);
+        }
+        let mut error = TokenError::Signature;
+        for key in keys {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &self.validations[at]) {
+                Ok(data) => return self.principal(data.claims),
+                Err(e) => {
+                    error = match e.kind() {
+                        ErrorKind::InvalidSignature
+                        | ErrorKind::InvalidEcdsaKey
+                        | ErrorKind::InvalidRsaKey(_)
+                        | ErrorKind::InvalidKeyFormat => TokenError::Signature,
+                        ErrorKind::ExpiredSignature => TokenError::Expired,
+                        ErrorKind::ImmatureSignature => TokenError::NotYetValid,
+                        ErrorKind::InvalidIssuer => TokenError::Issuer,
+                        ErrorKind::InvalidAudience => TokenError::Audience,
+                        ErrorKind::MissingRequiredClaim(claim) => TokenError::Missing(claim.clone()),
+                        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => TokenError::Algorithm,
+                        _ => TokenError::Malformed,
+                    };
+                    // Another key with the same id (or none) may still verify it.
+                    if error != TokenError::Signature {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        Err(error)
+    }
+
+    fn principal(&self, claims: Map<String, Value>) -> Result<Principal, TokenError> {
+        let subject = match claims.get("sub") {
+            Some(Value::String(sub)) if !sub.is_empty() => sub.clone(),
+            _ => return Err(TokenError::Missing("sub".into())),
+        };
+        let scopes = claims.get(&self.scope_claim).or_else(|| claims.get("scp"));
+        let scope = strings(scopes).iter().filter_map(|name| Scope::parse(name)).max();
+        let groups = strings(claims.get(&self.groups_claim));
+        Ok(Principal { issuer: self.issuer.clone(), subject, scope, groups })
+    }
+}
+
+/// A claim's strings: the words of a string, or an array's strings.
+fn strings(claim: Option<&Value>) -> Vec<String> {
+    match claim {
+        Some(Value::String(text)) => text.split_whitespace().map(str::to_owned).collect(),
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scopes_come_from_a_string_or_an_array() {
+        assert_eq!(strings(Some(&json!("openid cks:read  cks:write"))), ["openid", "cks:read", "cks:write"]);
+        assert_eq!(strings(Some(&json!(["cks:admin", 3]))), ["cks:admin"]);
+        assert!(strings(Some(&json!(7))).is_empty() && strings(None).is_empty());
+    }
+
+    #[test]
+    fn no_symmetric_algorithm_is_accepted() {
+        for alg in [Algorithm::HS256, Algorithm::HS384, Algorithm::HS512] {
+            assert!(!ACCEPTED.contains(&alg));
+        }
+        assert!(RSA.iter().all(|alg| ACCEPTED.contains(alg)));
+    }
+}

@@ -1,0 +1,134 @@
+// cks-mcp as an OAuth resource server for oidc-provider's tokens: a reader reads and is refused a
+// write (403, insufficient_scope), a writer writes; no token is a 401 pointing at the metadata.
+// Usage: node interop.mjs <path to cks-mcp>
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import assert from 'node:assert/strict'
+
+import { freePort } from '../interop/ts/net.mjs'
+import { start } from './provider.mjs'
+
+const binary = process.argv[2]
+const issuerPort = await freePort()
+const port = await freePort()
+const base = `http://127.0.0.1:${port}`
+const resource = `${base}/mcp`
+const { issuer, server: provider } = await start(issuerPort, resource)
+
+const data = mkdtempSync(join(tmpdir(), 'cks-oauth-'))
+let log = ''
+const child = spawn(binary, ['--http', `127.0.0.1:${port}`, '--no-stdio'], {
+  env: {
+    PATH: process.env.PATH,
+    HOME: data,
+    CKS_MCP_DATA_DIR: data,
+    CKS_MCP_DB_PATH: ':memory:',
+    CKS_SWEEPERS: 'off',
+    CKS_EMBEDDING_PROVIDER: 'none',
+    CKS_MCP_LOG: 'info',
+    CKS_MCP_AUTH_ISSUER: issuer,
+    CKS_MCP_PUBLIC_URL: base,
+  },
+  stdio: ['ignore', 'ignore', 'pipe'],
+})
+child.stderr.on('data', (chunk) => { log += chunk })
+const done = () => {
+  child.kill()
+  provider.close()
+  rmSync(data, { recursive: true, force: true })
+}
+
+try {
+  for (let i = 0; ; i++) {
+    try {
+      await fetch(`${base}/health`)
+      break
+    } catch {
+      if (i > 300) throw new Error(`cks-mcp did not come up:\n${log}`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+
+  // Client credentials, for cks-mcp's resource.
+  async function token(client, secret, scope) {
+    const response = await fetch(`${issuer}/token`, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${Buffer.from(`${client}:${secret}`).toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams({ grant_type: 'client_credentials', scope, resource }),
+    })
+    const body = await response.json()
+    assert.equal(response.status, 200, JSON.stringify(body))
+    assert.equal(body.access_token.split('.').length, 3, 'a JWT access token')
+    return body.access_token
+  }
+  const reader = await token('reader', 'reader-secret-for-tests-only', 'cks:read')
+  const writer = await token('writer', 'writer-secret-for-tests-only', 'cks:read cks:write')
+
+  let id = 0
+  async function call(accessToken, method, params) {
+    const headers = { 'content-type': 'application/json' }
+    if (accessToken) headers.authorization = `Bearer ${accessToken}`
+    const response = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
+    })
+    const text = await response.text()
+    return { status: response.status, challenge: response.headers.get('www-authenticate'), text }
+  }
+  const tool = (accessToken, name, args) => call(accessToken, 'tools/call', { name, arguments: args })
+  const result = (answer) => JSON.parse(JSON.parse(answer.text).result.content[0].text)
+
+  // No token: a 401 naming the metadata, which names the issuer.
+  const anonymous = await call(null, 'tools/list', {})
+  assert.equal(anonymous.status, 401)
+  const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`
+  assert.equal(anonymous.challenge, `Bearer resource_metadata="${metadataUrl}"`)
+  const metadata = await (await fetch(metadataUrl)).json()
+  assert.deepEqual(metadata.authorization_servers, [issuer])
+  assert.equal(metadata.resource, resource)
+
+  // The reader reads, and is refused a write.
+  const listed = await call(reader, 'tools/list', {})
+  assert.equal(listed.status, 200, listed.text)
+  assert.ok(JSON.parse(listed.text).result.tools.length > 50)
+  const graphs = await tool(reader, 'list_graphs', {})
+  assert.equal(graphs.status, 200, graphs.text)
+  const graph = JSON.stringify({ objects: [{ identity: { id: 'a', type: 'T', name: 'A' } }] })
+  const refused = await tool(reader, 'validate_knowledge', { json_data: graph })
+  assert.equal(refused.status, 403, refused.text)
+  assert.equal(
+    refused.challenge,
+    `Bearer error="insufficient_scope", scope="cks:write", resource_metadata="${metadataUrl}"`,
+  )
+
+  // The writer writes.
+  const created = await tool(writer, 'validate_knowledge', { json_data: graph })
+  assert.equal(created.status, 200, created.text)
+  const session = result(created).session_id
+  assert.ok(session, created.text)
+  const operations = [{ type: 'add_object', identity: { id: 'b', type: 'T', name: 'B' } }]
+  const evolved = await tool(writer, 'evolve_knowledge', { session_id: session, operations })
+  assert.equal(evolved.status, 200, evolved.text)
+  assert.equal(result(evolved).error, undefined, evolved.text)
+  const versions = result(await tool(reader, 'list_versions', { session_id: session })).versions
+  assert.equal(versions.length, 2)
+
+  // Neither has cks:admin.
+  const admin = await tool(writer, 'export_storage', { output_path: join(data, 'backup.json') })
+  assert.equal(admin.status, 403)
+  assert.match(admin.challenge, /scope="cks:admin"/)
+
+  // A tampered token is refused, and no token shows in the log.
+  const tampered = `${writer.slice(0, -4)}AAAA`
+  assert.equal((await call(tampered, 'tools/list', {})).status, 401)
+  for (const t of [reader, writer, tampered]) assert.ok(!log.includes(t), 'a token in the log')
+  console.log('oauth interop: oidc-provider tokens: read ok, write refused without cks:write, write ok')
+} finally {
+  done()
+}
