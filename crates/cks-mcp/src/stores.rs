@@ -24,4 +24,8 @@ impl StoreOpener for Stores {
             StoreLocation::Postgres(url) => Arc::new(PostgresStore::connect(url, &self.postgres).await?),
         })
     }
+
+    fn opens_postgres(&self) -> bool {
+        true
+    }
 }

@@ -298,10 +298,21 @@ impl Runtime {
 
     /// The registered graphs `filter` admits, most recently updated first.
     pub async fn graphs(&self, filter: &GraphFilter) -> Result<Vec<GraphEntry>, RuntimeError> {
+        let filter = filter.lowered();
+        Ok(self.indexed_graphs().await?.iter().filter(|e| filter.admits_indexed(e)).map(|e| e.entry.clone()).collect())
+    }
+
+    /// Every registered graph, whatever its visibility (what the sweepers look at), most recently
+    /// updated first.
+    pub async fn all_graphs(&self) -> Result<Vec<GraphEntry>, RuntimeError> {
+        Ok(self.indexed_graphs().await?.iter().map(|e| e.entry.clone()).collect())
+    }
+
+    async fn indexed_graphs(&self) -> Result<Arc<Vec<Indexed>>, RuntimeError> {
         // The token is read before the rows: a write landing in between moves it, so the next
         // call reads again rather than trusting rows that may predate the write.
         let token = self.store().change_token();
-        let entries = match self.gallery.get(token) {
+        Ok(match self.gallery.get(token) {
             Some(entries) => entries,
             None => {
                 let rows = self.store().list_graphs().await?;
@@ -310,9 +321,7 @@ impl Runtime {
                 self.gallery.put(token, entries.clone());
                 entries
             }
-        };
-        let filter = filter.lowered();
-        Ok(entries.iter().filter(|e| filter.admits_indexed(e)).map(|e| e.entry.clone()).collect())
+        })
     }
 
     /// Moves a registered graph to another lifecycle state when the transition is allowed.

@@ -4,7 +4,7 @@
 //!
 //! | part | weight | score |
 //! |---|---|---|
-//! | component versions | 0.3 | 1 without `Component` objects; else 0 (versions are not fetched) |
+//! | component versions | 0.3 | share of versioned `Component` objects current by the graph's last recorded check ([`crate::versions`]; 1 without any) |
 //! | entry freshness | 0.1 | 1 when the registry entry was updated within 7 days |
 //! | contradictions | 0.3 | 1 without `mutual_exclusion` / `functional_relation` contradictions |
 //! | verification coverage | 0.2 | share of verified subjects whose newest `VerificationRecord` was checked within 30 days (1 without any) |
@@ -15,6 +15,8 @@ use time::{Duration, OffsetDateTime};
 
 use cks_core::KnowledgeStructure;
 use cks_core::validate::{contradictions, provenance_freshness};
+
+use crate::versions::{VersionRecord, components};
 
 /// How long a registry entry stays fresh after an update.
 pub const FRESHNESS_TTL: Duration = Duration::days(7);
@@ -35,7 +37,10 @@ pub fn is_fresh(updated_at: &str, now: OffsetDateTime) -> Option<bool> {
 /// What the graph itself shows: counted once, scored by [`GraphHealth`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GraphContent {
+    /// `Component` objects that record a version.
     pub components: usize,
+    /// Those whose recorded version is the one their code was last found to publish.
+    pub components_current: usize,
     pub contradictions: usize,
     /// Verified subjects (and records linked to no subject), as the provenance staleness rule
     /// judges them: a subject is as fresh as its newest record.
@@ -49,10 +54,14 @@ pub struct GraphContent {
 }
 
 impl GraphContent {
-    pub fn measure(structure: &KnowledgeStructure, now: OffsetDateTime) -> Self {
+    /// Measures `structure` at `now`, its components against `versions`, the graph's last recorded
+    /// check (none: no component is known to be current).
+    pub fn measure(structure: &KnowledgeStructure, now: OffsetDateTime, versions: Option<&VersionRecord>) -> Self {
         let freshness = provenance_freshness(structure, COVERAGE_TTL, now);
+        let components = components(structure);
         GraphContent {
-            components: structure.objects_of_type("Component").len(),
+            components_current: versions.map_or(0, |record| record.up_to_date(&components)),
+            components: components.len(),
             contradictions: contradictions(structure).len(),
             records: freshness.judged,
             records_fresh: freshness.judged - freshness.stale.len(),
@@ -75,7 +84,10 @@ pub struct GraphHealth {
 
 impl GraphHealth {
     pub fn version_score(&self) -> f64 {
-        if self.content.components == 0 { 1.0 } else { 0.0 }
+        match self.content.components {
+            0 => 1.0,
+            total => self.content.components_current as f64 / total as f64,
+        }
     }
 
     pub fn freshness_score(&self) -> f64 {
@@ -139,7 +151,7 @@ mod tests {
         ]}))
         .unwrap();
         let now = at("2026-12-01T00:00:00Z");
-        let content = GraphContent::measure(&structure, now);
+        let content = GraphContent::measure(&structure, now, None);
         // Judged: subject s (by r1, fresh) and r2 standing alone (stale); r3's time is unreadable.
         assert_eq!((content.components, content.records, content.records_fresh), (1, 2, 1));
         assert_eq!(content.next_record_expiry, Some(at("2026-12-20T00:00:00Z")));

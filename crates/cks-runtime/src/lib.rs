@@ -25,6 +25,7 @@ pub mod store;
 pub mod sweepers;
 pub mod tasks;
 pub mod transport_sessions;
+pub mod versions;
 
 pub use error::RuntimeError;
 pub use import::{ImportReport, SessionImport, VersionImport};

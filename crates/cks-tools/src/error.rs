@@ -55,6 +55,7 @@ error_codes! {
     DuplicateObjectConflict => "duplicate_object_conflict",
     EmptyQuery => "empty_query",
     EvolutionFailed => "evolution_failed",
+    EvolveFailed => "evolve_failed",
     FileNotFound => "file_not_found",
     GraphNotFound => "graph_not_found",
     ImportFailed => "import_failed",

@@ -1,9 +1,11 @@
 //! What the tools crate offers on purpose to the code that works through tools without being one
 //! (the background workers of `cks-workers`): committing operations as a tool would, asking a
-//! model for a small answer, reading and verifying a page, and the task payloads that tools and
-//! workers share. Everything else about a tool is private to its file.
+//! model for a small answer, reading and verifying a page, reading the versions components
+//! publish (for the `graph_auto_update` sweeper), and the task payloads that tools and workers
+//! share. Everything else about a tool is private to its file.
 
 pub use crate::tools::conflicts::review::{propose, settled};
+pub use crate::tools::gallery::component_versions::WebVersions;
 pub use crate::tools::knowledge::evolve_knowledge::{Change, Output as Committed, commit_operations};
 pub use crate::tools::knowledge::ingest_document::{Ingested, addition, document_id, ingest};
 pub use crate::tools::knowledge::verify_source::{Verification, VerificationView, verify};

@@ -26,6 +26,11 @@ pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
 #[async_trait]
 pub trait StoreOpener: Send + Sync + Debug {
     async fn open(&self, location: &StoreLocation) -> Result<Arc<dyn Store>, OpenError>;
+
+    /// Whether it can open a PostgreSQL database (what `list_plugins` reports).
+    fn opens_postgres(&self) -> bool {
+        false
+    }
 }
 
 /// The opener of a runtime with no store crate beside it: SQLite files only.

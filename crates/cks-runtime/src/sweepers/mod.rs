@@ -32,11 +32,12 @@ use cks_core::KnowledgeStructure;
 
 use crate::error::RuntimeError;
 use crate::events::EventKind;
-use crate::gallery::{GraphEntry, GraphFilter};
+use crate::gallery::GraphEntry;
 use crate::health::{GraphContent, GraphHealth, is_fresh};
 use crate::runtime::Runtime;
 use crate::session::SessionInfo;
 use crate::store::{TaskFilter, TaskStatus};
+use crate::versions::VersionSource;
 
 pub use duplicates::{DISTINCT_FROM, DUPLICATE_CANDIDATE};
 
@@ -54,9 +55,8 @@ pub(crate) trait Sweep: Send + Sync + 'static {
     fn over_graphs(&self) -> Option<graphs::GraphReads> {
         None
     }
-    /// What one registered graph shows as of `now` (sweeps over graphs); `health` when asked for
-    /// and its session could be read.
-    fn check_graph(&self, _entry: &GraphEntry, _health: Option<&GraphHealth>, _now: OffsetDateTime) -> Check {
+    /// What one registered graph shows as of `now` (sweeps over graphs), from what was read of it.
+    fn check_graph(&self, _entry: &GraphEntry, _reads: &graphs::Read<'_>, _now: OffsetDateTime) -> Check {
         Check { findings: Vec::new(), recheck_at: None }
     }
     /// Whether what it newly queues is also kept in the inbox (`list_inference_conflicts`).
@@ -161,6 +161,8 @@ impl std::fmt::Debug for Sweepers {
 struct Sweeper {
     sweep: Box<dyn Sweep>,
     inbox: Arc<Mutex<VecDeque<InboxRecord>>>,
+    /// Reads the versions components publish, for a sweep that checks them.
+    versions: Option<Arc<dyn VersionSource>>,
     interval: Duration,
     state: Mutex<State>,
     /// One sweep at a time (the loop's and `run_once`'s).
@@ -178,7 +180,8 @@ struct State {
     /// changed.
     rechecks: BTreeSet<(i64, String)>,
     recheck_of: HashMap<String, i64>,
-    /// A sweep over graphs: each graph's entry as last looked at (name → updated_at).
+    /// A sweep over graphs: each graph's entry as last looked at (name → updated_at, and for
+    /// health the time of the version check it scored with).
     graphs_seen: HashMap<String, String>,
     last_run_at_ms: Option<i64>,
     last_run_duration: Option<Duration>,
@@ -226,25 +229,37 @@ fn millis(at: OffsetDateTime) -> i64 {
 
 impl Sweepers {
     /// The standard sweepers of `runtime`, each started when `config.start` says so and no
-    /// `stop_agent` since (kept in the store) said otherwise.
+    /// `stop_agent` since (kept in the store) said otherwise. Without a [`VersionSource`],
+    /// `graph_auto_update` finds nothing and says so in its status.
     pub async fn start(runtime: Arc<Runtime>, config: &SweepersConfig) -> Result<Arc<Self>, RuntimeError> {
+        Self::start_reading_versions(runtime, config, None).await
+    }
+
+    /// [`Sweepers::start`], with `graph_auto_update` reading published versions from `versions`.
+    pub async fn start_reading_versions(
+        runtime: Arc<Runtime>,
+        config: &SweepersConfig,
+        versions: Option<Arc<dyn VersionSource>>,
+    ) -> Result<Arc<Self>, RuntimeError> {
         let ttl = time::Duration::try_from(config.provenance_ttl).unwrap_or(time::Duration::MAX);
         let kinds: Vec<Box<dyn Sweep>> = vec![
             Box::new(inference::ConfidenceConflicts),
             Box::new(provenance::Stale { ttl }),
             Box::new(temporal::Expired),
             Box::new(graphs::Freshness),
+            Box::new(graphs::AutoUpdate),
             Box::new(graphs::Health),
             Box::new(contradiction::Contradictions),
             Box::new(duplicates::Duplicates),
         ];
-        Self::with(runtime, config, kinds).await
+        Self::with(runtime, config, kinds, versions).await
     }
 
     async fn with(
         runtime: Arc<Runtime>,
         config: &SweepersConfig,
         kinds: Vec<Box<dyn Sweep>>,
+        versions: Option<Arc<dyn VersionSource>>,
     ) -> Result<Arc<Self>, RuntimeError> {
         let inbox = Arc::new(Mutex::new(VecDeque::new()));
         let sweepers: Vec<Arc<Sweeper>> = kinds
@@ -253,6 +268,7 @@ impl Sweepers {
                 Arc::new(Sweeper {
                     sweep,
                     inbox: inbox.clone(),
+                    versions: versions.clone(),
                     interval: config.interval,
                     state: Mutex::new(State { all: true, ..State::default() }),
                     sweeping: tokio::sync::Mutex::new(()),
@@ -553,9 +569,10 @@ impl Sweeper {
         Ok(())
     }
 
-    /// Looks at the registered graphs that are due: every one when `all`, else those whose entry
-    /// changed, whose name is in `due` (due again by time) or, for a sweep that reads the graphs,
-    /// whose session is (changed).
+    /// Looks at the registered graphs that are due: every one when `all` or when the sweep checks
+    /// component versions (a release changes nothing here), else those whose entry or recorded
+    /// version check changed, whose name is in `due` (due again by time) or, for a sweep that
+    /// reads the graphs, whose session is (changed).
     async fn sweep_graphs(
         &self,
         runtime: &Runtime,
@@ -564,17 +581,31 @@ impl Sweeper {
         reads: graphs::GraphReads,
         now: OffsetDateTime,
     ) -> Result<Swept, RuntimeError> {
-        let entries = runtime.graphs(&GraphFilter::default()).await?;
-        let mut dead_letters: Option<HashMap<String, usize>> = None;
         let mut swept = Swept::default();
+        if reads.versions && self.versions.is_none() {
+            swept.skipped = Some("no version source: this process cannot read the versions components publish".into());
+            due.clear();
+            return Ok(swept);
+        }
+        // Every entry, private and team graphs too: a sweep is the operator's, not a listing.
+        let entries = runtime.all_graphs().await?;
+        let mut recorded = if reads.health { runtime.all_recorded_versions().await? } else { HashMap::new() };
+        let mut dead_letters: Option<HashMap<String, usize>> = None;
         for entry in &entries {
-            let seen = self.lock().graphs_seen.get(&entry.name) == Some(&entry.updated_at);
+            let record = recorded.remove(&entry.name);
+            let seen_as = match &record {
+                Some(record) => format!("{} {}", entry.updated_at, record.checked_at),
+                None => entry.updated_at.clone(),
+            };
+            let seen = self.lock().graphs_seen.get(&entry.name) == Some(&seen_as);
             let session_changed = reads.health && due.contains(&entry.session_id);
-            if !(all || !seen || session_changed || due.contains(&entry.name)) {
+            if !(all || reads.versions || !seen || session_changed || due.contains(&entry.name)) {
                 continue;
             }
             let health = if reads.health {
-                let content = match runtime.read(&entry.session_id, |s, _| GraphContent::measure(s, now)).await {
+                let measured =
+                    runtime.read(&entry.session_id, |s, _| GraphContent::measure(s, now, record.as_ref())).await;
+                let content = match measured {
                     Ok(content) => content,
                     Err(e @ RuntimeError::Store(_)) => return Err(e),
                     // A graph whose session is gone or closed has no health to report.
@@ -588,12 +619,22 @@ impl Sweeper {
             } else {
                 None
             };
-            let check = self.sweep.check_graph(entry, health.as_ref(), now);
+            let checked = match &self.versions {
+                Some(source) if reads.versions => match runtime.check_component_versions(entry, source.as_ref()).await?
+                {
+                    Some(checked) => Some(checked),
+                    // A graph whose session is gone or closed has no components to check.
+                    None => continue,
+                },
+                _ => None,
+            };
+            let read = graphs::Read { health: health.as_ref(), versions: checked.as_ref() };
+            let check = self.sweep.check_graph(entry, &read, now);
             self.queue(runtime, &entry.name, &entry.session_id, &check, now).await?;
             swept.sessions += 1;
             swept.findings += check.findings.len() as u64;
             let mut state = self.lock();
-            state.graphs_seen.insert(entry.name.clone(), entry.updated_at.clone());
+            state.graphs_seen.insert(entry.name.clone(), seen_as);
             state.schedule(&entry.name, check.recheck_at.map(millis));
         }
         due.clear();

@@ -59,7 +59,7 @@ async fn a_sweep_queues_each_finding_once_and_looks_only_at_what_changed() {
     let stale = session(&runtime, vec![expired]).await;
     let kinds: Vec<Box<dyn super::Sweep>> =
         vec![Box::new(super::contradiction::Contradictions), Box::new(super::temporal::Expired)];
-    let sweepers = Sweepers::with(runtime.clone(), &idle(), kinds).await.unwrap();
+    let sweepers = Sweepers::with(runtime.clone(), &idle(), kinds, None).await.unwrap();
 
     // The first pass looks at every session.
     assert_eq!(sweep(&sweepers, "contradiction").await, (2, 0));
@@ -100,7 +100,8 @@ async fn an_unchanged_session_is_looked_at_again_when_its_next_fact_expires() {
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
     let id = session(&runtime, vec![obj("fact", "Fact", json!({"valid_until": soon}))]).await;
-    let sweepers = Sweepers::with(runtime.clone(), &idle(), vec![Box::new(super::temporal::Expired)]).await.unwrap();
+    let sweepers =
+        Sweepers::with(runtime.clone(), &idle(), vec![Box::new(super::temporal::Expired)], None).await.unwrap();
     assert_eq!(sweep(&sweepers, "temporal_staleness").await, (1, 0));
     assert_eq!(sweep(&sweepers, "temporal_staleness").await, (0, 0), "not due yet");
     tokio::time::sleep(Duration::from_millis(1_700)).await;
@@ -183,6 +184,7 @@ async fn sweepers_start_sweep_and_stop() {
             "provenance_staleness",
             "temporal_staleness",
             "graph_freshness",
+            "graph_auto_update",
             "graph_health",
             "contradiction",
             "duplicates"
@@ -214,7 +216,7 @@ async fn sweepers_start_sweep_and_stop() {
     let running: Vec<bool> = restarted.statuses().iter().map(|s| s.running).collect();
     assert_eq!(
         running,
-        [true, true, true, true, true, false, true],
+        [true, true, true, true, true, true, false, true],
         "the config starts all but the stopped contradiction"
     );
     restarted.shutdown().await;
@@ -400,4 +402,81 @@ async fn duplicates_are_queued_once_per_pair_and_a_distinct_decision_stops_them(
     assert_eq!(sweep(&sweepers, "duplicates").await, (1, 0));
     assert!(tasks(&runtime, "duplicate_candidate").await.is_empty());
     sweepers.shutdown().await;
+}
+
+/// Publishes the versions of a table, by component name.
+struct Published(Vec<(&'static str, &'static str)>);
+
+#[async_trait::async_trait]
+impl crate::versions::VersionSource for Published {
+    async fn released(&self, component: &crate::versions::Component) -> crate::versions::Released {
+        use crate::versions::Released;
+        match self.0.iter().find(|(name, _)| *name == component.name) {
+            Some((_, version)) => {
+                Released::Found { version: (*version).into(), url: format!("test:{}", component.name) }
+            }
+            None => Released::Failed("not published".into()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn auto_update_reports_outdated_components_and_health_scores_from_its_check() {
+    use crate::gallery::{Registration, Visibility};
+    let runtime = runtime();
+    let components = vec![
+        obj("core", "Component", json!({"version": "1.0.0"})),
+        obj("cli", "Component", json!({"version": "2.0.0"})),
+        obj("lost", "Component", json!({"version": "0.1"})),
+    ];
+    let sid = session(&runtime, components).await;
+    let registration = |name: &str| Registration {
+        name: name.into(),
+        session_id: sid.clone(),
+        description: String::new(),
+        tags: String::new(),
+        visibility: Visibility::Public,
+        team: None,
+        source_graph_name: None,
+        lifecycle: None,
+    };
+    runtime.register_graph(registration("eco")).await.unwrap();
+
+    // Without a version source, nothing is checked and the status says why.
+    let plain = Sweepers::start(runtime.clone(), &idle()).await.unwrap();
+    let status = plain.run_once("graph_auto_update").await.unwrap().unwrap();
+    assert_eq!((status.last_sessions_checked, status.last_result_count), (Some(0), Some(0)));
+    assert!(status.last_error.unwrap().contains("no version source"));
+    drop(plain);
+
+    let source = Arc::new(Published(vec![("core", "1.2.0"), ("cli", "2.0.0")]));
+    let sweepers = Sweepers::start_reading_versions(runtime.clone(), &idle(), Some(source)).await.unwrap();
+    // Before any check, no component counts as current: 0.3 of the score is lost.
+    assert_eq!(sweep(&sweepers, "graph_health").await, (1, 0));
+
+    assert_eq!(sweep(&sweepers, "graph_auto_update").await, (1, 1));
+    let outdated = tasks(&runtime, "graph_outdated").await;
+    assert_eq!(outdated.len(), 1);
+    assert_eq!(outdated[0].0, sid);
+    assert_eq!(
+        outdated[0].1,
+        json!({"name": "eco", "session_id": sid, "reason": "version_outdated", "auto_apply_requested": false,
+               "outdated_components": [{"component": "core", "graph_version": "1.0.0", "actual_version": "1.2.0"}]})
+    );
+    let record = runtime.recorded_versions("eco").await.unwrap().unwrap();
+    let statuses: Vec<_> = record.components.iter().map(|c| c.status).collect();
+    use crate::versions::VersionStatus::*;
+    assert_eq!(statuses, [Outdated, UpToDate, FetchFailed]);
+    // Checked again every sweep; the open task is not queued twice.
+    assert_eq!(sweep(&sweepers, "graph_auto_update").await, (1, 1));
+    assert_eq!(tasks(&runtime, "graph_outdated").await.len(), 1);
+
+    // The new record brings the graph back to the health sweep, which scores 1 of 3 current.
+    let content = runtime
+        .read(&sid, |s, _| crate::health::GraphContent::measure(s, time::OffsetDateTime::now_utc(), Some(&record)))
+        .await
+        .unwrap();
+    assert_eq!((content.components, content.components_current), (3, 1));
+    assert_eq!(sweep(&sweepers, "graph_health").await, (1, 0));
+    assert_eq!(sweep(&sweepers, "graph_health").await, (0, 0), "nothing changed since");
 }

@@ -12,6 +12,7 @@ pub mod knowledge;
 pub mod llm;
 pub mod pipeline;
 pub mod processes;
+pub mod server;
 pub mod storage;
 pub mod versions;
 
@@ -34,5 +35,6 @@ pub(crate) fn all() -> Vec<Listed> {
     tools.extend(pipeline::tools());
     tools.extend(enrichment::tools());
     tools.extend(storage::tools());
+    tools.extend(server::tools());
     tools
 }

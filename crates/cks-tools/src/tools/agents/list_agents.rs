@@ -73,19 +73,21 @@ mod tests {
                 "provenance_staleness",
                 "temporal_staleness",
                 "graph_freshness",
+                "graph_auto_update",
                 "graph_health",
                 "contradiction",
                 "duplicates"
             ]
         );
         assert_eq!(agents[1]["task_type"], "provenance_conflict");
-        assert_eq!(agents[5]["task_type"], "contradiction_detected");
+        assert_eq!(agents[4]["task_type"], "graph_outdated");
+        assert_eq!(agents[6]["task_type"], "contradiction_detected");
         assert_eq!(
-            (agents[5]["running"].as_bool(), agents[5]["interval_seconds"].as_u64()),
+            (agents[6]["running"].as_bool(), agents[6]["interval_seconds"].as_u64()),
             (Some(false), Some(3_600))
         );
-        assert!(agents[5]["last_run_at"].is_null() && agents[5]["last_error"].is_null());
-        assert_eq!(agents[6]["task_type"], "duplicate_candidate");
+        assert!(agents[6]["last_run_at"].is_null() && agents[6]["last_error"].is_null());
+        assert_eq!(agents[7]["task_type"], "duplicate_candidate");
         let none = call(&crate::testing::context(), "list_agents", json!({})).await;
         assert_eq!(none, json!({"agents": []}), "a server without sweepers lists none");
     }

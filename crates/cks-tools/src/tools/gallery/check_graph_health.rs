@@ -1,6 +1,11 @@
 //! `check_graph_health`: one 0.0–1.0 score for a registered graph from read-only checks —
 //! component versions, entry freshness, contradictions, verification coverage, dead-lettered
 //! conflict tasks — with each part shown, weighted as the reference weighs them.
+//!
+//! The reference fetches every component's version on each call; this tool fetches nothing and
+//! scores versions from the graph's last recorded check (`check_component_versions`, or the
+//! `graph_auto_update` sweeper), so a score costs no network and a sweep of many graphs no
+//! requests.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -58,13 +63,13 @@ pub(crate) struct Metrics {
 
 #[derive(Debug, Default, Serialize, JsonSchema)]
 struct VersionFreshness {
-    /// Components whose recorded version was confirmed current.
+    /// Components that record the version their code was last found to publish.
     up_to_date: usize,
-    /// `Component` objects in the graph.
+    /// `Component` objects in the graph that record a version.
     total: usize,
     score: f64,
-    /// Why components count as not confirmed.
-    note: &'static str,
+    /// When the components were last checked; null when never (then none counts as current).
+    checked_at: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, JsonSchema)]
@@ -110,8 +115,9 @@ impl Tool for CheckGraphHealth {
     const META: ToolMeta = ToolMeta {
         name: "check_graph_health",
         description: "Score a registered graph's health from 0.0 to 1.0 (read-only, no LLM, no network): 0.3 × \
-            component versions confirmed current (this server does not fetch them, so a graph with Component \
-            objects scores 0 there), 0.1 × entry updated within 7 days, 0.3 × no contradictions, 0.2 × share of \
+            share of the Component objects recording a version that record the one their code published at the \
+            last check_component_versions (or graph_auto_update sweep; none counts before a check, and 1 when \
+            there are no such objects), 0.1 × entry updated within 7 days, 0.3 × no contradictions, 0.2 × share of \
             VerificationRecords checked within 30 days (1 when there are none), 0.1 × no dead-lettered \
             conflict tasks of the graph's session (0.5 when there are). Returns {name, session_id, \
             health_score, metrics: {version_freshness, ttl_freshness, contradictions, verification_coverage, \
@@ -132,7 +138,9 @@ impl Tool for CheckGraphHealth {
             return Ok(Output { found: Some(false), ..Output::default() });
         };
         let now = OffsetDateTime::now_utc();
-        let Some(content) = read_open(ctx, &entry.session_id, |s| GraphContent::measure(s, now)).await else {
+        let versions = ctx.runtime.recorded_versions(&name).await?;
+        let measure = |s: &cks_core::KnowledgeStructure| GraphContent::measure(s, now, versions.as_ref());
+        let Some(content) = read_open(ctx, &entry.session_id, measure).await else {
             return Ok(Output {
                 found: Some(true),
                 error: Some("session_not_available".into()),
@@ -148,10 +156,10 @@ impl Tool for CheckGraphHealth {
         let health = GraphHealth { content, fresh: is_fresh(&entry.updated_at, now), dead_letters };
         let content = &health.content;
         let version_freshness = VersionFreshness {
-            up_to_date: 0,
+            up_to_date: content.components_current,
             total: content.components,
             score: health.version_score(),
-            note: "component versions are not fetched by this server, so none is confirmed current",
+            checked_at: versions.map(|record| record.checked_at),
         };
         let ttl_freshness = TtlFreshness { fresh: health.fresh, score: health.freshness_score() };
         let contradictions = Contradictions { count: content.contradictions, score: health.contradiction_score() };

@@ -1,12 +1,15 @@
 //! The gallery: registered names for graphs, found again by name, listed and searched by who may
-//! see them, moved through a lifecycle, checked (freshness, health), explained, and compared,
-//! cloned, merged and linked across graphs. None is offered to `ai_chat`: registration is for
-//! people, and the cross-graph tools name a second session.
+//! see them, moved through a lifecycle, checked (freshness, component versions, health), brought
+//! up to date with the code they describe, explained, and compared, cloned, merged and linked
+//! across graphs. None is offered to `ai_chat`: registration is for people, the cross-graph tools
+//! name a second session, and the version tools name a registered graph and fetch the network.
 
+mod check_component_versions;
 mod check_graph_freshness;
 mod check_graph_health;
 mod clone_graph;
 mod compare_graphs;
+pub(crate) mod component_versions;
 mod explain_graph;
 mod get_graph;
 mod link_graphs;
@@ -16,6 +19,7 @@ mod register_graph;
 mod search_graphs;
 mod unregister_graph;
 mod update_graph_lifecycle;
+mod update_registered_graph;
 
 use crate::ErrorCode;
 use cks_runtime::gallery::{GraphEntry, Visibility};
@@ -34,8 +38,10 @@ pub(crate) fn tools() -> Vec<Listed> {
         listed(search_graphs::SearchGraphs),
         listed(update_graph_lifecycle::UpdateGraphLifecycle),
         listed(check_graph_freshness::CheckGraphFreshness),
+        listed(check_component_versions::CheckComponentVersions),
         listed(check_graph_health::CheckGraphHealth),
         listed(explain_graph::ExplainGraph),
+        listed(update_registered_graph::UpdateRegisteredGraph),
         listed(compare_graphs::CompareGraphs),
         listed(clone_graph::CloneGraph),
         listed(merge_graphs::MergeGraphs),

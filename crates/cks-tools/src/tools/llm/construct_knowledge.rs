@@ -120,88 +120,12 @@ impl Tool for ConstructKnowledge {
         if text.is_empty() {
             return Err(ToolError::missing_parameter("text"));
         }
-        let client = ctx.llm.client().map_err(unavailable)?;
-        let redactor = &client.config().redactor;
-        let mut prompt = format!("Extract a Canonical Knowledge Structure from the following text:\n\n{text}");
-        if let Some(hint) = input.hint.as_deref().map(str::trim).filter(|h| !h.is_empty()) {
-            prompt.push_str(&format!("\n\nFocus especially on: {hint}"));
-        }
-        let request = ChatRequest {
-            model: input.model.filter(|m| !m.trim().is_empty()),
-            system: Some(SYSTEM_PROMPT.to_owned()),
-            max_tokens: input.max_tokens,
-            ..ChatRequest::from_prompt(prompt)
-        };
-        let response = tokio::select! {
-            response = client.chat(request) => response.map_err(|e| unavailable(super::llm_error(&e)))?,
-            () = ctx.cancel.cancelled() => {
-                return Err(ToolError::new(ErrorCode::Cancelled, "construct_knowledge was cancelled before the model answered."));
-            }
-        };
-        let raw = response.text();
-        let hit_limit = response.stop_reason == StopReason::MaxTokens;
-        let raw_output = || redactor.redact(&prefix(&raw, RAW_OUTPUT_CHARS));
-
-        let (json_text, value) = match extract_json(&raw) {
-            Ok(found) => found,
-            Err(Extraction::Truncated) => {
-                let why = if hit_limit { " (the model stopped at its output token limit)" } else { "" };
-                return Err(ToolError::new(
-                    ErrorCode::ConstructKnowledgeFailed,
-                    format!(
-                        "The model's answer is truncated: it ends inside an unfinished JSON value{why}. Retry with a \
-                         larger 'max_tokens' or a shorter 'text'."
-                    ),
-                )
-                .with("reason", "truncated_output")
-                .with("raw_output", raw_output()));
-            }
-            Err(Extraction::NoJson) if hit_limit => {
-                return Err(ToolError::new(
-                    ErrorCode::ConstructKnowledgeFailed,
-                    "The model stopped at its output token limit before writing any JSON. Retry with a larger \
-                     'max_tokens'.",
-                )
-                .with("reason", "truncated_output")
-                .with("raw_output", raw_output()));
-            }
-            Err(Extraction::NoJson) => {
-                return Err(ToolError::new(
-                    ErrorCode::LlmOutputParseError,
-                    "No JSON object found in the model's answer.",
-                )
-                .with("raw_output", raw_output()));
-            }
-            Err(Extraction::NotJson(detail)) => {
-                return Err(ToolError::new(
-                    ErrorCode::LlmOutputParseError,
-                    format!("The model's answer contains no well-formed JSON object: {detail}"),
-                )
-                .with("raw_output", raw_output()));
-            }
-        };
-        let raw_json = || redactor.redact(&prefix(&json_text, RAW_JSON_CHARS));
-        let structure = parse_value(value)
-            .map_err(|e| ToolError::new(ErrorCode::CksParseError, e.to_string()).with("raw_json", raw_json()))?;
-        if structure.is_empty() {
-            return Err(ToolError::new(
-                ErrorCode::ConstructKnowledgeFailed,
-                "The model's answer is a structure without objects; nothing was stored.",
-            )
-            .with("reason", "empty_structure")
-            .with("raw_json", raw_json()));
-        }
-        let report = validate(&structure, &ValidationOptions::default());
-        if !report.is_valid() {
-            return Err(ToolError::new(ErrorCode::ValidationFailed, "LLM-generated structure failed CKS validation.")
-                .with("raw_json", raw_json())
-                .with("diagnostics", diagnostics_brief(&report.diagnostics)));
-        }
+        let constructed =
+            construct(ctx, text, input.hint.as_deref(), input.model, input.max_tokens).await.map_err(unavailable)?;
+        let Constructed { structure, notes, provider, model_used } = constructed;
         let objects_count = structure.objects().filter(|o| !o.is_relation()).count();
         let relations_count = structure.relations().count();
         let serialized = crate::convert::client_document(&structure);
-        let provider = response.provider.as_str();
-        let model_used = redactor.redact(&response.model);
         let metadata = ctx.version_metadata(
             Self::META.name,
             [("provider", json!(provider)), ("model", json!(model_used)), ("operation", json!("construct"))],
@@ -210,7 +134,6 @@ impl Tool for ConstructKnowledge {
             .runtime
             .create_session(structure, NewSession { first_version: Some(metadata), ..Default::default() })
             .await?;
-        let notes: Vec<_> = report.diagnostics.into_iter().filter(|d| d.severity != Severity::Error).collect();
         let diagnostics = match diagnostics_brief(&notes) {
             Value::Array(items) if !items.is_empty() => Some(items),
             _ => None,
@@ -223,10 +146,113 @@ impl Tool for ConstructKnowledge {
             objects_count,
             relations_count,
             model_used,
-            provider: provider.to_owned(),
+            provider,
             diagnostics,
         })
     }
+}
+
+/// A structure a model made of a text, valid, not yet stored anywhere.
+pub(crate) struct Constructed {
+    pub(crate) structure: cks_core::KnowledgeStructure,
+    /// Its warnings (never errors).
+    pub(crate) notes: Vec<cks_core::validate::Diagnostic>,
+    pub(crate) provider: String,
+    /// The model that answered (redacted).
+    pub(crate) model_used: String,
+}
+
+/// Asks the configured model to turn `text` into a structure and checks what it answers. A
+/// provider failure keeps its code (`llm_provider_unavailable`, `llm_call_failed`): callers choose
+/// how to report it.
+pub(crate) async fn construct(
+    ctx: &ToolContext,
+    text: &str,
+    hint: Option<&str>,
+    model: Option<String>,
+    max_tokens: Option<u32>,
+) -> Result<Constructed, ToolError> {
+    let client = ctx.llm.client()?;
+    let redactor = &client.config().redactor;
+    let mut prompt = format!("Extract a Canonical Knowledge Structure from the following text:\n\n{text}");
+    if let Some(hint) = hint.map(str::trim).filter(|h| !h.is_empty()) {
+        prompt.push_str(&format!("\n\nFocus especially on: {hint}"));
+    }
+    let request = ChatRequest {
+        model: model.filter(|m| !m.trim().is_empty()),
+        system: Some(SYSTEM_PROMPT.to_owned()),
+        max_tokens,
+        ..ChatRequest::from_prompt(prompt)
+    };
+    let response = tokio::select! {
+        response = client.chat(request) => response.map_err(|e| super::llm_error(&e))?,
+        () = ctx.cancel.cancelled() => {
+            return Err(ToolError::new(ErrorCode::Cancelled, "construct_knowledge was cancelled before the model answered."));
+        }
+    };
+    let raw = response.text();
+    let hit_limit = response.stop_reason == StopReason::MaxTokens;
+    let raw_output = || redactor.redact(&prefix(&raw, RAW_OUTPUT_CHARS));
+
+    let (json_text, value) = match extract_json(&raw) {
+        Ok(found) => found,
+        Err(Extraction::Truncated) => {
+            let why = if hit_limit { " (the model stopped at its output token limit)" } else { "" };
+            return Err(ToolError::new(
+                ErrorCode::ConstructKnowledgeFailed,
+                format!(
+                    "The model's answer is truncated: it ends inside an unfinished JSON value{why}. Retry with a \
+                     larger 'max_tokens' or a shorter 'text'."
+                ),
+            )
+            .with("reason", "truncated_output")
+            .with("raw_output", raw_output()));
+        }
+        Err(Extraction::NoJson) if hit_limit => {
+            return Err(ToolError::new(
+                ErrorCode::ConstructKnowledgeFailed,
+                "The model stopped at its output token limit before writing any JSON. Retry with a larger \
+                 'max_tokens'.",
+            )
+            .with("reason", "truncated_output")
+            .with("raw_output", raw_output()));
+        }
+        Err(Extraction::NoJson) => {
+            return Err(ToolError::new(ErrorCode::LlmOutputParseError, "No JSON object found in the model's answer.")
+                .with("raw_output", raw_output()));
+        }
+        Err(Extraction::NotJson(detail)) => {
+            return Err(ToolError::new(
+                ErrorCode::LlmOutputParseError,
+                format!("The model's answer contains no well-formed JSON object: {detail}"),
+            )
+            .with("raw_output", raw_output()));
+        }
+    };
+    let raw_json = || redactor.redact(&prefix(&json_text, RAW_JSON_CHARS));
+    let structure = parse_value(value)
+        .map_err(|e| ToolError::new(ErrorCode::CksParseError, e.to_string()).with("raw_json", raw_json()))?;
+    if structure.is_empty() {
+        return Err(ToolError::new(
+            ErrorCode::ConstructKnowledgeFailed,
+            "The model's answer is a structure without objects; nothing was stored.",
+        )
+        .with("reason", "empty_structure")
+        .with("raw_json", raw_json()));
+    }
+    let report = validate(&structure, &ValidationOptions::default());
+    if !report.is_valid() {
+        return Err(ToolError::new(ErrorCode::ValidationFailed, "LLM-generated structure failed CKS validation.")
+            .with("raw_json", raw_json())
+            .with("diagnostics", diagnostics_brief(&report.diagnostics)));
+    }
+    let notes: Vec<_> = report.diagnostics.into_iter().filter(|d| d.severity != Severity::Error).collect();
+    Ok(Constructed {
+        structure,
+        notes,
+        provider: response.provider.as_str().to_owned(),
+        model_used: redactor.redact(&response.model),
+    })
 }
 
 /// The first `chars` characters of `text`.
