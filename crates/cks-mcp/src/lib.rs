@@ -130,7 +130,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
-    let sweepers = Sweepers::start(runtime.clone(), &config.sweepers).await?;
+    // graph_auto_update reads the versions components publish through the same guarded fetcher
+    // the tools use.
+    let versions = cks_tools::services::WebVersions::new(Arc::new(cks_web::fetch::Fetcher::new(config.fetch.clone())));
+    let sweepers =
+        Sweepers::start_reading_versions(runtime.clone(), &config.sweepers, Some(Arc::new(versions))).await?;
     let server = CksServer::new(runtime, registry, llm)
         .with_provenance(key)
         .with_sweepers(sweepers.clone())
