@@ -224,7 +224,8 @@ await check('the Agents page lists the server\'s sweepers with their status', as
   await page.goto(`${studio}/agents`)
   const agents = (await call('list_agents', {})).agents
   assert.deepEqual(agents.map((a) => a.agent_id).sort(), [
-    'contradiction', 'graph_freshness', 'graph_health', 'inference_staleness', 'provenance_staleness', 'temporal_staleness',
+    'contradiction', 'duplicates', 'graph_auto_update', 'graph_freshness', 'graph_health', 'inference_staleness',
+    'provenance_staleness', 'temporal_staleness',
   ])
   await assert.doesNotReject(agentCard(agents[0].agent_id).waitFor())
   const shown = await sweepers.locator('div.rounded.p-3 span.text-sm.font-medium').allInnerTexts()
