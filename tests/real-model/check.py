@@ -1,16 +1,17 @@
-"""ai_chat against a real small model: a few explicit tasks through our server over MCP stdio.
+"""ai_chat against a real small model: a suite of everyday requests through our server over MCP stdio.
 
 Started by scripts/real-model-check, which builds llama-server and serves the model. Between our
 server and llama-server sits a recording proxy (this file), so that every LLM request's prompt
 tokens are measured as the model server counted them.
 
-What a weak model can be held to is asserted (the run fails otherwise):
+Each task of SUITE is a fresh conversation on its own copy of GRAPH, checked on the graph or the
+reply afterwards. What a weak model can be held to is asserted (the run fails otherwise):
   - every turn ends, within the tool-call cap, with a result rather than an error;
-  - at least one offered tool ran without error over the run;
+  - at least one tool ran without error over the run;
   - no other session changed;
   - a turn's `messages` go back in as the next turn's input.
-What it cannot be held to is measured and printed: how many tasks were done right, the prompt
-tokens of the first request, seconds per turn.
+What it cannot be held to is measured and printed, task by task: right or not, the tools called,
+the prompt tokens of each request, seconds per turn.
 
 Standard library only.
 """
@@ -36,20 +37,24 @@ MAX_TOOL_CALLS = 4
 GRAPH = {
     "version": "1.0",
     "objects": [
-        {"identity": {"id": "alpha", "type": "Concept", "name": "Alpha"}, "structure": {"note": "the first idea"}},
-        {"identity": {"id": "beta", "type": "Concept", "name": "Beta"}, "structure": {"note": "builds on alpha"}},
-        {"identity": {"id": "gamma", "type": "Person", "name": "Gamma"}, "structure": {}},
-        {"identity": {"id": "beta-extends-alpha", "type": "Relation", "name": "beta extends alpha"},
-         "structure": {"participants": ["beta", "alpha"], "relation_type": "extends"}},
-        {"identity": {"id": "gamma-wrote-alpha", "type": "Relation", "name": "gamma wrote alpha"},
-         "structure": {"participants": ["gamma", "alpha"], "relation_type": "wrote"}},
+        {"identity": {"id": "ada", "type": "Person", "name": "Ada Lovelace"},
+         "structure": {"role": "mathematician", "born": 1815}},
+        {"identity": {"id": "babbage", "type": "Person", "name": "Charles Babbage"},
+         "structure": {"role": "inventor", "born": 1791}},
+        {"identity": {"id": "engine", "type": "Machine", "name": "Analytical Engine"},
+         "structure": {"note": "a mechanical general-purpose computer, never finished"}},
+        {"identity": {"id": "notes", "type": "Document", "name": "Notes on the Engine"},
+         "structure": {"year": 1843, "summary": "the first published program: it computes Bernoulli numbers"}},
+        {"identity": {"id": "ada-wrote-notes", "type": "Relation", "name": "Ada Lovelace wrote the notes"},
+         "structure": {"participants": ["ada", "notes"], "relation_type": "wrote"}},
+        {"identity": {"id": "notes-describe-engine", "type": "Relation", "name": "the notes describe the engine"},
+         "structure": {"participants": ["notes", "engine"], "relation_type": "describes"}},
+        {"identity": {"id": "babbage-designed-engine", "type": "Relation", "name": "Babbage designed the engine"},
+         "structure": {"participants": ["babbage", "engine"], "relation_type": "designed"}},
     ],
 }
 OTHER = {"version": "1.0", "objects": [
     {"identity": {"id": "elsewhere", "type": "Concept", "name": "Elsewhere"}, "structure": {}}]}
-
-READ_TOOLS = {"query_subgraph", "serialize_knowledge", "explain_knowledge", "search_semantic", "visualize_graph"}
-
 
 class Recorder:
     """A proxy in front of the model server that keeps each chat request's prompt token count."""
@@ -132,7 +137,7 @@ class Check:
             "CKS_OPENAI_API_KEY": "local",
             "CKS_AI_CHAT_MAX_ITERATIONS": str(MAX_ITERATIONS),
             "CKS_AI_CHAT_MAX_TOOL_CALLS": str(MAX_TOOL_CALLS),
-            "CKS_AI_CHAT_MAX_OUTPUT_TOKENS": "512",
+            "CKS_AI_CHAT_MAX_OUTPUT_TOKENS": "256",
             "CKS_LLM_MAX_RETRIES": "0",
             # Within the MCP client's own request timeout (300 s).
             "CKS_AI_CHAT_TIMEOUT_SECONDS": "240",
@@ -171,21 +176,122 @@ def ran_ok(result, names):
     return [c for c in result["tool_calls"] if c["name"] in names and not c["is_error"]]
 
 
-def measure(check):
-    """One turn per task, whatever happens: the outcome and the prompt tokens the model server counted."""
-    session = check.call("validate_knowledge", {"json_data": json.dumps(GRAPH)})["session_id"]
-    for prompt in ("List the objects in this graph. Use the tool.",
-                   "What relates to alpha? Use the tools."):
+def by_id(objects):
+    return {o["identity"]["id"]: o for o in objects}
+
+
+def mentions(result, *words):
+    """Whether the reply names one of `words` in its own words (not by echoing a tool's result)."""
+    reply = result["reply"].lower()
+    return "<tool_response>" not in reply and any(w in reply for w in words)
+
+
+def named(objects, name):
+    return [o for o in objects if o["identity"]["name"].strip().lower() == name]
+
+
+def relates(objects, first, second):
+    """Whether a relation other than the graph's own joins `first` and `second`."""
+    return any(o["identity"]["id"] not in by_id(GRAPH["objects"])
+               and {first, second} <= set((o.get("structure") or {}).get("participants") or [])
+               for o in objects)
+
+
+def change_engine(check, session):
+    """A second version before the turn, for the tasks about history."""
+    check.call("evolve_knowledge", {"session_id": session, "operations": [
+        {"type": "update_object", "object_id": "engine", "structure_patch": {"note": "a steam-powered calculator"}}]})
+
+
+def two_steps(objects):
+    grace = named(objects, "grace hopper")
+    return bool(grace) and relates(objects, grace[0]["identity"]["id"], "ada")
+
+
+ORIGINAL_NOTE = by_id(GRAPH["objects"])["engine"]["structure"]["note"]
+
+# A person's everyday requests, each a fresh conversation on its own copy of GRAPH, checked on the
+# graph or the reply afterwards: (name, request, set-up before the turn, check after it).
+SUITE = [
+    ("count the objects", "How many objects are in this graph?", None,
+     lambda c, s, r: mentions(r, "7", "seven")),
+    ("find by meaning", "Which object is about the first computer program?", None,
+     lambda c, s, r: mentions(r, "notes on the engine", "notes")),
+    ("read an object", "In which year were the Notes on the Engine published?", None,
+     lambda c, s, r: mentions(r, "1843")),
+    ("follow a relation", "Who wrote the Notes on the Engine?", None,
+     lambda c, s, r: mentions(r, "ada", "lovelace")),
+    ("rename", "Rename the Analytical Engine to Difference Engine.", None,
+     lambda c, s, r: by_id(c.objects(s))["engine"]["identity"]["name"].strip().lower() == "difference engine"),
+    ("change a field", "Set Ada Lovelace's role to writer.", None,
+     lambda c, s, r: str(by_id(c.objects(s))["ada"]["structure"].get("role", "")).strip().lower() == "writer"),
+    ("add an object", "Add a person named Grace Hopper.", None,
+     lambda c, s, r: any(o["identity"]["type"].lower() == "person" for o in named(c.objects(s), "grace hopper"))),
+    ("relate two objects", "Record that Ada Lovelace knew Charles Babbage.", None,
+     lambda c, s, r: relates(c.objects(s), "ada", "babbage")),
+    ("remove an object", "Delete Charles Babbage from the graph.", None,
+     lambda c, s, r: "babbage" not in by_id(c.objects(s))),
+    ("validate", "Is this graph valid?", None,
+     lambda c, s, r: bool(ran_ok(r, {"validate_knowledge"})) and mentions(r, "valid")
+     and not mentions(r, "invalid", "not valid")),
+    ("undo the last change", "Undo the last change.", change_engine,
+     lambda c, s, r: by_id(c.objects(s))["engine"]["structure"].get("note") == ORIGINAL_NOTE),
+    ("compare with an earlier version", "What changed in the graph since its first version?", change_engine,
+     lambda c, s, r: mentions(r, "steam", "note", "engine")),
+    ("two steps", "Add a person named Grace Hopper, then record that she admired Ada Lovelace.", None,
+     lambda c, s, r: two_steps(c.objects(s))),
+    ("a discovered tool", "Draw this graph as a diagram.", None,
+     lambda c, s, r: bool(ran_ok(r, {"visualize_graph"}))),
+]
+
+
+def run_suite(check, only=None):
+    """Every task of SUITE (or those named in `only`) once; returns one row per task."""
+    rows = []
+    for name, prompt, setup, judge in SUITE:
+        if only and name not in only:
+            continue
+        session = check.call("validate_knowledge", {"json_data": json.dumps(GRAPH)})["session_id"]
+        if setup:
+            setup(check, session)
+        first_request = len(check.recorder.prompt_tokens)
         started = time.monotonic()
         result = check.call("ai_chat", {"session_id": session, "prompt": prompt})
-        outcome = result.get("error") or result.get("message") if isinstance(result, dict) else result
-        if isinstance(result, dict) and "error" not in result:
-            outcome = f"{len(result.get('tool_calls', []))} tool calls, reply {result.get('reply', '')[:80]!r}"
-        print(f"  {prompt!r}: {time.monotonic() - started:.0f} s; {str(outcome)[:300]}")
-    for exchange in check.recorder.exchanges[:1]:
-        print(f"  first request: {len(exchange['request']):,} bytes; model server answered {exchange['status']}: "
-              f"{exchange['response'][:300]}")
-    print(f"first request: {check.recorder.prompt_tokens[0] if check.recorder.prompt_tokens else None} prompt tokens")
+        seconds = time.monotonic() - started
+        tokens = check.recorder.prompt_tokens[first_request:]
+        failed = not isinstance(result, dict) or "error" in result
+        if failed:
+            right, calls, reply = False, [], f"turn failed: {result}"
+        else:
+            right = bool(judge(check, session, result))
+            calls = result["tool_calls"]
+            assert len(calls) <= MAX_ITERATIONS * MAX_TOOL_CALLS, f"{len(calls)} tool calls exceed the cap"
+            reply = result["reply"]
+        rows.append({"task": name, "right": right, "failed": failed, "seconds": seconds, "tokens": tokens,
+                     "calls": calls, "reply": reply, "result": result})
+    return rows
+
+
+def print_rows(rows, model):
+    print(f"model: {model}")
+    print("| task | right | tool calls | prompt tokens per request | s |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        calls = ", ".join(c["name"] + (" (error)" if c["is_error"] else "") for c in row["calls"]) or "none"
+        tokens = ", ".join(str(t) for t in row["tokens"])
+        print(f"| {row['task']} | {'yes' if row['right'] else 'no'} | {calls} | {tokens} | {row['seconds']:.0f} |")
+    for row in rows:
+        if not row["right"]:
+            print(f"  {row['task']}: reply {row['reply'][:200]!r}")
+
+
+def measure(check, only=None):
+    """The suite, asserting nothing (for the Python reference, run the same way)."""
+    rows = run_suite(check, only)
+    print_rows(rows, "(measured only)")
+    print(f"tasks right: {sum(r['right'] for r in rows)} of {len(rows)}; turns failed: "
+          f"{sum(r['failed'] for r in rows)}; first request: "
+          f"{check.recorder.prompt_tokens[0] if check.recorder.prompt_tokens else None} prompt tokens")
 
 
 def main():
@@ -196,60 +302,45 @@ def main():
     parser.add_argument("--record", action="store_true", help="print a Markdown table row of the figures")
     parser.add_argument("--dump", help="write every LLM request and answer to this file (JSON lines)")
     parser.add_argument("--measure-only", action="store_true",
-                        help="assert nothing; report the first request's prompt tokens and each turn's outcome "
+                        help="assert nothing; report each task's outcome and the prompt tokens "
                              "(for the Python reference, run the same way)")
+    parser.add_argument("--only", action="append", help="run only this task (repeatable; for a quick look)")
     args = parser.parse_args()
 
     check = Check(args.server, args.model_url, args.model)
-    if args.measure_only:
-        try:
-            measure(check)
-        finally:
-            check.close()
-        return
     try:
-        session = check.call("validate_knowledge", {"json_data": json.dumps(GRAPH)})["session_id"]
+        if args.measure_only:
+            measure(check, args.only)
+            return
         other = check.call("validate_knowledge", {"json_data": json.dumps(OTHER)})["session_id"]
         other_before = check.state(other)
+        rows = run_suite(check, args.only)
+        print_rows(rows, args.model)
 
-        tasks = []
-        listed = check.chat(session, prompt="List the objects in this graph. Use the tool.")
-        tasks.append(("list the objects", bool(ran_ok(listed, READ_TOOLS - {"search_semantic"}))))
+        # A turn's messages go back in with a follow-up question.
+        counted = next((r for r in rows if r["task"] == "count the objects"), None)
+        if counted and not counted["failed"]:
+            session = check.call("validate_knowledge", {"json_data": json.dumps(GRAPH)})["session_id"]
+            follow_up = counted["result"]["messages"] + [{"role": "user", "content": "And how many are people?"}]
+            second = check.call("ai_chat", {"session_id": session, "messages": follow_up})
+            assert "error" not in second, f"the follow-up turn failed: {second}"
+            assert second["messages"][:len(follow_up)] == follow_up, "the messages given come back first"
+            assert len(second["messages"]) > len(follow_up), "the second turn adds its answer"
 
-        check.chat(session, prompt="Add an object to the graph with id 'delta', type 'Concept' and name 'Delta'.")
-        added = any(o["identity"]["id"] == "delta" for o in check.objects(session))
-        tasks.append(("add an object", added))
-
-        related = check.chat(session, prompt="What relates to alpha? Use the tools.")
-        # Right: it read the graph and names what relates to alpha in its own words (not by echoing a
-        # tool's result back).
-        reply = related["reply"].lower()
-        answered = ("beta" in reply or "gamma" in reply) and "<tool_response>" not in reply
-        tasks.append(("what relates to alpha", bool(ran_ok(related, READ_TOOLS)) and answered))
-
-        # The first turn's messages go back in with a follow-up question.
-        follow_up = listed["messages"] + [{"role": "user", "content": "How many objects is that?"}]
-        second = check.chat(session, messages=follow_up)
-        assert second["messages"][:len(follow_up)] == follow_up, "the messages given come back first"
-        assert len(second["messages"]) > len(follow_up), "the second turn adds its answer"
-
-        for turn in check.turns:
-            calls = ", ".join(c["name"] + (" (error)" if c["is_error"] else "") for c in turn["result"]["tool_calls"])
-            print(f"  turn: {turn['seconds']:.0f} s, calls: {calls or 'none'}; reply: {turn['result']['reply'][:160]!r}")
-        assert any(not c["is_error"] for t in check.turns for c in t["result"]["tool_calls"]), \
-            "no offered tool ran without error in any turn"
+        failed = [r["task"] for r in rows if r["failed"]]
+        assert not failed, f"turns ended in an error instead of a result: {failed}"
+        assert any(not c["is_error"] for r in rows for c in r["calls"]), "no offered tool ran without error"
         assert check.state(other) == other_before, "another session changed"
 
         first_prompt = check.recorder.prompt_tokens[0] if check.recorder.prompt_tokens else None
-        right = sum(ok for _, ok in tasks)
-        seconds = [t["seconds"] for t in check.turns]
-        for name, ok in tasks:
-            print(f"  {'right' if ok else 'wrong'}: {name}")
-        print(f"tasks right: {right} of {len(tasks)}; first request: {first_prompt} prompt tokens; "
-              f"seconds per turn: {', '.join(f'{s:.0f}' for s in seconds)}; "
-              f"LLM requests: {len(check.recorder.prompt_tokens)}")
+        right = sum(r["right"] for r in rows)
+        seconds = [r["seconds"] for r in rows]
+        print(f"tasks right: {right} of {len(rows)}; first request: {first_prompt} prompt tokens; "
+              f"largest request: {max((t for t in check.recorder.prompt_tokens if t), default=None)} prompt tokens; "
+              f"LLM requests: {len(check.recorder.prompt_tokens)}; seconds per turn: "
+              f"{min(seconds):.0f}–{max(seconds):.0f} ({sum(seconds) / len(seconds):.0f} mean)")
         if args.record:
-            print(f"| {right} of {len(tasks)} | {first_prompt} | "
+            print(f"| {args.model} | {right} of {len(rows)} | {first_prompt} | "
                   f"{min(seconds):.0f}–{max(seconds):.0f} s ({sum(seconds) / len(seconds):.0f} s mean) |")
     except Exception:
         sys.stderr.write("".join(check.server.stderr_lines[-30:]))

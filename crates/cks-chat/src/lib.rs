@@ -5,6 +5,7 @@
 //! - [`executor`]: the executor over the tool registry — the exposure rules and session pinning.
 //! - [`offer`]: the compact tool set a chat model is offered first, with descriptions written for
 //!   it, and the written offers of the tools it can find; `discovery`: `find_tools`.
+//! - [`grounding`]: what the model is told about its session before each turn.
 //! - [`events`]: the live events of a turn, for a caller that watches it.
 //! - [`tool`]: the `ai_chat` tool that wires the two to the LLM client and the registry, and
 //!   saves the turns of stored chats.
@@ -16,6 +17,7 @@
 mod discovery;
 pub mod events;
 pub mod executor;
+pub mod grounding;
 pub mod offer;
 pub mod tool;
 pub mod turn;

@@ -244,6 +244,11 @@ impl Tool for AiChat {
         }
         let mut config = self.config.turn.clone();
         config.approvals = input.approvals.unwrap_or(decision.is_some());
+        if let Some(system) = &mut config.system {
+            let grounding = ctx.runtime.read(&input.session_id, |s, _| crate::grounding::describe(s)).await?;
+            system.push_str("\n\n");
+            system.push_str(&grounding);
+        }
         if let Some(model) = input.model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()) {
             cks_llm::check_model_name(&model).map_err(|why| {
                 in_chat(

@@ -17,7 +17,11 @@
 //!
 //! A model that writes its call as text (a JSON object with `name` and `arguments`, possibly in
 //! `<tool_call>` tags) instead of a structured call gets it run as a structured call when the text
-//! is exactly such a call to an offered tool with valid arguments; the record says so.
+//! is exactly such a call to an offered tool; the record says so. Arguments the tool refuses are
+//! taken once a turn, so that the tool's own error tells the model what to fix.
+//!
+//! A model server that fails (500) because it could not parse the model's answer is told to the
+//! model once a turn, in the next request's system text, as a failed tool call would be.
 //!
 //! Whatever stops the loop, the history it leaves can be sent back as is: every tool call in it
 //! has its result (calls that did not run get an error result saying why) — except where the turn
@@ -435,6 +439,12 @@ pub async fn continue_turn(
         seen: HashMap::new(),
     };
     let mut answers_of_repeats = 0;
+    // Said to the model in the next request only, after the model server failed to read its
+    // answer (once per turn; see `unreadable_answer_note`).
+    let mut note: Option<String> = None;
+    let mut noted_once = false;
+    // Whether a call written as text with arguments its tool refuses has been run for its error.
+    let mut refused_text_call = false;
     // The decided answer's calls run first, without an LLM call.
     let mut decided = decision.map(|d| {
         let calls = history.last().map(Message::tool_calls).unwrap_or_default();
@@ -472,9 +482,14 @@ pub async fn continue_turn(
                 iteration += 1;
                 // The offer grows as the model finds tools (`find_tools` results in the history).
                 let specs = tools.specs(&t.messages);
+                let system = match (note.take(), &config.system) {
+                    (Some(note), Some(system)) => Some(format!("{system}\n\n{note}")),
+                    (Some(note), None) => Some(note),
+                    (None, system) => system.clone(),
+                };
                 let request = ChatRequest {
                     model: config.model.clone(),
-                    system: config.system.clone(),
+                    system,
                     messages: t.messages.clone(),
                     tools: specs.clone(),
                     max_tokens: config.max_tokens,
@@ -504,6 +519,14 @@ pub async fn continue_turn(
                     Ok(response) => response,
                     Err(error) => {
                         t.llm_calls += error.context().attempts as usize;
+                        if !noted_once
+                            && iteration < config.max_iterations
+                            && let Some(text) = unreadable_answer_note(&error)
+                        {
+                            noted_once = true;
+                            note = Some(text);
+                            continue;
+                        }
                         return Err(t.fail(error));
                     }
                 };
@@ -525,8 +548,9 @@ pub async fn continue_turn(
                     })
                     .collect();
                 if calls.is_empty()
-                    && let Some(call) = recover_text_call(&mut answer, &t.messages, &specs, tools)
+                    && let Some(call) = recover_text_call(&mut answer, &t.messages, &specs, tools, !refused_text_call)
                 {
+                    refused_text_call |= !tools.accepts(&call.name, &call.input);
                     calls.push(call);
                 }
                 t.messages.push(answer);
@@ -701,18 +725,39 @@ fn deadline_reply(config: &TurnConfig) -> String {
     format!("Stopped: the turn reached its deadline of {} s before a final answer.", config.deadline.as_secs())
 }
 
-/// When `answer` has no structured call and its text is exactly one call to an offered tool with
-/// arguments the tool accepts — `{"name": ..., "arguments": {...}}` (or `"parameters"`), alone or
-/// inside `<tool_call>` tags — turns the text into a structured call (so the history holds a call
-/// and its result, as for any other call) and returns it. Anything else stays text.
+/// What the model is told when the model server answered 500 because it could not parse the
+/// model's answer: some servers (llama.cpp's, Ollama's) read the model's text into tool calls and
+/// fail the request when that text is a malformed call. The same request would get the same
+/// answer, so the model is asked again, once a turn, with the cause, as it would be told of a
+/// failed tool call. Any other failure ends the turn.
+fn unreadable_answer_note(error: &LlmError) -> Option<String> {
+    let context = error.context();
+    let message = context.message.to_lowercase();
+    let about_parsing = message.contains("parse") || message.contains("parsing");
+    (error.kind() == cks_llm::ErrorKind::Server && context.status == Some(500) && about_parsing).then(|| {
+        let cause: String = context.message.chars().take(300).collect();
+        format!(
+            "Your previous answer could not be read by the model server ({cause}). Answer again: either one \
+             tool call with JSON arguments, or a reply in words."
+        )
+    })
+}
+
+/// When `answer` has no structured call and its text is exactly one call to an offered tool —
+/// `{"name": ..., "arguments": {...}}` (or `"parameters"`), alone or inside `<tool_call>` tags —
+/// turns the text into a structured call (so the history holds a call and its result, as for any
+/// other call) and returns it. Arguments the tool refuses are taken only when `refused_allowed`
+/// (once a turn): the call then runs for its error, which tells the model what to fix. Anything
+/// else stays text.
 fn recover_text_call(
     answer: &mut Message,
     history: &[Message],
     specs: &[ToolSpec],
     tools: &dyn ToolExecutor,
+    refused_allowed: bool,
 ) -> Option<Call> {
     let (name, input) = parse_text_call(&answer.text())?;
-    if !specs.iter().any(|s| s.name == name) || !tools.accepts(&name, &input) {
+    if !specs.iter().any(|s| s.name == name) || !(refused_allowed || tools.accepts(&name, &input)) {
         return None;
     }
     let id = unused_call_id(history);

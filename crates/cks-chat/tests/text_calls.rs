@@ -2,7 +2,9 @@
 //! scripted provider server in each of the four wire formats, through the real LLM client: text
 //! that is exactly a call to an offered tool with valid arguments runs as a call (and the
 //! history it leaves is accepted by the provider on the next round trip); anything else stays
-//! text. Also: `usage` counts every request sent, retries included.
+//! text; a call to an offered tool with arguments it refuses runs once a turn, for its error.
+//! A model server that fails because it could not read the model's answer is told to the model
+//! once. Also: `usage` counts every request sent, retries included.
 
 mod support;
 
@@ -84,11 +86,6 @@ async fn anything_else_stays_text_on_every_provider() {
         // Not offered in a chat.
         json!({"name": "migrate_storage", "arguments": {}}).to_string(),
         json!({"name": "ai_chat", "arguments": {"prompt": "recurse"}}).to_string(),
-        // Offered, but the arguments are not valid for it.
-        json!({"name": "compare_versions", "arguments": {}}).to_string(),
-        json!({"name": "evolve_knowledge", "arguments": {"operations": "add everything"}}).to_string(),
-        // Withheld in a chat: it would create a session.
-        json!({"name": "evolve_knowledge", "arguments": {"json_data": "{}", "operations": []}}).to_string(),
         // Not exactly a call.
         format!("I will call {}", json!({"name": "query_subgraph", "arguments": {}})),
         "The graph has three objects.".to_owned(),
@@ -125,5 +122,82 @@ async fn usage_counts_every_request_sent() {
         let out = h.chat(json!({"session_id": sid, "prompt": "hi"})).await;
         assert_eq!(out["error"], "llm_call_failed", "{kind}: {out}");
         assert_eq!(out["usage"]["llm_calls"], json!(server.requests().len()), "{kind}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn refused_arguments_in_a_text_call_get_the_tools_error_once_a_turn() {
+    let texts = [
+        json!({"name": "compare_versions", "arguments": {}}).to_string(),
+        json!({"name": "evolve_knowledge", "arguments": {"operations": "add everything"}}).to_string(),
+        // Withheld in a chat: it would create a session.
+        json!({"name": "evolve_knowledge", "arguments": {"json_data": "{}", "operations": []}}).to_string(),
+    ];
+    for kind in ProviderKind::ALL {
+        for text in &texts {
+            let (server, h) = harness(kind).await;
+            let sid = h.session(graph("s")).await;
+            let before = h.state(&sid).await;
+            // The model repeats its mistake: the second time it stays text and ends the turn.
+            server.push_all([Reply::text(text.clone()), Reply::text(text.clone())]);
+            let out = h.chat(json!({"session_id": sid, "prompt": "go"})).await;
+            assert_eq!(out["reply"], json!(text), "{kind}: {out}");
+            let calls = out["tool_calls"].as_array().unwrap();
+            assert_eq!(calls.len(), 1, "{kind}: {out}");
+            assert_eq!(
+                (&calls[0]["is_error"], &calls[0]["recovered_from_text"]),
+                (&json!(true), &json!(true)),
+                "{kind}"
+            );
+            // The second request carried the tool's own error for the model to fix.
+            let second = &server.requests()[1].raw_body;
+            let code = ["missing_parameter", "invalid_operations", "invalid_parameter"];
+            assert!(code.iter().any(|code| second.contains(code)), "{kind}: {second}");
+            assert_eq!(h.state(&sid).await, before, "{kind}: nothing changed");
+            assert_eq!(h.ctx.runtime.list_sessions().await.unwrap().len(), 1, "{kind}: no session made");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_answer_the_model_server_could_not_parse_is_told_to_the_model_once() {
+    let unreadable = [
+        (
+            ProviderKind::OpenaiCompatible,
+            json!({"error": {"code": 500, "type": "server_error",
+                "message": "Failed to parse input at pos 11: <tool_call>{\"name\": \"query_subgraph\""}}),
+        ),
+        (
+            ProviderKind::Ollama,
+            json!({"error": "error parsing tool call: raw='{\"name\": ', err=unexpected end of JSON input"}),
+        ),
+    ];
+    for (kind, body) in unreadable {
+        let reply = Reply::Status { status: 500, headers: vec![], body: body.to_string() };
+        let (server, h) = harness(kind).await;
+        let sid = h.session(graph("s")).await;
+        // The client's own retries get the same answer; then the model is asked again, told why.
+        server.push_all(vec![reply.clone(); 4]);
+        server.push(Reply::text("The graph has two objects."));
+        let out = h.chat(json!({"session_id": sid, "prompt": "how many objects?"})).await;
+        assert_eq!(out["reply"], "The graph has two objects.", "{kind}: {out}");
+        let requests = server.requests();
+        assert_eq!(requests.len(), 5, "{kind}");
+        assert!(!requests[0].raw_body.contains("could not be read"), "{kind}");
+        assert!(
+            requests[4].raw_body.contains("could not be read by the model server"),
+            "{kind}: {}",
+            requests[4].raw_body
+        );
+        assert!(requests[4].raw_body.contains("pars"), "{kind}: the cause is named");
+        assert_eq!(out["usage"]["llm_calls"], 5, "{kind}: {out}");
+
+        // A second unreadable answer in the same turn ends it, as any failed LLM call.
+        let (server, h) = harness(kind).await;
+        let sid = h.session(graph("s")).await;
+        server.push_all(vec![reply.clone(); 8]);
+        let out = h.chat(json!({"session_id": sid, "prompt": "how many objects?"})).await;
+        assert_eq!(out["error"], "llm_call_failed", "{kind}: {out}");
+        assert_eq!(server.requests().len(), 8, "{kind}");
     }
 }
