@@ -213,8 +213,18 @@ impl VersionSource for WebVersions {
 
 /// The paths to try in a repository for a file of `format`: the reference's for `_version.py`
 /// and `package.json` (the package directory named as the component, dashes made underscores,
-/// or as it stands for the others).
+/// or as it stands for the others). A name that is not one path segment names no directory: only
+/// the repository's root is tried then.
 fn paths(format: Format, name: &str, package: &str) -> Vec<(String, Format)> {
+    if !segment(name) {
+        let root = match format {
+            Format::PythonModule => "_version.py",
+            Format::PackageJson => "package.json",
+            Format::Pyproject => "pyproject.toml",
+            Format::Cargo => "Cargo.toml",
+        };
+        return vec![(root.to_owned(), format)];
+    }
     let paths = match format {
         Format::PythonModule => {
             let mut paths: Vec<(String, Format)> =
@@ -252,8 +262,15 @@ fn repository(repo_url: &str) -> Option<String> {
     let mut parts = path.split(['/', '?', '#']).filter(|p| !p.is_empty());
     let (owner, repo) = (parts.next()?, parts.next()?);
     let repo = repo.strip_suffix(".git").unwrap_or(repo);
-    let safe = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    (safe(owner) && safe(repo) && owner != ".." && repo != "..").then(|| format!("{owner}/{repo}"))
+    (segment(owner) && segment(repo)).then(|| format!("{owner}/{repo}"))
+}
+
+/// Whether `text` can stand as one segment of a URL's path as it is.
+fn segment(text: &str) -> bool {
+    !text.is_empty()
+        && text != "."
+        && text != ".."
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// The first `__version__ = "…"` (or `'…'`) of a Python module.
@@ -406,6 +423,11 @@ mod tests {
         let odd = source.candidates(&component("x", json!({"repo_url": "o/r", "version_source": "setup.cfg"})));
         assert!(odd.unwrap_err().contains("'setup.cfg'"));
         assert_eq!(repository("https://github.com/../r"), None);
+        assert_eq!(
+            urls(&source, &component("a/../../b?x", json!({"repo_url": "o/r", "version_source": "Cargo.toml"}))),
+            [format!("{raw}/o/r/main/Cargo.toml")],
+            "a name that is no path segment names no directory"
+        );
     }
 
     #[test]
