@@ -165,6 +165,12 @@ fn host_allowed(config: &HttpConfig, host: &str) -> bool {
     let bound = config.bind.map(|a| a.ip().to_string());
     bound.is_some_and(|b| b == name || (b == "0.0.0.0" || b == "::"))
         || config.allowed_origins.iter().any(|o| origin_host(o).is_some_and(|h| h.eq_ignore_ascii_case(name)))
+        || public_host(config).is_some_and(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// With OAuth, the host of the public URL: the name a proxy in front passes on.
+fn public_host(config: &HttpConfig) -> Option<&str> {
+    origin_host(&config.oauth.as_ref()?.settings.public_url)
 }
 
 fn origin_host(origin: &str) -> Option<&str> {
@@ -221,7 +227,7 @@ async fn authenticate(oauth: &OAuth, mut request: Request, next: Next) -> Respon
     if !principal.allows(needed) {
         return oauth.insufficient_scope(needed);
     }
-    request.extensions_mut().insert(Arc::new(principal));
+    request.extensions_mut().insert(principal);
     next.run(request).await
 }
 
@@ -309,7 +315,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
                  last-event-id",
             ),
         );
-        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("mcp-session-id"));
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("mcp-session-id, www-authenticate"));
     }
     response
 }
@@ -547,6 +553,23 @@ mod tests {
         assert!(token_ok(&c, &headers, None));
         assert!(token_ok(&config(None, &[]), &HeaderMap::new(), None));
         assert!(same_secret("s3cret+x", "s3cret+x") && !same_secret("s3cret", "s3cret+x") && !same_secret("", "x"));
+    }
+
+    #[test]
+    fn with_oauth_the_public_urls_host_names_this_server() {
+        use crate::auth::{AuthSettings, KeySet, Validator};
+        let settings = AuthSettings {
+            issuer: "https://id.example.com".into(),
+            audience: "https://kg.example.com/mcp".into(),
+            public_url: "https://kg.example.com".into(),
+            scope_claim: "scope".into(),
+            groups_claim: "groups".into(),
+        };
+        let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&json!({"keys": []}))));
+        let mut c = config(None, &[]);
+        assert!(!host_allowed(&c, "kg.example.com"));
+        c.oauth = Some(Arc::new(OAuth { settings, validator }));
+        assert!(host_allowed(&c, "kg.example.com:443") && !host_allowed(&c, "evil.example.com"));
     }
 
     #[test]

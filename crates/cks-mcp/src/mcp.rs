@@ -259,7 +259,7 @@ impl ServerHandler for CksServer {
         let _running = sessions::session_of(&context)
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
         if crate::tasks::runs_as_task(&request, &context) {
-            return self.start_task(request).await;
+            return self.start_task(request, options.principal).await;
         }
         let log_level = self.log_level(&context).await;
         let started = std::time::Instant::now();

@@ -9,6 +9,7 @@
 //! cancellation reaches the process running the task as any cancelled call's does (an event every
 //! process on the store receives). Records are kept for [`TTL`] after creation, then forgotten.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -138,7 +139,11 @@ impl CksServer {
     }
 
     /// Starts the call as a task and answers with it.
-    pub(crate) async fn start_task(&self, request: CallToolRequestParams) -> Result<CallToolResponse, ErrorData> {
+    pub(crate) async fn start_task(
+        &self,
+        request: CallToolRequestParams,
+        principal: Option<Arc<cks_tools::Principal>>,
+    ) -> Result<CallToolResponse, ErrorData> {
         self.prune_tasks().await?;
         let id: String = rand::random::<[u8; 16]>().iter().map(|b| format!("{b:02x}")).collect();
         let (now, at) = (now_ms(), cks_runtime::runtime::now());
@@ -154,15 +159,21 @@ impl CksServer {
         };
         self.save_task(&id, &record).await?;
         let created = record.detailed(&id, now).task;
-        tokio::spawn(self.clone().run_task(id, record, request));
+        tokio::spawn(self.clone().run_task(id, record, request, principal));
         Ok(CreateTaskResult::new(created).into())
     }
 
     /// Runs a task's call to its end, saying so in its record while it works and when it ends.
-    async fn run_task(self, id: String, mut record: Record, request: CallToolRequestParams) {
+    async fn run_task(
+        self,
+        id: String,
+        mut record: Record,
+        request: CallToolRequestParams,
+        principal: Option<Arc<cks_tools::Principal>>,
+    ) {
         let token = CancellationToken::new();
         let _running = self.calls.run(SCOPE.to_owned(), id.clone(), token.clone());
-        let options = CallOptions { progress: None, cancel: token.clone(), principal: None };
+        let options = CallOptions { progress: None, cancel: token.clone(), principal };
         let call = CksServer::call_tool(&self, &request.name, request.arguments, options);
         tokio::pin!(call);
         let mut beat = tokio::time::interval(HEARTBEAT);

@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 mod support;
 use support::{text_result, tool_call};
 
+use cks_mcp::auth::{AuthSettings, KeySet, OAuth, Validator};
+use cks_tools::{Tool, ToolContext, ToolError, ToolMeta};
+
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/oauth");
 
 /// A local authorization server's public face: its discovery document and key set. Counts the
@@ -415,4 +418,125 @@ async fn start_up_stops_with_a_clear_message_when_the_issuer_cannot_be_found() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("CKS_MCP_HTTP_TOKEN"));
+}
+
+/// Reports the principal a call runs for.
+struct WhoAmI;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Who {
+    issuer: Option<String>,
+    subject: Option<String>,
+    scope: Option<String>,
+    groups: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl Tool for WhoAmI {
+    type Input = Nothing;
+    type Output = Who;
+    const META: ToolMeta = ToolMeta {
+        name: "who_am_i",
+        description: "The principal this call runs for.",
+        mutates_graph: false,
+        creates_session: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        session_fields: &[],
+        session_checks: &[],
+        llm_exposed: false,
+    };
+
+    async fn run(&self, ctx: &ToolContext, _: Nothing) -> Result<Who, ToolError> {
+        let principal = ctx.principal.as_deref();
+        Ok(Who {
+            issuer: principal.map(|p| p.issuer.clone()),
+            subject: principal.map(|p| p.subject.clone()),
+            scope: principal.and_then(|p| p.scope).map(|s| s.to_string()),
+            groups: principal.map(|p| p.groups.clone()).unwrap_or_default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_principal_reaches_the_tool_call_on_both_http_forms() {
+    use cks_mcp::http::{HttpConfig, router};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let base = format!("http://{addr}");
+    let settings = AuthSettings {
+        issuer: "https://id.example.com".into(),
+        audience: format!("{base}/mcp"),
+        public_url: base.clone(),
+        scope_claim: "scope".into(),
+        groups_claim: "groups".into(),
+    };
+    let jwks: Value = serde_json::from_str(&std::fs::read_to_string(format!("{DATA}/jwks.json")).unwrap()).unwrap();
+    let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&jwks)));
+    let oauth = Arc::new(OAuth { settings, validator });
+    let runtime = Arc::new(cks_runtime::Runtime::new(
+        Arc::new(cks_runtime::store::memory::MemoryStore::new()),
+        cks_runtime::RuntimeConfig::default(),
+    ));
+    let mut registry = cks_tools::Registry::standard();
+    registry.register(Arc::new(WhoAmI));
+    let server = cks_mcp::server::CksServer::new(runtime, Arc::new(registry), cks_tools::LlmAccess::Absent);
+    let config = HttpConfig {
+        token: None,
+        allowed_origins: vec![],
+        bind: Some(addr),
+        max_body_bytes: 1 << 20,
+        oauth: Some(oauth),
+    };
+    tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
+
+    let claims = json!({
+        "iss": "https://id.example.com", "sub": "alice", "aud": format!("{base}/mcp"), "scope": "cks:write",
+        "exp": now() + 300, "groups": ["curators", "editors"],
+    });
+    let token = sign(Algorithm::RS256, Some("rsa-1"), &claims);
+    let client = reqwest::Client::new();
+    let expected = json!({"issuer": "https://id.example.com", "subject": "alice", "scope": "cks:write",
+        "groups": ["curators", "editors"]});
+
+    // The bare JSON-RPC form.
+    let reply: Value = client
+        .post(format!("{base}/mcp"))
+        .bearer_auth(&token)
+        .json(&tool_call("who_am_i", json!({})))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(text_result(&reply), expected);
+
+    // The stateless revision, through rmcp's handler.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "oauth", "version": "1"},
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "who_am_i", "arguments": {}, "_meta": meta}});
+    let response = client
+        .post(format!("{base}/mcp"))
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "who_am_i")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let reply: Value = response.json().await.unwrap();
+    assert_eq!(reply["result"]["structuredContent"], expected, "{reply}");
 }

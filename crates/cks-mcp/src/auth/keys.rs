@@ -10,6 +10,7 @@
 //! operator's configuration, not a URL a caller or a worker named, and an issuer on a private
 //! network or on loopback (a local identity provider, the tests) is legitimate here.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,8 @@ pub struct KeySet {
     cached: RwLock<Cached>,
     /// Held while a refresh runs, so that only one does.
     refreshing: tokio::sync::Mutex<()>,
+    /// Counts the refreshes: what was checked with the keys before is checked again.
+    generation: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -131,7 +134,13 @@ impl KeySet {
             client,
             cached: RwLock::new(Cached { keys, fetched: now, last_try: now }),
             refreshing: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// Which fetch of the key set is in use; it changes with every refresh.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The keys that may have signed a token with this key id and algorithm; refreshed first when
@@ -152,6 +161,7 @@ impl KeySet {
         match fetch_keys(&self.client, jwks_uri).await {
             Ok(keys) if !keys.is_empty() => {
                 let mut cached = self.cached.write().unwrap_or_else(|e| e.into_inner());
+                self.generation.fetch_add(1, Ordering::AcqRel);
                 cached.keys = keys;
                 cached.fetched = Instant::now();
             }

@@ -4,8 +4,15 @@
 //!
 //! Only the algorithms in [`ACCEPTED`] are tried: never `none`, never an HMAC one (a token signed
 //! with the issuer's public key as an HMAC secret is refused before any key is looked at).
+//!
+//! A client sends the same token with every call until it expires, and a signature check costs
+//! a hundred microseconds or more. So a token that passed is remembered by its SHA-256 digest with
+//! its principal and lifetime ([`Validator::remembered`]): later calls check only the lifetime.
+//! The memory is bounded, and forgotten whenever the issuer's keys are fetched again (a key the
+//! issuer withdrew stops counting).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
@@ -33,6 +40,8 @@ pub const ACCEPTED: [Algorithm; 9] = [
 ];
 /// Clock skew allowed on `exp` and `nbf`, in seconds.
 pub const LEEWAY_SECONDS: u64 = 60;
+/// Tokens remembered at most; past it the memory starts again.
+const REMEMBERED: usize = 10_000;
 
 /// Why a token is refused. The text goes to the client and the log: it never holds the token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,6 +77,18 @@ pub struct Validator {
     groups_claim: String,
     /// One per accepted algorithm, in [`ACCEPTED`]'s order.
     validations: Vec<Validation>,
+    /// Tokens that passed, by digest (see the module's documentation).
+    passed: Mutex<HashMap<[u8; 32], Passed>>,
+}
+
+#[derive(Debug)]
+struct Passed {
+    principal: Arc<Principal>,
+    /// The seconds since the epoch it is good from and until, clock skew included.
+    from: u64,
+    until: u64,
+    /// The key set's generation it was checked with.
+    generation: u64,
 }
 
 impl Validator {
@@ -90,11 +111,52 @@ impl Validator {
             scope_claim: settings.scope_claim.clone(),
             groups_claim: settings.groups_claim.clone(),
             validations,
+            passed: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The principal a good token names.
-    pub async fn validate(&self, token: &str) -> Result<Principal, TokenError> {
+    /// The principal a good token names: remembered, or checked now.
+    pub async fn validate(&self, token: &str) -> Result<Arc<Principal>, TokenError> {
+        let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()).into();
+        if let Some(principal) = self.remembered(&digest) {
+            return Ok(principal);
+        }
+        let generation = self.keys.generation();
+        let (principal, claims) = self.check(token).await?;
+        let principal = Arc::new(principal);
+        let seconds = |name: &str| claims.get(name).and_then(Value::as_f64).map(|s| s.max(0.0) as u64);
+        let passed = Passed {
+            principal: principal.clone(),
+            from: seconds("nbf").unwrap_or(0).saturating_sub(LEEWAY_SECONDS),
+            until: seconds("exp").unwrap_or(0).saturating_add(LEEWAY_SECONDS),
+            generation,
+        };
+        let mut remembered = self.passed.lock().unwrap_or_else(|e| e.into_inner());
+        if remembered.len() >= REMEMBERED {
+            remembered.retain(|_, p| p.until > jsonwebtoken::get_current_timestamp());
+            if remembered.len() >= REMEMBERED {
+                remembered.clear();
+            }
+        }
+        remembered.insert(digest, passed);
+        Ok(principal)
+    }
+
+    /// The principal of a token that passed before, while it is still within its lifetime and the
+    /// keys it was checked with are still the issuer's.
+    fn remembered(&self, digest: &[u8; 32]) -> Option<Arc<Principal>> {
+        let mut remembered = self.passed.lock().unwrap_or_else(|e| e.into_inner());
+        let passed = remembered.get(digest)?;
+        let now = jsonwebtoken::get_current_timestamp();
+        if passed.generation == self.keys.generation() && passed.from <= now && now < passed.until {
+            return Some(passed.principal.clone());
+        }
+        remembered.remove(digest);
+        None
+    }
+
+    /// The principal a good token names, and its claims, checked now.
+    async fn check(&self, token: &str) -> Result<(Principal, Map<String, Value>), TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
         let Some(at) = ACCEPTED.iter().position(|alg| *alg == header.alg) else { return Err(TokenError::Algorithm) };
         // RFC 9068 types access tokens `at+jwt`; many issuers still write `JWT` or nothing.
@@ -111,7 +173,7 @@ impl Validator {
         let mut error = TokenError::Signature;
         for key in keys {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &self.validations[at]) {
-                Ok(data) => return self.principal(data.claims),
+                Ok(data) => return Ok((self.principal(&data.claims)?, data.claims)),
                 Err(e) => {
                     error = match e.kind() {
                         ErrorKind::InvalidSignature
@@ -136,7 +198,7 @@ impl Validator {
         Err(error)
     }
 
-    fn principal(&self, claims: Map<String, Value>) -> Result<Principal, TokenError> {
+    fn principal(&self, claims: &Map<String, Value>) -> Result<Principal, TokenError> {
         let subject = match claims.get("sub") {
             Some(Value::String(sub)) if !sub.is_empty() => sub.clone(),
             _ => return Err(TokenError::Missing("sub".into())),
@@ -167,6 +229,45 @@ mod tests {
         assert_eq!(strings(Some(&json!("openid cks:read  cks:write"))), ["openid", "cks:read", "cks:write"]);
         assert_eq!(strings(Some(&json!(["cks:admin", 3]))), ["cks:admin"]);
         assert!(strings(Some(&json!(7))).is_empty() && strings(None).is_empty());
+    }
+
+    fn validator() -> Validator {
+        let settings = AuthSettings {
+            issuer: "https://id.example.com".into(),
+            audience: "https://kg.example.com/mcp".into(),
+            public_url: "https://kg.example.com".into(),
+            scope_claim: "scope".into(),
+            groups_claim: "groups".into(),
+        };
+        let jwks: Value = serde_json::from_str(include_str!("../../tests/data/oauth/jwks.json")).unwrap();
+        Validator::new(&settings, Arc::new(KeySet::fixed(&jwks)))
+    }
+
+    fn token(claims: &Value) -> String {
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(include_bytes!("../../tests/data/oauth/ec-private.pem"));
+        let mut header = jsonwebtoken::Header::new(Algorithm::ES256);
+        header.kid = Some("ec-1".into());
+        jsonwebtoken::encode(&header, claims, &key.unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_that_passed_is_remembered_for_its_lifetime_only() {
+        let validator = validator();
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = json!({"iss": "https://id.example.com", "sub": "s", "aud": "https://kg.example.com/mcp",
+            "exp": now + 300, "scope": "cks:read"});
+        let first = validator.validate(&token(&claims)).await.unwrap();
+        let again = validator.validate(&token(&claims)).await.unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "checked once");
+        assert_eq!((first.subject.as_str(), first.scope), ("s", Some(Scope::Read)));
+        // Past its lifetime, a remembered token is checked again, and refused.
+        let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(token(&claims).as_bytes()).into();
+        validator.passed.lock().unwrap().get_mut(&digest).unwrap().until = now - 1;
+        assert!(validator.remembered(&digest).is_none());
+        let expired = json!({"iss": "https://id.example.com", "sub": "s", "aud": "https://kg.example.com/mcp",
+            "exp": now - 61});
+        assert_eq!(validator.validate(&token(&expired)).await.unwrap_err(), TokenError::Expired);
+        assert!(validator.passed.lock().unwrap().len() <= 1, "refusals are not remembered");
     }
 
     #[test]
