@@ -207,6 +207,31 @@ await check('"New object" commits an object to the server and puts it on the can
   await assert.doesNotReject(page.locator('aside').getByText(createdId, { exact: true }).first().waitFor())
 })
 
+await check('"New object" with a structure the server refuses shows the server\'s error and diagnostics, and commits nothing', async () => {
+  const before = await expected()
+  const versions = (await call('list_versions', { session_id: session })).versions.length
+  const refused = page.waitForResponse(async (response) => response.url() === `${server}/mcp`
+    && JSON.parse(response.request().postData()).params?.name === 'evolve_knowledge')
+  await page.getByRole('button', { name: 'New object', exact: true }).click()
+  await page.locator('#new-node-name').fill('Dangling')
+  await page.locator('#new-node-structure').fill('{"participants": ["ada", "nowhere"], "relation_type": "knows"}')
+  await page.getByRole('button', { name: 'Create', exact: true }).click()
+  const answer = JSON.parse((await (await refused).json()).result.content[0].text)
+  assert.equal(answer.error, 'validation_failed', JSON.stringify(answer))
+  assert.ok(answer.diagnostics.length > 0, JSON.stringify(answer))
+  const form = page.locator('form').filter({ has: page.getByRole('heading', { name: 'New object' }) })
+  await assert.doesNotReject(form.locator('p.text-danger').filter({ hasText: answer.message }).waitFor())
+  const shownDiagnostics = await form.locator('li').evaluateAll((items) => items.map((li) => li.textContent))
+  assert.deepEqual(shownDiagnostics, answer.diagnostics.map((d) => `${d.severity}${d.message}${d.location ? ` (${d.location})` : ''}`))
+  assert.ok(answer.diagnostics.some((d) => d.code === 'CKS-STRUCT-DANGLING-REF'), JSON.stringify(answer.diagnostics))
+  // Nothing committed; the node the page showed while waiting is gone again.
+  assert.equal((await call('list_versions', { session_id: session })).versions.length, versions)
+  assert.deepEqual(await expected(), before)
+  await expectCanvas('the canvas after a refused "New object"')
+  await form.getByRole('button', { name: 'Cancel', exact: true }).click()
+  await assert.doesNotReject(page.locator('#new-node-name').waitFor({ state: 'detached' }))
+})
+
 await check('"New relation" (source and target picked on the canvas) commits a relation to the server', async () => {
   await page.getByRole('button', { name: 'New relation', exact: true }).click()
   await node('babbage').click()
