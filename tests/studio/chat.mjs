@@ -114,6 +114,7 @@ async function expectTurns(turns) {
   try {
     await page.waitForFunction(([wanted]) => {
       const element = document.querySelector('div.flex-1.overflow-y-auto.p-4')
+      if (!element) return false // the page is still loading
       const shown = [...element.children]
         .filter((c) => c.classList.contains('justify-end') || c.classList.contains('justify-start'))
         .filter((c) => c.textContent.trim() !== 'thinking…')
