@@ -78,22 +78,24 @@ async function expectCanvas(what) {
 
 // The page's requests: the live-events stream it opens, and every page load.
 const eventStreams = []
-page.on('request', (request) => {
-  if (request.url().startsWith(`${server}/events`)) eventStreams.push(new URL(request.url()))
+page.on('response', (response) => {
+  if (response.url().startsWith(`${server}/events`)) eventStreams.push({ url: new URL(response.url()), status: response.status() })
 })
 let loads = 0
 page.on('framenavigated', (frame) => {
   if (frame === page.mainFrame()) loads += 1
 })
 
-/** Reads the server's own `/events` stream for the session until `match(frame)`; returns the frame. */
+/**
+ * Opens the server's own `/events` stream for the session; once it is open, returns
+ * `{ frame }`, a promise of the first frame that `match`es (null if none came in time).
+ */
 async function nextEvent(match, seconds = 10) {
   const controller = new AbortController()
   const timer = setTimeout(() => controller.abort(), seconds * 1000)
   const response = await fetch(`${server}/events?session_id=${session}`, { signal: controller.signal })
   assert.equal(response.status, 200)
-  const frames = { ready: null }
-  frames.ready = (async () => {
+  const frame = (async () => {
     const decoder = new TextDecoder()
     let buffered = ''
     try {
@@ -117,7 +119,7 @@ async function nextEvent(match, seconds = 10) {
     }
     return null
   })()
-  return frames.ready
+  return { frame }
 }
 
 await check('the canvas shows the session\'s objects as nodes and its relations as edges, as the server holds them', async () => {
@@ -148,15 +150,18 @@ await check('a node\'s side panel shows its type, name, id and structure as the 
 })
 
 await check('the page follows the session\'s live events (/events)', async () => {
-  await until('the page to open the session\'s event stream', () => eventStreams.some((u) => u.searchParams.get('session_id') === session))
-  const stream = eventStreams.findLast((u) => u.searchParams.get('session_id') === session)
-  assert.ok(stream.searchParams.get('event_types').split(',').includes('VersionCreated'), stream.href)
+  // Open: the server answered the page's request for the session's stream.
+  const ours = () => eventStreams.filter((s) => s.url.searchParams.get('session_id') === session)
+  await until('the page to open the session\'s event stream', () => ours().length > 0)
+  const stream = ours().at(-1)
+  assert.equal(stream.status, 200)
+  assert.ok(stream.url.searchParams.get('event_types').split(',').includes('VersionCreated'), stream.url.href)
 })
 
 await check('a commit made outside the browser (evolve_knowledge) shows up without a reload', async () => {
   await page.evaluate(() => { window.__sameDocument = true })
   const loadsBefore = loads
-  const event = nextEvent((f) => f.event === 'VersionCreated')
+  const event = await nextEvent((f) => f.event === 'VersionCreated')
   const evolved = await call('evolve_knowledge', {
     session_id: session,
     operations: [
@@ -165,7 +170,7 @@ await check('a commit made outside the browser (evolve_knowledge) shows up witho
     ],
   })
   assert.equal(evolved.evolved, true, JSON.stringify(evolved))
-  const frame = await event
+  const frame = await event.frame
   assert.ok(frame, 'the server sent no VersionCreated event for the commit')
   assert.equal(frame.session_id, session)
   assert.equal(frame.detail.version_id, evolved.version_id, JSON.stringify(frame))
