@@ -118,9 +118,12 @@ await check('the status\'s model is one list_llm_models offers, from the provide
 await check('Refresh asks the server again', async () => {
   const before = toolCalls.filter((n) => n === 'get_llm_status').length
   const listings = provider.listings
+  const answered = page.waitForResponse((response) => response.url() === `${server}/mcp`
+    && JSON.parse(response.request().postData()).params?.name === 'get_llm_status')
   await card('LLM Provider').getByRole('button', { name: 'Refresh' }).click()
+  const status = JSON.parse((await (await answered).json()).result.content[0].text)
+  assert.equal(status.model, 'claude-studio-settings')
   await assert.doesNotReject(card('LLM Provider').getByRole('button', { name: 'Refresh', exact: true }).waitFor())
-  await page.waitForFunction(() => ![...document.querySelectorAll('button')].some((b) => b.textContent === 'Refreshing…'))
   assert.equal(toolCalls.filter((n) => n === 'get_llm_status').length, before + 1)
   assert.ok(provider.listings > listings)
   await assert.doesNotReject(card('LLM Provider').getByText('claude-studio-settings', { exact: true }).waitFor())
