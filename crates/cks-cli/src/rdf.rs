@@ -1,0 +1,190 @@
+//! RDF in and out, through the oxigraph project's parsers and serializers.
+//!
+//! Reading Turtle or RDF/XML maps the graph as the reference does: every subject is an object
+//! (type from its first `rdf:type`, after any `#`; name from its first `rdfs:label`, else its
+//! IRI), every triple whose object is not a literal is a relation `subject-predicate-object`, and
+//! an object that is no subject becomes an `Entity`. Triples are taken in document order, each
+//! once. Blank nodes are named `_:b0`, `_:b1`, … in order of appearance.
+//!
+//! RDF/XML with a DOCTYPE is refused before parsing: its entities could expand exponentially
+//! ("billion laughs"), and RDF needs none.
+//!
+//! Writing RDF/XML is the Turtle graph `cks_core::linked_data` describes, re-serialized.
+
+use cks_core::{Identity, KnowledgeObject, KnowledgeStructure, StructureError};
+use oxrdf::vocab::{rdf, rdfs};
+use oxrdf::{NamedOrBlankNode, Term, Triple};
+use std::collections::{HashMap, HashSet};
+
+/// The RDF syntaxes `convert` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Syntax {
+    Turtle,
+    RdfXml,
+}
+
+impl Syntax {
+    /// The format name the reference's messages give.
+    fn name(self) -> &'static str {
+        match self {
+            Syntax::Turtle => "turtle",
+            Syntax::RdfXml => "xml",
+        }
+    }
+}
+
+/// The structure an RDF document describes; `base` resolves relative IRIs.
+pub(crate) fn to_structure(text: &str, syntax: Syntax, base: &str) -> Result<KnowledgeStructure, String> {
+    if syntax == Syntax::RdfXml && has_doctype(text) {
+        return Err("Refusing to parse RDF/XML input containing a DOCTYPE declaration: custom XML entities are \
+                    not supported and can be used to exhaust memory/CPU (the 'billion laughs' attack). Remove \
+                    the DOCTYPE and inline any entity values directly."
+            .into());
+    }
+    let failed = |e: &dyn std::fmt::Display| format!("Failed to parse RDF input as '{}': {e}", syntax.name());
+    let mut triples = Vec::new();
+    let mut seen = HashSet::new();
+    let mut keep = |triple: Triple| {
+        if seen.insert(triple.clone()) {
+            triples.push(triple);
+        }
+    };
+    match syntax {
+        Syntax::Turtle => {
+            let parser = oxttl::TurtleParser::new().with_base_iri(base).map_err(|e| failed(&e))?;
+            for triple in parser.for_slice(text.as_bytes()) {
+                keep(triple.map_err(|e| failed(&e))?);
+            }
+        }
+        Syntax::RdfXml => {
+            let parser = oxrdfxml::RdfXmlParser::new().with_base_iri(base).map_err(|e| failed(&e))?;
+            for triple in parser.for_slice(text.as_bytes()) {
+                keep(triple.map_err(|e| failed(&e))?);
+            }
+        }
+    }
+    Graph::new(&triples).structure()
+}
+
+/// A case-insensitive search for `<!DOCTYPE`.
+fn has_doctype(text: &str) -> bool {
+    text.as_bytes().windows(9).any(|w| w.eq_ignore_ascii_case(b"<!DOCTYPE"))
+}
+
+/// The triples, with every node's text as the mapping reads it.
+struct Graph<'a> {
+    triples: &'a [Triple],
+    blank_names: HashMap<&'a str, String>,
+}
+
+impl<'a> Graph<'a> {
+    fn new(triples: &'a [Triple]) -> Graph<'a> {
+        let mut blank_names = HashMap::new();
+        for triple in triples {
+            let subject = match &triple.subject {
+                NamedOrBlankNode::BlankNode(b) => Some(b.as_str()),
+                NamedOrBlankNode::NamedNode(_) => None,
+            };
+            let object = match &triple.object {
+                Term::BlankNode(b) => Some(b.as_str()),
+                _ => None,
+            };
+            for blank in subject.into_iter().chain(object) {
+                let next = blank_names.len();
+                blank_names.entry(blank).or_insert_with(|| format!("_:b{next}"));
+            }
+        }
+        Graph { triples, blank_names }
+    }
+
+    fn subject_text(&self, subject: &'a NamedOrBlankNode) -> String {
+        match subject {
+            NamedOrBlankNode::NamedNode(n) => n.as_str().to_owned(),
+            NamedOrBlankNode::BlankNode(b) => self.blank_names[b.as_str()].clone(),
+        }
+    }
+
+    /// A term as Python's `str()` of an rdflib node: the IRI, the literal's text, the blank name.
+    fn term_text(&self, term: &'a Term) -> String {
+        match term {
+            Term::NamedNode(n) => n.as_str().to_owned(),
+            Term::BlankNode(b) => self.blank_names[b.as_str()].clone(),
+            Term::Literal(l) => l.value().to_owned(),
+            #[allow(unreachable_patterns)]
+            _ => term.to_string(),
+        }
+    }
+
+    fn structure(&self) -> Result<KnowledgeStructure, String> {
+        let mut objects = Vec::new();
+        let mut known: HashSet<String> = HashSet::new();
+        let mut subjects: Vec<&NamedOrBlankNode> = Vec::new();
+        for triple in self.triples {
+            if known.insert(self.subject_text(&triple.subject)) {
+                subjects.push(&triple.subject);
+            }
+        }
+        for subject in subjects {
+            objects.push(self.subject_object(subject));
+        }
+        let mut relations = Vec::new();
+        for triple in self.triples {
+            if matches!(triple.object, Term::Literal(_)) {
+                continue;
+            }
+            let (subject, predicate, object) =
+                (self.subject_text(&triple.subject), triple.predicate.as_str(), self.term_text(&triple.object));
+            if known.insert(object.clone()) {
+                objects.push(KnowledgeObject::new(
+                    Identity::new(object.as_str(), "Entity", object.as_str()),
+                    serde_json::Map::new(),
+                ));
+            }
+            let structure = serde_json::json!({"participants": [subject, object], "relation_type": predicate});
+            let serde_json::Value::Object(structure) = structure else { unreachable!("a JSON object literal") };
+            relations.push(KnowledgeObject::new(
+                Identity::new(format!("{subject}-{predicate}-{object}"), "Relation", predicate),
+                structure,
+            ));
+        }
+        objects.extend(relations);
+        KnowledgeStructure::from_objects(objects).map_err(|e| match e {
+            StructureError::DuplicateId(id) => format!("Duplicate canonical identity '{id}'."),
+            other => other.to_string(),
+        })
+    }
+
+    /// A subject's object: its first label as name, its first type (after any `#`) as type.
+    fn subject_object(&self, subject: &'a NamedOrBlankNode) -> KnowledgeObject {
+        let id = self.subject_text(subject);
+        let first = |predicate| {
+            self.triples
+                .iter()
+                .find(|t| &t.subject == subject && t.predicate.as_ref() == predicate)
+                .map(|t| self.term_text(&t.object))
+        };
+        let name = first(rdfs::LABEL).filter(|label| !label.is_empty()).unwrap_or_else(|| id.clone());
+        let r#type = match first(rdf::TYPE) {
+            Some(t) => t.rsplit('#').next().unwrap_or_default().to_owned(),
+            None => "Entity".to_owned(),
+        };
+        KnowledgeObject::new(Identity::new(id, r#type, name), serde_json::Map::new())
+    }
+}
+
+/// RDF/XML of the graph `cks_core::linked_data::turtle` describes.
+pub(crate) fn to_rdf_xml(structure: &KnowledgeStructure) -> Result<String, String> {
+    use cks_core::linked_data::{RDF, RDFS, VOCAB, XSD, turtle};
+    let text = turtle(structure);
+    let mut serializer = oxrdfxml::RdfXmlSerializer::new();
+    for (prefix, iri) in [("cks", VOCAB), ("rdf", RDF), ("rdfs", RDFS), ("xsd", XSD)] {
+        serializer = serializer.with_prefix(prefix, iri).map_err(|e| e.to_string())?;
+    }
+    let mut writer = serializer.for_writer(Vec::new());
+    for triple in oxttl::TurtleParser::new().for_slice(text.as_bytes()) {
+        let triple = triple.map_err(|e| e.to_string())?;
+        writer.serialize_triple(&triple).map_err(|e| e.to_string())?;
+    }
+    let bytes = writer.finish().map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
+}
