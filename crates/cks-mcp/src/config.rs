@@ -62,6 +62,9 @@ pub enum Command {
     ImportStorage(crate::storage_commands::ImportArgs),
     /// Copy everything stored into a new SQLite file or an empty PostgreSQL database.
     MigrateStorage(crate::storage_commands::MigrateArgs),
+    /// Run the autonomous workers (all, or those named) against the configured store, serving no
+    /// client, until SIGTERM or Ctrl-C.
+    Worker(crate::worker::WorkerArgs),
 }
 
 /// Where the data lives.
@@ -182,7 +185,13 @@ impl Config {
             }
             (None, None) => None,
         };
-        if cli.no_stdio && http.is_none() {
+        let worker = matches!(cli.command, Some(Command::Worker(_)));
+        if worker && cli.http.is_some() {
+            anyhow::bail!("cks-mcp worker serves no client: run a server for --http");
+        }
+        // A worker ignores CKS_MCP_HTTP_PORT, which a shared environment may set for the servers.
+        let http = if worker { None } else { http };
+        if cli.no_stdio && http.is_none() && !worker {
             anyhow::bail!("--no-stdio needs --http ADDR or CKS_MCP_HTTP_PORT: there would be nothing to serve");
         }
         if let Some(addr) = http
@@ -208,7 +217,7 @@ impl Config {
             data_dir,
             storage,
             http,
-            stdio: !cli.no_stdio,
+            stdio: !cli.no_stdio && !worker,
             http_token,
             auth,
             sqlite_synchronous_full,
@@ -489,6 +498,15 @@ mod tests {
             let err = resolve(&[(name, value)]).unwrap_err().to_string();
             assert!(err.contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn a_worker_serves_no_client() {
+        let config = Config::resolve(&cli(&["worker", "--critic"]), env(&[("CKS_MCP_HTTP_PORT", "9000")])).unwrap();
+        assert_eq!((config.http, config.stdio), (None, false));
+        assert!(Config::resolve(&cli(&["worker", "--no-stdio"]), env(&[])).is_ok());
+        let err = Config::resolve(&cli(&["worker", "--http", "127.0.0.1:9000"]), env(&[])).unwrap_err().to_string();
+        assert!(err.contains("serves no client"), "{err}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod storage_commands;
 pub mod stores;
 mod subscriptions;
 mod tasks;
+pub mod worker;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub fn run() -> anyhow::Result<()> {
         Some(Command::ExportStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::ImportStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::MigrateStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::Worker(args)) => return runtime.block_on(worker::run(args, &config)),
         Some(Command::Serve) | None => {}
     }
     runtime.block_on(serve(config))
@@ -104,10 +106,11 @@ pub fn describe_storage(config: &Config) -> String {
     }
 }
 
-/// Serves with a resolved configuration.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let store = open_store(&config).await?;
-    eprintln!("cks-mcp {}: {}", env!("CARGO_PKG_VERSION"), describe_storage(&config));
+/// The server on the configured store, before its sweepers, processes and transports start: what
+/// serving and `cks-mcp worker` share.
+pub async fn open_server(config: &Config) -> anyhow::Result<CksServer> {
+    let store = open_store(config).await?;
+    eprintln!("cks-mcp {}: {}", env!("CARGO_PKG_VERSION"), describe_storage(config));
     let secret = config.env.get(secret::SECRET_VAR).map(String::as_str);
     let key = match config.storage {
         Storage::Postgres(_) => secret::load_shared(secret, &config.data_dir, store.as_ref()).await?,
@@ -130,15 +133,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
+    Ok(CksServer::new(runtime, registry, llm).with_provenance(key).with_fetch_policy(config.fetch.clone()))
+}
+
+/// Serves with a resolved configuration.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let server = open_server(&config).await?;
     // graph_auto_update reads the versions components publish through the same guarded fetcher
     // the tools use.
     let versions = cks_tools::services::WebVersions::new(Arc::new(cks_web::fetch::Fetcher::new(config.fetch.clone())));
     let sweepers =
-        Sweepers::start_reading_versions(runtime.clone(), &config.sweepers, Some(Arc::new(versions))).await?;
-    let server = CksServer::new(runtime, registry, llm)
-        .with_provenance(key)
-        .with_sweepers(sweepers.clone())
-        .with_fetch_policy(config.fetch.clone());
+        Sweepers::start_reading_versions(server.runtime.clone(), &config.sweepers, Some(Arc::new(versions))).await?;
+    let server = server.with_sweepers(sweepers.clone());
     let processes = cks_workers::Processes::start(server.context(), &config.processes);
 
     let http = match config.http {

@@ -1,7 +1,8 @@
-//! Autonomous processes: supervised background workers, in the server's own process, that take
-//! tasks from the queue and settle them through the server's own tools — the reference's
-//! standalone agents (`CKS_EMBEDDED_AGENTS`). A process never holds a task past its lease: a crash
-//! or a stop mid-task leaves the task to be claimed again once the lease ends.
+//! Autonomous processes: supervised background workers, in a server's process or in a
+//! `cks-mcp worker` of their own, that take tasks from the queue and settle them through the
+//! server's own tools — the reference's standalone agents (`CKS_EMBEDDED_AGENTS`). A process never
+//! holds a task past its lease: a crash or a stop mid-task leaves the task to be claimed again once
+//! the lease ends.
 //!
 //! Each process keeps a liveness record in the store ([`cks_runtime::processes`]), so
 //! `list_processes` on any server of the store shows it, and `request_process_stop` from any of
