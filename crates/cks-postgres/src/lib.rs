@@ -543,6 +543,18 @@ impl HistoryStore for PostgresStore {
         Ok(())
     }
 
+    async fn set_session_metadata(&self, id: &str, metadata: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let changed = client
+            .execute("UPDATE cks_sessions SET metadata = $1 WHERE session_id = $2", &[&metadata, &id])
+            .await
+            .map_err(db_error)?;
+        if changed == 0 {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        Ok(())
+    }
+
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         cks_runtime::store::check_imports(sessions)?;

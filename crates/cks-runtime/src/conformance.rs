@@ -175,6 +175,11 @@ async fn store_sessions(store: Arc<dyn Store>) {
         "a closed session takes no versions"
     );
     assert!(matches!(store.set_closed("no-such-session", true).await, Err(StoreError::SessionNotFound(_))));
+    // Sharing rewrites the metadata; the backup at the end carries it.
+    let shared = r#"{"_cks_access":{"owner":{"issuer":"i","subject":"a"},"principals":[],"groups":["lab"]}}"#;
+    store.set_session_metadata(&id, shared).await.unwrap();
+    assert_eq!(store.load_session(&id).await.unwrap().unwrap().metadata, shared, "set_session_metadata persists");
+    assert!(matches!(store.set_session_metadata("no-such-session", "{}").await, Err(StoreError::SessionNotFound(_))));
     assert!(matches!(store.list_versions("no-such-session").await, Err(StoreError::SessionNotFound(_))));
     assert_eq!(store.head_seq("no-such-session").await.unwrap(), None);
 }

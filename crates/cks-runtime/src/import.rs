@@ -134,6 +134,9 @@ impl Runtime {
             state_hash: head_state.root_hash().to_hex(),
             object_count: head_state.len() as u64,
         };
+        // An import by a principal is theirs, whatever owner the imported metadata names.
+        let mut metadata = session.metadata.clone();
+        crate::access::stamp(&mut metadata);
         Ok(ImportedSession {
             row: SessionRow {
                 session_id: id.clone(),
@@ -141,7 +144,7 @@ impl Runtime {
                 parent_session_id: session.parent_session_id.clone(),
                 parent_version_id: session.parent_version_id.clone(),
                 closed: session.closed,
-                metadata: Value::Object(session.metadata.clone()).to_string(),
+                metadata: Value::Object(metadata).to_string(),
                 snapshot_interval: interval,
                 head,
             },

@@ -4,6 +4,7 @@
 //! The [`Runtime`] is the only entry point; it owns a bounded cache of loaded sessions, commits
 //! versions atomically with compare-and-swap, and publishes [`events::Event`]s.
 
+pub mod access;
 pub mod backup;
 pub mod chats;
 pub mod codec;

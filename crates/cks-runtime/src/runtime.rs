@@ -26,6 +26,7 @@ use cks_core::ops::{self, Operation};
 use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, Validated, ValidationOptions};
 use cks_core::{Base, ChangeSet, KnowledgeStructure, Rewind};
 
+use crate::access::SessionAccess;
 use crate::codec;
 use crate::error::RuntimeError;
 use crate::events::{Event, EventKind};
@@ -356,6 +357,7 @@ impl Runtime {
         let mut metadata = options.metadata;
         // Each session (a branch too) counts its commits under its own node id.
         metadata.entry(NODE_ID).or_insert_with(|| Value::String(new_id()));
+        crate::access::stamp(&mut metadata);
         let row = SessionRow {
             session_id: new_id(),
             created_at: now(),
@@ -646,6 +648,27 @@ impl Runtime {
             self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?.closed
         };
         if closed { Err(RuntimeError::SessionClosed(id.to_owned())) } else { Ok(()) }
+    }
+
+    /// Who may reach a session; `None` when it is ownerless. Read from the store on every call:
+    /// another replica may have shared the session since it was loaded here.
+    pub async fn access(&self, id: &str) -> Result<Option<SessionAccess>, RuntimeError> {
+        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
+        Ok(SessionAccess::of(&crate::session::parse_metadata(&row.metadata)))
+    }
+
+    /// Records who may reach a session, in its metadata. Two changes at once: the last one wins.
+    pub async fn set_access(&self, id: &str, access: &SessionAccess) -> Result<(), RuntimeError> {
+        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
+        let mut metadata = crate::session::parse_metadata(&row.metadata);
+        access.write_to(&mut metadata);
+        let text = Value::Object(metadata).to_string();
+        self.store.set_session_metadata(id, &text).await?;
+        // A loaded copy shows the same metadata.
+        if self.is_loaded(id) {
+            self.session(id).await?.state.write().await.row.metadata = text;
+        }
+        Ok(())
     }
 
     /// A session's description; once it has versions, its metadata carries the head version's

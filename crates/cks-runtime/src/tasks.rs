@@ -63,7 +63,8 @@ impl TaskQueue {
         &self.config
     }
 
-    /// Queues a task now; `None` when the same finding (`dedup_key`) is already queued.
+    /// Queues a task now; `None` when the same finding (`dedup_key`) is already queued. An object
+    /// payload queued during a principal's call records them ([`crate::access::PRINCIPAL_KEY`]).
     pub async fn enqueue(
         &self,
         task_type: &str,
@@ -74,7 +75,7 @@ impl TaskQueue {
         let task = NewTask {
             task_type: task_type.to_owned(),
             session_id: session_id.to_owned(),
-            payload: payload.to_string(),
+            payload: with_principal(payload).to_string(),
             dedup_key,
             created_at_ms: now_ms(),
         };
@@ -130,6 +131,19 @@ impl TaskQueue {
     pub async fn renew(&self, task: TaskRef) -> Result<Option<i64>, StoreError> {
         let now = now_ms();
         Ok(self.store.renew_task(task, now).await?.then_some(now))
+    }
+}
+
+/// The payload, with the principal of the current call added to an object payload.
+fn with_principal(payload: &Value) -> std::borrow::Cow<'_, Value> {
+    match (payload, crate::access::current_principal()) {
+        (Value::Object(map), Some(principal)) => {
+            let mut map = map.clone();
+            let principal = serde_json::to_value(principal).expect("principals encode");
+            map.insert(crate::access::PRINCIPAL_KEY.into(), principal);
+            std::borrow::Cow::Owned(Value::Object(map))
+        }
+        _ => std::borrow::Cow::Borrowed(payload),
     }
 }
 

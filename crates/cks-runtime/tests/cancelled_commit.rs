@@ -86,6 +86,10 @@ impl HistoryStore for StallingStore {
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError> {
         self.inner.set_closed(session_id, closed).await
     }
+
+    async fn set_session_metadata(&self, session_id: &str, metadata: &str) -> Result<(), StoreError> {
+        self.inner.set_session_metadata(session_id, metadata).await
+    }
 }
 
 #[async_trait]

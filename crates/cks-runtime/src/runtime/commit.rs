@@ -30,7 +30,8 @@ impl Runtime {
 
     /// A new version's metadata: the request's, plus the session's `node_id` and the
     /// `version_vector` counting this session's commits under that node id and under the store's
-    /// replica id (every version of a session is a commit on it, so version `seq` counts `seq`).
+    /// replica id (every version of a session is a commit on it, so version `seq` counts `seq`),
+    /// and the principal the call runs as, if any ([`crate::access::PRINCIPAL_KEY`]).
     pub(super) async fn version_metadata(
         &self,
         row: &SessionRow,
@@ -52,6 +53,12 @@ impl Runtime {
         let mut metadata = requested.clone();
         metadata.insert(NODE_ID.into(), Value::String(node_id));
         metadata.insert(VERSION_VECTOR.into(), Value::Object(vector));
+        if let Some(principal) = crate::access::current_principal() {
+            metadata.insert(
+                crate::access::PRINCIPAL_KEY.into(),
+                serde_json::to_value(principal).expect("principals encode"),
+            );
+        }
         Ok(metadata)
     }
 

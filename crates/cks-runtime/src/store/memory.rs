@@ -212,6 +212,14 @@ impl HistoryStore for MemoryStore {
         })
     }
 
+    async fn set_session_metadata(&self, id: &str, metadata: &str) -> Result<(), StoreError> {
+        self.write(|inner| {
+            let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
+            metadata.clone_into(&mut data.row.metadata);
+            Ok(())
+        })
+    }
+
     /// Everything is checked under the one lock before anything is written: all or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;

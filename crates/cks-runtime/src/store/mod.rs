@@ -296,6 +296,10 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
 
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
 
+    /// Replaces a session's metadata (JSON object text): who it is shared with is kept there
+    /// ([`crate::access`]). Versions and the head are left alone.
+    async fn set_session_metadata(&self, session_id: &str, metadata: &str) -> Result<(), StoreError>;
+
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes
     /// nothing the second time); a version id already stored elsewhere is an error

@@ -733,6 +733,20 @@ impl HistoryStore for SqliteStore {
         .await
     }
 
+    async fn set_session_metadata(&self, id: &str, metadata: &str) -> Result<(), StoreError> {
+        let (id, metadata) = (id.to_owned(), metadata.to_owned());
+        self.run(move |conn| {
+            let changed = conn
+                .execute("UPDATE sessions SET metadata = ?1 WHERE session_id = ?2", params![metadata, id])
+                .map_err(backend)?;
+            if changed == 0 {
+                return Err(StoreError::SessionNotFound(id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
     /// One transaction for the whole import: everything is written, or nothing.
     async fn import_sessions(&self, sessions: &[ImportedSession]) -> Result<ImportOutcome, StoreError> {
         check_imports(sessions)?;
