@@ -122,6 +122,30 @@ FLAT = {"objects": [
     *GRAPH["objects"][1:],
 ]}
 
+TURTLE_EDGES = """@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@base <http://base.org/dir/> .
+ex:a a "LiteralType" ; rdfs:label "" ; ex:p ex:b .
+ex:a ex:p ex:b .
+<rel> rdfs:label "Hallo"@de ; a <http://x.org/T#> ; ex:list ( ex:c ex:d ) .
+ex:e rdfs:label ex:f ; a ex:g .
+"""
+
+RDF_XML_RELATIVE = """<?xml version="1.0"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://example.org/"
+         xmlns:rdfs="http://www.w3.org/2000/01/rdf-schema#">
+  <rdf:Description rdf:about="local"><ex:p rdf:resource="other"/><rdfs:label xml:lang="en">Local</rdfs:label></rdf:Description>
+  <rdf:Description rdf:ID="frag"><ex:q>lit</ex:q></rdf:Description>
+</rdf:RDF>
+"""
+
+JSONLD_EDGES = {"@graph": [
+    {"@type": [], "name": None, "x": "y"},
+    {"@id": "p", "name": {"@value": "P", "n": [1, 2.5, True]}, "@type": [{"a": 1}], "rdfs:label": "L",
+     "ref": [{"@id": None}, {"foo": 1}, 3, "q"]},
+    {"@id": "", "k": "v"},
+]}
+
 FILES = {
     "good.json": json.dumps(GRAPH, ensure_ascii=False),
     "flat.json": json.dumps(FLAT, ensure_ascii=False),
@@ -150,6 +174,10 @@ FILES = {
     "list.jsonld": "[1]",
     "broken.jsonld": "{",
     "g.ttl": TURTLE,
+    "edges.ttl": TURTLE_EDGES,
+    "relative.rdf": RDF_XML_RELATIVE,
+    "edges.jsonld": json.dumps(JSONLD_EDGES),
+    "top.jsonld": json.dumps({"@id": "top", "@graph": {"@id": "inner"}, "@context": "c", "link": {"@id": "o"}}),
     "blank.ttl": TURTLE_BLANK,
     "bad.ttl": '@prefix ex: <http://example.org/> .\nex:a ex:b "unterminated .\n',
     "g.rdf": RDF_XML,
@@ -203,14 +231,18 @@ CASES = [
     ("convert json-ld", ["convert", "g.jsonld"], "json", None),
     ("convert json-ld node", ["convert", "--format", "json-ld", "single.jsonld"], "json", None),
     ("convert json-ld to a file", ["convert", "g.jsonld", "-o", "converted.json"], "text", "converted.json"),
+    ("convert json-ld odd nodes", ["convert", "edges.jsonld"], "json", None),
+    ("convert json-ld @graph not a list", ["convert", "top.jsonld"], "json", None),
     ("convert json-ld duplicate relation", ["convert", "dup.jsonld"], "text", None),
     ("convert json-ld list", ["convert", "list.jsonld"], "text", None),
     ("convert json-ld not JSON", ["convert", "broken.jsonld"], "text", None),
     ("convert json-ld missing", ["convert", "missing.jsonld"], "text", None),
     ("convert turtle", ["convert", "-f", "turtle", "g.ttl"], "rdf", None),
     ("convert turtle blank node", ["convert", "-f", "turtle", "blank.ttl"], "rdf", None),
+    ("convert turtle edges", ["convert", "-f", "turtle", "edges.ttl"], "rdf", None),
     ("convert turtle malformed", ["convert", "-f", "turtle", "bad.ttl"], "text", None),
     ("convert rdf-xml", ["convert", "-f", "rdf-xml", "g.rdf"], "rdf", None),
+    ("convert rdf-xml relative IRIs", ["convert", "-f", "rdf-xml", "relative.rdf"], "rdf", None),
     ("convert rdf-xml entity bomb", ["convert", "-f", "rdf-xml", "bomb.rdf"], "text", None),
     ("convert rdf-xml malformed", ["convert", "-f", "rdf-xml", "bad.rdf"], "text", None),
     ("export json-ld", ["export", "good.json"], "json", None),

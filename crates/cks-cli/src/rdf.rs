@@ -6,6 +6,9 @@
 //! an object that is no subject becomes an `Entity`. Triples are taken in document order, each
 //! once. Blank nodes are named `_:b0`, `_:b1`, … in order of appearance.
 //!
+//! Relative IRIs resolve against `base` in Turtle; in RDF/XML they stay relative (`local`,
+//! `#frag`), as the reference's RDF/XML reader leaves them.
+//!
 //! RDF/XML with a DOCTYPE is refused before parsing: its entities could expand exponentially
 //! ("billion laughs"), and RDF needs none.
 //!
@@ -33,7 +36,11 @@ impl Syntax {
     }
 }
 
-/// The structure an RDF document describes; `base` resolves relative IRIs.
+/// The base RDF/XML is read against, so that relative IRIs resolve to something they can be told
+/// back from (and written relative again).
+const RELATIVE_BASE: &str = "cks-relative:/";
+
+/// The structure an RDF document describes; `base` resolves relative IRIs in Turtle.
 pub(crate) fn to_structure(text: &str, syntax: Syntax, base: &str) -> Result<KnowledgeStructure, String> {
     if syntax == Syntax::RdfXml && has_doctype(text) {
         return Err("Refusing to parse RDF/XML input containing a DOCTYPE declaration: custom XML entities are \
@@ -57,13 +64,14 @@ pub(crate) fn to_structure(text: &str, syntax: Syntax, base: &str) -> Result<Kno
             }
         }
         Syntax::RdfXml => {
-            let parser = oxrdfxml::RdfXmlParser::new().with_base_iri(base).map_err(|e| failed(&e))?;
+            let parser = oxrdfxml::RdfXmlParser::new().with_base_iri(RELATIVE_BASE).map_err(|e| failed(&e))?;
             for triple in parser.for_slice(text.as_bytes()) {
                 keep(triple.map_err(|e| failed(&e))?);
             }
         }
     }
-    Graph::new(&triples).structure()
+    let relative = syntax == Syntax::RdfXml;
+    Graph::new(&triples, relative).structure()
 }
 
 /// A case-insensitive search for `<!DOCTYPE`.
@@ -75,10 +83,12 @@ fn has_doctype(text: &str) -> bool {
 struct Graph<'a> {
     triples: &'a [Triple],
     blank_names: HashMap<&'a str, String>,
+    /// Whether IRIs under [`RELATIVE_BASE`] are written relative.
+    relative: bool,
 }
 
 impl<'a> Graph<'a> {
-    fn new(triples: &'a [Triple]) -> Graph<'a> {
+    fn new(triples: &'a [Triple], relative: bool) -> Graph<'a> {
         let mut blank_names = HashMap::new();
         for triple in triples {
             let subject = match &triple.subject {
@@ -94,12 +104,19 @@ impl<'a> Graph<'a> {
                 blank_names.entry(blank).or_insert_with(|| format!("_:b{next}"));
             }
         }
-        Graph { triples, blank_names }
+        Graph { triples, blank_names, relative }
+    }
+
+    fn iri_text(&self, iri: &str) -> String {
+        match iri.strip_prefix(RELATIVE_BASE) {
+            Some(relative) if self.relative => relative.to_owned(),
+            _ => iri.to_owned(),
+        }
     }
 
     fn subject_text(&self, subject: &'a NamedOrBlankNode) -> String {
         match subject {
-            NamedOrBlankNode::NamedNode(n) => n.as_str().to_owned(),
+            NamedOrBlankNode::NamedNode(n) => self.iri_text(n.as_str()),
             NamedOrBlankNode::BlankNode(b) => self.blank_names[b.as_str()].clone(),
         }
     }
@@ -107,7 +124,7 @@ impl<'a> Graph<'a> {
     /// A term as Python's `str()` of an rdflib node: the IRI, the literal's text, the blank name.
     fn term_text(&self, term: &'a Term) -> String {
         match term {
-            Term::NamedNode(n) => n.as_str().to_owned(),
+            Term::NamedNode(n) => self.iri_text(n.as_str()),
             Term::BlankNode(b) => self.blank_names[b.as_str()].clone(),
             Term::Literal(l) => l.value().to_owned(),
             #[allow(unreachable_patterns)]
@@ -132,8 +149,11 @@ impl<'a> Graph<'a> {
             if matches!(triple.object, Term::Literal(_)) {
                 continue;
             }
-            let (subject, predicate, object) =
-                (self.subject_text(&triple.subject), triple.predicate.as_str(), self.term_text(&triple.object));
+            let (subject, predicate, object) = (
+                self.subject_text(&triple.subject),
+                self.iri_text(triple.predicate.as_str()),
+                self.term_text(&triple.object),
+            );
             if known.insert(object.clone()) {
                 objects.push(KnowledgeObject::new(
                     Identity::new(object.as_str(), "Entity", object.as_str()),
@@ -143,7 +163,7 @@ impl<'a> Graph<'a> {
             let structure = serde_json::json!({"participants": [subject, object], "relation_type": predicate});
             let serde_json::Value::Object(structure) = structure else { unreachable!("a JSON object literal") };
             relations.push(KnowledgeObject::new(
-                Identity::new(format!("{subject}-{predicate}-{object}"), "Relation", predicate),
+                Identity::new(format!("{subject}-{predicate}-{object}"), "Relation", predicate.as_str()),
                 structure,
             ));
         }

@@ -333,3 +333,21 @@ fn a_huge_file_is_refused_before_it_is_read() {
         assert_eq!(run.stderr, "Cannot read huge.json: the file is larger than 512 MiB\n", "{args:?}");
     }
 }
+
+#[test]
+fn relative_iris_resolve_in_turtle_and_stay_relative_in_rdf_xml() {
+    let s = Scratch::new();
+    s.file("g.ttl", "<local> <http://e/p> <other> .");
+    let converted = json(&check(s.dir(), &["convert", "-f", "turtle", "g.ttl"], 0).stdout);
+    let id = converted["objects"][0]["identity"]["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("file:///") && id.ends_with("/local"), "{id}");
+    s.file(
+        "g.rdf",
+        r#"<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:e="http://e/">
+  <rdf:Description rdf:about="local"><e:p rdf:resource="other"/></rdf:Description></rdf:RDF>"#,
+    );
+    let converted = json(&check(s.dir(), &["convert", "-f", "rdf-xml", "g.rdf"], 0).stdout);
+    let ids: Vec<&str> =
+        converted["objects"].as_array().unwrap().iter().map(|o| o["identity"]["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["local", "other", "local-http://e/p-other"]);
+}
