@@ -174,6 +174,53 @@ pub(crate) async fn renew(client: &impl GenericClient, task: TaskRef, now_ms: i6
     .await
 }
 
+/// Writes the tasks whose id and dedup key are free, in one transaction, then moves the id
+/// sequence past the highest id written (a value it handed out before is never handed out again).
+pub(crate) async fn import(client: &mut deadpool_postgres::Object, tasks: &[TaskRow]) -> Result<u64, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let insert = tx
+        .prepare_cached(&format!(
+            "INSERT INTO cks_tasks ({COLUMNS}) OVERRIDING SYSTEM VALUE \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING"
+        ))
+        .await
+        .map_err(db_error)?;
+    let mut written = 0;
+    for t in tasks {
+        let retry_count = i64::from(t.retry_count);
+        written += tx
+            .execute(
+                &insert,
+                &[
+                    &t.task_id,
+                    &t.task_type,
+                    &t.session_id,
+                    &t.payload,
+                    &t.status.as_str(),
+                    &retry_count,
+                    &t.last_error,
+                    &t.next_retry_at_ms,
+                    &t.claimed_at_ms,
+                    &t.created_at_ms,
+                    &t.dedup_key,
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+    }
+    if written > 0 {
+        tx.execute(
+            "SELECT setval(pg_get_serial_sequence('cks_tasks', 'task_id'), \
+             GREATEST((SELECT MAX(task_id) FROM cks_tasks), nextval(pg_get_serial_sequence('cks_tasks', 'task_id'))))",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(written)
+}
+
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
@@ -221,5 +268,9 @@ impl TaskStore for PostgresStore {
 
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
         tasks::renew(&self.client().await?, task, now_ms).await
+    }
+
+    async fn import_tasks(&self, tasks: &[TaskRow]) -> Result<u64, StoreError> {
+        tasks::import(&mut self.client().await?, tasks).await
     }
 }

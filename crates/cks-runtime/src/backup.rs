@@ -6,8 +6,10 @@
 //! metadata, state hashes, the deltas and snapshots themselves — the gallery's registry, the
 //! stored chats and the stored embeddings (backups written before chats or embeddings were kept
 //! have none, and read as having none). It is written session by session and model by model, so
-//! exporting a large store does not hold it in memory. The key the Python reference's dumps have
-//! for its task queue is present and empty (this server keeps none to back up).
+//! exporting a large store does not hold it in memory. The task queue goes under the key the
+//! Python reference's dumps give theirs (`outbox_tasks`), every task as stored (pending, claimed
+//! and dead, ids included); the pipeline runs' and the processes' records under `records`, each
+//! its stored key and JSON text.
 //!
 //! Embeddings are written per model, each row its text hash and vector as lowercase hex (the
 //! document's other values are text; hex is the plainest text for bytes), rows in hash order:
@@ -24,15 +26,22 @@
 //! them (see [`crate::locator::locate_imported`]). The registry entries follow, one by one, then
 //! the chats (in `merge` mode a chat already stored is left alone), then the embeddings, a model
 //! at a time, in either mode added to those kept (a text already embedded keeps its vector:
-//! embeddings are a cache of content, which even `clear` keeps).
+//! embeddings are a cache of content, which even `clear` keeps). Then the tasks, in one store
+//! transaction (a task whose id or dedup key is taken is left alone), and the records (in `merge`
+//! mode a key already stored is left alone); `clear` mode first deletes the tasks and records kept.
 
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
 use crate::store::{
-    ChatRow, EmbeddingRow, GraphRow, Head, ImportedSession, ImportedVersion, SessionRow, Store, StoreError, VersionRow,
+    ChatRow, EmbeddingRow, GraphRow, Head, ImportedSession, ImportedVersion, SessionRow, Store, StoreError, TaskFilter,
+    TaskRef, TaskRow, TaskStatus, VersionRow,
 };
+
+/// The settings a backup holds: the pipeline runs' and the processes' records.
+const RECORDS: [&str; 4] =
+    [crate::pipeline_runs::RUN, crate::pipeline_runs::WORK, crate::processes::RECORD, crate::processes::STOP];
 
 /// The `format` of a backup document.
 pub const FORMAT: &str = "cks-mcp-storage";
@@ -119,6 +128,31 @@ pub struct DumpedEmbedding {
     pub vector: Vec<u8>,
 }
 
+/// One queued task, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedTask {
+    pub task_id: i64,
+    pub task_type: String,
+    pub session_id: String,
+    /// JSON text, as stored.
+    pub payload: String,
+    /// `PENDING`, `IN_PROGRESS` or `DEAD`.
+    pub status: String,
+    pub retry_count: u32,
+    pub last_error: Option<String>,
+    pub next_retry_at_ms: i64,
+    pub claimed_at_ms: Option<i64>,
+    pub created_at_ms: i64,
+    pub dedup_key: Option<String>,
+}
+
+/// One pipeline-run or process record: its key and its JSON text, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedRecord {
+    pub key: String,
+    pub value: String,
+}
+
 /// A whole backup document, as read back.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Dump {
@@ -134,8 +168,12 @@ pub struct Dump {
     /// while none were).
     #[serde(default)]
     pub embeddings: Vec<DumpedEmbeddings>,
+    /// The task queue (empty in backups written before it was kept).
     #[serde(default)]
-    pub outbox_tasks: Vec<serde_json::Value>,
+    pub outbox_tasks: Vec<DumpedTask>,
+    /// Absent from backups written before the pipeline runs' and processes' records were kept.
+    #[serde(default)]
+    pub records: Vec<DumpedRecord>,
 }
 
 /// What a backup, restore or copy moved.
@@ -148,7 +186,12 @@ pub struct Counts {
     /// Embedding rows: those written to a backup; in a restore or copy, those the target did not
     /// keep before (a text it had embedded already keeps its vector, and is not counted).
     pub embeddings: u64,
-    /// Sessions, registry names or chats left alone because the target already had them (merge).
+    /// Queued tasks.
+    pub tasks: u64,
+    /// Pipeline-run and process records.
+    pub records: u64,
+    /// Sessions, registry names, chats, tasks or records left alone because the target already had
+    /// them (merge).
     pub skipped: u64,
 }
 
@@ -257,8 +300,65 @@ pub async fn export(
     if embeddings {
         counts.embeddings = export_embeddings(store, out).await?;
     }
-    out.write_all(b"],\"outbox_tasks\":[]}\n")?;
+    out.write_all(b"],\n\"outbox_tasks\":")?;
+    let tasks = dump_tasks(store).await?;
+    counts.tasks = tasks.len() as u64;
+    serde_json::to_writer(&mut *out, &tasks).map_err(std::io::Error::from)?;
+    out.write_all(b",\n\"records\":")?;
+    let records = dump_records(store).await?;
+    counts.records = records.len() as u64;
+    serde_json::to_writer(&mut *out, &records).map_err(std::io::Error::from)?;
+    out.write_all(b"}\n")?;
     out.flush()?;
+    Ok(counts)
+}
+
+/// Every queued task, whatever its state, oldest first.
+async fn dump_tasks(store: &dyn Store) -> Result<Vec<DumpedTask>, StoreError> {
+    let all = TaskFilter { status: None, ..TaskFilter::default() };
+    Ok(store.list_tasks(&all).await?.into_iter().map(DumpedTask::from).collect())
+}
+
+/// Every pipeline-run and process record.
+async fn dump_records(store: &dyn Store) -> Result<Vec<DumpedRecord>, StoreError> {
+    let mut records = Vec::new();
+    for prefix in RECORDS {
+        let kept = store.list_settings(prefix).await?;
+        records.extend(kept.into_iter().map(|(key, value)| DumpedRecord { key, value }));
+    }
+    Ok(records)
+}
+
+/// Writes dumped tasks and records into `store` (see the module docs for the modes).
+async fn restore_queue(
+    store: &dyn Store,
+    tasks: &[DumpedTask],
+    records: &[DumpedRecord],
+    mode: Mode,
+) -> Result<Counts, BackupError> {
+    if mode == Mode::Clear {
+        for task in dump_tasks(store).await? {
+            store.complete_task(TaskRef::any(task.task_id)).await?;
+        }
+        for record in dump_records(store).await? {
+            store.delete_setting(&record.key).await?;
+        }
+    }
+    let rows = tasks.iter().map(TaskRow::try_from).collect::<Result<Vec<_>, _>>()?;
+    let mut counts = Counts { tasks: store.import_tasks(&rows).await?, ..Counts::default() };
+    counts.skipped += rows.len() as u64 - counts.tasks;
+    for record in records {
+        // Only the records a backup holds: a document naming another setting is refused.
+        if !RECORDS.iter().any(|prefix| record.key.starts_with(prefix)) {
+            return Err(BackupError::Format(format!("'{}' is not a pipeline-run or process record", record.key)));
+        }
+        if mode == Mode::Merge && store.load_setting(&record.key).await?.is_some() {
+            counts.skipped += 1;
+            continue;
+        }
+        store.save_setting(&record.key, &record.value).await?;
+        counts.records += 1;
+    }
     Ok(counts)
 }
 
@@ -329,6 +429,7 @@ pub async fn restore(
     graphs: &[DumpedGraph],
     chats: &[DumpedChat],
     embeddings: &[DumpedEmbeddings],
+    queue: (&[DumpedTask], &[DumpedRecord]),
     mode: Mode,
 ) -> Result<Counts, BackupError> {
     let imports: Vec<ImportedSession> = sessions.iter().map(to_import).collect();
@@ -367,7 +468,7 @@ pub async fn restore(
         }
         counts.embeddings = kept_embeddings(store, &models).await?.saturating_sub(before);
     }
-    Ok(counts)
+    Ok(counts + restore_queue(store, queue.0, queue.1, mode).await?)
 }
 
 /// How many embedding rows `store` keeps under `models`.
@@ -375,6 +476,9 @@ async fn kept_embeddings(store: &dyn Store, models: &[&str]) -> Result<u64, Stor
     let kept = store.embedding_models().await?;
     Ok(kept.iter().filter(|(model, _)| models.contains(&model.as_str())).map(|(_, rows)| rows).sum())
 }
+
+/// No tasks and no records, for a restore of other parts.
+const NONE: (&[DumpedTask], &[DumpedRecord]) = (&[], &[]);
 
 /// Copies everything in `from` into `to`, a session at a time (merge: what `to` has is kept);
 /// `progress` is told (done, total) after each session.
@@ -387,15 +491,17 @@ pub async fn copy(
     let mut counts = Counts::default();
     for (index, row) in sessions.iter().enumerate() {
         let dumped = dump_session(from, row).await?;
-        counts = counts + restore(to, std::slice::from_ref(&dumped), &[], &[], &[], Mode::Merge).await?;
+        counts = counts + restore(to, std::slice::from_ref(&dumped), &[], &[], &[], NONE, Mode::Merge).await?;
         progress(index + 1, sessions.len());
     }
     let graphs: Vec<DumpedGraph> = from.list_graphs().await?.into_iter().map(DumpedGraph::from).collect();
-    counts = counts + restore(to, &[], &graphs, &[], &[], Mode::Merge).await?;
+    counts = counts + restore(to, &[], &graphs, &[], &[], NONE, Mode::Merge).await?;
     for summary in from.list_chats(None, usize::MAX).await? {
         let Some(chat) = from.load_chat(&summary.chat_id).await? else { continue };
-        counts = counts + restore(to, &[], &[], &[DumpedChat::from(chat)], &[], Mode::Merge).await?;
+        counts = counts + restore(to, &[], &[], &[DumpedChat::from(chat)], &[], NONE, Mode::Merge).await?;
     }
+    let (tasks, records) = (dump_tasks(from).await?, dump_records(from).await?);
+    counts = counts + restore_queue(to, &tasks, &records, Mode::Merge).await?;
     // A model at a time, straight from one store to the other.
     let models: Vec<String> = from.embedding_models().await?.into_iter().map(|(model, _)| model).collect();
     let names: Vec<&str> = models.iter().map(String::as_str).collect();
@@ -417,6 +523,8 @@ impl std::ops::Add for Counts {
             graphs: self.graphs + other.graphs,
             chats: self.chats + other.chats,
             embeddings: self.embeddings + other.embeddings,
+            tasks: self.tasks + other.tasks,
+            records: self.records + other.records,
             skipped: self.skipped + other.skipped,
         }
     }
@@ -529,6 +637,45 @@ impl From<DumpedChat> for ChatRow {
     }
 }
 
+impl From<TaskRow> for DumpedTask {
+    fn from(t: TaskRow) -> Self {
+        DumpedTask {
+            task_id: t.task_id,
+            task_type: t.task_type,
+            session_id: t.session_id,
+            payload: t.payload,
+            status: t.status.as_str().to_owned(),
+            retry_count: t.retry_count,
+            last_error: t.last_error,
+            next_retry_at_ms: t.next_retry_at_ms,
+            claimed_at_ms: t.claimed_at_ms,
+            created_at_ms: t.created_at_ms,
+            dedup_key: t.dedup_key,
+        }
+    }
+}
+
+impl TryFrom<&DumpedTask> for TaskRow {
+    type Error = BackupError;
+    fn try_from(t: &DumpedTask) -> Result<Self, BackupError> {
+        let status = TaskStatus::parse(&t.status)
+            .ok_or_else(|| BackupError::Format(format!("task {} has an unknown status '{}'", t.task_id, t.status)))?;
+        Ok(TaskRow {
+            task_id: t.task_id,
+            task_type: t.task_type.clone(),
+            session_id: t.session_id.clone(),
+            payload: t.payload.clone(),
+            status,
+            retry_count: t.retry_count,
+            last_error: t.last_error.clone(),
+            next_retry_at_ms: t.next_retry_at_ms,
+            claimed_at_ms: t.claimed_at_ms,
+            created_at_ms: t.created_at_ms,
+            dedup_key: t.dedup_key.clone(),
+        })
+    }
+}
+
 impl From<&DumpedEmbedding> for EmbeddingRow {
     fn from(e: &DumpedEmbedding) -> Self {
         EmbeddingRow { text_hash: e.text_hash, vector: e.vector.clone() }
@@ -609,7 +756,8 @@ impl crate::Runtime {
     /// vectors are read, so none is embedded again.
     pub async fn restore_storage(&self, dump: &Dump, mode: Mode) -> Result<Counts, BackupError> {
         let store = &**self.store();
-        let restored = restore(store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, mode).await;
+        let queue = (&dump.outbox_tasks[..], &dump.records[..]);
+        let restored = restore(store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, queue, mode).await;
         self.forget_loaded_sessions();
         self.gallery.clear();
         if let Some(embeddings) = self.embeddings()
@@ -667,7 +815,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let target = SqliteStore::open(dir.path().join("t.db"), &SqliteOptions::default()).unwrap();
-        let restored = restore(&target, &[], &[], &[], &dump.embeddings, Mode::Merge).await.unwrap();
+        let restored = restore(&target, &[], &[], &[], &dump.embeddings, NONE, Mode::Merge).await.unwrap();
         assert_eq!(restored.embeddings, 47);
         for model in ["model-a", "model-b"] {
             assert_eq!(kept(&target, model).await, kept(&source, model).await, "{model}");
@@ -675,7 +823,7 @@ mod tests {
         assert_eq!(target.embedding_models().await.unwrap(), source.embedding_models().await.unwrap());
 
         // Again: every row is kept already, so nothing is counted.
-        let again = restore(&target, &[], &[], &[], &dump.embeddings, Mode::Clear).await.unwrap();
+        let again = restore(&target, &[], &[], &[], &dump.embeddings, NONE, Mode::Clear).await.unwrap();
         assert_eq!(again.embeddings, 0);
         assert_eq!(kept(&target, "model-a").await, kept(&source, "model-a").await);
     }
@@ -690,6 +838,55 @@ mod tests {
         for model in ["model-a", "model-b"] {
             assert_eq!(kept(&target, model).await, kept(&source, model).await, "{model}");
         }
+    }
+
+    /// The task queue and the pipeline-run and process records are copied as stored (ids, states
+    /// and claims included) into another kind of store, which numbers its next task after them.
+    #[tokio::test]
+    async fn the_queue_and_the_records_are_copied() {
+        use crate::store::NewTask;
+        let source = MemoryStore::new();
+        for n in 0..3 {
+            let task = NewTask {
+                task_type: format!("kind_{n}"),
+                session_id: "s".into(),
+                payload: "{}".into(),
+                dedup_key: (n > 0).then(|| format!("finding-{n}")),
+                created_at_ms: 1_000 + n,
+            };
+            source.enqueue_task(&task).await.unwrap();
+        }
+        let completed = source.claim_task(Some("kind_0"), 2_000, 60_000).await.unwrap().unwrap();
+        source.complete_task(TaskRef::claimed(&completed)).await.unwrap();
+        let dead = source.claim_task(Some("kind_1"), 2_000, 60_000).await.unwrap().unwrap();
+        source.dead_letter_task(TaskRef::claimed(&dead), "no", Some(2)).await.unwrap();
+        source.claim_task(Some("kind_2"), 2_500, 60_000).await.unwrap().unwrap();
+        source.save_setting("pipeline_run.s.r", "{}").await.unwrap();
+        source.save_setting("process.i", "{}").await.unwrap();
+        source.save_setting("provenance.other", "{}").await.unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let target = SqliteStore::open(dir.path().join("t.db"), &SqliteOptions::default()).unwrap();
+        let copied = copy(&source, &target, &mut |_, _| {}).await.unwrap();
+        assert_eq!((copied.tasks, copied.records), (2, 2));
+        assert_eq!(dump_tasks(&target).await.unwrap(), dump_tasks(&source).await.unwrap());
+        assert_eq!(dump_records(&target).await.unwrap(), dump_records(&source).await.unwrap());
+        assert_eq!(target.load_setting("provenance.other").await.unwrap(), None, "only the records a backup holds");
+        let next = NewTask {
+            task_type: "later".into(),
+            session_id: "s".into(),
+            payload: "{}".into(),
+            dedup_key: None,
+            created_at_ms: 3_000,
+        };
+        assert_eq!(target.enqueue_task(&next).await.unwrap(), Some(4), "after the highest id copied");
+        let again = copy(&source, &target, &mut |_, _| {}).await.unwrap();
+        assert_eq!((again.tasks, again.records), (0, 0), "what is there is kept");
+
+        // A record the backup cannot hold is refused.
+        let stranger = DumpedRecord { key: "settings.secret".into(), value: "{}".into() };
+        let refused = restore_queue(&target, &[], &[stranger], Mode::Merge).await;
+        assert!(matches!(refused, Err(BackupError::Format(_))));
     }
 
     /// Rows are written in hash order, as lowercase hex; upper case reads too; a hash of another

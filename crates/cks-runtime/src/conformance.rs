@@ -46,9 +46,26 @@ pub async fn run_all(open: Open) {
     store_backup_and_restore(open.clone()).await;
 }
 
+/// A pending, a claimed and a dead task, and a pipeline run's and a process's records, for the
+/// backup to hold.
+async fn queue_and_records(store: &dyn Store) {
+    for (i, key) in ["backup-pending", "backup-claimed", "backup-dead"].into_iter().enumerate() {
+        store.enqueue_task(&new_task(&format!("backup_check_{i}"), "s1", 1_000, Some(key))).await.unwrap();
+    }
+    let claimed = store.claim_task(Some("backup_check_1"), 2_000, 60_000).await.unwrap().unwrap();
+    let dead = store.claim_task(Some("backup_check_2"), 2_000, 60_000).await.unwrap().unwrap();
+    assert!(store.dead_letter_task(TaskRef::claimed(&dead), "gave up", Some(3)).await.unwrap());
+    assert_eq!(claimed.status, TaskStatus::InProgress);
+    store.save_setting("pipeline_run.s1.r1", r#"{"run_id": "r1"}"#).await.unwrap();
+    store.save_setting("pipeline_work.s1.r1.Researcher.a", r#"{"unit": "a"}"#).await.unwrap();
+    store.save_setting("process.i1", r#"{"instance_id": "i1"}"#).await.unwrap();
+    store.save_setting("process_stop.i1", "requested").await.unwrap();
+}
+
 async fn store_backup_and_restore(open: Open) {
     use crate::backup::{self, Mode};
     let store = open();
+    queue_and_records(&*store).await;
     let mut first = Vec::new();
     let exported = backup::export(&*store, &mut first, true, &mut |_, _| {}).await.unwrap();
     let dump = backup::parse(&first).unwrap();
@@ -57,9 +74,12 @@ async fn store_backup_and_restore(open: Open) {
             && exported.versions > 3
             && exported.graphs > 0
             && exported.chats > 0
-            && exported.embeddings > 0,
+            && exported.embeddings > 0
+            && exported.tasks >= 3
+            && exported.records >= 3,
         "{exported:?}"
     );
+    assert_eq!((dump.outbox_tasks.len() as u64, dump.records.len() as u64), (exported.tasks, exported.records));
     assert_eq!(dump.sessions.len() as u64, exported.sessions);
     assert_eq!(dump.chats.len() as u64, exported.chats);
     let models = store.embedding_models().await.unwrap();
@@ -77,13 +97,16 @@ async fn store_backup_and_restore(open: Open) {
         assert_eq!(store.delete_embeddings(model).await.unwrap(), *rows);
     }
 
-    let restored = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, Mode::Clear)
-        .await
-        .unwrap();
+    let queue = (&dump.outbox_tasks[..], &dump.records[..]);
+    let restored =
+        backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, queue, Mode::Clear)
+            .await
+            .unwrap();
     assert_eq!(
         (restored.sessions, restored.versions, restored.graphs, restored.chats, restored.embeddings),
         (exported.sessions, exported.versions, exported.graphs, exported.chats, exported.embeddings)
     );
+    assert_eq!((restored.tasks, restored.records), (exported.tasks, exported.records));
     let mut second = Vec::new();
     backup::export(&*open(), &mut second, true, &mut |_, _| {}).await.unwrap();
     let again = backup::parse(&second).unwrap();
@@ -91,24 +114,43 @@ async fn store_backup_and_restore(open: Open) {
     assert_eq!(again.graphs, dump.graphs, "a restore changed the registry");
     assert_eq!(again.chats, dump.chats, "a restore changed a chat");
     assert_eq!(again.embeddings, dump.embeddings, "a restore changed an embedding");
+    assert_eq!(again.outbox_tasks, dump.outbox_tasks, "a restore changed a task");
+    assert_eq!(again.records, dump.records, "a restore changed a record");
+    // A task queued after the restore is numbered after every restored one.
+    let highest = dump.outbox_tasks.iter().map(|t| t.task_id).max().unwrap();
+    let next = store.enqueue_task(&new_task("backup_check", "s1", 1_000, None)).await.unwrap().unwrap();
+    assert!(next > highest, "task id {next} after a restore of ids up to {highest}");
+    store.complete_task(TaskRef::any(next)).await.unwrap();
 
-    let merged = backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, Mode::Merge)
-        .await
-        .unwrap();
+    let merged =
+        backup::restore(&*store, &dump.sessions, &dump.graphs, &dump.chats, &dump.embeddings, queue, Mode::Merge)
+            .await
+            .unwrap();
     assert_eq!(
-        (merged.sessions, merged.versions, merged.graphs, merged.chats, merged.embeddings),
-        (0, 0, 0, 0, 0),
+        (
+            merged.sessions,
+            merged.versions,
+            merged.graphs,
+            merged.chats,
+            merged.embeddings,
+            merged.tasks,
+            merged.records
+        ),
+        (0, 0, 0, 0, 0, 0, 0),
         "merge wrote what was there"
     );
-    assert_eq!(merged.skipped, exported.sessions + exported.graphs + exported.chats);
+    let kept = exported.sessions + exported.graphs + exported.chats + exported.tasks + exported.records;
+    assert_eq!(merged.skipped, kept);
     assert_eq!(store.embedding_models().await.unwrap(), models);
 
     // A backup from before chats, or embeddings, were stored has none.
     let mut old: serde_json::Value = serde_json::from_slice(&first).unwrap();
     old.as_object_mut().unwrap().remove("chats");
     old.as_object_mut().unwrap().remove("embeddings");
+    old.as_object_mut().unwrap().remove("records");
+    old["outbox_tasks"] = json!([]);
     let old = backup::parse(old.to_string().as_bytes()).unwrap();
-    assert!(old.chats.is_empty() && old.embeddings.is_empty());
+    assert!(old.chats.is_empty() && old.embeddings.is_empty() && old.records.is_empty());
 
     // Every restored head rebuilds with its stored hashes verified, on a fresh handle (the
     // sessions the runtime wrote; the raw-contract checks store opaque placeholder states).

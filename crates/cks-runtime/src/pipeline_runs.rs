@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
-const RUN: &str = "pipeline_run.";
-const WORK: &str = "pipeline_work.";
+pub(crate) const RUN: &str = "pipeline_run.";
+pub(crate) const WORK: &str = "pipeline_work.";
 
 /// What a run was started with.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -11,8 +11,8 @@ use time::format_description::well_known::Rfc3339;
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
-const RECORD: &str = "process.";
-const STOP: &str = "process_stop.";
+pub(crate) const RECORD: &str = "process.";
+pub(crate) const STOP: &str = "process_stop.";
 /// A process is alive while its last heartbeat is at most this many liveness intervals old.
 const LIVENESS_TTL_INTERVALS: f64 = 3.0;
 /// Records whose last heartbeat is older than this are pruned.

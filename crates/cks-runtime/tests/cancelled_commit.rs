@@ -190,6 +190,9 @@ impl TaskStore for StallingStore {
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
         self.inner.renew_task(task, now_ms).await
     }
+    async fn import_tasks(&self, tasks: &[TaskRow]) -> Result<u64, StoreError> {
+        self.inner.import_tasks(tasks).await
+    }
 }
 
 #[async_trait]

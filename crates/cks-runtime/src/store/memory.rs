@@ -467,6 +467,22 @@ impl TaskStore for MemoryStore {
                 .is_some())
         })
     }
+
+    async fn import_tasks(&self, tasks: &[TaskRow]) -> Result<u64, StoreError> {
+        self.write(|inner| {
+            let mut written = 0;
+            for task in tasks {
+                let key_taken = task.dedup_key.is_some() && inner.tasks.values().any(|t| t.dedup_key == task.dedup_key);
+                if key_taken || inner.tasks.contains_key(&task.task_id) {
+                    continue;
+                }
+                inner.tasks.insert(task.task_id, task.clone());
+                inner.last_task_id = inner.last_task_id.max(task.task_id);
+                written += 1;
+            }
+            Ok(written)
+        })
+    }
 }
 
 #[async_trait]

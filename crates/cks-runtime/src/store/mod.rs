@@ -458,6 +458,11 @@ pub trait TaskStore: Send + Sync + Debug + 'static {
     /// Renews a claim as of `now_ms` (the task's `claimed_at_ms` becomes `now_ms`); false unless
     /// `task` still holds it.
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// Writes tasks exactly as another store kept them, ids and states included (a restore or a
+    /// copy); a task whose id or dedup key is taken already is left out. Tasks queued later get
+    /// higher ids than any written. Returns how many were written; all or none are.
+    async fn import_tasks(&self, tasks: &[TaskRow]) -> Result<u64, StoreError>;
 }
 
 /// One stored embedding: the hash of the text embedded and the vector's bytes (the runtime's

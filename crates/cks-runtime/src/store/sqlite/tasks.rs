@@ -143,6 +143,40 @@ pub(super) fn renew(conn: &Connection, task: TaskRef, now_ms: i64) -> Result<boo
         .map_err(backend)
 }
 
+/// Writes the tasks whose id and dedup key are free, in one transaction (AUTOINCREMENT then
+/// numbers later tasks after the highest id written).
+pub(super) fn import(conn: &mut Connection, tasks: &[TaskRow]) -> Result<u64, StoreError> {
+    let tx = conn.transaction().map_err(backend)?;
+    let mut written = 0;
+    {
+        let mut insert = tx
+            .prepare_cached(&format!(
+                "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+                 ON CONFLICT DO NOTHING"
+            ))
+            .map_err(backend)?;
+        for t in tasks {
+            written += insert
+                .execute(params![
+                    t.task_id,
+                    t.task_type,
+                    t.session_id,
+                    t.payload,
+                    t.status.as_str(),
+                    t.retry_count,
+                    t.last_error,
+                    t.next_retry_at_ms,
+                    t.claimed_at_ms,
+                    t.created_at_ms,
+                    t.dedup_key
+                ])
+                .map_err(backend)? as u64;
+        }
+    }
+    tx.commit().map_err(backend)?;
+    Ok(written)
+}
+
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn enqueue_task(&self, task: &NewTask) -> Result<Option<i64>, StoreError> {
@@ -195,5 +229,10 @@ impl TaskStore for SqliteStore {
 
     async fn renew_task(&self, task: TaskRef, now_ms: i64) -> Result<bool, StoreError> {
         self.run(move |conn| tasks::renew(conn, task, now_ms)).await
+    }
+
+    async fn import_tasks(&self, tasks: &[TaskRow]) -> Result<u64, StoreError> {
+        let tasks = tasks.to_vec();
+        self.run(move |conn| tasks::import(conn, &tasks)).await
     }
 }

@@ -1,5 +1,6 @@
 //! `export_storage`: a backup of the whole store (every session with its full history, the
-//! gallery's registry, the stored chats) written to a JSON file; the answer is a summary and the
+//! gallery's registry, the stored chats, the task queue, the pipeline-run and process records)
+//! written to a JSON file; the answer is a summary and the
 //! file's path, never the dump itself. The file appears complete or not at all (written beside it, then renamed).
 
 use crate::ErrorCode;
@@ -48,8 +49,8 @@ impl Tool for ExportStorage {
     const META: ToolMeta = ToolMeta {
         name: "export_storage",
         description: "Export a complete backup of the server's storage (every session with its full version \
-            history, the graph registry, the stored chats and, unless include_embeddings is false, the stored \
-            embeddings) to a JSON file on the server's disk. Returns \
+            history, the graph registry, the stored chats, the task queue, the pipeline runs' and processes' \
+            records and, unless include_embeddings is false, the stored embeddings) to a JSON file on the server's disk. Returns \
             {file_path, summary {sessions, versions, graphs, chats, embeddings, outbox_tasks, exported_at}}, never \
             the dump itself. import_storage restores it; migrate_storage copies the storage to another database directly.",
         mutates_graph: false,

@@ -40,8 +40,8 @@ impl Tool for ImportStorage {
     const META: ToolMeta = ToolMeta {
         name: "import_storage",
         description: "Restore a backup written by export_storage into the server's storage. mode 'merge' \
-            (default) adds the sessions, graph names and chats not stored yet and keeps the rest; mode 'clear' deletes \
-            everything stored first (disaster recovery). All sessions are written at once or none. Returns \
+            (default) adds the sessions, graph names, chats, tasks and records not stored yet and keeps the \
+            rest; mode 'clear' deletes everything stored first (disaster recovery). All sessions are written at once or none. Returns \
             {imported {sessions, versions, graphs, chats, embeddings, outbox_tasks}, skipped, mode, file_path}. \
             Errors: file_not_found, invalid_json, invalid_format.",
         mutates_graph: true,

@@ -45,7 +45,8 @@ impl Tool for MigrateStorage {
     type Output = Output;
     const META: ToolMeta = ToolMeta {
         name: "migrate_storage",
-        description: "Copy all stored data (every session with its full history, the graph registry, the stored chats) \
+        description: "Copy all stored data (every session with its full history, the graph registry, the stored chats, \
+            the task queue, the pipeline runs' and processes' records) \
             into a new SQLite file (target_backend 'sqlite', target_path a file that does not exist) or an empty PostgreSQL \
             database (target_backend 'postgres', target_path its URL), without touching the live store. The \
             server keeps using the old store until restarted with CKS_MCP_DB_PATH set to the new one. Returns \

@@ -23,8 +23,8 @@ pub(crate) fn tools() -> Vec<Listed> {
     ]
 }
 
-/// What was moved, in the reference's shape (this server keeps no task queue to move), plus the
-/// stored chats, which the reference does not have.
+/// What was moved, in the reference's shape (`outbox_tasks`: the queued tasks), plus the stored
+/// chats, which the reference does not have.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Moved {
     sessions: u64,
@@ -43,7 +43,7 @@ impl From<Counts> for Moved {
             graphs: c.graphs,
             chats: c.chats,
             embeddings: c.embeddings,
-            outbox_tasks: 0,
+            outbox_tasks: c.tasks,
         }
     }
 }
