@@ -109,6 +109,47 @@ impl ToolContext {
         }
     }
 
+    /// Whether the caller may reach the session: always without a principal (the one local user);
+    /// with one, see [`Principal::reaches`]. A session that does not exist is reachable, so the
+    /// tool answers for it as it would without a principal.
+    pub async fn reaches(&self, session_id: &str) -> Result<bool, ToolError> {
+        let Some(principal) = &self.principal else { return Ok(true) };
+        if principal.allows(crate::principal::Scope::Admin) {
+            return Ok(true);
+        }
+        match self.runtime.access(session_id).await {
+            Ok(access) => Ok(principal.reaches(access.as_ref())),
+            Err(cks_runtime::RuntimeError::SessionNotFound(_)) => Ok(true),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Whether the caller's reach is limited: a principal without `cks:admin`.
+    pub fn restricted(&self) -> bool {
+        self.principal.as_ref().is_some_and(|principal| !principal.allows(crate::principal::Scope::Admin))
+    }
+
+    /// The items whose session the caller may reach, in order (what a listing across sessions
+    /// shows). Each session is asked about once.
+    pub async fn reachable<T>(&self, items: Vec<T>, session_of: impl Fn(&T) -> &str) -> Result<Vec<T>, ToolError> {
+        if !self.restricted() {
+            return Ok(items);
+        }
+        let mut known = std::collections::HashMap::new();
+        let mut kept = Vec::with_capacity(items.len());
+        for item in items {
+            let id = session_of(&item).to_owned();
+            let reaches = match known.get(&id) {
+                Some(reaches) => *reaches,
+                None => *known.entry(id.clone()).or_insert(self.reaches(&id).await?),
+            };
+            if reaches {
+                kept.push(item);
+            }
+        }
+        Ok(kept)
+    }
+
     /// Metadata for a version committed by `tool`: the tool name, the call's audit entries, then
     /// the given extras. When the audit names an outer tool (e.g. `ai_chat` calling
     /// `evolve_knowledge`), `tool` is the outer one and `via_tool` the one that committed.

@@ -79,6 +79,7 @@ error_codes! {
     NotAnInferenceStep => "not_an_inference_step",
     NotApproved => "not_approved",
     NotFound => "not_found",
+    NotSessionOwner => "not_session_owner",
     ObjectNotFound => "object_not_found",
     RelationAlreadyExists => "relation_already_exists",
     SessionClosed => "session_closed",

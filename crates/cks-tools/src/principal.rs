@@ -2,9 +2,14 @@
 //!
 //! Over HTTP with OAuth, `cks-mcp` validates the token and hands the principal to every call it
 //! runs ([`crate::ToolContext::principal`]). Over stdio, and with one static HTTP token, there is
-//! none: the caller is the server's one local user. Nothing here enforces ownership of data yet.
+//! none: the caller is the server's one local user, who reaches everything.
+//!
+//! A principal reaches a session it owns, one shared with it or with one of its groups, and an
+//! ownerless one ([`cks_runtime::access`]); `cks:admin` reaches every session.
 
 use std::fmt;
+
+use cks_runtime::access::{PrincipalId, SessionAccess};
 
 /// What a token allows, from least to most: each scope implies the ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -60,6 +65,21 @@ impl Principal {
     pub fn allows(&self, needed: Scope) -> bool {
         self.scope.is_some_and(|held| held >= needed)
     }
+
+    /// The principal as sessions record it.
+    pub fn id(&self) -> PrincipalId {
+        PrincipalId { issuer: self.issuer.clone(), subject: self.subject.clone() }
+    }
+
+    /// Whether this principal may reach a session with this access record (`None`: ownerless).
+    pub fn reaches(&self, access: Option<&SessionAccess>) -> bool {
+        self.allows(Scope::Admin) || access.is_none_or(|access| access.admits(&self.id(), &self.groups))
+    }
+
+    /// Whether this principal belongs to `team` (the groups its token names).
+    pub fn in_team(&self, team: &str) -> bool {
+        self.groups.iter().any(|group| group == team)
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +95,22 @@ mod tests {
         assert!(!with(None).allows(Scope::Read));
         assert_eq!(Scope::parse("cks:write"), Some(Scope::Write));
         assert_eq!(Scope::parse("cks:owner"), None);
+    }
+
+    #[test]
+    fn a_principal_reaches_its_own_shared_and_ownerless_sessions_and_admin_all() {
+        let with = |subject: &str, scope| Principal {
+            issuer: "i".into(),
+            subject: subject.into(),
+            scope: Some(scope),
+            groups: vec!["lab".into()],
+        };
+        let owned_by_a = SessionAccess::owned_by(with("a", Scope::Read).id());
+        assert!(with("a", Scope::Read).reaches(Some(&owned_by_a)));
+        assert!(!with("b", Scope::Write).reaches(Some(&owned_by_a)));
+        assert!(with("b", Scope::Admin).reaches(Some(&owned_by_a)));
+        assert!(with("b", Scope::Read).reaches(None), "ownerless sessions are everyone's");
+        let shared_with_lab = SessionAccess { groups: vec!["lab".into()], ..owned_by_a };
+        assert!(with("b", Scope::Read).reaches(Some(&shared_with_lab)));
     }
 }

@@ -4,9 +4,10 @@
 //! Every call goes through the same steps: arguments are checked against the tool's published
 //! schema (`missing_parameter`, `invalid_parameter`, or the code the tool declares for that argument
 //! in `Tool::ARGUMENT_CODES`; a malformed session argument is `session_not_found`), session arguments
-//! are checked (`session_not_found`, for closed sessions too), the handler runs behind a panic boundary (a panic
-//! becomes `internal_error` and the server keeps serving), and one structured log line records the
-//! tool, session, duration and outcome.
+//! are checked (`session_not_found`, for closed sessions too), the caller's access to everything
+//! the call names is checked ([`check_access`]), the handler runs behind a panic boundary (a panic
+//! becomes `internal_error` and the server keeps serving) as the caller's principal, and one
+//! structured log line records the tool, session, duration and outcome.
 
 use crate::ErrorCode;
 use futures::FutureExt;
@@ -21,8 +22,9 @@ use cks_runtime::RuntimeError;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
+use crate::principal::Scope;
 use crate::telemetry::ToolTelemetry;
-use crate::tool::{ArgumentFault, DynTool, Listed, SessionCheck, ToolMeta};
+use crate::tool::{ArgumentFault, DynTool, Listed, Named, SessionCheck, ToolMeta};
 
 /// A JSON Schema object, shared by everything that publishes it (the MCP tool list, `ai_chat`'s
 /// offers): each is built once, on first use, and never copied.
@@ -303,7 +305,11 @@ impl Registry {
         coerce(entry, &mut args);
         check_schema(entry, &args)?;
         check_sessions(entry.meta(), &args, ctx).await?;
-        match AssertUnwindSafe(entry.tool.run_json(ctx, args)).catch_unwind().await {
+        check_access(entry, &args, ctx).await?;
+        // Sessions, versions and tasks the handler makes record the caller.
+        let principal = ctx.principal.as_ref().map(|principal| principal.id());
+        let handler = cks_runtime::access::as_principal(principal, entry.tool.run_json(ctx, args));
+        match AssertUnwindSafe(handler).catch_unwind().await {
             Ok(result) => result,
             Err(panic) => {
                 // A handler panicked, possibly half-way through changing a loaded session: drop
@@ -415,14 +421,80 @@ async fn check_sessions(meta: &ToolMeta, args: &Value, ctx: &ToolContext) -> Res
             _ if required => return Err(ToolError::missing_parameter(field)),
             _ => continue,
         };
-        let not_found =
-            || ToolError::new(ErrorCode::SessionNotFound, format!("Session '{id}' not found.")).with("session_id", id);
         ctx.runtime.check_open(id).await.map_err(|e| match e {
-            RuntimeError::SessionNotFound(_) | RuntimeError::SessionClosed(_) => not_found(),
+            RuntimeError::SessionNotFound(_) | RuntimeError::SessionClosed(_) => session_not_found(id),
             other => other.into(),
         })?;
     }
     Ok(())
+}
+
+fn session_not_found(id: &str) -> ToolError {
+    ToolError::new(ErrorCode::SessionNotFound, format!("Session '{id}' not found.")).with("session_id", id)
+}
+
+/// The one access check, run before every handler. With a principal (OAuth over HTTP), each
+/// session the call names (every declared session argument, given or optional) and each chat,
+/// task or registered graph it names ([`Named`]) must belong to a session the principal may
+/// reach; otherwise the call is answered as if the thing did not exist (`session_not_found`,
+/// `chat_not_found`, `task_not_found`, `graph_not_found`), so a refusal tells nothing of what
+/// another principal keeps. Without a principal (stdio, a static token) and with `cks:admin`,
+/// everything is reachable.
+async fn check_access(entry: &RegisteredTool, args: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
+    let Some(principal) = ctx.principal.as_deref() else { return Ok(()) };
+    if principal.allows(Scope::Admin) {
+        return Ok(());
+    }
+    for field in entry.meta().session_fields {
+        if let Some(id) = args.get(*field).and_then(Value::as_str)
+            && !ctx.reaches(id).await?
+        {
+            return Err(session_not_found(id));
+        }
+    }
+    for (field, named) in entry.tool.named() {
+        let Some(value) = args.get(*field) else { continue };
+        match named {
+            Named::Chat => {
+                let Some(id) = value.as_str() else { continue };
+                if let Some(chat) = ctx.runtime.chats().get(id).await?
+                    && !ctx.reaches(&chat.session_id).await?
+                {
+                    return Err(crate::tools::chats::chat_not_found(id));
+                }
+            }
+            Named::Task => {
+                let Some(id) = value.as_i64() else { continue };
+                let task = ctx.runtime.tasks().get(id).await.map_err(crate::tools::conflicts::store_error)?;
+                if let Some(task) = task
+                    && !ctx.reaches(&task.session_id).await?
+                {
+                    return Err(crate::tools::conflicts::task_not_found(id, ""));
+                }
+            }
+            Named::Graph => {
+                let Some(name) = value.as_str() else { continue };
+                if let Some(graph) = ctx.runtime.graph(name).await?
+                    && !graph_reachable(entry.meta(), principal, &graph)
+                    && !ctx.reaches(&graph.session_id).await?
+                {
+                    return Err(crate::tools::gallery::graph_not_found(name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A graph anyone may read (public), or the caller's team may read, reached by a read-only tool.
+fn graph_reachable(meta: &ToolMeta, principal: &crate::Principal, graph: &cks_runtime::gallery::GraphEntry) -> bool {
+    use cks_runtime::gallery::Visibility;
+    meta.read_only()
+        && match graph.visibility {
+            Visibility::Public => true,
+            Visibility::Team => graph.team.as_deref().is_some_and(|team| principal.in_team(team)),
+            Visibility::Private => false,
+        }
 }
 
 /// The outcome logged for a call: an error result, a call that the client cancelled (whether the
@@ -441,6 +513,9 @@ fn logged_outcome(outcome: &Result<Value, ToolError>, ctx: &ToolContext) -> &'st
 fn session_of(meta: &ToolMeta, args: &Value) -> Option<String> {
     meta.session_fields.iter().find_map(|f| args.get(*f).and_then(Value::as_str)).map(str::to_owned)
 }
+
+#[cfg(test)]
+mod access_tests;
 
 #[cfg(test)]
 mod tests {

@@ -45,6 +45,19 @@ impl SessionCheck {
     }
 }
 
+/// What an argument other than a session names. The registry finds the session it belongs to and
+/// refuses the call, as if the thing did not exist, when the caller may not reach that session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// A stored chat's id (`chat_not_found`).
+    Chat,
+    /// A queued task's id (`task_not_found`).
+    Task,
+    /// A registered graph's name (`graph_not_found`). A read-only tool also reaches a `public`
+    /// graph, and a `team` graph of one of the caller's groups.
+    Graph,
+}
+
 /// Which kind of argument fault an [`ArgumentCode`] answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgumentFault {
@@ -157,6 +170,9 @@ pub trait Tool: Send + Sync + 'static {
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[];
     /// Forms of arguments accepted beyond the published schema (see [`Coercion`]).
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[];
+    /// Arguments naming a chat, a task or a registered graph (see [`Named`]); session arguments
+    /// are declared in [`ToolMeta::session_fields`].
+    const NAMED: &'static [(&'static str, Named)] = &[];
 
     /// Whether a call with these arguments may discard or overwrite state (what a person is asked
     /// to approve): a destructive tool's every call, and for others the calls that remove or
@@ -182,6 +198,8 @@ pub trait DynTool: Send + Sync + 'static {
     fn input_schema(&self) -> Value;
     fn argument_codes(&self) -> &'static [ArgumentCode];
     fn argument_coercions(&self) -> &'static [(&'static str, Coercion)];
+    /// See [`Tool::NAMED`].
+    fn named(&self) -> &'static [(&'static str, Named)];
     fn output_schema(&self) -> Option<Value>;
     /// See [`Tool::destructive_call`].
     fn destructive_call(&self, arguments: &Value) -> bool;
@@ -217,6 +235,10 @@ impl<T: Tool> DynTool for T {
 
     fn argument_coercions(&self) -> &'static [(&'static str, Coercion)] {
         T::ARGUMENT_COERCIONS
+    }
+
+    fn named(&self) -> &'static [(&'static str, Named)] {
+        T::NAMED
     }
 
     fn output_schema(&self) -> Option<Value> {

@@ -129,6 +129,36 @@ fn every_session_property_is_declared() {
     }
 }
 
+/// What an argument of this name refers to, when it is a chat, a task or a registered graph.
+fn names_a_thing(tool: &str, property: &str) -> Option<cks_tools::Named> {
+    use cks_tools::Named;
+    match property {
+        "chat_id" => Some(Named::Chat),
+        "task_id" => Some(Named::Task),
+        "graph_name" | "base_graph_name" => Some(Named::Graph),
+        // The gallery's tools name their graph `name`.
+        "name" if tool.contains("graph") || tool == "check_component_versions" => Some(Named::Graph),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_chat_task_and_graph_argument_is_declared() {
+    for tool in Registry::standard().iter() {
+        let meta = tool.meta();
+        let properties = tool.schema()["properties"].as_object().unwrap();
+        for name in properties.keys() {
+            if let Some(kind) = names_a_thing(meta.name, name) {
+                let declared = tool.tool.named().iter().any(|(field, named)| field == name && *named == kind);
+                assert!(declared, "{}: '{name}' names a {kind:?} but is not declared in NAMED", meta.name);
+            }
+        }
+        for (field, _) in tool.tool.named() {
+            assert!(properties.contains_key(*field), "{}: named field '{field}' is not an argument", meta.name);
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ProbeInput {
     #[allow(dead_code)] // checked by the registry before the handler runs

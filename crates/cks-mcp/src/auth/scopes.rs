@@ -17,8 +17,9 @@ use serde_json::Value;
 
 use cks_tools::{Registry, Scope, ToolMeta};
 
-/// Tools that administer the server: its storage, processes and sweepers, and the gallery's
-/// shared names. They need `cks:admin` whatever else their metadata says.
+/// Tools that administer the server: its storage, processes and sweepers, the gallery's shared
+/// names, and the task queue as a whole (a claim takes the next task of any session). They need
+/// `cks:admin` whatever else their metadata says.
 pub const ADMIN: &[&str] = &[
     "export_storage",
     "import_storage",
@@ -30,6 +31,7 @@ pub const ADMIN: &[&str] = &[
     "update_graph_lifecycle",
     "retry_dead_letter",
     "reject_resolution",
+    "claim_conflict_task",
 ];
 
 /// Tools whose metadata declares no graph change, yet which change the server's state: the task
@@ -37,7 +39,6 @@ pub const ADMIN: &[&str] = &[
 /// server fetch the URLs a graph names).
 pub const WRITE: &[&str] = &[
     "check_component_versions",
-    "claim_conflict_task",
     "dead_letter_conflict_task",
     "fail_conflict_task",
     "request_enrichment",

@@ -1,10 +1,11 @@
-//! Branches and merges: create, merge (sessions or raw JSON), close, sandbox forks.
+//! Sessions, branches and merges: create, merge (sessions or raw JSON), close, share, sandbox forks.
 
 mod close_session;
 mod create_branch;
 mod fork_sandbox;
 pub(crate) mod merge_branch;
 mod merge_knowledge;
+mod share_session;
 
 pub(crate) use create_branch::branch_failed;
 
@@ -25,6 +26,7 @@ pub(crate) fn tools() -> Vec<Listed> {
         listed(merge_knowledge::MergeKnowledge),
         listed(close_session::CloseSession),
         listed(fork_sandbox::ForkSandbox),
+        listed(share_session::ShareSession),
     ]
 }
 

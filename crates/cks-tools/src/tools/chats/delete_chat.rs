@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -26,6 +26,7 @@ pub(crate) struct DeleteChat;
 impl Tool for DeleteChat {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("chat_id", Named::Chat)];
     const META: ToolMeta = ToolMeta {
         name: "delete_chat",
         description: "Delete a stored chat: its messages and recorded tool calls are gone for good; the changes its \

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{chat_not_found, stored_list};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -46,6 +46,7 @@ pub(crate) struct GetChat;
 impl Tool for GetChat {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("chat_id", Named::Chat)];
     const META: ToolMeta = ToolMeta {
         name: "get_chat",
         description: "A stored chat, whole: {chat_id, session_id, title, messages (as ai_chat returned them after \

@@ -13,7 +13,7 @@ use super::review::{ResolutionTool, dead_task, settled};
 use super::store_error;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Resolution {
@@ -48,6 +48,7 @@ pub(crate) struct ApproveResolution;
 impl Tool for ApproveResolution {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "approve_resolution",
         description: "Apply a resolution to a dead-lettered conflict task: 'resolution' is {tool, arguments} (as \

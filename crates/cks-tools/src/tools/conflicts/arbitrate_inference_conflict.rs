@@ -24,7 +24,7 @@ use cks_llm::ChatRequest;
 use super::{Resolution, resolution_task};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 use crate::tools::llm::json_answer::{JsonAnswer, ask_json};
 use cks_core::inference::{STEP_TYPE, explain, truthy};
 
@@ -149,6 +149,7 @@ pub(crate) struct ArbitrateInferenceConflict;
 impl Tool for ArbitrateInferenceConflict {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "arbitrate_inference_conflict",
         description: "Settle an inference conflict: several active InferenceSteps that conclude 'conclusion_id' \

@@ -8,7 +8,7 @@ use cks_runtime::store::TaskRef;
 use super::{store_error, task_not_found};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -29,6 +29,7 @@ pub(crate) struct CompleteConflictTask;
 impl Tool for CompleteConflictTask {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "complete_conflict_task",
         description: "Mark a conflict task (claimed via claim_conflict_task) as resolved: it is removed from the \

@@ -9,7 +9,7 @@ use cks_runtime::store::TaskRef;
 use super::{store_error, task_not_found};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -32,6 +32,7 @@ pub(crate) struct DeadLetterConflictTask;
 impl Tool for DeadLetterConflictTask {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "dead_letter_conflict_task",
         description: "Give up on a conflict task (claimed via claim_conflict_task) that could not be resolved with \

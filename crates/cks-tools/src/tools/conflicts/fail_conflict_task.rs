@@ -11,7 +11,7 @@ use cks_runtime::tasks::Failed;
 use super::{store_error, task_not_found, timestamp};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -43,6 +43,7 @@ pub(crate) struct FailConflictTask;
 impl Tool for FailConflictTask {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "fail_conflict_task",
         description: "Mark a conflict task (claimed via claim_conflict_task) as failed for a passing reason: it \

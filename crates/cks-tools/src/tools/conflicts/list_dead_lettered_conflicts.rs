@@ -68,12 +68,10 @@ impl Tool for ListDeadLetteredConflicts {
             task_type: input.task_type.map(|t| t.as_str().to_owned()),
             session_id: input.session_id.filter(|s| !s.is_empty()),
         };
+        let tasks = ctx.runtime.tasks().list(&filter).await.map_err(store_error)?;
         let tasks: Vec<DeadTask> = ctx
-            .runtime
-            .tasks()
-            .list(&filter)
-            .await
-            .map_err(store_error)?
+            .reachable(tasks, |task| &task.session_id)
+            .await?
             .into_iter()
             .map(|task| DeadTask {
                 last_error: task.last_error.clone(),

@@ -79,7 +79,9 @@ impl Tool for ListGossipConflicts {
             status: None,
         };
         let tasks = ctx.runtime.tasks().list(&filter).await.map_err(store_error)?;
-        let conflicts: Vec<Conflict> = tasks
+        let conflicts: Vec<Conflict> = ctx
+            .reachable(tasks, |task| &task.session_id)
+            .await?
             .into_iter()
             .filter(|task| task.status != TaskStatus::Dead)
             .map(|task| {

@@ -65,7 +65,22 @@ impl Tool for ListInferenceConflicts {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let session_id = input.session_id.filter(|s| !s.is_empty());
-        let records = ctx.sweepers.as_ref().map(|s| s.inbox(session_id.as_deref(), !input.peek)).unwrap_or_default();
+        let Some(sweepers) = ctx.sweepers.as_ref() else { return Ok(Output { count: 0, conflicts: Vec::new() }) };
+        let records = if session_id.is_none() && ctx.restricted() {
+            // Only the records of sessions the caller reaches are shown, and only those consumed.
+            let records = ctx.reachable(sweepers.inbox(None, false), |record| &record.session_id).await?;
+            if !input.peek {
+                let mut sessions: Vec<&str> = records.iter().map(|record| record.session_id.as_str()).collect();
+                sessions.sort_unstable();
+                sessions.dedup();
+                for session in sessions {
+                    sweepers.inbox(Some(session), true);
+                }
+            }
+            records
+        } else {
+            sweepers.inbox(session_id.as_deref(), !input.peek)
+        };
         let conflicts: Vec<Conflict> = records
             .into_iter()
             .map(|record| Conflict {

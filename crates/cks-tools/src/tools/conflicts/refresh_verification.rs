@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{Resolution, resolution_task};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 use crate::tools::knowledge::verify_source::{VerificationView, required, verify};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -60,6 +60,7 @@ pub(crate) struct RefreshVerification;
 impl Tool for RefreshVerification {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "refresh_verification",
         description: "Resolve a provenance_conflict task (a subject whose newest VerificationRecord was checked longer \

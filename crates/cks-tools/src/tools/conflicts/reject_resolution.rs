@@ -10,7 +10,7 @@ use super::review::dead_task;
 use super::store_error;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -33,6 +33,7 @@ pub(crate) struct RejectResolution;
 impl Tool for RejectResolution {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "reject_resolution",
         description: "Decline to resolve a dead-lettered conflict task: it stays dead-lettered, its last error \

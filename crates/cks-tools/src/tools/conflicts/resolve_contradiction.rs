@@ -13,7 +13,7 @@ use cks_core::validate::{Contradiction, contradictions};
 use super::{Resolution, resolution_task};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -62,6 +62,7 @@ pub(crate) struct ResolveContradiction;
 impl Tool for ResolveContradiction {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "resolve_contradiction",
         description: "Contradictions of a session: pairs of relations a MutualExclusionRule \

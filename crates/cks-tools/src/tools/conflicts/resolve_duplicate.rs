@@ -26,7 +26,7 @@ use super::{Resolution, complete, store_error, task_not_found};
 use crate::ErrorCode;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
 
 /// What to do with the pair: `merge` (one thing: merge one into the other) or `distinct` (two
@@ -81,6 +81,7 @@ pub(crate) struct ResolveDuplicate;
 impl Tool for ResolveDuplicate {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "resolve_duplicate",
         description: "Settle a duplicate_candidate task (two objects of one type the duplicates sweeper found \

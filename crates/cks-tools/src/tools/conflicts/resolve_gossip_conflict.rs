@@ -17,7 +17,7 @@ use cks_llm::ChatRequest;
 use super::resolution_task;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, Named, SessionCheck, Tool, ToolMeta};
 use crate::tools::branches::ConflictEntry;
 use crate::tools::branches::merge_branch::{self, MergeBranch};
 use crate::tools::llm::json_answer::{JsonAnswer, ask_json};
@@ -75,6 +75,7 @@ impl Tool for ResolveGossipConflict {
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] =
         &[ArgumentCode::missing("source_session_id", ErrorCode::SessionNotFound)];
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "resolve_gossip_conflict",
         description: "Settle two sessions' divergent states: three-way merge 'source_session_id' into \

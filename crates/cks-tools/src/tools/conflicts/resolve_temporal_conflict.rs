@@ -15,7 +15,7 @@ use super::{Resolution, resolution_task};
 use crate::context::ToolContext;
 use crate::convert::serialized_at;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 
 /// What to do about the fact.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -76,6 +76,7 @@ pub(crate) struct ResolveTemporalConflict;
 impl Tool for ResolveTemporalConflict {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "resolve_temporal_conflict",
         description: "Deal with an object whose valid_until has passed (a temporal_conflict task): action 'bump' \

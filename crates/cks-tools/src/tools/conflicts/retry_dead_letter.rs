@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{store_error, task_not_found};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -27,6 +27,7 @@ pub(crate) struct RetryDeadLetter;
 impl Tool for RetryDeadLetter {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "retry_dead_letter",
         description: "Return a dead-lettered conflict task (see list_dead_lettered_conflicts) to the queue, \

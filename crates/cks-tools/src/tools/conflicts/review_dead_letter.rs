@@ -9,7 +9,7 @@ use super::TaskView;
 use super::review::{dead_task, propose};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -33,6 +33,7 @@ pub(crate) struct ReviewDeadLetter;
 impl Tool for ReviewDeadLetter {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
     const META: ToolMeta = ToolMeta {
         name: "review_dead_letter",
         description: "Review one dead-lettered conflict task: returns {task_id, task_type, session_id, payload, \

@@ -14,7 +14,7 @@ use super::component_versions::WebVersions;
 use super::required;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -117,6 +117,7 @@ pub(crate) struct CheckComponentVersions;
 impl Tool for CheckComponentVersions {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "check_component_versions",
         description: "Check whether a registered graph still matches the code it describes: for each 'Component' \

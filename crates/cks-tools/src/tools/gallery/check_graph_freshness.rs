@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use super::required;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 /// A registered graph not updated for this long is stale (the reference's seven days).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -39,6 +39,7 @@ pub(crate) struct CheckGraphFreshness;
 impl Tool for CheckGraphFreshness {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "check_graph_freshness",
         description: "Check whether a registered graph's entry was updated within the last 7 days (read-only; \

@@ -18,7 +18,7 @@ use cks_runtime::store::{TaskFilter, TaskStatus};
 use super::{read_open, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 use crate::tools::conflicts::store_error;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -112,6 +112,7 @@ pub(crate) struct CheckGraphHealth;
 impl Tool for CheckGraphHealth {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "check_graph_health",
         description: "Score a registered graph's health from 0.0 to 1.0 (read-only, no LLM, no network): 0.3 × \

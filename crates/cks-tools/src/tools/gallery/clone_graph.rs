@@ -12,7 +12,7 @@ use cks_runtime::{CommitRequest, NewSession};
 use super::{given, resolve_side};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, Named, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -62,6 +62,7 @@ impl Tool for CloneGraph {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public", Coercion::Truthy)];
+    const NAMED: &'static [(&'static str, Named)] = &[("graph_name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "clone_graph",
         description: "Copy a graph into a new session (its first version holds the copy), given by registered \

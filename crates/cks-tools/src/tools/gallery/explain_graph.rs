@@ -15,7 +15,7 @@ use cks_core::{KnowledgeObject, KnowledgeStructure};
 use super::{read_open, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -47,6 +47,7 @@ pub(crate) struct ExplainGraph;
 impl Tool for ExplainGraph {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "explain_graph",
         description: "A Markdown report of a registered graph (read-only, no LLM): its entry, then sections for \

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{GraphRecord, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -28,6 +28,7 @@ pub(crate) struct GetGraph;
 impl Tool for GetGraph {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "get_graph",
         description: "Look up a graph in the gallery by its exact registered name, to resume work on its session \

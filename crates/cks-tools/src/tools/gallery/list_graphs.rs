@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use cks_runtime::gallery::GraphFilter;
 
-use super::{Listing, given};
+use super::{Listing, given, listing};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Coercion, Tool, ToolMeta};
@@ -17,7 +17,7 @@ pub(crate) struct Input {
     /// Only public graphs, even when 'team' is given.
     #[serde(default)]
     pub(crate) public_only: bool,
-    /// Also this team's graphs.
+    /// Also this team's graphs (with an access token: one of the caller's groups).
     pub(crate) team: Option<String>,
 }
 
@@ -33,9 +33,10 @@ impl Tool for ListGraphs {
         description: "List the gallery's graphs a caller may discover, most recently updated first: every public \
             graph, plus the graphs of 'team' when one is given (never private ones: those are found by exact \
             name with get_graph). Filter by 'tag' (a case-insensitive substring of the tags) or 'public_only'. \
-            'team' is a namespace the caller supplies, not authentication. Returns {graphs: [{name, session_id, \
-            description, tags, created_at, updated_at, public, visibility, team, source_graph_name, \
-            lifecycle_state}]}.",
+            With an access token, team graphs are those of the caller's groups and 'team' only picks one of \
+            them; without one, 'team' is a namespace the caller supplies, not authentication. Returns \
+            {graphs: [{name, session_id, description, tags, created_at, updated_at, public, visibility, team, \
+            source_graph_name, lifecycle_state}]}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -49,6 +50,6 @@ impl Tool for ListGraphs {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Listing, ToolError> {
         let filter =
             GraphFilter { public_only: input.public_only, team: given(input.team), tag: given(input.tag), query: None };
-        Ok(ctx.runtime.graphs(&filter).await?.into())
+        listing(ctx, filter).await
     }
 }

@@ -14,7 +14,7 @@ use cks_runtime::gallery::{Registration, Visibility};
 use super::{given, resolve_side};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
+use crate::tool::{ArgumentCode, Named, SessionCheck, Tool, ToolMeta};
 use crate::tools::branches::{ConflictEntry, conflicts, merge_error};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -81,6 +81,7 @@ impl Tool for MergeGraphs {
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] =
         &[ArgumentCode::malformed("resolutions", ErrorCode::InvalidResolutions)];
+    const NAMED: &'static [(&'static str, Named)] = &[("base_graph_name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "merge_graphs",
         description: "Three-way merge of two graphs into a new session (neither side is changed). Each side and \

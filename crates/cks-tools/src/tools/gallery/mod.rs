@@ -22,7 +22,7 @@ mod update_graph_lifecycle;
 mod update_registered_graph;
 
 use crate::ErrorCode;
-use cks_runtime::gallery::{GraphEntry, Visibility};
+use cks_runtime::gallery::{GraphEntry, GraphFilter, Visibility};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -153,8 +153,28 @@ impl From<Vec<GraphEntry>> for Listing {
     }
 }
 
+/// The graphs a listing or search shows. Without a principal, as `filter` says (its team is the
+/// caller's word). With one, team graphs are those of the principal's groups (the token's groups
+/// claim): a `team` argument only picks one of them, and names no other team.
+pub(crate) async fn listing(ctx: &crate::ToolContext, filter: GraphFilter) -> Result<Listing, ToolError> {
+    let Some(principal) = &ctx.principal else { return Ok(ctx.runtime.graphs(&filter).await?.into()) };
+    let mut entries = ctx.runtime.graphs(&GraphFilter { team: None, ..filter.clone() }).await?;
+    if !filter.public_only {
+        let teams = principal.groups.iter().filter(|group| filter.team.as_ref().is_none_or(|team| team == *group));
+        for team in teams {
+            for entry in ctx.runtime.graphs(&GraphFilter { team: Some(team.clone()), ..filter.clone() }).await? {
+                if !entries.iter().any(|listed| listed.name == entry.name) {
+                    entries.push(entry);
+                }
+            }
+        }
+    }
+    entries.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.name.cmp(&b.name)));
+    Ok(entries.into())
+}
+
 /// The reference's answer for a name that is not registered.
-fn graph_not_found(name: &str) -> ToolError {
+pub(crate) fn graph_not_found(name: &str) -> ToolError {
     ToolError::new(ErrorCode::GraphNotFound, format!("No graph is registered under name '{name}'."))
 }
 

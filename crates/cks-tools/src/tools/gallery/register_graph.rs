@@ -9,7 +9,7 @@ use cks_runtime::gallery::{Registration, Visibility};
 use super::{given, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, Named, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -53,6 +53,7 @@ impl Tool for RegisterGraph {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public", Coercion::Truthy)];
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "register_graph",
         description: "Give a session's knowledge graph a memorable name in the gallery, so that it can be found \

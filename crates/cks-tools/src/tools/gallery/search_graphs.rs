@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use cks_runtime::gallery::GraphFilter;
 
-use super::{Listing, given};
+use super::{Listing, given, listing};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Coercion, Tool, ToolMeta};
@@ -20,7 +20,7 @@ pub(crate) struct Input {
     /// Only public graphs, even when 'team' is given.
     #[serde(default)]
     pub(crate) public_only: bool,
-    /// Also this team's graphs.
+    /// Also this team's graphs (with an access token: one of the caller's groups).
     pub(crate) team: Option<String>,
 }
 
@@ -58,6 +58,6 @@ impl Tool for SearchGraphs {
             tag: given(input.tag),
             query: Some(query.to_owned()),
         };
-        Ok(ctx.runtime.graphs(&filter).await?.into())
+        listing(ctx, filter).await
     }
 }

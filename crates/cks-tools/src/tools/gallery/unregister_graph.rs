@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{graph_not_found, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -27,6 +27,7 @@ pub(crate) struct UnregisterGraph;
 impl Tool for UnregisterGraph {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "unregister_graph",
         description: "Remove a name from the gallery: get_graph, list_graphs and search_graphs no longer find \

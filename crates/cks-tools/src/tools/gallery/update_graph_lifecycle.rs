@@ -9,7 +9,7 @@ use cks_runtime::gallery::{Lifecycle, Transition};
 use super::{graph_not_found, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -38,6 +38,7 @@ pub(crate) struct UpdateGraphLifecycle;
 impl Tool for UpdateGraphLifecycle {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "update_graph_lifecycle",
         description: "Move a registered graph to another lifecycle state. Allowed: draft → published or archived; \

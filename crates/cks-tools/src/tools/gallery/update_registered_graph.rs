@@ -26,7 +26,7 @@ use super::required;
 use crate::ErrorCode;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Named, Tool, ToolMeta};
 use crate::tools::knowledge::evolve_knowledge::{Change, commit_operations};
 use crate::tools::llm::construct_knowledge::construct;
 
@@ -115,6 +115,7 @@ pub(crate) struct UpdateRegisteredGraph;
 impl Tool for UpdateRegisteredGraph {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "update_registered_graph",
         description: "Bring a registered graph back in line with the code it describes. Checks its components \
