@@ -240,7 +240,9 @@ impl LlmConfig {
                     kind,
                     base_url: trim_base(&or_default(&a.base_url)),
                     api_key: a.key_variables.iter().find_map(|v| get(v.name)).map(Secret::new),
-                    model: or_default(&a.model),
+                    model: get(a.model.name)
+                        .or_else(|| a.model_fallback.and_then(|v| get(v.name)))
+                        .unwrap_or_else(|| or_default(&a.model)),
                 }
             })
             .collect();
@@ -389,6 +391,17 @@ mod tests {
     }
 
     #[test]
+    fn cks_llm_model_names_the_anthropic_model_as_in_the_reference() {
+        let model = |pairs: &[(&str, &str)], kind| LlmConfig::from_env(env(pairs)).unwrap().resolve_model(kind, None);
+        assert_eq!(model(&[("CKS_LLM_MODEL", "claude-x")], ProviderKind::Anthropic), "claude-x");
+        let both = [("CKS_LLM_MODEL", "claude-x"), ("CKS_ANTHROPIC_MODEL", "claude-y")];
+        assert_eq!(model(&both, ProviderKind::Anthropic), "claude-y", "the provider's own variable wins");
+        assert_eq!(model(&[("CKS_LLM_MODEL", "claude-x")], ProviderKind::Ollama), "llama3.2", "Anthropic's only");
+        assert_eq!(model(&[("CKS_LLM_MODEL", " ")], ProviderKind::Anthropic), "claude-sonnet-4-5");
+        assert!(provider_variables().any(|(setting, v)| setting == Setting::Model && v.name == "CKS_LLM_MODEL"));
+    }
+
+    #[test]
     fn model_names_that_could_leave_the_path_are_refused() {
         for good in ["gpt-4o", "llama3.2:latest", "models/gemini-2.5-flash", "meta-llama/Llama-3-8b", "@cf/x", "a+b"] {
             assert_eq!(check_model_name(good), Ok(()), "{good}");
@@ -406,9 +419,9 @@ mod tests {
             provider_help(),
             "Set CKS_LLM_PROVIDER to one of: auto (default: uses Ollama if reachable at CKS_OLLAMA_HOST \
              [http://localhost:11434], else Anthropic if ANTHROPIC_API_KEY is set), ollama (CKS_OLLAMA_HOST, \
-             CKS_OLLAMA_MODEL), anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL), google \
-             (CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, CKS_GOOGLE_BASE_URL), openai_compatible \
-             (CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL)."
+             CKS_OLLAMA_MODEL), anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL or CKS_LLM_MODEL, \
+             ANTHROPIC_BASE_URL), google (CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, \
+             CKS_GOOGLE_BASE_URL), openai_compatible (CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL)."
         );
         for (_, variable) in provider_variables() {
             assert!(provider_help().contains(variable.name), "{}", variable.name);

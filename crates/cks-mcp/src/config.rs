@@ -130,6 +130,9 @@ impl Config {
         let (env, from_file) = merge_dotenv(env, &dotenv_path);
         variables::check_all(|name| from_file.get(name).and(env.get(name)).cloned())
             .map_err(|e| anyhow::anyhow!("{e} (set in {})", dotenv_path.display()))?;
+        if let Some(warning) = variables::not_read_warning(env.keys().map(String::as_str)) {
+            eprintln!("cks-mcp: warning: {warning}");
+        }
         for name in ["CKS_MCP_DATA_DIR", "CKS_MCP_DB_PATH"] {
             if from_file.contains(name) {
                 eprintln!(

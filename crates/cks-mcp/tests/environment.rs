@@ -82,3 +82,23 @@ fn a_bad_value_stops_the_binary_with_a_message_naming_it() {
     assert!(stderr.contains("CKS_LLM_MAX_RETRIES='lots'"), "{stderr}");
     assert!(stderr.contains("0 to 10"), "{stderr}");
 }
+
+#[test]
+fn variables_set_but_not_read_are_named_in_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+        .env("CKS_MCP_DATA_DIR", dir.path())
+        .env("CKS_MCP_DB_PATH", ":memory:")
+        .env("CKS_GOSSIP_PORT", "9000")
+        .env("CKS_EMBEDDING_DIMENSION", "384")
+        .env("CKS_MCP_HTPP_PORT", "8765")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("not read")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    for name in ["CKS_GOSSIP_PORT", "CKS_EMBEDDING_DIMENSION", "CKS_MCP_HTPP_PORT (unknown)", "CKS_MCP_DB_PATH)"] {
+        assert!(warnings[0].contains(name), "{name}: {stderr}");
+    }
+}

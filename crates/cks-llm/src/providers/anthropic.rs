@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object};
 use super::{Adapter, Auto, Key, Variable};
+use super::{CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object};
 use crate::config::ProviderConfig;
 use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, Role, StopReason, Usage};
 use crate::error::{ErrorContext, ErrorKind, LlmError};
@@ -28,7 +28,14 @@ pub(crate) const ADAPTER: Adapter = Adapter {
         meaning: "Anthropic API base URL",
     },
     model: Variable { name: "CKS_ANTHROPIC_MODEL", default: Some("claude-sonnet-4-5"), meaning: "Anthropic model" },
-    help: "anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL, ANTHROPIC_BASE_URL)",
+    // The reference's name for the model of its single-shot calls (construct_knowledge, the
+    // arbiter, ingest_document), which are Anthropic's there.
+    model_fallback: Some(Variable {
+        name: "CKS_LLM_MODEL",
+        default: None,
+        meaning: "Anthropic model when CKS_ANTHROPIC_MODEL is unset",
+    }),
+    help: "anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL or CKS_LLM_MODEL, ANTHROPIC_BASE_URL)",
     unreachable_hint: None,
     auto: Auto::WhenKeyed,
     encode: |request, config, settings, _| encode(request, config, settings),

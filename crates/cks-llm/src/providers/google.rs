@@ -52,6 +52,7 @@ pub(crate) const ADAPTER: Adapter = Adapter {
         meaning: "Gemini API base URL",
     },
     model: Variable { name: "CKS_GOOGLE_MODEL", default: Some("gemini-2.5-flash"), meaning: "Gemini model" },
+    model_fallback: None,
     help: "google (CKS_GOOGLE_API_KEY or GOOGLE_API_KEY, CKS_GOOGLE_MODEL, CKS_GOOGLE_BASE_URL)",
     unreachable_hint: None,
     auto: Auto::Never,

@@ -75,6 +75,8 @@ pub(crate) struct Adapter {
     pub(crate) base_url: Variable,
     /// The variable and default of the model.
     pub(crate) model: Variable,
+    /// A variable read for the model when `model` is unset (no default of its own).
+    pub(crate) model_fallback: Option<Variable>,
     /// How `CKS_LLM_PROVIDER` is told about it: the name and the variables to set, for messages.
     pub(crate) help: &'static str,
     /// What to suggest when the provider cannot be reached, beyond the network and base URL.
@@ -163,7 +165,8 @@ pub fn variables() -> impl Iterator<Item = (Setting, &'static Variable)> {
     ProviderKind::ALL.iter().flat_map(|&kind| {
         let a = adapter(kind);
         let keys = a.key_variables.iter().map(|v| (Setting::Key, v));
-        keys.chain([(Setting::BaseUrl, &a.base_url), (Setting::Model, &a.model)])
+        let fallback = a.model_fallback.iter().map(|v| (Setting::Model, v));
+        keys.chain([(Setting::BaseUrl, &a.base_url), (Setting::Model, &a.model)]).chain(fallback)
     })
 }
 

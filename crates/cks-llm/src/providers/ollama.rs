@@ -32,6 +32,7 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     credentials: "the Ollama server's credentials",
     base_url: Variable { name: "CKS_OLLAMA_HOST", default: Some("http://localhost:11434"), meaning: "Ollama base URL" },
     model: Variable { name: "CKS_OLLAMA_MODEL", default: Some("llama3.2"), meaning: "Ollama model" },
+    model_fallback: None,
     help: "ollama (CKS_OLLAMA_HOST, CKS_OLLAMA_MODEL)",
     unreachable_hint: Some("Is Ollama running (`ollama serve`) at CKS_OLLAMA_HOST?"),
     auto: Auto::WhenReachable,

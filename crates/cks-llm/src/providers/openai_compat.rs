@@ -43,6 +43,7 @@ pub(crate) const ADAPTER: Adapter = Adapter {
         meaning: "OpenAI-compatible base URL",
     },
     model: Variable { name: "CKS_OPENAI_MODEL", default: Some("gpt-4o"), meaning: "OpenAI-compatible model" },
+    model_fallback: None,
     help: "openai_compatible (CKS_OPENAI_API_KEY, CKS_OPENAI_BASE_URL, CKS_OPENAI_MODEL)",
     unreachable_hint: None,
     auto: Auto::Never,

@@ -545,6 +545,52 @@ const FIXED: &[Group] = &[
     },
 ];
 
+/// Variables the Python reference reads that this server does not, each with what to use instead
+/// where there is an equivalent. A name ending in `_` stands for every name it begins.
+pub const NOT_READ: &[(&str, Option<&str>)] = &[
+    ("CKS_GOSSIP_", Some("replicas sharing one PostgreSQL database (CKS_MCP_DB_PATH)")),
+    ("CKS_RUNTIME_DATA_DIR", Some("CKS_MCP_DATA_DIR")),
+    ("CKS_EMBEDDING_CACHE_DIR", Some("CKS_EMBEDDING_MODEL")),
+    ("CKS_EMBEDDING_DIMENSION", None),
+    ("CKS_EMBED_FORK_RESOLUTION_AGENT", None),
+    ("CKS_FORK_AGENT_", None),
+    ("CKS_CRITIC_HEARTBEAT_INTERVAL", Some("CKS_TASK_LEASE_SECONDS")),
+    ("CKS_ENRICHMENT_HEARTBEAT_INTERVAL", Some("CKS_TASK_LEASE_SECONDS")),
+    ("CKS_CRITIC_MAX_RETRIES", Some("CKS_TASK_MAX_RETRIES")),
+    ("CKS_ENRICHMENT_MAX_RETRIES", Some("CKS_TASK_MAX_RETRIES")),
+    ("CKS_CRITIC_LLM_BREAKER_THRESHOLD", None),
+    ("CKS_CRITIC_LLM_BREAKER_COOLDOWN", None),
+    ("CKS_STORAGE_BACKEND", Some("CKS_MCP_DB_PATH")),
+    ("CKS_DB_PATH", Some("CKS_MCP_DB_PATH")),
+    ("CKS_POSTGRES_DSN", Some("CKS_MCP_DB_PATH")),
+    ("CKS_HTTP_TOKEN", Some("CKS_MCP_HTTP_TOKEN")),
+];
+
+/// The one start-up warning about `CKS_*` variables that are set but not read: the reference's
+/// that this server does without (with what to use instead, where there is an equivalent) and
+/// unknown ones (a typo is otherwise silently ignored). `None` when there are none.
+pub fn not_read_warning<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut names: Vec<&str> =
+        names.into_iter().filter(|n| n.starts_with("CKS_") && !all().any(|v| v.name == *n)).collect();
+    names.sort_unstable();
+    names.dedup();
+    let described: Vec<String> = names
+        .iter()
+        .map(|name| {
+            let known = NOT_READ.iter().find(|(not_read, _)| match not_read.strip_suffix('_') {
+                Some(_) => name.starts_with(not_read),
+                None => name == not_read,
+            });
+            match known {
+                Some((_, Some(instead))) => format!("{name} (the reference's; here: {instead})"),
+                Some((_, None)) => format!("{name} (the reference's; not offered here)"),
+                None => format!("{name} (unknown)"),
+            }
+        })
+        .collect();
+    (!described.is_empty()).then(|| format!("these variables are not read: {}", described.join(", ")))
+}
+
 /// Every variable, in `--help` order.
 pub fn all() -> impl Iterator<Item = &'static Variable> {
     groups().iter().flat_map(|g| g.variables.iter())
@@ -713,6 +759,27 @@ mod tests {
         assert!(bad("CKS_MCP_ALLOWED_ORIGINS", "https://a.example, b.example").contains("'b.example'"));
         assert!(bad("CKS_MCP_LOG", "warn,=[").contains("CKS_MCP_LOG"));
         assert!(bad("CKS_MCP_SQLITE_SYNCHRONOUS", "extra").contains("one of normal, full"));
+    }
+
+    #[test]
+    fn variables_not_read_are_named_with_what_to_use_instead() {
+        let warning = not_read_warning(["CKS_GOSSIP_PEERS", "CKS_LLM_MODEL", "CKS_LLM_MODLE", "CKS_DB_PATH", "HOME"]);
+        assert_eq!(
+            warning.as_deref(),
+            Some(
+                "these variables are not read: CKS_DB_PATH (the reference's; here: CKS_MCP_DB_PATH), \
+                 CKS_GOSSIP_PEERS (the reference's; here: replicas sharing one PostgreSQL database (CKS_MCP_DB_PATH)), \
+                 CKS_LLM_MODLE (unknown)"
+            )
+        );
+        assert!(not_read_warning(["CKS_FORK_AGENT_USE_LCA"]).unwrap().contains("not offered here"));
+        assert_eq!(not_read_warning(["CKS_MCP_DB_PATH", "CKS_OLLAMA_MODEL", "PATH"]), None);
+        for (name, instead) in NOT_READ {
+            assert!(!all().any(|v| v.name == *name), "{name} is read");
+            if let Some(instead) = instead.and_then(|i| i.split(['(', ')']).find(|w| w.starts_with("CKS_"))) {
+                assert!(all().any(|v| v.name == instead), "{instead} is not a variable");
+            }
+        }
     }
 
     #[test]

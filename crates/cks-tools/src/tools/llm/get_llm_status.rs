@@ -139,6 +139,16 @@ mod tests {
         assert!(server.requests().iter().all(|r| r.method == "GET"), "no chat call");
     }
 
+    /// The reference reports CKS_LLM_MODEL as Anthropic's model when CKS_ANTHROPIC_MODEL is unset.
+    #[tokio::test]
+    async fn cks_llm_model_is_the_anthropic_model_reported() {
+        let server = ProviderServer::start().await;
+        let mut env = llm_env("anthropic", &server.base_url());
+        env.push(("CKS_LLM_MODEL".into(), "claude-from-llm-model".into()));
+        let result = call(&llm_context(&env), "get_llm_status", json!({})).await;
+        assert_eq!(result["model"], "claude-from-llm-model");
+    }
+
     #[tokio::test]
     async fn auto_finds_ollama() {
         let server = ProviderServer::start().await;
