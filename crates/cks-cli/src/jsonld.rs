@@ -145,15 +145,22 @@ pub(crate) fn from_structure(structure: &KnowledgeStructure) -> Result<Json, Str
         }
         graph.push(node);
     }
+    // Where each `@id` first appears, so a relation finds its subject's node without a scan.
+    let mut node_of: HashMap<String, usize> = HashMap::new();
+    for (index, node) in graph.iter().enumerate() {
+        if let Some(Json::Str(id)) = lookup(node, "@id") {
+            node_of.entry(id.clone()).or_insert(index);
+        }
+    }
     for object in structure.relations() {
         let Some(relation) = object.relation() else { continue };
         let (Some(&source), Some(&target)) = (relation.participants.first(), relation.participants.get(1)) else {
             continue;
         };
         let edge = Json::Dict(vec![("@id".into(), Json::str(target))]);
-        let subject = Json::str(source);
-        match graph.iter_mut().find(|node| lookup(node, "@id") == Some(&subject)) {
-            Some(node) => {
+        match node_of.get(source) {
+            Some(&index) => {
+                let node = &mut graph[index];
                 if lookup(node, relation.relation_type).is_none() {
                     node.set(relation.relation_type, Json::List(Vec::new()));
                 }
@@ -168,11 +175,14 @@ pub(crate) fn from_structure(structure: &KnowledgeStructure) -> Result<Json, Str
                     }
                 }
             }
-            None => graph.push(Json::Dict(vec![
-                ("@id".into(), subject),
-                ("@type".into(), Json::str("Entity")),
-                (relation.relation_type.to_owned(), Json::List(vec![edge])),
-            ])),
+            None => {
+                node_of.insert(source.to_owned(), graph.len());
+                graph.push(Json::Dict(vec![
+                    ("@id".into(), Json::str(source)),
+                    ("@type".into(), Json::str("Entity")),
+                    (relation.relation_type.to_owned(), Json::List(vec![edge])),
+                ]));
+            }
         }
     }
     Ok(Json::Dict(vec![("@graph".into(), Json::List(graph))]))

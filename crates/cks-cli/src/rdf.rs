@@ -141,8 +141,11 @@ impl<'a> Graph<'a> {
                 subjects.push(&triple.subject);
             }
         }
+        let found = self.labels_and_types();
         for subject in subjects {
-            objects.push(self.subject_object(subject));
+            let id = self.subject_text(subject);
+            let (label, r#type) = found.get(&id).map_or((None, None), |(l, t)| (l.as_ref(), t.as_ref()));
+            objects.push(subject_object(id, label, r#type));
         }
         let mut relations = Vec::new();
         for triple in self.triples {
@@ -174,22 +177,32 @@ impl<'a> Graph<'a> {
         })
     }
 
-    /// A subject's object: its first label as name, its first type (after any `#`) as type.
-    fn subject_object(&self, subject: &'a NamedOrBlankNode) -> KnowledgeObject {
-        let id = self.subject_text(subject);
-        let first = |predicate| {
-            self.triples
-                .iter()
-                .find(|t| &t.subject == subject && t.predicate.as_ref() == predicate)
-                .map(|t| self.term_text(&t.object))
-        };
-        let name = first(rdfs::LABEL).filter(|label| !label.is_empty()).unwrap_or_else(|| id.clone());
-        let r#type = match first(rdf::TYPE) {
-            Some(t) => t.rsplit('#').next().unwrap_or_default().to_owned(),
-            None => "Entity".to_owned(),
-        };
-        KnowledgeObject::new(Identity::new(id, r#type, name), serde_json::Map::new())
+    /// Each subject's first `rdfs:label` and first `rdf:type`, in one pass over the triples.
+    fn labels_and_types(&self) -> HashMap<String, (Option<String>, Option<String>)> {
+        let mut found: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
+        for triple in self.triples {
+            let predicate = triple.predicate.as_ref();
+            if predicate != rdfs::LABEL && predicate != rdf::TYPE {
+                continue;
+            }
+            let (label, r#type) = found.entry(self.subject_text(&triple.subject)).or_default();
+            let slot = if predicate == rdfs::LABEL { label } else { r#type };
+            if slot.is_none() {
+                *slot = Some(self.term_text(&triple.object));
+            }
+        }
+        found
     }
+}
+
+/// A subject's object: its first label as name (unless empty), its first type (after any `#`).
+fn subject_object(id: String, label: Option<&String>, r#type: Option<&String>) -> KnowledgeObject {
+    let name = label.filter(|label| !label.is_empty()).cloned().unwrap_or_else(|| id.clone());
+    let r#type = match r#type {
+        Some(t) => t.rsplit('#').next().unwrap_or_default().to_owned(),
+        None => "Entity".to_owned(),
+    };
+    KnowledgeObject::new(Identity::new(id, r#type, name), serde_json::Map::new())
 }
 
 /// RDF/XML of the graph `cks_core::linked_data::turtle` describes.
