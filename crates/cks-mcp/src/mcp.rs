@@ -202,7 +202,7 @@ impl CksServer {
                 return Err(ErrorData::invalid_params(format!("Resource not found or never changes: {uri}"), None));
             }
             // A session's resources exist while it is open.
-            CksServer::read_resource_exists(self, uri).await?;
+            CksServer::read_resource_exists(self, uri, principal_of(context).as_deref()).await?;
         }
         match sessions::session_of(context) {
             Some(session) => {
@@ -250,11 +250,7 @@ impl ServerHandler for CksServer {
             .meta
             .get_progress_token()
             .map(|token| Arc::new(PeerProgress { peer: context.peer.clone(), token }) as Arc<dyn ProgressSink>);
-        let principal = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<cks_tools::Principal>>())
-            .cloned();
+        let principal = principal_of(&context);
         let options = CallOptions { progress, cancel: context.ct.clone(), principal };
         let _running = sessions::session_of(&context)
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
@@ -391,7 +387,7 @@ impl ServerHandler for CksServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let mut value = CksServer::list_resources(self).await?;
+        let mut value = CksServer::list_resources(self, principal_of(&context).as_deref()).await?;
         if let Some(map) = value.as_object_mut() {
             map.remove("resourceTemplates");
         }
@@ -405,8 +401,11 @@ impl ServerHandler for CksServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         // A session changes with every commit.
-        let result: ReadResourceResult =
-            convert(newest_shape(CksServer::read_resource(self, &request.uri).await?, Some(0), &context))?;
+        let result: ReadResourceResult = convert(newest_shape(
+            CksServer::read_resource(self, &request.uri, principal_of(&context).as_deref()).await?,
+            Some(0),
+            &context,
+        ))?;
         Ok(result.into())
     }
 
@@ -428,4 +427,13 @@ impl ServerHandler for CksServer {
             convert(newest_shape(CksServer::get_prompt(self, &request.name, &arguments)?, None, &context))?;
         Ok(result.into())
     }
+}
+
+/// The principal the request's access token named (HTTP with OAuth); `None` otherwise.
+fn principal_of(context: &RequestContext<RoleServer>) -> Option<Arc<cks_tools::Principal>> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Arc<cks_tools::Principal>>())
+        .cloned()
 }

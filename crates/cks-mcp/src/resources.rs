@@ -1,11 +1,24 @@
 //! MCP resources: the session list, a session's canonical JSON, its versions, and one version's
-//! reconstructed structure. Closed sessions are not listed and cannot be read.
+//! reconstructed structure. Closed sessions are not listed and cannot be read; with a principal,
+//! neither can sessions it may not reach (as for the tools: they are not found).
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Value, json};
 
 use cks_runtime::{Runtime, RuntimeError};
+use cks_tools::Principal;
 use cks_tools::convert::client_document;
+
+/// Whether the caller may reach the session; a session that does not exist is left to the
+/// lookups that follow.
+async fn reaches(runtime: &Runtime, principal: Option<&Principal>, id: &str) -> Result<bool, RuntimeError> {
+    let Some(principal) = principal else { return Ok(true) };
+    match runtime.access(id).await {
+        Ok(access) => Ok(principal.reaches(access.as_ref())),
+        Err(RuntimeError::SessionNotFound(_)) => Ok(true),
+        Err(other) => Err(other),
+    }
+}
 
 fn invalid(message: String) -> ErrorData {
     ErrorData::new(ErrorCode::INVALID_PARAMS, message, None)
@@ -17,7 +30,7 @@ fn internal(e: RuntimeError) -> ErrorData {
 
 /// `resources/list`: the session list, then for each open session its structure, its version
 /// list and each of its versions.
-pub(crate) async fn list(runtime: &Runtime) -> Result<Value, ErrorData> {
+pub(crate) async fn list(runtime: &Runtime, principal: Option<&Principal>) -> Result<Value, ErrorData> {
     let failed =
         |e: RuntimeError| ErrorData::new(ErrorCode::INTERNAL_ERROR, format!("Failed to list resources: {e}"), None);
     let sessions = runtime.list_sessions().await.map_err(failed)?;
@@ -29,6 +42,9 @@ pub(crate) async fn list(runtime: &Runtime) -> Result<Value, ErrorData> {
     })];
     for s in sessions.iter().filter(|s| !s.closed) {
         let sid = &s.session_id;
+        if !reaches(runtime, principal, sid).await.map_err(failed)? {
+            continue;
+        }
         resources.push(json!({
             "uri": format!("cks://sessions/{sid}"),
             "name": format!("Session {}…", short(sid)),
@@ -95,12 +111,13 @@ fn not_found(uri: &str) -> ErrorData {
 
 /// The path of a `cks://sessions` URI, part by part, once the session it names (if any) is known
 /// to be open.
-async fn locate<'u>(runtime: &Runtime, uri: &'u str) -> Result<Vec<&'u str>, ErrorData> {
+async fn locate<'u>(runtime: &Runtime, uri: &'u str, principal: Option<&Principal>) -> Result<Vec<&'u str>, ErrorData> {
     let path = uri.strip_prefix("cks://sessions").ok_or_else(|| not_found(uri))?;
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     // A closed session is gone, as it is for the tools.
     if let [id, ..] = parts.as_slice()
-        && runtime.info(id).await.map_err(|e| map_err(uri, e))?.closed
+        && (runtime.info(id).await.map_err(|e| map_err(uri, e))?.closed
+            || !reaches(runtime, principal, id).await.map_err(internal)?)
     {
         return Err(not_found(uri));
     }
@@ -115,20 +132,26 @@ fn map_err(uri: &str, e: RuntimeError) -> ErrorData {
 }
 
 /// `Ok` when `uri` names the session list or an open session's resource.
-pub(crate) async fn exists(runtime: &Runtime, uri: &str) -> Result<(), ErrorData> {
-    locate(runtime, uri).await.map(drop)
+pub(crate) async fn exists(runtime: &Runtime, uri: &str, principal: Option<&Principal>) -> Result<(), ErrorData> {
+    locate(runtime, uri, principal).await.map(drop)
 }
 
 /// `resources/read`.
-pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<Value, ErrorData> {
-    let parts = locate(runtime, uri).await?;
+pub(crate) async fn read(runtime: &Runtime, uri: &str, principal: Option<&Principal>) -> Result<Value, ErrorData> {
+    let parts = locate(runtime, uri, principal).await?;
     let map_err = |e| map_err(uri, e);
     let text = match parts.as_slice() {
         [] => {
-            let sessions = runtime.list_sessions().await.map_err(internal)?;
-            let list: Vec<Value> = sessions
+            let mut sessions = runtime.list_sessions().await.map_err(internal)?;
+            sessions.retain(|s| !s.closed);
+            let mut reached = Vec::with_capacity(sessions.len());
+            for s in sessions {
+                if reaches(runtime, principal, &s.session_id).await.map_err(internal)? {
+                    reached.push(s);
+                }
+            }
+            let list: Vec<Value> = reached
                 .iter()
-                .filter(|s| !s.closed)
                 .map(|s| json!({"session_id": s.session_id, "created": s.created_at, "version_count": s.version_count, "parent_session_id": s.parent_session_id}))
                 .collect();
             serde_json::to_string_pretty(&list).unwrap_or_default()
@@ -165,7 +188,7 @@ mod tests {
         let closed = runtime.create_session(KnowledgeStructure::new(), NewSession::default()).await.unwrap();
         runtime.close(&closed.session_id).await.unwrap();
 
-        let listed = list(&runtime).await.unwrap();
+        let listed = list(&runtime, None).await.unwrap();
         let uris: Vec<&str> =
             listed["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
         let sid = &open.session_id;
@@ -181,16 +204,39 @@ mod tests {
         );
         assert_eq!(listed["resources"][1]["name"], format!("Session {}…", &sid[..8]));
 
-        let sessions = read(&runtime, "cks://sessions").await.unwrap();
+        let sessions = read(&runtime, "cks://sessions", None).await.unwrap();
         let text = sessions["contents"][0]["text"].as_str().unwrap();
         let entries: Vec<Value> = serde_json::from_str(text).unwrap();
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0]["session_id"], json!(sid));
         assert_eq!(entries[0]["version_count"], 1);
         assert!(
-            read(&runtime, &format!("cks://sessions/{}", closed.session_id)).await.is_err(),
+            read(&runtime, &format!("cks://sessions/{}", closed.session_id), None).await.is_err(),
             "a closed session is gone"
         );
-        assert!(read(&runtime, &format!("cks://sessions/{sid}/versions/{version}")).await.is_ok());
+        assert!(read(&runtime, &format!("cks://sessions/{sid}/versions/{version}"), None).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn another_principal_neither_lists_nor_reads_a_session() {
+        use cks_runtime::access::as_principal;
+        let runtime = Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default());
+        let who = |subject: &str| Principal {
+            issuer: "https://id.example".into(),
+            subject: subject.into(),
+            scope: Some(cks_tools::Scope::Write),
+            groups: Vec::new(),
+        };
+        let (a, b) = (who("a"), who("b"));
+        let made = as_principal(Some(a.id()), runtime.create_session(KnowledgeStructure::new(), NewSession::default()));
+        let sid = made.await.unwrap().session_id;
+        let uri = format!("cks://sessions/{sid}");
+        assert!(read(&runtime, &uri, Some(&a)).await.is_ok());
+        assert!(read(&runtime, &uri, Some(&b)).await.is_err());
+        assert!(exists(&runtime, &format!("{uri}/versions"), Some(&b)).await.is_err());
+        let listed = list(&runtime, Some(&b)).await.unwrap();
+        assert_eq!(listed["resources"].as_array().unwrap().len(), 1, "only the session list itself");
+        let sessions = read(&runtime, "cks://sessions", Some(&b)).await.unwrap();
+        assert_eq!(sessions["contents"][0]["text"], "[]");
     }
 }

@@ -34,6 +34,8 @@ pub struct CksServer {
     pub fetcher: Arc<Fetcher>,
     /// Opens the stores tools name (`migrate_storage`'s target).
     pub stores: Arc<dyn StoreOpener>,
+    /// The counters of the Critic running in this process (`get_metrics`).
+    pub critic_metrics: Arc<cks_tools::critic_metrics::CriticMetrics>,
     /// The `tools/list` entries, built at the first list (a session that never lists the tools
     /// parses no schema it does not call); their schemas are the registry's own.
     tools: Arc<std::sync::OnceLock<Vec<rmcp::model::Tool>>>,
@@ -99,6 +101,7 @@ impl CksServer {
             sweepers: None,
             fetcher: Arc::new(Fetcher::default()),
             stores: Arc::new(crate::stores::Stores::default()),
+            critic_metrics: Arc::default(),
             tools: Arc::default(),
             client: Arc::default(),
             calls: Arc::default(),
@@ -176,6 +179,7 @@ impl CksServer {
         ctx.sweepers = self.sweepers.clone();
         ctx.fetcher = self.fetcher.clone();
         ctx.stores = self.stores.clone();
+        ctx.critic_metrics = self.critic_metrics.clone();
         if let Some(key) = &self.provenance {
             ctx.provenance = key.clone();
         }
@@ -210,17 +214,23 @@ impl CksServer {
         tool_result(value, true, self.large_texts_unescaped)
     }
 
-    pub async fn list_resources(&self) -> Result<Value, ErrorData> {
-        resources::list(&self.runtime).await
+    /// The resources `principal` (none: the one local user) may read.
+    pub async fn list_resources(&self, principal: Option<&cks_tools::Principal>) -> Result<Value, ErrorData> {
+        resources::list(&self.runtime, principal).await
     }
 
-    pub async fn read_resource(&self, uri: &str) -> Result<Value, ErrorData> {
-        resources::read(&self.runtime, uri).await
+    pub async fn read_resource(&self, uri: &str, principal: Option<&cks_tools::Principal>) -> Result<Value, ErrorData> {
+        resources::read(&self.runtime, uri, principal).await
     }
 
-    /// `Ok` when `uri` names a resource that exists now; the same error as reading it otherwise.
-    pub(crate) async fn read_resource_exists(&self, uri: &str) -> Result<(), ErrorData> {
-        resources::exists(&self.runtime, uri).await
+    /// `Ok` when `uri` names a resource that exists now and `principal` may read; the same error
+    /// as reading it otherwise.
+    pub(crate) async fn read_resource_exists(
+        &self,
+        uri: &str,
+        principal: Option<&cks_tools::Principal>,
+    ) -> Result<(), ErrorData> {
+        resources::exists(&self.runtime, uri, principal).await
     }
 
     pub fn list_prompts(&self) -> Value {

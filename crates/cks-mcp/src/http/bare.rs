@@ -91,7 +91,7 @@ async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Prin
                 .await
                 .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
         }
-        "resources/list" => server.list_resources().await,
+        "resources/list" => server.list_resources(principal.as_deref()).await,
         "resources/templates/list" => Ok(json!({"resourceTemplates": crate::resources::templates()})),
         "completion/complete" => match serde_json::from_value(Value::Object(params)) {
             Ok(request) => crate::completions::answer(&server.runtime, request)
@@ -102,7 +102,7 @@ async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Prin
         // Accepted; plain JSON answers carry no log messages.
         "logging/setLevel" => Ok(json!({})),
         "resources/read" => match params.get("uri").and_then(Value::as_str) {
-            Some(uri) => server.read_resource(uri).await,
+            Some(uri) => server.read_resource(uri, principal.as_deref()).await,
             None => return Some(error(id, -32602, "Missing required parameter: uri")),
         },
         "prompts/list" => Ok(server.list_prompts()),
