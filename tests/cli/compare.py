@@ -182,6 +182,9 @@ FILES = {
     "bad.ttl": '@prefix ex: <http://example.org/> .\nex:a ex:b "unterminated .\n',
     "g.rdf": RDF_XML,
     "bomb.rdf": BOMB,
+    "deep.json": '{"objects": ' + "[" * 50_000 + "]" * 50_000 + "}",
+    "deep.jsonld": '{"@id": "a", "p": ' + "[" * 50_000 + "]" * 50_000 + "}",
+    "deep.ttl": "<http://e/a> <http://e/p> " + "[ <http://e/p> " * 2_000 + "<http://e/b>" + " ]" * 2_000 + " .\n",
     "bad.rdf": '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><x>',
 }
 
@@ -212,6 +215,10 @@ CASES = [
     ("validate a list", ["validate", "list.json"], "text", None),
     ("validate not UTF-8", ["validate", "latin1.json"], "text", None),
     ("validate a directory", ["validate", "."], "text", None),
+    ("validate deep nesting", ["validate", "deep.json"], "text", None),
+    ("evolve deep operations", ["evolve", "good.json", "deep.json"], "text", None),
+    ("convert json-ld deep nesting", ["convert", "deep.jsonld"], "text", None),
+    ("convert turtle deep blank nodes", ["convert", "-f", "turtle", "deep.ttl"], "rdf", None),
     ("parse", ["parse", "good.json"], "text", None),
     ("parse invalid structure", ["parse", "bad.json"], "text", None),
     ("parse missing file", ["parse", "missing.json"], "text", None),
