@@ -13,6 +13,9 @@ What is compared, per case:
 A difference is excused by an entry of ledger.json naming its kind and the case (COMPATIBILITY.md
 says why for people). Any other difference is printed and makes the exit status 1.
 
+The comparison is itself checked by giving the reference on both sides: every case must then be
+identical (`compare.py --reference R --ours R`).
+
 Usage: compare.py --reference PATH --ours PATH [--quiet]
 """
 
