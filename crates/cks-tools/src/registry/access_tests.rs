@@ -134,3 +134,157 @@ async fn listings_show_only_what_the_principal_reaches() {
     assert_eq!(names(call(&ctx, "list_graphs", json!({"team": "lab"})).await), [json!("lab-graph")]);
     assert_eq!(names(call(&b, "search_graphs", json!({"query": "lab"})).await), [json!("lab-graph")]);
 }
+
+/// The tools a `cks:write` token cannot call at all: refused by scope over HTTP before the
+/// registry sees them (`cks-mcp`'s scope table), so they are not B's to try here.
+const ADMIN_ONLY: &[&str] = &[
+    "export_storage",
+    "import_storage",
+    "migrate_storage",
+    "start_agent",
+    "stop_agent",
+    "request_process_stop",
+    "unregister_graph",
+    "update_graph_lifecycle",
+    "retry_dead_letter",
+    "reject_resolution",
+    "claim_conflict_task",
+];
+
+/// Text only A's data holds: it must never reach B.
+const SECRET: &str = "secret-of-a-7f3c";
+
+/// What A keeps: a session with a branch, a version, a stored chat, a queued task and a private
+/// registered graph.
+struct OfA {
+    session: String,
+    branch: String,
+    version: String,
+    chat: String,
+    task: i64,
+    graph: String,
+}
+
+async fn data_of_a(a: &ToolContext) -> OfA {
+    let add = json!({"type": "add_object", "identity": {"id": "e", "type": "Planet", "name": SECRET}});
+    let made =
+        call(a, "evolve_knowledge", json!({"json_data": structure(vec![]).to_string(), "operations": [add]})).await;
+    let session = made["session_id"].as_str().unwrap().to_owned();
+    let version = made["version_id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
+    let branch =
+        call(a, "create_branch", json!({"session_id": session})).await["session_id"].as_str().unwrap().to_owned();
+    let chat = ChatRow {
+        chat_id: "chat-of-a".into(),
+        session_id: session.clone(),
+        title: SECRET.into(),
+        messages: json!([{"role": "user", "content": SECRET}]).to_string(),
+        message_count: 1,
+        tool_calls: "[]".into(),
+        created_at: "2026-01-01T00:00:00Z".into(),
+        updated_at: "2026-01-01T00:00:00Z".into(),
+        revision: 1,
+    };
+    a.runtime.chats().save(&chat, None).await.unwrap();
+    let task = testing::queue(a, "inference_conflict", &session, json!({"note": SECRET})).await;
+    let graph = "graph-of-a".to_owned();
+    let registered =
+        call(a, "register_graph", json!({"name": graph, "session_id": session, "description": SECRET})).await;
+    assert!(registered.get("error").is_none(), "{registered}");
+    OfA { session, branch, version, chat: chat.chat_id, task, graph }
+}
+
+/// Everything of A's as stored: session rows (metadata, sharing, head, closed), versions, the
+/// chat, the task and the gallery entry.
+async fn snapshot(ctx: &ToolContext, of_a: &OfA) -> String {
+    let store = ctx.runtime.store();
+    let mut parts = Vec::new();
+    for id in [&of_a.session, &of_a.branch] {
+        parts.push(format!("{:?}", store.load_session(id).await.unwrap()));
+        parts.push(format!("{:?}", store.list_versions(id).await.unwrap()));
+    }
+    parts.push(format!("{:?}", store.load_chat(&of_a.chat).await.unwrap()));
+    parts.push(format!("{:?}", store.get_task(of_a.task).await.unwrap()));
+    parts.push(format!("{:?}", store.get_graph(&of_a.graph).await.unwrap()));
+    parts.join("\n")
+}
+
+/// A small deterministic generator: every failure names its seed.
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, sides: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % sides as u64) as usize
+    }
+}
+
+/// A value for one argument: what A has of the kind the argument names, or, at random, any of A's
+/// ids or a plain value of the schema's type.
+fn value_for(tool: &crate::RegisteredTool, field: &str, schema: &Value, of_a: &OfA, dice: &mut Dice) -> Value {
+    let sessions = [&of_a.session, &of_a.branch];
+    if tool.meta().session_fields.contains(&field) {
+        return json!(sessions[dice.roll(2)]);
+    }
+    if let Some((_, named)) = tool.tool.named().iter().find(|(name, _)| *name == field) {
+        return match named {
+            crate::Named::Chat => json!(of_a.chat),
+            crate::Named::Task => json!(of_a.task),
+            crate::Named::Graph => json!(of_a.graph),
+        };
+    }
+    if field.contains("version") {
+        return json!(of_a.version);
+    }
+    let any_id = [json!(of_a.session), json!(of_a.branch), json!(of_a.chat), json!(of_a.graph), json!(of_a.version)];
+    match schema.get("type").and_then(Value::as_str) {
+        Some("integer" | "number") => [json!(of_a.task), json!(1)][dice.roll(2)].clone(),
+        Some("boolean") => json!(dice.roll(2) == 0),
+        Some("array") => json!([any_id[dice.roll(any_id.len())].clone()]),
+        Some("object") => json!({}),
+        _ => any_id[dice.roll(any_id.len())].clone(),
+    }
+}
+
+/// Random tool calls by B, over every tool B's scope allows, with arguments naming A's sessions,
+/// branches, versions, chat, task and private graph, never read or change any of it.
+#[tokio::test]
+async fn random_calls_by_b_never_reach_the_data_of_a() {
+    let ctx = testing::context();
+    let a = as_(&ctx, "a", Scope::Write, &["a-team"]);
+    let b = as_(&ctx, "b", Scope::Write, &["b-team"]);
+    let of_a = data_of_a(&a).await;
+    let registry = Registry::standard();
+    let before = snapshot(&ctx, &of_a).await;
+    let mut tried = 0;
+    for seed in 1..=4u64 {
+        let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for tool in registry.iter().filter(|tool| !ADMIN_ONLY.contains(&tool.meta().name)) {
+            let schema = tool.schema();
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let mut args = serde_json::Map::new();
+            for (field, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+                // Every required argument, and each optional one half the time.
+                if required.contains(&field.as_str()) || dice.roll(2) == 0 {
+                    args.insert(field.clone(), value_for(tool, field, property, &of_a, &mut dice));
+                }
+            }
+            let name = tool.meta().name;
+            let result = registry.call(name, Value::Object(args.clone()), &b).await.unwrap();
+            tried += 1;
+            assert!(!result.to_string().contains(SECRET), "seed {seed}: {name}({args:?}) read A's data: {result}");
+            let after = snapshot(&ctx, &of_a).await;
+            assert_eq!(before, after, "seed {seed}: {name}({args:?}) changed A's data: {result}");
+        }
+    }
+    assert!(tried > 200, "every tool was tried");
+    // A still reaches everything.
+    assert!(call(&a, "serialize_knowledge", json!({"session_id": of_a.session})).await.to_string().contains(SECRET));
+}
