@@ -205,18 +205,40 @@ fn subject_object(id: String, label: Option<&String>, r#type: Option<&String>) -
     KnowledgeObject::new(Identity::new(id, r#type, name), serde_json::Map::new())
 }
 
-/// RDF/XML of the graph `cks_core::linked_data::turtle` describes.
+/// RDF/XML of the graph `cks_core::linked_data::turtle` describes: each subject's triples
+/// together (in order of first appearance) and blank nodes named `b0`, `b1`, … so that the same
+/// structure always gives the same text.
 pub(crate) fn to_rdf_xml(structure: &KnowledgeStructure) -> Result<String, String> {
     use cks_core::linked_data::{RDF, RDFS, VOCAB, XSD, turtle};
     let text = turtle(structure);
+    let mut blanks: HashMap<oxrdf::BlankNode, oxrdf::BlankNode> = HashMap::new();
+    let mut rename = |blank: oxrdf::BlankNode| {
+        let next = blanks.len();
+        blanks.entry(blank).or_insert_with(|| oxrdf::BlankNode::new_unchecked(format!("b{next}"))).clone()
+    };
+    let mut by_subject: Vec<Vec<Triple>> = Vec::new();
+    let mut position: HashMap<NamedOrBlankNode, usize> = HashMap::new();
+    for triple in oxttl::TurtleParser::new().for_slice(text.as_bytes()) {
+        let mut triple = triple.map_err(|e| e.to_string())?;
+        if let NamedOrBlankNode::BlankNode(b) = triple.subject {
+            triple.subject = rename(b).into();
+        }
+        if let Term::BlankNode(b) = triple.object {
+            triple.object = rename(b).into();
+        }
+        let at = *position.entry(triple.subject.clone()).or_insert_with(|| {
+            by_subject.push(Vec::new());
+            by_subject.len() - 1
+        });
+        by_subject[at].push(triple);
+    }
     let mut serializer = oxrdfxml::RdfXmlSerializer::new();
     for (prefix, iri) in [("cks", VOCAB), ("rdf", RDF), ("rdfs", RDFS), ("xsd", XSD)] {
         serializer = serializer.with_prefix(prefix, iri).map_err(|e| e.to_string())?;
     }
     let mut writer = serializer.for_writer(Vec::new());
-    for triple in oxttl::TurtleParser::new().for_slice(text.as_bytes()) {
-        let triple = triple.map_err(|e| e.to_string())?;
-        writer.serialize_triple(&triple).map_err(|e| e.to_string())?;
+    for triple in by_subject.iter().flatten() {
+        writer.serialize_triple(triple).map_err(|e| e.to_string())?;
     }
     let bytes = writer.finish().map_err(|e| e.to_string())?;
     String::from_utf8(bytes).map_err(|e| e.to_string())

@@ -206,6 +206,10 @@ fn export_writes_json_ld_turtle_and_rdf_xml() {
     let turtle = check(s.dir(), &["export", "-f", "turtle", "g.json"], 0).stdout;
     assert!(turtle.contains("rdfs:label \"Alpha\""), "{turtle}");
     check(s.dir(), &["export", "-f", "rdf-xml", "g.json", "-o", "g.rdf"], 0);
+    // The same structure gives the same text (blank nodes are numbered, not random).
+    let xml = check(s.dir(), &["export", "-f", "rdf-xml", "g.json"], 0).stdout;
+    assert_eq!(xml, format!("{}\n", std::fs::read_to_string(s.path("g.rdf")).unwrap()));
+    assert!(xml.contains("rdf:nodeID=\"b0\""), "{xml}");
     // What is exported reads back.
     let back = json(&check(s.dir(), &["convert", "-f", "rdf-xml", "g.rdf"], 0).stdout);
     assert!(back["objects"].as_array().unwrap().iter().any(|o| o["identity"]["name"] == "Alpha"));
