@@ -83,6 +83,8 @@ pub struct ToolContext {
     /// Who makes the call, when an access token named them (HTTP with OAuth); `None` for the
     /// server's one local user (stdio, or a static HTTP token).
     pub principal: Option<Arc<Principal>>,
+    /// The counters of the Critic running in this process, for `get_metrics`.
+    pub critic_metrics: Arc<crate::critic_metrics::CriticMetrics>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -106,6 +108,7 @@ impl ToolContext {
             fetcher: Arc::new(Fetcher::default()),
             stores: Arc::new(SqliteOnly),
             principal: None,
+            critic_metrics: Arc::default(),
         }
     }
 

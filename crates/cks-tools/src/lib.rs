@@ -6,6 +6,7 @@
 
 pub mod context;
 pub mod convert;
+pub mod critic_metrics;
 pub mod error;
 mod past;
 pub mod principal;

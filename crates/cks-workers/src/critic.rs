@@ -10,17 +10,29 @@ use tokio::sync::watch;
 
 use cks_runtime::store::TaskRow;
 
-use super::{Held, Outcome, Worker};
+use super::{Held, Outcome, Recorded, Worker};
+use cks_tools::critic_metrics::CriticEvent;
 use cks_tools::services::{propose, settled};
 
 pub(super) async fn run(mut worker: Worker, task_types: Vec<String>, mut stopped: watch::Receiver<bool>) {
     worker.report().await;
+    let metrics = worker.ctx.critic_metrics.clone();
     while let Some(task) = worker.next_task(&task_types, &mut stopped).await {
-        match worker.hold(&task, resolve(&worker, &task)).await {
-            Held::Done(outcome, held) => {
-                worker.finish(&task, held, &outcome).await;
+        metrics.count(CriticEvent::Processed, &task.task_type);
+        let event = match worker.hold(&task, resolve(&worker, &task)).await {
+            Held::Done(outcome, held) => match worker.finish(&task, held, &outcome).await {
+                Recorded::Completed => Some(CriticEvent::Completed),
+                Recorded::Retrying => Some(CriticEvent::Retried),
+                Recorded::DeadLettered => Some(CriticEvent::DeadLettered),
+                Recorded::Unchanged => None,
+            },
+            Held::Lost(why) => {
+                worker.abandon(why).await;
+                Some(CriticEvent::LeaseLost)
             }
-            Held::Lost(why) => worker.abandon(why).await,
+        };
+        if let Some(event) = event {
+            metrics.count(event, &task.task_type);
         }
     }
     worker.stopped().await;

@@ -494,6 +494,12 @@ mod tests {
             call(&ctx, "process_status", json!({"process_kind": "critic"})).await["status"] == "stopped"
         })
         .await;
+        // get_metrics counts what became of each task, by type.
+        let metrics = call(&ctx, "get_metrics", json!({})).await["critic_agent_metrics"].clone();
+        assert_eq!(metrics["completed"], json!({"contradiction_detected": 1, "temporal_conflict": 1}), "{metrics}");
+        assert_eq!(metrics["dead_lettered"], json!({"gossip_conflict": 1, "inference_conflict": 1}), "{metrics}");
+        let processed: u64 = metrics["processed"].as_object().unwrap().values().filter_map(Value::as_u64).sum();
+        assert_eq!((processed, metrics["retried"].clone()), (4, json!({})), "{metrics}");
         assert_eq!(
             call(&ctx, "process_status", json!({"process_kind": "pipeline"})).await,
             json!({"process_kind": "pipeline", "found": false})

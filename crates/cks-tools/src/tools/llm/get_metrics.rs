@@ -2,8 +2,9 @@
 //! telemetry (kept by the LLM client). Only counts, durations, provider and model names and error
 //! classes: never arguments, messages or keys.
 //!
-//! There is no critic agent here, so `critic_agent_metrics` holds the reference's counters, all
-//! empty; `runtime_metrics` holds session counts rather than the reference's per-operation timings.
+//! `critic_agent_metrics` holds the reference's counters of the Critic running in this process
+//! (empty when none runs; there is no LLM circuit breaker, so it is never open);
+//! `runtime_metrics` holds session counts rather than the reference's per-operation timings.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -29,7 +30,7 @@ pub(crate) struct Output {
     /// LLM calls: total_calls, calls_by_provider, calls_by_model, total_tokens, avg_duration_ms,
     /// success_rate, top_errors, timestamp, and the client's own totals and recent calls.
     llm_telemetry: Map<String, Value>,
-    /// The reference's critic agent counters; there is no critic agent here, so they stay empty.
+    /// The reference's critic agent counters, by task type, of the Critic running in this process.
     critic_agent_metrics: CriticAgentMetrics,
 }
 
@@ -57,9 +58,10 @@ impl Tool for GetMetrics {
             count, success rate, latency average/min/max and p50/p95/p99 over recent calls, and the top error \
             codes. 'llm_telemetry': LLM provider calls (total_calls, calls_by_provider, calls_by_model, \
             total_tokens, avg_duration_ms, success_rate, top_errors, plus the recent calls and totals). \
-            'critic_agent_metrics': the reference's critic agent counters, always empty (there is no critic \
-            agent). Returns {runtime_metrics, tool_telemetry, llm_telemetry, critic_agent_metrics}; all \
-            in-process, nothing persisted.",
+            'critic_agent_metrics': the reference's critic agent counters by task type (processed, completed, \
+            retried, dead_lettered, lease_lost) of the Critic running in this process, empty when none runs. \
+            Returns {runtime_metrics, tool_telemetry, llm_telemetry, critic_agent_metrics}; all in-process, \
+            nothing persisted.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -102,8 +104,23 @@ impl Tool for GetMetrics {
             runtime_metrics: object(runtime_metrics),
             tool_telemetry: object(tool_telemetry),
             llm_telemetry: object(llm_telemetry),
-            critic_agent_metrics: CriticAgentMetrics::default(),
+            critic_agent_metrics: CriticAgentMetrics::from(ctx.critic_metrics.snapshot()),
         })
+    }
+}
+
+impl From<crate::critic_metrics::CriticCounts> for CriticAgentMetrics {
+    fn from(counts: crate::critic_metrics::CriticCounts) -> Self {
+        let map = |by_type: BTreeMap<String, u64>| by_type.into_iter().map(|(t, n)| (t, json!(n))).collect();
+        CriticAgentMetrics {
+            processed: map(counts.processed),
+            completed: map(counts.completed),
+            retried: map(counts.retried),
+            dead_lettered: map(counts.dead_lettered),
+            lease_lost: map(counts.lease_lost),
+            llm_breaker_open: false,
+            llm_breaker_trips: 0,
+        }
     }
 }
 
