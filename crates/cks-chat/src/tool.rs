@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use cks_llm::{ErrorKind, Message, Role};
 use cks_runtime::store::ChatRow;
-use cks_tools::{ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
+use cks_tools::{Named, ProgressSink, SessionCheck, Tool, ToolContext, ToolError, ToolMeta};
 
 use crate::events::{ChatEvent, ChatEventSink, watching};
 
@@ -131,6 +131,7 @@ fn messages_out(raw: Vec<Value>, new: &[Message]) -> Value {
 impl Tool for AiChat {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("chat_id", Named::Chat)];
     const META: ToolMeta = ToolMeta {
         name: "ai_chat",
         description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \
