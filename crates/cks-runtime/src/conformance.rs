@@ -804,6 +804,7 @@ async fn runtime_rejects_bad_input(store: Arc<dyn Store>) {
     let rt = runtime(store);
     let id = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
     let before = rt.read(&id, |s, _| s.clone()).await.unwrap();
+    let mut events = rt.subscribe();
     let cases = [
         (
             json!([{"type": "add_relation", "identity": {"id": "x", "type": "Relation", "name": ""},
@@ -831,6 +832,16 @@ async fn runtime_rejects_bad_input(store: Arc<dyn Store>) {
     }
     assert_eq!(rt.read(&id, |s, _| s.clone()).await.unwrap(), before, "failed commits change nothing");
     assert!(rt.list_versions(&id).await.unwrap().is_empty(), "failed commits add no version");
+    // Each commit validation refused: rolled back, then ValidationFailed naming the codes.
+    let mut refused = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let crate::events::EventKind::ValidationFailed { session_id, message, .. } = event.kind {
+            assert_eq!(session_id, id);
+            refused.push(message);
+        }
+    }
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused[0].starts_with("Validation failed: ") && refused[0].contains("CKS-SEM-CYCLE"), "{refused:?}");
     let cyclic = structure(json!({"objects": [
         {"identity": {"id": "a", "type": "T", "name": ""}},
         {"identity": {"id": "r", "type": "Relation", "name": ""}, "structure": {"participants": ["a", "a"], "relation_type": "derives"}}

@@ -37,6 +37,36 @@ pub enum EventKind {
         transaction_id: String,
         reason: String,
     },
+    /// A commit was refused by validation (after its `TransactionRolledBack`).
+    ValidationFailed {
+        session_id: String,
+        transaction_id: String,
+        message: String,
+    },
+    /// A sweep found a reasoning conflict not queued before: the diagnostics found, and the
+    /// session's version they were found in.
+    InferenceConflictDetected {
+        session_id: String,
+        version_id: String,
+        diagnostics: Vec<serde_json::Value>,
+    },
+    /// A pipeline step began on one object (`object_id` empty for a run-wide step);
+    /// `claims_status` is the reference's name for the stage it takes the object from.
+    AgentStepStarted {
+        step_name: String,
+        session_id: String,
+        object_id: String,
+        claims_status: String,
+    },
+    /// A pipeline step ended on one object: the stage it moved the object to, or the error.
+    AgentStepCompleted {
+        step_name: String,
+        session_id: String,
+        object_id: String,
+        succeeded: bool,
+        transitioned_to: String,
+        error: String,
+    },
     /// A client asked to stop a call it made in a transport session (see
     /// [`crate::transport_sessions`]): the process running the call, whichever it is, stops it.
     /// Like the two after it, it concerns no knowledge session ([`EventKind::concerns_a_session`]).
@@ -63,6 +93,10 @@ impl EventKind {
             EventKind::VersionCreated { .. } => "VersionCreated",
             EventKind::TransactionCommitted { .. } => "TransactionCommitted",
             EventKind::TransactionRolledBack { .. } => "TransactionRolledBack",
+            EventKind::ValidationFailed { .. } => "ValidationFailed",
+            EventKind::InferenceConflictDetected { .. } => "InferenceConflictDetected",
+            EventKind::AgentStepStarted { .. } => "AgentStepStarted",
+            EventKind::AgentStepCompleted { .. } => "AgentStepCompleted",
             EventKind::CallCancelled { .. } => "CallCancelled",
             EventKind::TransportSessionChanged { .. } => "TransportSessionChanged",
             EventKind::TransportSessionEnded { .. } => "TransportSessionEnded",
@@ -76,7 +110,11 @@ impl EventKind {
             | EventKind::SessionClosed { session_id }
             | EventKind::VersionCreated { session_id, .. }
             | EventKind::TransactionCommitted { session_id, .. }
-            | EventKind::TransactionRolledBack { session_id, .. } => session_id,
+            | EventKind::TransactionRolledBack { session_id, .. }
+            | EventKind::ValidationFailed { session_id, .. }
+            | EventKind::InferenceConflictDetected { session_id, .. }
+            | EventKind::AgentStepStarted { session_id, .. }
+            | EventKind::AgentStepCompleted { session_id, .. } => session_id,
             EventKind::CallCancelled { .. }
             | EventKind::TransportSessionChanged { .. }
             | EventKind::TransportSessionEnded { .. } => "",

@@ -307,7 +307,8 @@ impl Runtime {
         });
     }
 
-    pub(crate) fn emit(&self, kind: EventKind) {
+    /// Publishes an event to this process's subscribers and the other processes on the store.
+    pub fn emit(&self, kind: EventKind) {
         let event = Event { event_id: new_id(), created_at: now(), kind };
         self.store.publish(&event);
         // No subscribers is not an error.

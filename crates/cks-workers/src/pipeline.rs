@@ -31,6 +31,7 @@ use cks_core::ops::{Operation, PatchMode};
 use cks_core::{Identity, KnowledgeObject, KnowledgeStructure};
 use cks_llm::ChatRequest;
 use cks_runtime::RuntimeError;
+use cks_runtime::events::EventKind;
 use cks_runtime::pipeline_runs::{PipelineRun, PipelineWork, WorkStatus};
 use cks_runtime::store::TaskRow;
 
@@ -196,12 +197,43 @@ async fn attempt(worker: &Worker, config: &PipelineConfig, task: &TaskRow, start
         earlier_tokens: earlier.ok().flatten().map_or(0, |w| w.tokens),
         spent: AtomicU64::new(0),
     };
-    match step {
+    // The reference's stages: the one each step takes its object from, and the one it leaves it in.
+    let (claims_status, transitioned_to) = match step {
+        Step::Researcher => ("awaiting_research", "awaiting_review"),
+        Step::Reviewer => ("awaiting_review", "awaiting_synthesis"),
+        Step::Synthesizer => ("awaiting_synthesis", "awaiting_arbitration"),
+        Step::Arbiter => ("awaiting_arbitration", "resolved"),
+    };
+    let runtime = &worker.ctx.runtime;
+    let (step_name, session_id, object_id) = (step.name().to_owned(), job.run.session_id.clone(), job.unit.clone());
+    runtime.emit(EventKind::AgentStepStarted {
+        step_name: step_name.clone(),
+        session_id: session_id.clone(),
+        object_id: object_id.clone(),
+        claims_status: claims_status.into(),
+    });
+    let done = match step {
         Step::Researcher => researcher::research(&job).await,
         Step::Reviewer => reviewer::review(&job).await,
         Step::Synthesizer => synthesizer::synthesize(&job).await,
         Step::Arbiter => arbiter::arbitrate(&job).await,
-    }
+    };
+    let error = match &done {
+        Ok(()) => String::new(),
+        Err(failure) => match &failure.outcome {
+            Outcome::Settled => String::new(),
+            Outcome::Failed(why) | Outcome::Unsettleable(why) | Outcome::Dropped(why) => why.clone(),
+        },
+    };
+    runtime.emit(EventKind::AgentStepCompleted {
+        step_name,
+        session_id,
+        object_id,
+        succeeded: done.is_ok(),
+        transitioned_to: if done.is_ok() { transitioned_to.into() } else { String::new() },
+        error,
+    });
+    done
 }
 
 /// One task of a run, as a step works on it.

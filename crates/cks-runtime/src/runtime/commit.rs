@@ -99,9 +99,14 @@ impl Runtime {
             applied.undo(&mut state.structure);
             self.emit(EventKind::TransactionRolledBack {
                 session_id: id.to_owned(),
-                transaction_id,
+                transaction_id: transaction_id.clone(),
                 reason: "validation_failed".into(),
             });
+            let codes: std::collections::BTreeSet<&str> =
+                diagnostics.iter().filter(|d| d.severity == Severity::Error).map(|d| d.code.as_str()).collect();
+            let codes = codes.into_iter().collect::<Vec<_>>().join(", ");
+            let message = format!("Validation failed: {codes}");
+            self.emit(EventKind::ValidationFailed { session_id: id.to_owned(), transaction_id, message });
             return Err(RuntimeError::ValidationFailed { diagnostics });
         }
         if let Some(key) = &request.provenance {

@@ -564,6 +564,14 @@ impl Sweeper {
             let queued = runtime.tasks().enqueue(task_type, session_id, &finding.payload, Some(key)).await?;
             if queued.is_some() && self.sweep.keeps_inbox() {
                 self.keep(session_id, &finding.payload, now);
+                // The reference's event for a reasoning conflict found anew.
+                let version_id = runtime.info(session_id).await.ok().and_then(|i| i.latest_version_id);
+                let diagnostics = finding.payload.get("diagnostics").and_then(Value::as_array).cloned();
+                runtime.emit(EventKind::InferenceConflictDetected {
+                    session_id: session_id.to_owned(),
+                    version_id: version_id.unwrap_or_default(),
+                    diagnostics: diagnostics.unwrap_or_default(),
+                });
             }
         }
         Ok(())

@@ -232,9 +232,21 @@ async fn inference_conflicts_are_queued_per_set_and_kept_in_the_inbox() {
     let id = session(&runtime, objects).await;
     let calm = session(&runtime, vec![obj("x", "Claim", json!({}))]).await;
     let sweepers = Sweepers::start(runtime.clone(), &idle()).await.unwrap();
+    let mut events = runtime.subscribe();
     assert_eq!(sweep(&sweepers, "inference_staleness").await, (2, 1));
     let queued = tasks(&runtime, "inference_conflict").await;
     assert_eq!(queued.len(), 1);
+    // Announced as the reference does, with the diagnostics found.
+    let detected = std::iter::from_fn(|| events.try_recv().ok())
+        .find(|e| e.kind.event_type() == "InferenceConflictDetected")
+        .expect("an InferenceConflictDetected event");
+    let crate::events::EventKind::InferenceConflictDetected { session_id, diagnostics, .. } = detected.kind else {
+        unreachable!()
+    };
+    assert_eq!(
+        (session_id.as_str(), &diagnostics[..]),
+        (id.as_str(), queued[0].1["diagnostics"].as_array().unwrap().as_slice())
+    );
     assert_eq!(queued[0].0, id);
     assert_eq!(queued[0].1["diagnostics"][0]["code"], "CKS-EXT-INFERENCE-CONFIDENCE-CONFLICT");
     assert_eq!(queued[0].1["diagnostics"][0]["location"], "s1");

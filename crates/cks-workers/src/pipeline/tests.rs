@@ -2,6 +2,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cks_runtime::events::EventKind;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::{TaskFilter, TaskStatus};
 use cks_runtime::{QueueConfig, Runtime, RuntimeConfig};
@@ -98,9 +99,41 @@ async fn a_run_goes_through_its_four_steps_each_committed_and_recorded() {
     ]);
     let started = call(&ctx, "start_pipeline", json!({"session_id": id, "object_ids": ["e", "t"]})).await;
     assert_eq!(started["status"], "started", "{started}");
+    let mut events = ctx.runtime.subscribe();
     let processes = Processes::start(ctx.clone(), &pipeline(PipelineConfig::default()));
     let run = wait_for_run(&ctx, &id, "completed").await;
     processes.shutdown().await;
+
+    // Each step on each object announced as it started and as it ended, as the reference does.
+    let mut started = Vec::new();
+    let mut completed = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        match event.kind {
+            EventKind::AgentStepStarted { step_name, object_id, claims_status, .. } => {
+                started.push(format!("{step_name} {object_id} from {claims_status}"));
+            }
+            EventKind::AgentStepCompleted { step_name, object_id, succeeded, transitioned_to, .. } => {
+                assert!(succeeded, "{step_name} {object_id}");
+                completed.push(format!("{step_name} {object_id} to {transitioned_to}"));
+            }
+            _ => {}
+        }
+    }
+    started.sort();
+    completed.sort();
+    assert_eq!(
+        started,
+        [
+            "Arbiter  from awaiting_arbitration",
+            "Researcher e from awaiting_research",
+            "Researcher t from awaiting_research",
+            "Reviewer e from awaiting_review",
+            "Reviewer t from awaiting_review",
+            "Synthesizer  from awaiting_synthesis",
+        ]
+    );
+    assert_eq!(completed[0], "Arbiter  to resolved");
+    assert_eq!(completed.len(), 6, "{completed:?}");
 
     let statuses: Vec<&str> = run["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["completed"; 4], "{run}");
@@ -181,6 +214,7 @@ async fn a_failing_provider_fails_the_task_retries_it_then_dead_letters_it() {
     let id = troubled(&ctx).await;
     provider.set_default(Some(Reply::ServerError));
     call(&ctx, "start_pipeline", json!({"session_id": id, "object_ids": ["e"]})).await;
+    let mut events = ctx.runtime.subscribe();
     let processes = Processes::start(ctx.clone(), &pipeline(PipelineConfig::default()));
 
     // The first attempt fails: the task waits for its retry, and the run says why.
@@ -192,6 +226,15 @@ async fn a_failing_provider_fails_the_task_retries_it_then_dead_letters_it() {
     );
     let error = step(&run, "Researcher")["error"].as_str().unwrap().to_owned();
     assert!(error.contains("LLM Researcher call failed"), "{error}");
+    let ended = std::iter::from_fn(|| events.try_recv().ok())
+        .find_map(|e| match e.kind {
+            EventKind::AgentStepCompleted { succeeded, transitioned_to, error, .. } => {
+                Some((succeeded, transitioned_to, error))
+            }
+            _ => None,
+        })
+        .expect("an AgentStepCompleted event");
+    assert!(!ended.0 && ended.1.is_empty() && ended.2.contains("LLM Researcher call failed"), "{ended:?}");
     let pending = ctx.runtime.tasks().list(&TaskFilter::default()).await.unwrap();
     assert_eq!((pending.len(), pending[0].retry_count, pending[0].status), (1, 1, TaskStatus::Pending));
 
