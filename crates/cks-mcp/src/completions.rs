@@ -1,20 +1,26 @@
 //! `completion/complete`: what a client may offer while a user types a prompt argument or a
 //! resource-template variable. Suggestions depend on the argument's name, not on the prompt or
 //! template naming it: session ids (newest first), a session's version ids (newest first) and
-//! object ids, and registered graph names. Each begins with what was typed so far.
+//! object ids, and registered graph names. Each begins with what was typed so far. With a
+//! principal, only sessions it may reach are suggested or looked into.
 
 use rmcp::model::{CompleteRequestParams, CompleteResult, CompletionInfo, ErrorCode, ErrorData, Reference};
 use serde_json::{Map, Value};
 
 use cks_runtime::gallery::GraphFilter;
 use cks_runtime::{Runtime, RuntimeError};
+use cks_tools::Principal;
 
 /// The most values one answer carries (MCP's limit); `total` says how many matched.
 const MAX_VALUES: usize = 100;
 
 /// The answer to a `completion/complete` request. An argument the prompt or template does not
 /// have gets no values, as does one with nothing to suggest.
-pub(crate) async fn answer(runtime: &Runtime, request: CompleteRequestParams) -> Result<CompleteResult, ErrorData> {
+pub(crate) async fn answer(
+    runtime: &Runtime,
+    request: CompleteRequestParams,
+    principal: Option<&Principal>,
+) -> Result<CompleteResult, ErrorData> {
     let known = match &request.r#ref {
         Reference::Prompt(prompt) => crate::prompts::has_argument(&prompt.name, &request.argument.name),
         Reference::Resource(template) => crate::resources::has_variable(&template.uri, &request.argument.name),
@@ -28,7 +34,7 @@ pub(crate) async fn answer(runtime: &Runtime, request: CompleteRequestParams) ->
         .map(|(name, value)| (name, Value::String(value)))
         .collect();
     let values = if known {
-        complete(runtime, &request.argument.name, &request.argument.value, &context)
+        complete(runtime, &request.argument.name, &request.argument.value, &context, principal)
             .await
             .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))?
     } else {
@@ -49,12 +55,26 @@ async fn complete(
     name: &str,
     typed: &str,
     context: &Map<String, Value>,
+    principal: Option<&Principal>,
 ) -> Result<Vec<String>, RuntimeError> {
-    let session = || context.get("session_id").and_then(Value::as_str).filter(|s| !s.is_empty());
+    let mut session = context.get("session_id").and_then(Value::as_str).filter(|s| !s.is_empty());
+    if let Some(id) = session
+        && !crate::resources::reaches(runtime, principal, id).await?
+    {
+        session = None;
+    }
+    let session = || session;
     let candidates = match name {
         "session_id" => {
             let mut sessions = runtime.list_sessions().await?;
             sessions.retain(|s| !s.closed);
+            let mut reached = Vec::with_capacity(sessions.len());
+            for s in sessions {
+                if crate::resources::reaches(runtime, principal, &s.session_id).await? {
+                    reached.push(s);
+                }
+            }
+            let mut sessions = reached;
             // Timestamps are RFC 3339 in UTC: they order as text.
             sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at));
             sessions.into_iter().map(|s| s.session_id).collect()
@@ -114,19 +134,44 @@ mod tests {
         runtime.close(&closed.session_id).await.unwrap();
 
         let none = Map::new();
-        let sessions = complete(&runtime, "session_id", "", &none).await.unwrap();
+        let sessions = complete(&runtime, "session_id", "", &none, None).await.unwrap();
         assert_eq!(sessions, [second.session_id.clone(), first.session_id.clone()], "newest first, none closed");
         let prefix = &first.session_id[..6];
-        let typed = complete(&runtime, "session_id", prefix, &none).await.unwrap();
+        let typed = complete(&runtime, "session_id", prefix, &none, None).await.unwrap();
         assert!(typed.contains(&first.session_id) && typed.iter().all(|s| s.starts_with(prefix)));
 
         let in_first = json!({"session_id": first.session_id}).as_object().cloned().unwrap();
-        assert_eq!(complete(&runtime, "seed_id", "s", &in_first).await.unwrap(), ["saturn", "sun"]);
-        let versions = complete(&runtime, "version_id", "", &in_first).await.unwrap();
+        assert_eq!(complete(&runtime, "seed_id", "s", &in_first, None).await.unwrap(), ["saturn", "sun"]);
+        let versions = complete(&runtime, "version_id", "", &in_first, None).await.unwrap();
         assert_eq!(versions, [first.latest_version_id.clone().unwrap()]);
-        assert!(complete(&runtime, "seed_id", "", &none).await.unwrap().is_empty(), "no session given");
+        assert!(complete(&runtime, "seed_id", "", &none, None).await.unwrap().is_empty(), "no session given");
         let elsewhere = json!({"session_id": "no-such"}).as_object().cloned().unwrap();
-        assert!(complete(&runtime, "seed_id", "", &elsewhere).await.unwrap().is_empty());
-        assert!(complete(&runtime, "topic", "", &none).await.unwrap().is_empty());
+        assert!(complete(&runtime, "seed_id", "", &elsewhere, None).await.unwrap().is_empty());
+        assert!(complete(&runtime, "topic", "", &none, None).await.unwrap().is_empty());
+
+        // Another principal is offered neither the session nor what it holds.
+        let who = |subject: &str| Principal {
+            issuer: "https://id.example".into(),
+            subject: subject.into(),
+            scope: Some(cks_tools::Scope::Read),
+            groups: Vec::new(),
+        };
+        let owned = cks_runtime::access::as_principal(
+            Some(who("a").id()),
+            runtime.create_session(
+                cks_core::json::parse_value(
+                    json!({"objects": [{"identity": {"id": "moon", "type": "Moon", "name": "Moon"}}]}),
+                )
+                .unwrap(),
+                NewSession::default(),
+            ),
+        );
+        let owned = owned.await.unwrap().session_id;
+        let in_owned = json!({"session_id": owned}).as_object().cloned().unwrap();
+        let (a, b) = (who("a"), who("b"));
+        assert!(complete(&runtime, "session_id", "", &none, Some(&a)).await.unwrap().contains(&owned));
+        assert!(!complete(&runtime, "session_id", "", &none, Some(&b)).await.unwrap().contains(&owned));
+        assert_eq!(complete(&runtime, "seed_id", "", &in_owned, Some(&a)).await.unwrap(), ["moon"]);
+        assert!(complete(&runtime, "seed_id", "", &in_owned, Some(&b)).await.unwrap().is_empty());
     }
 }

@@ -368,9 +368,9 @@ impl ServerHandler for CksServer {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        completions::answer(&self.runtime, request).await
+        completions::answer(&self.runtime, request, principal_of(&context).as_deref()).await
     }
 
     async fn list_resource_templates(

@@ -11,7 +11,7 @@ use cks_tools::convert::client_document;
 
 /// Whether the caller may reach the session; a session that does not exist is left to the
 /// lookups that follow.
-async fn reaches(runtime: &Runtime, principal: Option<&Principal>, id: &str) -> Result<bool, RuntimeError> {
+pub(crate) async fn reaches(runtime: &Runtime, principal: Option<&Principal>, id: &str) -> Result<bool, RuntimeError> {
     let Some(principal) = principal else { return Ok(true) };
     match runtime.access(id).await {
         Ok(access) => Ok(principal.reaches(access.as_ref())),

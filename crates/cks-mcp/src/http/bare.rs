@@ -94,7 +94,7 @@ async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Prin
         "resources/list" => server.list_resources(principal.as_deref()).await,
         "resources/templates/list" => Ok(json!({"resourceTemplates": crate::resources::templates()})),
         "completion/complete" => match serde_json::from_value(Value::Object(params)) {
-            Ok(request) => crate::completions::answer(&server.runtime, request)
+            Ok(request) => crate::completions::answer(&server.runtime, request, principal.as_deref())
                 .await
                 .map(|result| serde_json::to_value(result).unwrap_or(Value::Null)),
             Err(e) => return Some(error(id, -32602, &format!("Invalid params: {e}"))),
