@@ -437,23 +437,34 @@ struct EventFilter {
     event_types: Option<String>,
 }
 
-async fn events(State(state): State<AppState>, Query(filter): Query<EventFilter>) -> impl IntoResponse {
-    event_stream(&state, filter.session_id, filter.event_types)
+/// The principal a request's access token named, if any.
+type Caller = Option<axum::Extension<Arc<Principal>>>;
+
+async fn events(State(state): State<AppState>, caller: Caller, Query(filter): Query<EventFilter>) -> impl IntoResponse {
+    event_stream(&state, filter.session_id, filter.event_types, caller.map(|c| c.0))
 }
 
 async fn events_for_session(
     State(state): State<AppState>,
+    caller: Caller,
     Path(session_id): Path<String>,
     Query(filter): Query<EventFilter>,
 ) -> impl IntoResponse {
-    event_stream(&state, Some(session_id), filter.event_types)
+    event_stream(&state, Some(session_id), filter.event_types, caller.map(|c| c.0))
 }
 
-fn event_stream(state: &AppState, session_id: Option<String>, event_types: Option<String>) -> Response {
+/// The events of the sessions the caller may reach (all of them without a principal).
+fn event_stream(
+    state: &AppState,
+    session_id: Option<String>,
+    event_types: Option<String>,
+    principal: Option<Arc<Principal>>,
+) -> Response {
     let types: Option<HashSet<String>> =
         event_types.map(|t| t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect());
     let receiver = state.server.runtime.subscribe();
-    let stream = sse_frames(receiver, session_id, types);
+    let reach = principal.map(|principal| (state.server.runtime.clone(), principal));
+    let stream = sse_frames(receiver, session_id, types, reach);
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keep-alive"))
         .into_response();
@@ -466,9 +477,10 @@ fn sse_frames(
     receiver: tokio::sync::broadcast::Receiver<cks_runtime::events::Event>,
     session_id: Option<String>,
     types: Option<HashSet<String>>,
+    reach: Option<(Arc<cks_runtime::Runtime>, Arc<Principal>)>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     futures::stream::unfold((receiver, 0u64), move |(mut receiver, mut counter)| {
-        let (session_id, types) = (session_id.clone(), types.clone());
+        let (session_id, types, reach) = (session_id.clone(), types.clone(), reach.clone());
         async move {
             loop {
                 match receiver.recv().await {
@@ -478,6 +490,13 @@ fn sse_frames(
                             continue;
                         }
                         if types.as_ref().is_some_and(|t| !t.contains(kind.event_type())) {
+                            continue;
+                        }
+                        if let Some((runtime, principal)) = &reach
+                            && !crate::resources::reaches(runtime, Some(principal), kind.session_id())
+                                .await
+                                .unwrap_or(false)
+                        {
                             continue;
                         }
                         counter += 1;
@@ -582,5 +601,34 @@ mod tests {
         assert_eq!(bearer(&headers), None);
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
         assert_eq!(bearer(&headers), None);
+    }
+
+    #[tokio::test]
+    async fn a_principal_is_sent_only_the_events_of_sessions_it_reaches() {
+        use cks_runtime::access::as_principal;
+        use cks_runtime::store::memory::MemoryStore;
+        let runtime = Arc::new(cks_runtime::Runtime::new(Arc::new(MemoryStore::new()), Default::default()));
+        let who = |subject: &str| {
+            Arc::new(Principal {
+                issuer: "https://id.example".into(),
+                subject: subject.into(),
+                scope: Some(cks_tools::Scope::Read),
+                groups: Vec::new(),
+            })
+        };
+        let b = who("b");
+        let stream = sse_frames(runtime.subscribe(), None, None, Some((runtime.clone(), b.clone())));
+        let create = |owner: Arc<Principal>| {
+            let runtime = runtime.clone();
+            async move {
+                let made = runtime.create_session(Default::default(), Default::default());
+                as_principal(Some(owner.id()), made).await.unwrap().session_id
+            }
+        };
+        let of_a = create(who("a")).await;
+        let of_b = create(b).await;
+        futures::pin_mut!(stream);
+        let first = format!("{:?}", stream.next().await.unwrap().unwrap());
+        assert!(first.contains(&of_b) && !first.contains(&of_a), "{first}");
     }
 }
