@@ -269,25 +269,25 @@ impl ServerHandler for CksServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        CksServer::get_task(self, request).await
+        CksServer::get_task(self, request, principal_of(&context).as_deref()).await
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        CksServer::cancel_task(self, request).await
+        CksServer::cancel_task(self, request, principal_of(&context).as_deref()).await
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        CksServer::update_task(self, request).await
+        CksServer::update_task(self, request, principal_of(&context).as_deref()).await
     }
 
     #[allow(deprecated)]

@@ -5,7 +5,8 @@
 //! A task's record (its tool, status, times, result or error) is a setting in the store under
 //! `mcp_task.`, so every replica on the store answers for it and a restart keeps a finished
 //! result. The process running a task refreshes the record's heartbeat while it works; a working
-//! task whose heartbeat is older than [`STALE`] (its server stopped) reads as failed. A
+//! task whose heartbeat is older than [`STALE`] (its server stopped) reads as failed. A task
+//! started by a principal is found only by that principal (or `cks:admin`). A
 //! cancellation reaches the process running the task as any cancelled call's does (an event every
 //! process on the store receives). Records are kept for [`TTL`] after creation, then forgotten.
 
@@ -59,9 +60,21 @@ struct Record {
     result: Option<JsonObject>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<JsonObject>,
+    /// Who started it, when an access token named them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    principal: Option<cks_runtime::access::PrincipalId>,
 }
 
 impl Record {
+    /// Whether `caller` may see the task: its starter, `cks:admin`, or anyone when either is no
+    /// principal (single-principal mode).
+    fn visible_to(&self, caller: Option<&cks_tools::Principal>) -> bool {
+        match (&self.principal, caller) {
+            (Some(starter), Some(caller)) => caller.allows(cks_tools::Scope::Admin) || caller.id() == *starter,
+            _ => true,
+        }
+    }
+
     /// What the client is told: the status as of `now_ms` (a silent working task has failed).
     fn detailed(&self, id: &str, now_ms: i64) -> DetailedTask {
         let stale = self.status == TaskStatus::Working && now_ms - self.heartbeat_ms > STALE.as_millis() as i64;
@@ -156,6 +169,7 @@ impl CksServer {
             heartbeat_ms: now,
             result: None,
             error: None,
+            principal: principal.as_ref().map(|principal| principal.id()),
         };
         self.save_task(&id, &record).await?;
         let created = record.detailed(&id, now).task;
@@ -207,15 +221,30 @@ impl CksServer {
         }
     }
 
+    /// The task's record, if the caller may see it: a task a principal started is another
+    /// principal's unknown task.
+    async fn task_of(&self, id: &str, caller: Option<&cks_tools::Principal>) -> Result<Record, ErrorData> {
+        let record = self.task_record(id).await?.ok_or_else(|| unknown(id))?;
+        if record.visible_to(caller) { Ok(record) } else { Err(unknown(id)) }
+    }
+
     /// `tasks/get`.
-    pub(crate) async fn get_task(&self, request: GetTaskParams) -> Result<GetTaskResult, ErrorData> {
-        let record = self.task_record(&request.task_id).await?.ok_or_else(|| unknown(&request.task_id))?;
+    pub(crate) async fn get_task(
+        &self,
+        request: GetTaskParams,
+        caller: Option<&cks_tools::Principal>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let record = self.task_of(&request.task_id, caller).await?;
         Ok(GetTaskResult::new(record.detailed(&request.task_id, now_ms())))
     }
 
     /// `tasks/cancel`: the process running the task stops it (this one, or another on the store).
-    pub(crate) async fn cancel_task(&self, request: CancelTaskParams) -> Result<(), ErrorData> {
-        let record = self.task_record(&request.task_id).await?.ok_or_else(|| unknown(&request.task_id))?;
+    pub(crate) async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        caller: Option<&cks_tools::Principal>,
+    ) -> Result<(), ErrorData> {
+        let record = self.task_of(&request.task_id, caller).await?;
         if record.status == TaskStatus::Working {
             self.calls.cancel(SCOPE, &request.task_id);
             self.runtime.cancel_call(SCOPE, &request.task_id);
@@ -224,8 +253,12 @@ impl CksServer {
     }
 
     /// `tasks/update`: no task of this server asks its client for input.
-    pub(crate) async fn update_task(&self, request: UpdateTaskParams) -> Result<(), ErrorData> {
-        self.task_record(&request.task_id).await?.ok_or_else(|| unknown(&request.task_id))?;
+    pub(crate) async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        caller: Option<&cks_tools::Principal>,
+    ) -> Result<(), ErrorData> {
+        self.task_of(&request.task_id, caller).await?;
         Err(ErrorData::invalid_params(format!("Task {} asks for no input", request.task_id), None))
     }
 }
@@ -248,7 +281,24 @@ mod tests {
             heartbeat_ms,
             result: Some(error_object(ErrorCode(1), "r")),
             error: Some(error_object(ErrorCode(2), "e")),
+            principal: None,
         }
+    }
+
+    #[test]
+    fn a_task_a_principal_started_is_theirs() {
+        let who = |subject: &str, scope| cks_tools::Principal {
+            issuer: "https://id.example".into(),
+            subject: subject.into(),
+            scope: Some(scope),
+            groups: Vec::new(),
+        };
+        let (a, b, admin) =
+            (who("a", cks_tools::Scope::Write), who("b", cks_tools::Scope::Write), who("r", cks_tools::Scope::Admin));
+        let started = Record { principal: Some(a.id()), ..record(TaskStatus::Working, 0) };
+        assert!(started.visible_to(Some(&a)) && started.visible_to(Some(&admin)));
+        assert!(!started.visible_to(Some(&b)));
+        assert!(record(TaskStatus::Working, 0).visible_to(Some(&b)), "a task no principal started");
     }
 
     #[test]
