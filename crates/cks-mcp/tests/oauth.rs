@@ -1,7 +1,8 @@
 //! OAuth over HTTP against the real binary: a local issuer (discovery document and key set, signed
 //! with the test-only keys in `tests/data/oauth/`) and `cks-mcp --http` configured for it.
 //! Bad tokens are refused with the right status and challenge and change nothing; each scope lets
-//! through what it allows; no token's text reaches a response or the log.
+//! through what it allows; no token's text reaches a response or the log; a session belongs to
+//! the principal who made it until it is shared.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -539,4 +540,51 @@ async fn the_principal_reaches_the_tool_call_on_both_http_forms() {
     assert_eq!(response.status(), 200);
     let reply: Value = response.json().await.unwrap();
     assert_eq!(reply["result"]["structuredContent"], expected, "{reply}");
+}
+
+/// A tool call's result, error or not.
+async fn try_call(server: &Server, token: &str, name: &str, arguments: Value) -> Value {
+    let reply: Value = server.post(Some(token), &tool_call(name, arguments)).await.json().await.unwrap();
+    text_result(&reply)
+}
+
+/// A `cks:write` token for `subject`, in `groups`.
+fn token_for(issuer: &Issuer, server: &Server, subject: &str, groups: &[&str]) -> String {
+    let mut claims = Claims::new(issuer, server, "cks:write").json();
+    claims["sub"] = json!(subject);
+    claims["groups"] = json!(groups);
+    sign(Algorithm::RS256, Some("rsa-1"), &claims)
+}
+
+#[tokio::test]
+async fn a_session_belongs_to_its_principal_until_shared() {
+    let issuer = Issuer::start().await;
+    let server = Server::start(&issuer).await;
+    let alice = token_for(&issuer, &server, "alice", &[]);
+    let bob = token_for(&issuer, &server, "bob", &["lab"]);
+    let carol = token_for(&issuer, &server, "carol", &["lab"]);
+    let add = json!({"type": "add_object", "identity": {"id": "e", "type": "Planet", "name": "Earth"}});
+    let made =
+        server.call(&alice, "evolve_knowledge", json!({"json_data": "{\"objects\": []}", "operations": [add]})).await;
+    let session = made["session_id"].as_str().unwrap().to_owned();
+
+    let refused = try_call(&server, &bob, "serialize_knowledge", json!({"session_id": session})).await;
+    assert_eq!(refused["error"], "session_not_found", "{refused}");
+    let refused = try_call(&server, &bob, "share_session", json!({"session_id": session, "principals": ["bob"]})).await;
+    assert_eq!(refused["error"], "session_not_found");
+    let listed: Value = server
+        .post(Some(&bob), &json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(!listed.to_string().contains(&session), "{listed}");
+
+    let shared = server.call(&alice, "share_session", json!({"session_id": session, "groups": ["lab"]})).await;
+    assert_eq!(shared["groups"], json!(["lab"]));
+    assert!(server.call(&carol, "serialize_knowledge", json!({"session_id": session})).await.get("error").is_none());
+    let rename = json!({"type": "rename_object", "object_id": "e", "new_name": "Terra"});
+    server.call(&bob, "evolve_knowledge", json!({"session_id": session, "operations": [rename]})).await;
+    let history = server.call(&alice, "list_versions", json!({"session_id": session})).await;
+    assert!(history.to_string().contains("\"bob\""), "the version names who made it: {history}");
 }
