@@ -472,10 +472,11 @@ async fn check_access(entry: &RegisteredTool, args: &Value, ctx: &ToolContext) -
                     return Err(crate::tools::conflicts::task_not_found(id, ""));
                 }
             }
-            Named::Graph => {
+            Named::Graph | Named::GraphSource => {
                 let Some(name) = value.as_str() else { continue };
+                let reads = *named == Named::GraphSource || entry.meta().read_only();
                 if let Some(graph) = ctx.runtime.graph(name).await?
-                    && !graph_reachable(entry.meta(), principal, &graph)
+                    && !(reads && readable(principal, &graph))
                     && !ctx.reaches(&graph.session_id).await?
                 {
                     return Err(crate::tools::gallery::graph_not_found(name));
@@ -486,15 +487,14 @@ async fn check_access(entry: &RegisteredTool, args: &Value, ctx: &ToolContext) -
     Ok(())
 }
 
-/// A graph anyone may read (public), or the caller's team may read, reached by a read-only tool.
-fn graph_reachable(meta: &ToolMeta, principal: &crate::Principal, graph: &cks_runtime::gallery::GraphEntry) -> bool {
+/// A graph anyone may read (public), or the caller's team may read.
+fn readable(principal: &crate::Principal, graph: &cks_runtime::gallery::GraphEntry) -> bool {
     use cks_runtime::gallery::Visibility;
-    meta.read_only()
-        && match graph.visibility {
-            Visibility::Public => true,
-            Visibility::Team => graph.team.as_deref().is_some_and(|team| principal.in_team(team)),
-            Visibility::Private => false,
-        }
+    match graph.visibility {
+        Visibility::Public => true,
+        Visibility::Team => graph.team.as_deref().is_some_and(|team| principal.in_team(team)),
+        Visibility::Private => false,
+    }
 }
 
 /// The outcome logged for a call: an error result, a call that the client cancelled (whether the

@@ -56,6 +56,9 @@ pub enum Named {
     /// A registered graph's name (`graph_not_found`). A read-only tool also reaches a `public`
     /// graph, and a `team` graph of one of the caller's groups.
     Graph,
+    /// A registered graph the tool only reads, whatever else it changes (a clone's or a merge's
+    /// source): a `public` graph, and a `team` graph of one of the caller's groups, are reachable.
+    GraphSource,
 }
 
 /// Which kind of argument fault an [`ArgumentCode`] answers.

@@ -135,7 +135,9 @@ fn names_a_thing(tool: &str, property: &str) -> Option<cks_tools::Named> {
     match property {
         "chat_id" => Some(Named::Chat),
         "task_id" => Some(Named::Task),
-        "graph_name" | "base_graph_name" => Some(Named::Graph),
+        "graph_name" | "base_graph_name" | "graph_a_name" | "graph_b_name" | "copy_name" | "register_as" => {
+            Some(Named::Graph)
+        }
         // The gallery's tools name their graph `name`.
         "name" if tool.contains("graph") || tool == "check_component_versions" => Some(Named::Graph),
         _ => None,
@@ -149,7 +151,12 @@ fn every_chat_task_and_graph_argument_is_declared() {
         let properties = tool.schema()["properties"].as_object().unwrap();
         for name in properties.keys() {
             if let Some(kind) = names_a_thing(meta.name, name) {
-                let declared = tool.tool.named().iter().any(|(field, named)| field == name && *named == kind);
+                // A graph the tool only reads counts as a graph it names.
+                let declared = tool.tool.named().iter().any(|(field, named)| {
+                    field == name
+                        && (*named == kind
+                            || (kind == cks_tools::Named::Graph && *named == cks_tools::Named::GraphSource))
+                });
                 assert!(declared, "{}: '{name}' names a {kind:?} but is not declared in NAMED", meta.name);
             }
         }

@@ -111,6 +111,11 @@ async fn chats_tasks_and_graphs_of_a_are_hidden_from_b() {
     assert_eq!(call(&outsider, "get_graph", json!({"name": "secret"})).await["session_id"], id.as_str());
     let refused = call(&outsider, "update_graph_lifecycle", json!({"name": "secret", "state": "published"})).await;
     assert_eq!(refused["error"], "graph_not_found", "{refused}");
+    // A public graph may be cloned, but not under a name another principal's graph holds.
+    let cloned = call(&outsider, "clone_graph", json!({"graph_name": "secret"})).await;
+    assert!(cloned.get("error").is_none(), "{cloned}");
+    let taken = call(&outsider, "clone_graph", json!({"graph_name": "secret", "copy_name": "secret"})).await;
+    assert_eq!(taken["error"], "graph_not_found", "{taken}");
 }
 
 #[tokio::test]
@@ -231,7 +236,7 @@ fn value_for(tool: &crate::RegisteredTool, field: &str, schema: &Value, of_a: &O
         return match named {
             crate::Named::Chat => json!(of_a.chat),
             crate::Named::Task => json!(of_a.task),
-            crate::Named::Graph => json!(of_a.graph),
+            crate::Named::Graph | crate::Named::GraphSource => json!(of_a.graph),
         };
     }
     if field.contains("version") {

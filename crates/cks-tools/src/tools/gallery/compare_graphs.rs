@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use super::resolve_side;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
+use crate::tool::{Coercion, Named, SessionCheck, Tool, ToolMeta};
 use crate::tools::versions::field_level_diff;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -56,6 +56,7 @@ impl Tool for CompareGraphs {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("include_relations", Coercion::Truthy)];
+    const NAMED: &'static [(&'static str, Named)] = &[("graph_a_name", Named::Graph), ("graph_b_name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "compare_graphs",
         description: "Compare two graphs (read-only): the object ids both have, those only one has, and for \

@@ -17,7 +17,7 @@ use super::{Side, resolve_side};
 use crate::context::ToolContext;
 use crate::convert::full_diagnostics;
 use crate::error::ToolError;
-use crate::tool::{SessionCheck, Tool, ToolMeta};
+use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -60,6 +60,7 @@ pub(crate) struct LinkGraphs;
 impl Tool for LinkGraphs {
     type Input = Input;
     type Output = Output;
+    const NAMED: &'static [(&'static str, Named)] = &[("graph_a_name", Named::Graph), ("graph_b_name", Named::Graph)];
     const META: ToolMeta = ToolMeta {
         name: "link_graphs",
         description: "Relate an object of graph A ('object_a_id') to an object of graph B ('object_b_id') with a \

@@ -81,7 +81,12 @@ impl Tool for MergeGraphs {
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] =
         &[ArgumentCode::malformed("resolutions", ErrorCode::InvalidResolutions)];
-    const NAMED: &'static [(&'static str, Named)] = &[("base_graph_name", Named::Graph)];
+    const NAMED: &'static [(&'static str, Named)] = &[
+        ("graph_a_name", Named::GraphSource),
+        ("graph_b_name", Named::GraphSource),
+        ("base_graph_name", Named::GraphSource),
+        ("register_as", Named::Graph),
+    ];
     const META: ToolMeta = ToolMeta {
         name: "merge_graphs",
         description: "Three-way merge of two graphs into a new session (neither side is changed). Each side and \
