@@ -81,6 +81,8 @@ async fn store_backup_and_restore(open: Open) {
     );
     assert_eq!((dump.outbox_tasks.len() as u64, dump.records.len() as u64), (exported.tasks, exported.records));
     assert_eq!(dump.sessions.len() as u64, exported.sessions);
+    let shared = dump.sessions.iter().any(|s| s.metadata.contains(crate::access::ACCESS_KEY));
+    assert!(shared, "a session's owner and shares (its metadata) are backed up");
     assert_eq!(dump.chats.len() as u64, exported.chats);
     let models = store.embedding_models().await.unwrap();
     assert_eq!(dump.embeddings.iter().map(|m| m.rows.len() as u64).sum::<u64>(), exported.embeddings);
