@@ -580,6 +580,18 @@ async fn a_session_belongs_to_its_principal_until_shared() {
         .unwrap();
     assert!(!listed.to_string().contains(&session), "{listed}");
 
+    // Nor through the chat page's stream.
+    let streamed = server
+        .client
+        .post(format!("{}/chat/stream", server.base))
+        .bearer_auth(&bob)
+        .json(&json!({"session_id": session, "prompt": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    let streamed = streamed.text().await.unwrap();
+    assert!(streamed.contains("session_not_found") && !streamed.contains("Earth"), "{streamed}");
+
     let shared = server.call(&alice, "share_session", json!({"session_id": session, "groups": ["lab"]})).await;
     assert_eq!(shared["groups"], json!(["lab"]));
     assert!(server.call(&carol, "serialize_knowledge", json!({"session_id": session})).await.get("error").is_none());

@@ -67,6 +67,8 @@ impl Drop for CancelOnDrop {
 
 pub(super) async fn chat_stream(State(state): State<AppState>, request: Request) -> Response {
     let limit = state.config.max_body_bytes;
+    // The turn, and each of its tool calls, runs as the caller.
+    let principal = request.extensions().get::<Arc<cks_tools::Principal>>().cloned();
     let bytes = match axum::body::to_bytes(request.into_body(), limit).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -83,6 +85,7 @@ pub(super) async fn chat_stream(State(state): State<AppState>, request: Request)
         Ok(arguments) => {
             let mut ctx = state.server.context();
             ctx.cancel = cancel.clone();
+            ctx.principal = principal;
             watch_with(&mut ctx, Arc::new(Events(sender.clone())));
             let registry = state.server.registry.clone();
             tokio::spawn(async move {
