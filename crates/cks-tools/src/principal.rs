@@ -56,7 +56,8 @@ pub struct Principal {
     pub subject: String,
     /// The highest of our scopes the token holds; `None` when it holds none of them.
     pub scope: Option<Scope>,
-    /// The groups the token names (the configured claim), kept for later sharing rules.
+    /// The groups the token names (the configured claim): sessions shared with one of them, and
+    /// the gallery's `team` graphs of one of them, are reachable.
     pub groups: Vec<String>,
 }
 
