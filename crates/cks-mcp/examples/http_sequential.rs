@@ -39,8 +39,13 @@ async fn main() -> anyhow::Result<()> {
             let server = CksServer::new(runtime, Arc::new(Registry::standard()), cks_tools::LlmAccess::Absent);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
-            let config =
-                HttpConfig { token: None, allowed_origins: Vec::new(), bind: Some(addr), max_body_bytes: 1 << 20, oauth: None };
+            let config = HttpConfig {
+                token: None,
+                allowed_origins: Vec::new(),
+                bind: Some(addr),
+                max_body_bytes: 1 << 20,
+                oauth: None,
+            };
             tokio::spawn(serve(listener, server, config));
             format!("http://{addr}/mcp")
         }

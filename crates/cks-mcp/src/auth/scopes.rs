@@ -37,12 +37,8 @@ pub const ADMIN: &[&str] = &[
 /// Tools whose metadata declares no graph change, yet which change the server's state: the task
 /// queue's claims and outcomes, queued work, a recorded version check (which also makes the
 /// server fetch the URLs a graph names).
-pub const WRITE: &[&str] = &[
-    "check_component_versions",
-    "dead_letter_conflict_task",
-    "fail_conflict_task",
-    "request_enrichment",
-];
+pub const WRITE: &[&str] =
+    &["check_component_versions", "dead_letter_conflict_task", "fail_conflict_task", "request_enrichment"];
 
 /// The scope a call of the tool needs.
 pub fn for_tool(meta: &ToolMeta) -> Scope {
