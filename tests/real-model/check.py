@@ -139,7 +139,9 @@ class Check:
             "CKS_AI_CHAT_MAX_TOOL_CALLS": str(MAX_TOOL_CALLS),
             "CKS_AI_CHAT_MAX_OUTPUT_TOKENS": "256",
             "CKS_LLM_MAX_RETRIES": "0",
-            # Within the MCP client's own request timeout (300 s).
+            # A request may wait long on a machine busy with other work; the turn's deadline stays
+            # within the MCP client's own request timeout (300 s).
+            "CKS_LLM_TIMEOUT_SECONDS": "230",
             "CKS_AI_CHAT_TIMEOUT_SECONDS": "240",
         })
         self.server = StdioServer([server_bin], env, name="cks-mcp")
