@@ -151,11 +151,14 @@ def short(value):
 
 
 def check_tool_lists(reference, ours):
-    """The shared tools, and (as differences) argument names the reference accepts and ours lacks,
-    and arguments ours requires that the reference does not."""
+    """The shared tools, and (as differences) the reference's tools ours lacks, argument names the
+    reference accepts and ours lacks, and arguments ours requires that the reference does not."""
     ref_tools = {t["name"]: t for t in reference.request("tools/list")["result"]["tools"]}
     our_tools = {t["name"]: t for t in ours.request("tools/list")["result"]["tools"]}
     diffs = []
+    print(f"tools/list: {len(set(ref_tools) & set(our_tools))} of the reference's {len(ref_tools)} tools are ours too")
+    for name in sorted(set(ref_tools) - set(our_tools)):
+        diffs.append((name, "tools/list", "", "missing_tool", name, None))
     for name in sorted(set(our_tools) - set(ref_tools)):
         diffs.append((name, "tools/list", "", "ours_only_tool", None, name))
     shared = sorted(set(ref_tools) & set(our_tools))
