@@ -1,5 +1,6 @@
 // cks-mcp as an OAuth resource server for oidc-provider's tokens: a reader reads and is refused a
-// write (403, insufficient_scope), a writer writes; no token is a 401 pointing at the metadata.
+// write (403, insufficient_scope), a writer writes and shares its session with the reader; no token
+// is a 401 pointing at the metadata.
 // Usage: node interop.mjs <path to cks-mcp>
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -116,6 +117,11 @@ try {
   const evolved = await tool(writer, 'evolve_knowledge', { session_id: session, operations })
   assert.equal(evolved.status, 200, evolved.text)
   assert.equal(result(evolved).error, undefined, evolved.text)
+  // The session is the writer's: the reader finds it once it is shared (a client's subject is its id).
+  const hidden = result(await tool(reader, 'list_versions', { session_id: session }))
+  assert.equal(hidden.error, 'session_not_found', JSON.stringify(hidden))
+  const shared = await tool(writer, 'share_session', { session_id: session, principals: ['reader'] })
+  assert.deepEqual(result(shared).principals, ['reader'], shared.text)
   const versions = result(await tool(reader, 'list_versions', { session_id: session })).versions
   assert.equal(versions.length, 2)
 
