@@ -9,7 +9,7 @@
 //! - `settings.rs`: the configuration, checked at start-up.
 //! - `keys.rs`: the issuer's discovery document and signing keys, cached.
 //! - `token.rs`: an access token checked and read into a principal.
-//! - `scopes.rs`: the scope each request and each tool needs, in one table.
+//! - `scopes.rs`: the scope each request needs (a tool's is `cks_tools::Scope::for_tool`).
 //!
 //! The issuer is found and its keys fetched at start-up: a failure there stops start-up with a
 //! message naming `CKS_MCP_AUTH_ISSUER`, so a misconfigured server never runs refusing everyone.

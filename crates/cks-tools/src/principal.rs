@@ -11,6 +11,8 @@ use std::fmt;
 
 use cks_runtime::access::{PrincipalId, SessionAccess};
 
+use crate::tool::ToolMeta;
+
 /// What a token allows, from least to most: each scope implies the ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
@@ -38,6 +40,43 @@ impl Scope {
     /// The scope a token's scope name stands for; other names are not ours.
     pub fn parse(name: &str) -> Option<Scope> {
         Scope::ALL.into_iter().find(|scope| scope.as_str() == name)
+    }
+}
+
+/// Tools that administer the server: its storage, processes and sweepers, the gallery's shared
+/// names, and the task queue as a whole (a claim takes the next task of any session). They need
+/// `cks:admin` whatever else their metadata says.
+pub const ADMIN_TOOLS: &[&str] = &[
+    "export_storage",
+    "import_storage",
+    "migrate_storage",
+    "start_agent",
+    "stop_agent",
+    "request_process_stop",
+    "unregister_graph",
+    "update_graph_lifecycle",
+    "retry_dead_letter",
+    "reject_resolution",
+    "claim_conflict_task",
+];
+
+/// Tools whose metadata declares no graph change, yet which change the server's state: the task
+/// queue's claims and outcomes, queued work, a recorded version check (which also makes the
+/// server fetch the URLs a graph names).
+pub const WRITE_TOOLS: &[&str] =
+    &["check_component_versions", "dead_letter_conflict_task", "fail_conflict_task", "request_enrichment"];
+
+impl Scope {
+    /// The scope a call of the tool needs: [`ADMIN_TOOLS`] need `cks:admin`; [`WRITE_TOOLS`] and
+    /// every tool whose metadata declares a change need `cks:write`; the others `cks:read`.
+    pub fn for_tool(meta: &ToolMeta) -> Scope {
+        if ADMIN_TOOLS.contains(&meta.name) {
+            Scope::Admin
+        } else if WRITE_TOOLS.contains(&meta.name) || !meta.read_only() {
+            Scope::Write
+        } else {
+            Scope::Read
+        }
     }
 }
 

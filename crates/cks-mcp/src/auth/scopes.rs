@@ -3,8 +3,10 @@
 //! - `cks:read`: every request, whatever it asks: reading tools (those whose metadata declares no
 //!   change), resources, prompts, subscriptions, completions, `/events`.
 //! - `cks:write`: a `tools/call` of a tool that changes something (its metadata declares a graph
-//!   change, a new session or a destructive effect, or [`WRITE`] names it), and `/chat/stream`.
-//! - `cks:admin`: a `tools/call` of a tool that administers the server ([`ADMIN`]).
+//!   change, a new session or a destructive effect, or `WRITE_TOOLS` names it), and `/chat/stream`.
+//! - `cks:admin`: a `tools/call` of a tool that administers the server (`ADMIN_TOOLS`).
+//!
+//! Which scope a tool needs is [`Scope::for_tool`]'s table, beside the registry's access check.
 //!
 //! A test compares every registered tool's scope with the committed table
 //! `tests/data/oauth/scopes.txt`, so a new tool is classified on purpose and an administrative
@@ -15,41 +17,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use cks_tools::{Registry, Scope, ToolMeta};
-
-/// Tools that administer the server: its storage, processes and sweepers, the gallery's shared
-/// names, and the task queue as a whole (a claim takes the next task of any session). They need
-/// `cks:admin` whatever else their metadata says.
-pub const ADMIN: &[&str] = &[
-    "export_storage",
-    "import_storage",
-    "migrate_storage",
-    "start_agent",
-    "stop_agent",
-    "request_process_stop",
-    "unregister_graph",
-    "update_graph_lifecycle",
-    "retry_dead_letter",
-    "reject_resolution",
-    "claim_conflict_task",
-];
-
-/// Tools whose metadata declares no graph change, yet which change the server's state: the task
-/// queue's claims and outcomes, queued work, a recorded version check (which also makes the
-/// server fetch the URLs a graph names).
-pub const WRITE: &[&str] =
-    &["check_component_versions", "dead_letter_conflict_task", "fail_conflict_task", "request_enrichment"];
-
-/// The scope a call of the tool needs.
-pub fn for_tool(meta: &ToolMeta) -> Scope {
-    if ADMIN.contains(&meta.name) {
-        Scope::Admin
-    } else if WRITE.contains(&meta.name) || !meta.read_only() {
-        Scope::Write
-    } else {
-        Scope::Read
-    }
-}
+use cks_tools::{Registry, Scope};
 
 /// The scope a JSON-RPC body posted to `/mcp` needs: the most any of its messages needs.
 /// A body that is not JSON-RPC needs `cks:read` (its handler refuses it with a protocol error).
@@ -76,7 +44,9 @@ pub fn for_body(registry: &Registry, body: &[u8]) -> Scope {
     }
     let needs = |method: Option<&str>, name: Option<&str>| -> Scope {
         match (method, name) {
-            (Some("tools/call"), Some(name)) => registry.get(name).map_or(Scope::Read, |tool| for_tool(tool.meta())),
+            (Some("tools/call"), Some(name)) => {
+                registry.get(name).map_or(Scope::Read, |tool| Scope::for_tool(tool.meta()))
+            }
             _ => Scope::Read,
         }
     };
@@ -110,6 +80,7 @@ pub fn for_route(path: &str) -> Scope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cks_tools::ToolMeta;
     use std::fmt::Write as _;
     use std::sync::Arc;
 
@@ -123,11 +94,11 @@ mod tests {
     #[test]
     fn every_tool_has_the_scope_the_committed_table_gives_it() {
         let registry = registry();
-        let mut table = String::from("# Each tool and the scope a call needs (crates/cks-mcp/src/auth/scopes.rs).\n");
+        let mut table = String::from("# Each tool and the scope a call needs (crates/cks-tools/src/principal.rs).\n");
         let mut tools: Vec<&ToolMeta> = registry.iter().map(|tool| tool.meta()).collect();
         tools.sort_by_key(|meta| meta.name);
         for meta in tools {
-            let scope = for_tool(meta);
+            let scope = Scope::for_tool(meta);
             let _ = writeln!(table, "{} {scope}", meta.name);
             if !meta.read_only() {
                 assert!(scope >= Scope::Write, "{} changes state but needs only {scope}", meta.name);
@@ -140,11 +111,11 @@ mod tests {
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == table,
-            "the tools' scopes differ from {}: classify the new or changed tool in auth/scopes.rs (ADMIN, WRITE), \
+            "the tools' scopes differ from {}: classify the new or changed tool in cks-tools' principal.rs (ADMIN_TOOLS, WRITE_TOOLS), \
              then run with UPDATE_EXPECT=1 and review the diff.\nNow:\n{table}",
             path.display()
         );
-        for name in ADMIN.iter().chain(WRITE) {
+        for name in cks_tools::principal::ADMIN_TOOLS.iter().chain(cks_tools::principal::WRITE_TOOLS) {
             assert!(registry.get(name).is_some(), "{name} is classified but no such tool is registered");
         }
     }
