@@ -577,13 +577,7 @@ mod tests {
     #[test]
     fn with_oauth_the_public_urls_host_names_this_server() {
         use crate::auth::{AuthSettings, KeySet, Validator};
-        let settings = AuthSettings {
-            issuer: "https://id.example.com".into(),
-            audience: "https://kg.example.com/mcp".into(),
-            public_url: "https://kg.example.com".into(),
-            scope_claim: "scope".into(),
-            groups_claim: "groups".into(),
-        };
+        let settings = AuthSettings::example();
         let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&json!({"keys": []}))));
         let mut c = config(None, &[]);
         assert!(!host_allowed(&c, "kg.example.com"));

@@ -36,6 +36,19 @@ pub enum SettingsError {
 }
 
 impl AuthSettings {
+    /// Settings for the unit tests: issuer `https://id.example.com`, this server at
+    /// `https://kg.example.com` (audience `…/mcp`), the default claim names.
+    #[cfg(test)]
+    pub(crate) fn example() -> AuthSettings {
+        AuthSettings {
+            issuer: "https://id.example.com".into(),
+            audience: "https://kg.example.com/mcp".into(),
+            public_url: "https://kg.example.com".into(),
+            scope_claim: "scope".into(),
+            groups_claim: "groups".into(),
+        }
+    }
+
     /// The settings from the variables `get` returns (trimmed, empty as unset); `None` when OAuth
     /// is off. `static_token` is whether `CKS_MCP_HTTP_TOKEN` is set.
     pub fn from_env<'a>(

@@ -232,13 +232,7 @@ mod tests {
     }
 
     fn validator() -> Validator {
-        let settings = AuthSettings {
-            issuer: "https://id.example.com".into(),
-            audience: "https://kg.example.com/mcp".into(),
-            public_url: "https://kg.example.com".into(),
-            scope_claim: "scope".into(),
-            groups_claim: "groups".into(),
-        };
+        let settings = AuthSettings::example();
         let jwks: Value = serde_json::from_str(include_str!("../../tests/data/oauth/jwks.json")).unwrap();
         Validator::new(&settings, Arc::new(KeySet::fixed(&jwks)))
     }
