@@ -117,3 +117,18 @@ pub async fn contradicted_session(ctx: &ToolContext, more: Vec<Value>) -> String
 pub async fn claim(ctx: &ToolContext) -> Value {
     call(ctx, "claim_conflict_task", json!({"task_type": "inference_conflict"})).await["task"].clone()
 }
+
+/// A stored chat of `session` whose title and one message are `text`.
+pub fn chat(chat_id: &str, session: &str, text: &str) -> cks_runtime::store::ChatRow {
+    cks_runtime::store::ChatRow {
+        chat_id: chat_id.into(),
+        session_id: session.into(),
+        title: text.into(),
+        messages: serde_json::json!([{"role": "user", "content": text}]).to_string(),
+        message_count: 1,
+        tool_calls: "[]".into(),
+        created_at: "2026-01-01T00:00:00Z".into(),
+        updated_at: "2026-01-01T00:00:00Z".into(),
+        revision: 1,
+    }
+}

@@ -5,8 +5,6 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use cks_runtime::store::ChatRow;
-
 use crate::testing::{self, structure};
 use crate::{Principal, Registry, Scope, ToolContext};
 
@@ -70,17 +68,7 @@ async fn chats_tasks_and_graphs_of_a_are_hidden_from_b() {
     let a = as_(&ctx, "a", Scope::Write, &[]);
     let b = as_(&ctx, "b", Scope::Write, &["lab"]);
     let id = a_session(&a).await;
-    let chat = ChatRow {
-        chat_id: "chat-a".into(),
-        session_id: id.clone(),
-        title: "t".into(),
-        messages: "[]".into(),
-        message_count: 0,
-        tool_calls: "[]".into(),
-        created_at: "2026-01-01T00:00:00Z".into(),
-        updated_at: "2026-01-01T00:00:00Z".into(),
-        revision: 1,
-    };
+    let chat = testing::chat("chat-a", &id, "t");
     assert!(ctx.runtime.chats().save(&chat, None).await.unwrap());
     assert_eq!(call(&b, "get_chat", json!({"chat_id": "chat-a"})).await["error"], "chat_not_found");
     assert_eq!(call(&b, "delete_chat", json!({"chat_id": "chat-a"})).await["error"], "chat_not_found");
@@ -162,17 +150,7 @@ async fn data_of_a(a: &ToolContext) -> OfA {
     let version = made["version_id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
     let branch =
         call(a, "create_branch", json!({"session_id": session})).await["session_id"].as_str().unwrap().to_owned();
-    let chat = ChatRow {
-        chat_id: "chat-of-a".into(),
-        session_id: session.clone(),
-        title: SECRET.into(),
-        messages: json!([{"role": "user", "content": SECRET}]).to_string(),
-        message_count: 1,
-        tool_calls: "[]".into(),
-        created_at: "2026-01-01T00:00:00Z".into(),
-        updated_at: "2026-01-01T00:00:00Z".into(),
-        revision: 1,
-    };
+    let chat = testing::chat("chat-of-a", &session, SECRET);
     a.runtime.chats().save(&chat, None).await.unwrap();
     let task = testing::queue(a, "inference_conflict", &session, json!({"note": SECRET})).await;
     let graph = "graph-of-a".to_owned();
