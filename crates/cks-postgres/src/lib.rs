@@ -543,16 +543,25 @@ impl HistoryStore for PostgresStore {
         Ok(())
     }
 
-    async fn set_session_metadata(&self, id: &str, metadata: &str) -> Result<(), StoreError> {
+    /// One statement: the row's lock orders two swaps, and the second re-reads the row the first
+    /// wrote (READ COMMITTED re-checks the condition), so it writes only over what it expected.
+    async fn swap_session_metadata(&self, id: &str, expected: &str, metadata: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let changed = client
-            .execute("UPDATE cks_sessions SET metadata = $1 WHERE session_id = $2", &[&metadata, &id])
+            .execute(
+                "UPDATE cks_sessions SET metadata = $1 WHERE session_id = $2 AND metadata = $3",
+                &[&metadata, &id, &expected],
+            )
             .await
             .map_err(db_error)?;
         if changed == 0 {
-            return Err(StoreError::SessionNotFound(id.to_owned()));
+            let exists =
+                client.query_opt("SELECT 1 FROM cks_sessions WHERE session_id = $1", &[&id]).await.map_err(db_error)?;
+            if exists.is_none() {
+                return Err(StoreError::SessionNotFound(id.to_owned()));
+            }
         }
-        Ok(())
+        Ok(changed > 0)
     }
 
     /// One transaction for the whole import: everything is written, or nothing.

@@ -42,6 +42,7 @@ pub async fn run_all(open: Open) {
     runtime_revert_branch_merge(open()).await;
     runtime_restart_sees_everything(open.clone()).await;
     runtime_concurrent_writers(open.clone()).await;
+    runtime_concurrent_shares(open.clone()).await;
     // Last: it backs up everything the checks above left behind, empties the store and restores.
     store_backup_and_restore(open.clone()).await;
 }
@@ -221,9 +222,15 @@ async fn store_sessions(store: Arc<dyn Store>) {
     assert!(matches!(store.set_closed("no-such-session", true).await, Err(StoreError::SessionNotFound(_))));
     // Sharing rewrites the metadata; the backup at the end carries it.
     let shared = r#"{"_cks_access":{"owner":{"issuer":"i","subject":"a"},"principals":[],"groups":["lab"]}}"#;
-    store.set_session_metadata(&id, shared).await.unwrap();
-    assert_eq!(store.load_session(&id).await.unwrap().unwrap().metadata, shared, "set_session_metadata persists");
-    assert!(matches!(store.set_session_metadata("no-such-session", "{}").await, Err(StoreError::SessionNotFound(_))));
+    let before = store.load_session(&id).await.unwrap().unwrap().metadata;
+    assert!(store.swap_session_metadata(&id, &before, shared).await.unwrap(), "the swap over the stored text lands");
+    assert_eq!(store.load_session(&id).await.unwrap().unwrap().metadata, shared, "swap_session_metadata persists");
+    assert!(!store.swap_session_metadata(&id, &before, "{}").await.unwrap(), "a swap over stale text is refused");
+    assert_eq!(store.load_session(&id).await.unwrap().unwrap().metadata, shared, "and writes nothing");
+    assert!(matches!(
+        store.swap_session_metadata("no-such-session", "{}", "{}").await,
+        Err(StoreError::SessionNotFound(_))
+    ));
     assert!(matches!(store.list_versions("no-such-session").await, Err(StoreError::SessionNotFound(_))));
     assert_eq!(store.head_seq("no-such-session").await.unwrap(), None);
 }
@@ -925,6 +932,53 @@ async fn runtime_restart_sees_everything(open: Open) {
     assert_eq!(rt.commit(&id2, ops(json!([add("late")]))).await.unwrap_err().code(), "session_closed");
     let listed = rt.list_sessions().await.unwrap();
     assert!(listed.iter().any(|s| s.session_id == id && s.version_count == 7));
+}
+
+/// Shares of one session at once, from two runtimes (two server processes) on one store, each
+/// granting a principal of its own: every grant is recorded, none lost to a later write.
+async fn runtime_concurrent_shares(open: Open) {
+    use crate::access::{PrincipalId, SessionAccess};
+    let who = |subject: String| PrincipalId { issuer: "https://id.example".into(), subject };
+    let a = Arc::new(runtime(open()));
+    let b = Arc::new(runtime(open()));
+    let id = a.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+    a.set_access(&id, &SessionAccess::owned_by(who("owner".into()))).await.unwrap();
+    // Loaded on both sides, so each keeps a copy of the metadata to refresh.
+    a.read(&id, |_, _| ()).await.unwrap();
+    b.read(&id, |_, _| ()).await.unwrap();
+    let mut tasks = Vec::new();
+    for (name, rt) in [("a", a.clone()), ("b", b.clone())] {
+        for i in 0..16 {
+            let (rt, id, grantee) = (rt.clone(), id.clone(), who(format!("{name}{i}")));
+            tasks.push(tokio::spawn(async move {
+                rt.update_access(&id, |access| {
+                    let mut access = access.expect("the session has an owner");
+                    access.principals.push(grantee.clone());
+                    access.groups.push(format!("group-{}", grantee.subject));
+                    Ok::<_, RuntimeError>(access)
+                })
+                .await
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap_or_else(|e| panic!("a share failed: {e}"));
+    }
+    let access = a.access(&id).await.unwrap().unwrap();
+    let mut granted: Vec<String> = access.principals.iter().map(|p| p.subject.clone()).collect();
+    granted.sort();
+    let mut expected: Vec<String> = ["a", "b"].iter().flat_map(|n| (0..16).map(move |i| format!("{n}{i}"))).collect();
+    expected.sort();
+    assert_eq!(granted, expected, "every concurrent grant is recorded exactly once");
+    assert_eq!(access.groups.len(), 32, "and every group");
+    assert_eq!(access.owner, who("owner".into()), "the owner is kept");
+    // A runtime's loaded copy shows the metadata as its last change left it in the store.
+    a.update_access(&id, |access| Ok::<_, RuntimeError>(access.unwrap())).await.unwrap();
+    let shown = SessionAccess::of(&a.info(&id).await.unwrap().metadata).unwrap();
+    assert_eq!(shown.principals.len(), 32, "the loaded copy shows every grant");
+    let refused = a.update_access(&id, |_| Err::<SessionAccess, _>(RuntimeError::SessionClosed(id.clone()))).await;
+    assert!(matches!(refused, Err(RuntimeError::SessionClosed(_))), "a refusing change writes nothing");
+    assert_eq!(a.access(&id).await.unwrap().unwrap(), access);
 }
 
 async fn runtime_concurrent_writers(open: Open) {

@@ -658,17 +658,52 @@ impl Runtime {
         Ok(SessionAccess::of(&crate::session::parse_metadata(&row.metadata)))
     }
 
-    /// Records who may reach a session, in its metadata. Two changes at once: the last one wins.
-    pub async fn set_access(&self, id: &str, access: &SessionAccess) -> Result<(), RuntimeError> {
-        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
-        let mut metadata = crate::session::parse_metadata(&row.metadata);
-        access.write_to(&mut metadata);
-        let text = Value::Object(metadata).to_string();
-        self.store.set_session_metadata(id, &text).await?;
-        // A loaded copy shows the same metadata.
-        if self.is_loaded(id) {
-            self.session(id).await?.state.write().await.row.metadata = text;
+    /// Changes who may reach a session: `change` is given the access stored now (`None`: ownerless)
+    /// and returns the access to record, or an error to change nothing. The metadata is written
+    /// with a compare-and-swap ([`crate::store::HistoryStore::swap_session_metadata`]); when another writer (a
+    /// share at the same time, here or on another replica) changed it in between, `change` runs
+    /// again on what that writer left, so no change is lost. Returns the access recorded.
+    pub async fn update_access<E: From<RuntimeError>>(
+        &self,
+        id: &str,
+        mut change: impl FnMut(Option<SessionAccess>) -> Result<SessionAccess, E>,
+    ) -> Result<SessionAccess, E> {
+        const ATTEMPTS: u32 = 1_000;
+        for _ in 0..ATTEMPTS {
+            let row = self
+                .store
+                .load_session(id)
+                .await
+                .map_err(RuntimeError::from)?
+                .ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
+            let mut metadata = crate::session::parse_metadata(&row.metadata);
+            let access = change(SessionAccess::of(&metadata))?;
+            access.write_to(&mut metadata);
+            let text = Value::Object(metadata).to_string();
+            if self.store.swap_session_metadata(id, &row.metadata, &text).await.map_err(RuntimeError::from)? {
+                self.refresh_metadata(id).await?;
+                return Ok(access);
+            }
+            tokio::task::yield_now().await;
         }
+        Err(RuntimeError::ConcurrentModification { session_id: id.to_owned(), attempts: ATTEMPTS }.into())
+    }
+
+    /// Records who may reach a session, in place of whatever was recorded.
+    pub async fn set_access(&self, id: &str, access: &SessionAccess) -> Result<(), RuntimeError> {
+        self.update_access(id, |_| Ok::<_, RuntimeError>(access.clone())).await.map(drop)
+    }
+
+    /// A loaded copy of the session shows its metadata as stored now: read under the copy's write
+    /// lock, so of two refreshes at once the later one leaves the newer text.
+    async fn refresh_metadata(&self, id: &str) -> Result<(), RuntimeError> {
+        if !self.is_loaded(id) {
+            return Ok(());
+        }
+        let session = self.session(id).await?;
+        let mut state = session.state.write().await;
+        let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
+        state.row.metadata = row.metadata;
         Ok(())
     }
 

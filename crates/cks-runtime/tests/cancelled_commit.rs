@@ -87,8 +87,13 @@ impl HistoryStore for StallingStore {
         self.inner.set_closed(session_id, closed).await
     }
 
-    async fn set_session_metadata(&self, session_id: &str, metadata: &str) -> Result<(), StoreError> {
-        self.inner.set_session_metadata(session_id, metadata).await
+    async fn swap_session_metadata(
+        &self,
+        session_id: &str,
+        expected: &str,
+        metadata: &str,
+    ) -> Result<bool, StoreError> {
+        self.inner.swap_session_metadata(session_id, expected, metadata).await
     }
 }
 

@@ -212,11 +212,14 @@ impl HistoryStore for MemoryStore {
         })
     }
 
-    async fn set_session_metadata(&self, id: &str, metadata: &str) -> Result<(), StoreError> {
+    async fn swap_session_metadata(&self, id: &str, expected: &str, metadata: &str) -> Result<bool, StoreError> {
         self.write(|inner| {
             let data = inner.sessions.get_mut(id).ok_or_else(|| StoreError::SessionNotFound(id.to_owned()))?;
+            if data.row.metadata != expected {
+                return Ok(false);
+            }
             metadata.clone_into(&mut data.row.metadata);
-            Ok(())
+            Ok(true)
         })
     }
 

@@ -296,9 +296,13 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
 
     async fn set_closed(&self, session_id: &str, closed: bool) -> Result<(), StoreError>;
 
-    /// Replaces a session's metadata (JSON object text): who it is shared with is kept there
-    /// ([`crate::access`]). Versions and the head are left alone.
-    async fn set_session_metadata(&self, session_id: &str, metadata: &str) -> Result<(), StoreError>;
+    /// Replaces a session's metadata (JSON object text) if it is still `expected`, atomically (a
+    /// compare-and-swap): `false`, and nothing written, when another writer changed it since it was
+    /// read. Who a session is shared with is kept there ([`crate::access`]), and two shares at
+    /// once, here or on another process, must both land: the caller reads, changes and swaps
+    /// again. Versions and the head are left alone.
+    async fn swap_session_metadata(&self, session_id: &str, expected: &str, metadata: &str)
+    -> Result<bool, StoreError>;
 
     /// Writes whole sessions with their histories, keeping their ids, timestamps and metadata.
     /// A session whose id is already stored is skipped (so importing the same data twice writes

@@ -733,16 +733,27 @@ impl HistoryStore for SqliteStore {
         .await
     }
 
-    async fn set_session_metadata(&self, id: &str, metadata: &str) -> Result<(), StoreError> {
-        let (id, metadata) = (id.to_owned(), metadata.to_owned());
+    /// One statement: SQLite runs it under the database's write lock, so the comparison and the
+    /// write are one step for every connection and process on the file.
+    async fn swap_session_metadata(&self, id: &str, expected: &str, metadata: &str) -> Result<bool, StoreError> {
+        let (id, expected, metadata) = (id.to_owned(), expected.to_owned(), metadata.to_owned());
         self.run(move |conn| {
             let changed = conn
-                .execute("UPDATE sessions SET metadata = ?1 WHERE session_id = ?2", params![metadata, id])
+                .execute(
+                    "UPDATE sessions SET metadata = ?1 WHERE session_id = ?2 AND metadata = ?3",
+                    params![metadata, id, expected],
+                )
                 .map_err(backend)?;
             if changed == 0 {
-                return Err(StoreError::SessionNotFound(id));
+                let exists = conn
+                    .query_row("SELECT 1 FROM sessions WHERE session_id = ?1", params![id], |_| Ok(()))
+                    .optional()
+                    .map_err(backend)?;
+                if exists.is_none() {
+                    return Err(StoreError::SessionNotFound(id));
+                }
             }
-            Ok(())
+            Ok(changed > 0)
         })
         .await
     }

@@ -77,28 +77,36 @@ impl Tool for ShareSession {
         let not_owner = |why: &str| {
             ToolError::new(ErrorCode::NotSessionOwner, format!("Session '{id}' {why}.")).with("session_id", id.as_str())
         };
-        let mut access = ctx.runtime.access(id).await?.ok_or_else(|| not_owner("has no owner: it is everyone's"))?;
-        if let Some(principal) = &ctx.principal
-            && !principal.allows(Scope::Admin)
-            && principal.id() != access.owner
-        {
-            return Err(not_owner("is not yours to share"));
-        }
-        let principals = input
-            .principals
-            .into_iter()
-            .map(|subject| PrincipalId { issuer: access.owner.issuer.clone(), subject })
-            .filter(|p| *p != access.owner);
-        if input.remove {
-            let principals: Vec<PrincipalId> = principals.collect();
-            access.principals.retain(|p| !principals.contains(p));
-            access.groups.retain(|g| !input.groups.contains(g));
-        } else {
-            access.principals.extend(principals);
-            access.groups.extend(input.groups);
-        }
-        tidy(&mut access);
-        ctx.runtime.set_access(id, &access).await?;
+        // Read, changed and written as one compare-and-swap, retried on what a share at the same
+        // time (here or on another replica) left: no grant is lost to a later write.
+        let access = ctx
+            .runtime
+            .update_access(id, |stored| {
+                let mut access = stored.ok_or_else(|| not_owner("has no owner: it is everyone's"))?;
+                if let Some(principal) = &ctx.principal
+                    && !principal.allows(Scope::Admin)
+                    && principal.id() != access.owner
+                {
+                    return Err(not_owner("is not yours to share"));
+                }
+                let principals = input
+                    .principals
+                    .iter()
+                    .map(|subject| PrincipalId { issuer: access.owner.issuer.clone(), subject: subject.clone() })
+                    .filter(|p| *p != access.owner);
+                if input.remove {
+                    let principals: Vec<PrincipalId> = principals.collect();
+                    access.principals.retain(|p| !principals.contains(p));
+                    access.groups.retain(|g| !input.groups.contains(g));
+                } else {
+                    let principals: Vec<PrincipalId> = principals.collect();
+                    access.principals.extend(principals);
+                    access.groups.extend(input.groups.iter().cloned());
+                }
+                tidy(&mut access);
+                Ok(access)
+            })
+            .await?;
         Ok(Output {
             session_id: input.session_id,
             principals: access.principals.into_iter().map(|p| p.subject).collect(),
@@ -127,13 +135,72 @@ mod tests {
     use crate::{Principal, Scope, ToolContext};
 
     fn as_(ctx: &ToolContext, subject: &str, groups: &[&str]) -> ToolContext {
+        with_scope(ctx, subject, Scope::Write, groups)
+    }
+
+    fn with_scope(ctx: &ToolContext, subject: &str, scope: Scope, groups: &[&str]) -> ToolContext {
         let principal = Principal {
             issuer: "https://id.example".into(),
             subject: subject.into(),
-            scope: Some(Scope::Write),
+            scope: Some(scope),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         };
         ToolContext { principal: Some(Arc::new(principal)), ..ctx.clone() }
+    }
+
+    /// Shares of one session at once, by its owner and by an administrator, through `contexts`
+    /// in turn (one per server process on the store), each granting a principal and a group of
+    /// its own: afterwards every grant is recorded, and each grantee reaches the session.
+    async fn concurrent_shares_all_land(contexts: &[ToolContext]) {
+        const SHARES: usize = 24;
+        let owner = as_(&contexts[0], "owner", &[]);
+        let add = json!({"type": "add_object", "identity": {"id": "e", "type": "Planet", "name": "Earth"}});
+        let made =
+            call(&owner, "evolve_knowledge", json!({"json_data": structure(vec![]).to_string(), "operations": [add]}))
+                .await;
+        let id = made["session_id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
+        let mut calls = Vec::new();
+        for i in 0..SHARES {
+            let ctx = &contexts[i % contexts.len()];
+            let caller = if i % 2 == 0 { as_(ctx, "owner", &[]) } else { with_scope(ctx, "root", Scope::Admin, &[]) };
+            let args = json!({"session_id": id, "principals": [format!("p{i}")], "groups": [format!("g{i}")]});
+            calls.push(tokio::spawn(async move { call(&caller, "share_session", args).await }));
+        }
+        for shared in calls {
+            let shared = shared.await.unwrap();
+            assert!(shared.get("error").is_none(), "{shared}");
+        }
+        let listed = call(&owner, "share_session", json!({"session_id": id})).await;
+        let mut expected: Vec<String> = (0..SHARES).map(|i| format!("p{i}")).collect();
+        expected.sort();
+        assert_eq!(listed["principals"], json!(expected), "no grant was lost");
+        let mut groups: Vec<String> = (0..SHARES).map(|i| format!("g{i}")).collect();
+        groups.sort();
+        assert_eq!(listed["groups"], json!(groups));
+        for i in 0..SHARES {
+            let ctx = &contexts[i % contexts.len()];
+            assert!(read(&as_(ctx, &format!("p{i}"), &[]), &id).await.get("error").is_none(), "p{i} reaches it");
+            assert!(read(&as_(ctx, "x", &[&format!("g{i}")]), &id).await.get("error").is_none(), "g{i} reaches it");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_shares_lose_no_grant_on_the_memory_store() {
+        concurrent_shares_all_land(&[context()]).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_shares_lose_no_grant_on_sqlite_across_processes() {
+        use cks_runtime::store::sqlite::SqliteStore;
+        use cks_runtime::{Runtime, RuntimeConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cks.db");
+        // Two runtimes, each with its own connection to the file: two server processes.
+        let open = || {
+            let store = SqliteStore::open(&path, &Default::default()).unwrap();
+            ToolContext::new(Arc::new(Runtime::new(Arc::new(store), RuntimeConfig::default())))
+        };
+        concurrent_shares_all_land(&[open(), open()]).await;
     }
 
     async fn read(ctx: &ToolContext, id: &str) -> Value {
