@@ -2,13 +2,11 @@
 // write (403, insufficient_scope), a writer writes and shares its session with the reader; no token
 // is a 401 pointing at the metadata.
 // Usage: node interop.mjs <path to cks-mcp>
-import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import assert from 'node:assert/strict'
+import { join } from 'node:path'
 
 import { freePort } from '../interop/ts/net.mjs'
+import { caller, clientToken, result, startCks } from './cks.mjs'
 import { start } from './provider.mjs'
 
 const binary = process.argv[2]
@@ -17,73 +15,15 @@ const port = await freePort()
 const base = `http://127.0.0.1:${port}`
 const resource = `${base}/mcp`
 const { issuer, server: provider } = await start(issuerPort, resource)
-
-const data = mkdtempSync(join(tmpdir(), 'cks-oauth-'))
-let log = ''
-const child = spawn(binary, ['--http', `127.0.0.1:${port}`, '--no-stdio'], {
-  env: {
-    PATH: process.env.PATH,
-    HOME: data,
-    CKS_MCP_DATA_DIR: data,
-    CKS_MCP_DB_PATH: ':memory:',
-    CKS_SWEEPERS: 'off',
-    CKS_EMBEDDING_PROVIDER: 'none',
-    CKS_MCP_LOG: 'info',
-    CKS_MCP_AUTH_ISSUER: issuer,
-    CKS_MCP_PUBLIC_URL: base,
-  },
-  stdio: ['ignore', 'ignore', 'pipe'],
-})
-child.stderr.on('data', (chunk) => { log += chunk })
-const done = () => {
-  child.kill()
+const cks = await startCks(binary, port, issuer).catch((error) => {
   provider.close()
-  rmSync(data, { recursive: true, force: true })
-}
+  throw error
+})
+const { call, tool } = caller(base)
 
 try {
-  for (let i = 0; ; i++) {
-    try {
-      await fetch(`${base}/health`)
-      break
-    } catch {
-      if (i > 300) throw new Error(`cks-mcp did not come up:\n${log}`)
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-  }
-
-  // Client credentials, for cks-mcp's resource.
-  async function token(client, secret, scope) {
-    const response = await fetch(`${issuer}/token`, {
-      method: 'POST',
-      headers: {
-        authorization: `Basic ${Buffer.from(`${client}:${secret}`).toString('base64')}`,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: new URLSearchParams({ grant_type: 'client_credentials', scope, resource }),
-    })
-    const body = await response.json()
-    assert.equal(response.status, 200, JSON.stringify(body))
-    assert.equal(body.access_token.split('.').length, 3, 'a JWT access token')
-    return body.access_token
-  }
-  const reader = await token('reader', 'reader-secret-for-tests-only', 'cks:read')
-  const writer = await token('writer', 'writer-secret-for-tests-only', 'cks:read cks:write')
-
-  let id = 0
-  async function call(accessToken, method, params) {
-    const headers = { 'content-type': 'application/json' }
-    if (accessToken) headers.authorization = `Bearer ${accessToken}`
-    const response = await fetch(`${base}/mcp`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
-    })
-    const text = await response.text()
-    return { status: response.status, challenge: response.headers.get('www-authenticate'), text }
-  }
-  const tool = (accessToken, name, args) => call(accessToken, 'tools/call', { name, arguments: args })
-  const result = (answer) => JSON.parse(JSON.parse(answer.text).result.content[0].text)
+  const reader = await clientToken(issuer, resource, 'reader', 'reader-secret-for-tests-only', 'cks:read')
+  const writer = await clientToken(issuer, resource, 'writer', 'writer-secret-for-tests-only', 'cks:read cks:write')
 
   // No token: a 401 naming the metadata, which names the issuer.
   const anonymous = await call(null, 'tools/list', {})
@@ -126,15 +66,16 @@ try {
   assert.equal(versions.length, 2)
 
   // Neither has cks:admin.
-  const admin = await tool(writer, 'export_storage', { output_path: join(data, 'backup.json') })
+  const admin = await tool(writer, 'export_storage', { output_path: join(cks.data, 'backup.json') })
   assert.equal(admin.status, 403)
   assert.match(admin.challenge, /scope="cks:admin"/)
 
   // A tampered token is refused, and no token shows in the log.
   const tampered = `${writer.slice(0, -4)}AAAA`
   assert.equal((await call(tampered, 'tools/list', {})).status, 401)
-  for (const t of [reader, writer, tampered]) assert.ok(!log.includes(t), 'a token in the log')
+  for (const t of [reader, writer, tampered]) assert.ok(!cks.log.includes(t), 'a token in the log')
   console.log('oauth interop: oidc-provider tokens: read ok, write refused without cks:write, write ok')
 } finally {
-  done()
+  cks.stop()
+  provider.close()
 }

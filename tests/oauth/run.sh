@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # cks-mcp's OAuth resource server against a real authorization server: oidc-provider (OpenID
-# Certified, from npm, on Node.js 22) issues client-credentials JWT access tokens for cks-mcp's
-# resource, and interop.mjs drives the release binary's HTTP server with them.
+# Certified, from npm, on Node.js 22) issues JWT access tokens for cks-mcp's resource.
+# interop.mjs drives the release binary's HTTP server with machine clients' tokens (client
+# credentials); page.mjs signs two users in to the chat page in Debian's Chromium (authorization
+# code with PKCE).
 #
 # Usage: tests/oauth/run.sh [path to cks-mcp]   (default: the release binary, built first)
+# Environment: CHROMIUM (default /usr/bin/chromium), SCREENSHOTS (default target/oauth-page).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/tests/oauth"
-if ! command -v npm >/dev/null; then
-  apt-get install -y --no-install-recommends nodejs npm >/dev/null ||
-    { apt-get update >/dev/null && apt-get install -y --no-install-recommends nodejs npm >/dev/null; }
-fi
+install() { apt-get install -y --no-install-recommends "$@" >/dev/null || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "$@" >/dev/null; }; }
+command -v npm >/dev/null || install nodejs npm
+export CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+[ -x "$CHROMIUM" ] || install chromium
 if [ ! -d "$here/node_modules/oidc-provider" ] || [ ! -x "$here/node_modules/.bin/node" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --silent)
+fi
+# The page check drives Chromium with the page check's harness (playwright-core).
+if [ ! -d "$root/tests/page/node_modules/playwright-core" ]; then
+  (cd "$root/tests/page" && npm ci --no-audit --no-fund --silent)
 fi
 binary="${1:-}"
 if [ -z "$binary" ]; then
@@ -20,3 +27,7 @@ if [ -z "$binary" ]; then
   binary="$root/target/release/cks-mcp"
 fi
 "$here/node_modules/.bin/node" "$here/interop.mjs" "$binary"
+export SCREENSHOTS="${SCREENSHOTS:-$root/target/oauth-page}"
+mkdir -p "$SCREENSHOTS"
+rm -f "$SCREENSHOTS"/*.png
+"$here/node_modules/.bin/node" "$here/page.mjs" "$binary"

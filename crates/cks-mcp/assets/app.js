@@ -2,11 +2,14 @@
 // (`POST /mcp`: tools/call and resources/read), the runtime events (`GET /events/{session}`) and
 // the chat stream (`POST /chat/stream`, when the server has it). Everything is read with fetch(),
 // so the access token, when the server asks for one, travels as a bearer header on every request.
+// Where the server signs callers in with OAuth, the page gets its token itself: the authorization
+// code flow with PKCE, against the issuer `GET /sign-in` names.
 // No framework, no build step; the DOM is built with textContent only (no HTML from data).
 'use strict'
 ;(() => {
   const MAX_OBJECTS = 300 // the graph panel draws at most this many objects
   const TOKEN_KEY = 'cks-page:token' // sessionStorage: this tab only
+  const SIGN_IN_KEY = 'cks-page:sign-in' // sessionStorage: a sign-in's state and PKCE verifier
   const MODEL_KEY = 'cks-page:model'
   const SESSION_KEY = 'cks-page:session'
 
@@ -147,8 +150,10 @@
 
   // ---------------------------------------------------------------------------------------------
   // Requests. Every one carries the token when there is one; a 401 asks for it and tries again.
+  // A 401 whose challenge names the resource metadata (RFC 9728) means OAuth: the page signs in.
 
   let token = sessionStorage.getItem(TOKEN_KEY) || ''
+  let oauth = false
 
   class AuthNeeded extends Error {}
 
@@ -180,11 +185,113 @@
       const response = await fetch(url, { ...init, headers, cache: 'no-store', credentials: 'omit' })
       if (response.status !== 401) return response
       await response.body?.cancel()
+      if (/resource_metadata=/.test(response.headers.get('www-authenticate') || '')) useOAuth()
       // Once the dialog was dismissed, requests fail quietly until "Enter token" is chosen.
       if (token && sent !== token) continue // a new token was given meanwhile
-      const asked = !tokenDeclined && await askToken(sent ? 'That token was refused; try again.' : '')
-      if (!asked) throw new AuthNeeded('This server needs its access token: choose “Enter token”.')
+      if (oauth && sent) forgetToken() // expired, or refused: only a new sign-in helps
+      const refused = oauth ? 'Your sign-in has ended; sign in again.' : 'That token was refused; try again.'
+      const asked = !accessDeclined && await askAccess(signInProblem || (sent ? refused : ''))
+      if (!asked) throw new AuthNeeded(accessNeeded())
     }
+  }
+
+  function useOAuth() {
+    oauth = true
+    $('token-open').textContent = 'Sign in'
+  }
+  function forgetToken() {
+    token = ''
+    sessionStorage.removeItem(TOKEN_KEY)
+  }
+  const accessNeeded = () => oauth
+    ? 'This server needs you to sign in: choose “Sign in”.'
+    : 'This server needs its access token: choose “Enter token”.'
+
+  // ---------------------------------------------------------------------------------------------
+  // OAuth sign-in: the authorization code flow with PKCE (RFC 7636), in this tab. The browser
+  // goes to the issuer and comes back to `/` with a code, which the page trades for an access
+  // token at the issuer's token endpoint. The token is kept like a static one: in this tab only.
+
+  let signInProblem = ''
+
+  const base64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)))
+    .replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
+  const randomText = (size) => base64url(crypto.getRandomValues(new Uint8Array(size)))
+
+  /** What `GET /sign-in` says: the issuer, its endpoints, this page's client id, scope and resource. */
+  async function signInSettings() {
+    const response = await fetch('/sign-in', { cache: 'no-store', credentials: 'omit' })
+    if (!response.ok) throw await httpError(response)
+    return response.json()
+  }
+
+  /** Sends the browser to the issuer to sign in. */
+  async function signIn() {
+    const settings = await signInSettings()
+    if (new URL(settings.redirect_uri).origin !== location.origin) {
+      // The issuer sends the browser back to the server's public URL: sign in from there, where
+      // the answer finds the sign-in this tab started.
+      location.assign(settings.redirect_uri)
+      return
+    }
+    const verifier = randomText(32)
+    const challenge = base64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)))
+    const pending = { state: randomText(16), verifier }
+    sessionStorage.setItem(SIGN_IN_KEY, JSON.stringify(pending))
+    const url = new URL(settings.authorization_endpoint)
+    const query = {
+      response_type: 'code',
+      client_id: settings.client_id,
+      redirect_uri: settings.redirect_uri,
+      scope: settings.scope,
+      resource: settings.resource,
+      state: pending.state,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+    }
+    for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value)
+    location.assign(url.href)
+  }
+
+  /** Back from the issuer: trades the code for an access token. Throws what went wrong. */
+  async function finishSignIn() {
+    const answer = new URLSearchParams(location.search)
+    if (!answer.has('code') && !answer.has('error')) return
+    useOAuth()
+    // The code leaves the address bar and the history at once; it is good for one exchange only.
+    history.replaceState(null, '', location.pathname)
+    const pending = JSON.parse(sessionStorage.getItem(SIGN_IN_KEY) || 'null')
+    sessionStorage.removeItem(SIGN_IN_KEY)
+    if (answer.has('error')) {
+      throw new Error(`the issuer answered “${answer.get('error_description') || answer.get('error')}”`)
+    }
+    if (!pending || answer.get('state') !== pending.state) {
+      throw new Error('the answer does not belong to a sign-in this tab started')
+    }
+    const settings = await signInSettings()
+    if (answer.has('iss') && answer.get('iss') !== settings.issuer) {
+      throw new Error('the answer came from another issuer') // RFC 9207: a mix-up
+    }
+    const response = await fetch(settings.token_endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: answer.get('code'),
+        redirect_uri: settings.redirect_uri,
+        client_id: settings.client_id,
+        code_verifier: pending.verifier,
+        resource: settings.resource,
+      }),
+      cache: 'no-store',
+      credentials: 'omit',
+    })
+    const body = await response.json().catch(() => ({}))
+    if (!response.ok || typeof body.access_token !== 'string') {
+      throw new Error(`the issuer gave no token (${body.error_description || body.error || `HTTP ${response.status}`})`)
+    }
+    token = body.access_token
+    sessionStorage.setItem(TOKEN_KEY, token)
   }
 
   let rpcId = 0
@@ -215,41 +322,52 @@
   }
 
   // ---------------------------------------------------------------------------------------------
-  // The token dialog.
+  // The token dialog, or with OAuth the sign-in dialog.
 
-  let tokenPrompt = null
-  let tokenDeclined = false
-  /** Asks for the token (one dialog however many requests wait); true once one was given. */
-  function askToken(message) {
-    if (tokenPrompt) return tokenPrompt
-    const dialog = $('token-dialog')
-    $('token-error').textContent = message
+  let accessPrompt = null
+  let accessDeclined = false
+  /**
+   * Asks for the token, or whether to sign in (one dialog however many requests wait); true once
+   * a token was given or signing in began.
+   */
+  function askAccess(message) {
+    if (accessPrompt) return accessPrompt
+    const [dialog, error, cancel, focus] = oauth
+      ? [$('sign-in-dialog'), $('sign-in-error'), $('sign-in-cancel'), $('sign-in-go')]
+      : [$('token-dialog'), $('token-error'), $('token-cancel'), $('token-input')]
+    error.textContent = message
     $('token-input').value = ''
-    tokenPrompt = new Promise((resolve) => {
+    accessPrompt = new Promise((resolve) => {
       const done = (given) => {
         dialog.removeEventListener('close', onClose)
-        tokenPrompt = null
+        accessPrompt = null
         if (dialog.open) dialog.close()
         $('token-open').hidden = given
-        tokenDeclined = !given
-        if (!given) setStatus('This server needs its access token: choose “Enter token”.')
+        accessDeclined = !given
+        if (!given) setStatus(accessNeeded())
         resolve(given)
       }
       const onClose = () => done(false)
       dialog.addEventListener('close', onClose)
       dialog.onsubmit = (event) => {
         event.preventDefault()
+        if (oauth) {
+          signIn().catch((failure) => {
+            error.textContent = `Signing in could not start: ${failure.message}`
+          })
+          return
+        }
         const value = $('token-input').value.trim()
         if (!value) return
         token = value
         sessionStorage.setItem(TOKEN_KEY, token)
         done(true)
       }
-      $('token-cancel').onclick = () => done(false)
+      cancel.onclick = () => done(false)
       dialog.showModal()
-      $('token-input').focus()
+      focus.focus()
     })
-    return tokenPrompt
+    return accessPrompt
   }
 
   /** Asks a yes/no question in a dialog (Escape or Cancel: no). */
@@ -1042,8 +1160,8 @@
       $('prompt').focus()
     })
     $('token-open').addEventListener('click', async () => {
-      tokenDeclined = false
-      if (await askToken('')) boot()
+      accessDeclined = false
+      if (await askAccess('')) boot()
     })
     const canvas = $('graph')
     canvas.addEventListener('mousemove', hoverGraph)
@@ -1057,6 +1175,12 @@
 
   async function boot() {
     setStatus('Connecting…')
+    try {
+      await finishSignIn()
+    } catch (error) {
+      signInProblem = `Signing in failed: ${error.message}.`
+      setStatus(signInProblem)
+    }
     await loadSessions()
     await loadProvider()
   }

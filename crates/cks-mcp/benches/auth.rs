@@ -27,6 +27,7 @@ fn settings() -> AuthSettings {
         public_url: "https://kg.example.com".into(),
         scope_claim: "scope".into(),
         groups_claim: "groups".into(),
+        page_client_id: None,
     }
 }
 

@@ -14,6 +14,10 @@
 //! The issuer is found and its keys fetched at start-up: a failure there stops start-up with a
 //! message naming `CKS_MCP_AUTH_ISSUER`, so a misconfigured server never runs refusing everyone.
 //!
+//! The chat page signs in itself ([`PageSignIn`]): with `CKS_MCP_AUTH_PAGE_CLIENT_ID` set, `GET
+//! /sign-in` tells it the issuer's endpoints and its client id, and the page runs the authorization
+//! code flow with PKCE in the browser. The access token it gets is checked like any other.
+//!
 //! A token's text never appears in a log line, an error or a response: errors say what was wrong
 //! with it, never what it was.
 
@@ -29,25 +33,87 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 pub use cks_tools::{Principal, Scope};
-pub use keys::{DiscoveryError, KeySet};
+pub use keys::{Discovery, DiscoveryError, KeySet};
 pub use settings::AuthSettings;
 pub use token::{TokenError, Validator};
 
 /// The path of the protected resource metadata document (RFC 9728).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
-/// The resource server: its settings, and the validator holding the issuer's keys.
+/// The path where the chat page learns how to sign in.
+pub const SIGN_IN_PATH: &str = "/sign-in";
+
+/// What the page asks for: its own calls, never `cks:admin`. `openid` because OpenID Connect
+/// issuers refuse an authorization request without it.
+const PAGE_SCOPE: &str = "openid cks:read cks:write";
+
+/// The resource server: its settings, the validator holding the issuer's keys, and how the chat
+/// page signs in.
 #[derive(Debug)]
 pub struct OAuth {
     pub settings: AuthSettings,
     pub validator: Validator,
+    pub page: Option<PageSignIn>,
+}
+
+/// The issuer's endpoints the chat page signs in through, and the client id it signs in as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSignIn {
+    pub authorization_endpoint: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+}
+
+impl PageSignIn {
+    /// The page's sign-in, when `CKS_MCP_AUTH_PAGE_CLIENT_ID` is set: the issuer must name both
+    /// endpoints and, when it lists its PKCE methods, accept S256.
+    pub fn new(settings: &AuthSettings, discovery: &Discovery) -> Result<Option<PageSignIn>, DiscoveryError> {
+        let Some(client_id) = &settings.page_client_id else { return Ok(None) };
+        let endpoint = |found: &Option<String>, what: &'static str| match found {
+            Some(url) if url.starts_with("https://") || url.starts_with("http://") => Ok(url.clone()),
+            _ => Err(DiscoveryError::PageSignIn(what)),
+        };
+        let authorization_endpoint = endpoint(&discovery.authorization_endpoint, "names no authorization_endpoint")?;
+        let token_endpoint = endpoint(&discovery.token_endpoint, "names no token_endpoint")?;
+        if let Some(methods) = &discovery.code_challenge_methods_supported
+            && !methods.iter().any(|m| m == "S256")
+        {
+            return Err(DiscoveryError::PageSignIn("does not list S256 among its PKCE methods"));
+        }
+        Ok(Some(PageSignIn { authorization_endpoint, token_endpoint, client_id: client_id.clone() }))
+    }
+
+    /// The origin of the token endpoint: the one place besides this server the page connects to.
+    pub fn token_origin(&self) -> &str {
+        let after_scheme = self.token_endpoint.find("://").map_or(0, |i| i + 3);
+        let end = self.token_endpoint[after_scheme..]
+            .find(['/', '?', '#'])
+            .map_or(self.token_endpoint.len(), |i| i + after_scheme);
+        &self.token_endpoint[..end]
+    }
 }
 
 impl OAuth {
     /// Finds the issuer and fetches its keys (at start-up).
     pub async fn discover(settings: AuthSettings) -> Result<Arc<OAuth>, DiscoveryError> {
-        let keys = KeySet::discover(&settings.issuer).await?;
-        Ok(Arc::new(OAuth { validator: Validator::new(&settings, Arc::new(keys)), settings }))
+        let (keys, discovery) = KeySet::discover(&settings.issuer).await?;
+        let page = PageSignIn::new(&settings, &discovery)?;
+        Ok(Arc::new(OAuth { validator: Validator::new(&settings, Arc::new(keys)), settings, page }))
+    }
+
+    /// What `GET /sign-in` answers: everything the page needs for the authorization code flow
+    /// with PKCE; `None` when the page has no client id.
+    pub fn sign_in(&self) -> Option<serde_json::Value> {
+        let page = self.page.as_ref()?;
+        Some(json!({
+            "issuer": self.settings.issuer,
+            "authorization_endpoint": page.authorization_endpoint,
+            "token_endpoint": page.token_endpoint,
+            "client_id": page.client_id,
+            "redirect_uri": format!("{}/", self.settings.public_url),
+            "scope": PAGE_SCOPE,
+            "resource": self.settings.audience,
+        }))
     }
 
     /// Where the metadata document is: the path-suffixed form for the resource at `/mcp`.
@@ -109,4 +175,40 @@ fn refusal(status: StatusCode, challenge: &str, error: &str, message: &str) -> R
 /// Text fit for a quoted-string of a header: no quotes, backslashes or control characters.
 fn quoted(text: &str) -> String {
     text.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn discovery(methods: Option<&[&str]>) -> Discovery {
+        Discovery {
+            issuer: "https://id.example.com".into(),
+            jwks_uri: "https://id.example.com/jwks".into(),
+            authorization_endpoint: Some("https://id.example.com/auth".into()),
+            token_endpoint: Some("https://tokens.example.com:8443/oauth/token?x=1".into()),
+            code_challenge_methods_supported: methods.map(|m| m.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn the_page_signs_in_only_with_a_client_id_and_an_issuer_that_can_serve_it() {
+        let mut settings = AuthSettings::example();
+        assert_eq!(PageSignIn::new(&settings, &discovery(None)).unwrap(), None);
+        settings.page_client_id = Some("chat-page".into());
+        let page = PageSignIn::new(&settings, &discovery(Some(&["plain", "S256"]))).unwrap().unwrap();
+        assert_eq!(page.client_id, "chat-page");
+        assert_eq!(page.token_origin(), "https://tokens.example.com:8443");
+        // An issuer that does not list its methods may still accept S256.
+        assert!(PageSignIn::new(&settings, &discovery(None)).unwrap().is_some());
+
+        let refused = |document: Discovery| PageSignIn::new(&settings, &document).unwrap_err().to_string();
+        assert!(refused(discovery(Some(&["plain"]))).contains("S256"));
+        let mut no_token = discovery(None);
+        no_token.token_endpoint = None;
+        assert!(refused(no_token).contains("CKS_MCP_AUTH_PAGE_CLIENT_ID"));
+        let mut odd = discovery(None);
+        odd.authorization_endpoint = Some("javascript:alert(1)".into());
+        assert!(refused(odd).contains("authorization_endpoint"));
+    }
 }

@@ -17,7 +17,7 @@
 //! - with OAuth (`CKS_MCP_AUTH_ISSUER`), an access token in `Authorization` is required on the same
 //!   routes, and each request needs a scope (`auth.rs`); the principal the token names travels
 //!   with the request to the tool calls it makes. The metadata document
-//!   (`/.well-known/oauth-protected-resource[/mcp]`) needs no token;
+//!   (`/.well-known/oauth-protected-resource[/mcp]`) and the page's `/sign-in` need no token;
 //! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
 
 use axum::Router;
@@ -135,6 +135,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .route("/events/{session_id}", get(events_for_session))
         .route("/", get(page::index))
         .route("/assets/{name}", get(page::asset))
+        .route(crate::auth::SIGN_IN_PATH, get(page::sign_in))
         .route(crate::auth::METADATA_PATH, get(resource_metadata))
         .route(&format!("{}/mcp", crate::auth::METADATA_PATH), get(resource_metadata))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -581,7 +582,7 @@ mod tests {
         let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&json!({"keys": []}))));
         let mut c = config(None, &[]);
         assert!(!host_allowed(&c, "kg.example.com"));
-        c.oauth = Some(Arc::new(OAuth { settings, validator }));
+        c.oauth = Some(Arc::new(OAuth { settings, validator, page: None }));
         assert!(host_allowed(&c, "kg.example.com:443") && !host_allowed(&c, "evil.example.com"));
     }
 

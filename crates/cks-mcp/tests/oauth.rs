@@ -35,7 +35,13 @@ impl Issuer {
         let jwks: Value = serde_json::from_str(&std::fs::read_to_string(format!("{DATA}/jwks.json")).unwrap()).unwrap();
         let jwks_fetches = Arc::new(AtomicUsize::new(0));
         let counter = jwks_fetches.clone();
-        let document = json!({"issuer": url, "jwks_uri": format!("{url}/jwks")});
+        let document = json!({
+            "issuer": url,
+            "jwks_uri": format!("{url}/jwks"),
+            "authorization_endpoint": format!("{url}/auth"),
+            "token_endpoint": format!("{url}/token"),
+            "code_challenge_methods_supported": ["S256"],
+        });
         // Only OpenID Connect's document: the server tries OAuth's place first, then this one.
         let app = axum::Router::new()
             .route("/.well-known/openid-configuration", get(move || async move { axum::Json(document) }))
@@ -61,6 +67,11 @@ struct Server {
 
 impl Server {
     async fn start(issuer: &Issuer) -> Server {
+        Server::start_with(issuer, &[]).await
+    }
+
+    /// The same, with more variables set.
+    async fn start_with(issuer: &Issuer, variables: &[(&str, &str)]) -> Server {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let base = format!("http://127.0.0.1:{port}");
@@ -68,6 +79,7 @@ impl Server {
         let child = command(&data, port)
             .env("CKS_MCP_AUTH_ISSUER", &issuer.url)
             .env("CKS_MCP_PUBLIC_URL", &base)
+            .envs(variables.iter().copied())
             .stderr(std::fs::File::create(data.path().join("stderr.log")).unwrap())
             .spawn()
             .unwrap();
@@ -421,6 +433,49 @@ async fn start_up_stops_with_a_clear_message_when_the_issuer_cannot_be_found() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("CKS_MCP_HTTP_TOKEN"));
 }
 
+#[tokio::test]
+async fn the_page_learns_how_to_sign_in_and_may_reach_the_token_endpoint() {
+    let issuer = Issuer::start().await;
+    let page_policy = |server: &Server| {
+        let url = format!("{}/", server.base);
+        let client = server.client.clone();
+        async move {
+            let response = client.get(url).send().await.unwrap();
+            assert_eq!(response.status(), 200, "the page needs no token");
+            response.headers()["content-security-policy"].to_str().unwrap().to_owned()
+        }
+    };
+
+    // Without a client id for the page there is no sign-in, and the page connects only home.
+    let server = Server::start(&issuer).await;
+    let missing = server.client.get(format!("{}/sign-in", server.base)).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert!(body["message"].as_str().unwrap().contains("CKS_MCP_AUTH_PAGE_CLIENT_ID"), "{body}");
+    assert!(page_policy(&server).await.contains("connect-src 'self';"));
+    drop(server);
+
+    let server = Server::start_with(&issuer, &[("CKS_MCP_AUTH_PAGE_CLIENT_ID", "chat-page")]).await;
+    let response = server.client.get(format!("{}/sign-in", server.base)).send().await.unwrap();
+    assert_eq!(response.status(), 200, "no token needed");
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let sign_in: Value = response.json().await.unwrap();
+    assert_eq!(
+        sign_in,
+        json!({
+            "issuer": issuer.url,
+            "authorization_endpoint": format!("{}/auth", issuer.url),
+            "token_endpoint": format!("{}/token", issuer.url),
+            "client_id": "chat-page",
+            "redirect_uri": format!("{}/", server.base),
+            "scope": "openid cks:read cks:write",
+            "resource": format!("{}/mcp", server.base),
+        })
+    );
+    let policy = page_policy(&server).await;
+    assert!(policy.contains(&format!("connect-src 'self' {};", issuer.url)), "{policy}");
+}
+
 /// Reports the principal a call runs for.
 struct WhoAmI;
 
@@ -476,10 +531,11 @@ async fn the_principal_reaches_the_tool_call_on_both_http_forms() {
         public_url: base.clone(),
         scope_claim: "scope".into(),
         groups_claim: "groups".into(),
+        page_client_id: None,
     };
     let jwks: Value = serde_json::from_str(&std::fs::read_to_string(format!("{DATA}/jwks.json")).unwrap()).unwrap();
     let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&jwks)));
-    let oauth = Arc::new(OAuth { settings, validator });
+    let oauth = Arc::new(OAuth { settings, validator, page: None });
     let runtime = Arc::new(cks_runtime::Runtime::new(
         Arc::new(cks_runtime::store::memory::MemoryStore::new()),
         cks_runtime::RuntimeConfig::default(),

@@ -39,6 +39,10 @@ pub enum DiscoveryError {
     Keys { url: String, problem: String },
     #[error("CKS_MCP_AUTH_ISSUER: the issuer's key set at {url} holds no signing key this server accepts")]
     NoKeys { url: String },
+    #[error(
+        "CKS_MCP_AUTH_PAGE_CLIENT_ID is set, but the issuer's discovery document {0}: the chat page cannot sign in"
+    )]
+    PageSignIn(&'static str),
 }
 
 /// One signing key of the issuer.
@@ -81,16 +85,26 @@ struct Cached {
     last_try: Instant,
 }
 
-#[derive(Deserialize)]
-struct Discovery {
-    issuer: String,
-    jwks_uri: String,
+/// What this server reads of the issuer's discovery document.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Discovery {
+    pub issuer: String,
+    pub jwks_uri: String,
+    /// Where a browser is sent to sign in (the chat page's authorization code flow).
+    #[serde(default)]
+    pub authorization_endpoint: Option<String>,
+    /// Where the page trades its authorization code for an access token.
+    #[serde(default)]
+    pub token_endpoint: Option<String>,
+    /// The PKCE methods the issuer accepts, when it says.
+    #[serde(default)]
+    pub code_challenge_methods_supported: Option<Vec<String>>,
 }
 
 impl KeySet {
     /// Reads the issuer's discovery document (OAuth's, RFC 8414, else OpenID Connect's) and
     /// fetches its keys.
-    pub async fn discover(issuer: &str) -> Result<KeySet, DiscoveryError> {
+    pub async fn discover(issuer: &str) -> Result<(KeySet, Discovery), DiscoveryError> {
         let client = client();
         let mut problems = Vec::new();
         let mut found = None;
@@ -109,7 +123,7 @@ impl KeySet {
         if document.issuer != issuer {
             return Err(DiscoveryError::OtherIssuer { found: document.issuer, configured: issuer.to_owned() });
         }
-        KeySet::at(document.jwks_uri, client).await
+        Ok((KeySet::at(document.jwks_uri.clone(), client).await?, document))
     }
 
     /// The key set at `jwks_uri`, fetched now.

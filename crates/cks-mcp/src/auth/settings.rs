@@ -4,6 +4,7 @@
 //! reach this server at: the audience tokens must name is `<public URL>/mcp` unless
 //! `CKS_MCP_AUTH_AUDIENCE` says otherwise. OAuth and the static `CKS_MCP_HTTP_TOKEN` are two
 //! ways of letting callers in; both at once is refused, so no one wonders which one holds.
+//! `CKS_MCP_AUTH_PAGE_CLIENT_ID` names the public client the chat page signs in as.
 
 /// The resource server's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +19,9 @@ pub struct AuthSettings {
     pub scope_claim: String,
     /// The claim holding the caller's groups (an array of strings, or one string).
     pub groups_claim: String,
+    /// The client id the chat page signs in as (authorization code with PKCE); without one the
+    /// page cannot sign in.
+    pub page_client_id: Option<String>,
 }
 
 /// A setting that cannot be used; the message names the variable.
@@ -46,6 +50,7 @@ impl AuthSettings {
             public_url: "https://kg.example.com".into(),
             scope_claim: "scope".into(),
             groups_claim: "groups".into(),
+            page_client_id: None,
         }
     }
 
@@ -56,7 +61,12 @@ impl AuthSettings {
         static_token: bool,
     ) -> Result<Option<AuthSettings>, SettingsError> {
         let Some(issuer) = get("CKS_MCP_AUTH_ISSUER") else {
-            for name in ["CKS_MCP_AUTH_AUDIENCE", "CKS_MCP_AUTH_SCOPE_CLAIM", "CKS_MCP_AUTH_GROUPS_CLAIM"] {
+            for name in [
+                "CKS_MCP_AUTH_AUDIENCE",
+                "CKS_MCP_AUTH_SCOPE_CLAIM",
+                "CKS_MCP_AUTH_GROUPS_CLAIM",
+                "CKS_MCP_AUTH_PAGE_CLIENT_ID",
+            ] {
                 if get(name).is_some() {
                     return Err(SettingsError::WithoutIssuer(name));
                 }
@@ -81,12 +91,18 @@ impl AuthSettings {
             Some(value) if value.chars().all(|c| c.is_ascii_graphic()) => Ok(value.to_owned()),
             Some(value) => Err(bad(name, value, "a claim name has no spaces")),
         };
+        let page_client_id = match get("CKS_MCP_AUTH_PAGE_CLIENT_ID") {
+            None => None,
+            Some(value) if value.chars().all(|c| c.is_ascii_graphic()) => Some(value.to_owned()),
+            Some(value) => return Err(bad("CKS_MCP_AUTH_PAGE_CLIENT_ID", value, "a client id has no spaces")),
+        };
         Ok(Some(AuthSettings {
             issuer,
             audience,
             public_url,
             scope_claim: claim("CKS_MCP_AUTH_SCOPE_CLAIM", "scope")?,
             groups_claim: claim("CKS_MCP_AUTH_GROUPS_CLAIM", "groups")?,
+            page_client_id,
         }))
     }
 }
@@ -140,6 +156,7 @@ mod tests {
         assert_eq!(on.audience, "https://kg.example.com/mcp");
         assert_eq!(on.public_url, "https://kg.example.com");
         assert_eq!((on.scope_claim.as_str(), on.groups_claim.as_str()), ("scope", "groups"));
+        assert_eq!(on.page_client_id, None);
     }
 
     #[test]
@@ -156,6 +173,8 @@ mod tests {
         );
         assert!(message(&[issuer, public, ("CKS_MCP_AUTH_SCOPE_CLAIM", "a b")], false).contains("SCOPE_CLAIM"));
         assert!(message(&[("CKS_MCP_AUTH_AUDIENCE", "https://x")], false).contains("without CKS_MCP_AUTH_ISSUER"));
+        assert!(message(&[("CKS_MCP_AUTH_PAGE_CLIENT_ID", "page")], false).contains("without CKS_MCP_AUTH_ISSUER"));
+        assert!(message(&[issuer, public, ("CKS_MCP_AUTH_PAGE_CLIENT_ID", "a b")], false).contains("PAGE_CLIENT_ID"));
         assert!(settings(&[("CKS_MCP_AUTH_ISSUER", "http://127.0.0.1:9000"), public], false).is_ok());
     }
 }

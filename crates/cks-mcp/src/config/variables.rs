@@ -207,6 +207,13 @@ const FIXED: &[Group] = &[
                 "The access token claim holding the caller's groups (an array of strings)",
             ),
             var(
+                "CKS_MCP_AUTH_PAGE_CLIENT_ID",
+                Text,
+                None,
+                "OAuth: the public client the chat page signs in as (authorization code with PKCE, redirect URI \
+                 <CKS_MCP_PUBLIC_URL>/); without it the page cannot sign in",
+            ),
+            var(
                 "CKS_MCP_ALLOWED_ORIGINS",
                 Origins,
                 None,

@@ -4,11 +4,13 @@
 //! comes from `/mcp`, `/events` and `/chat/stream`, which do.
 //!
 //! Every answer carries a strict Content-Security-Policy (scripts and styles from this server
-//! only, nothing inline; connections to this server only; no framing). The assets are named in the
+//! only, nothing inline; connections to this server only, and to the issuer's token endpoint when
+//! the page signs in with OAuth; no framing). `GET /sign-in` tells the page how to sign in
+//! (`auth.rs`). The assets are named in the
 //! page with a version taken from their contents, so they are cached for good, while the page
 //! itself is revalidated on every load (an `ETag` answered with 304 when unchanged).
 
-use axum::extract::{Path, RawQuery, Request};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::LazyLock;
@@ -18,8 +20,9 @@ const APP_JS: &str = include_str!("../../assets/app.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
 
 /// What every page answer carries. `connect-src 'self'` covers `/mcp`, `/events` and
-/// `/chat/stream`; `img-src data:` the canvas export a browser may offer.
-pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+/// `/chat/stream` (the page's answer adds the token endpoint it signs in through); `img-src data:`
+/// the canvas export a browser may offer.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const HTML: &str = "text/html; charset=utf-8";
@@ -81,14 +84,38 @@ pub(crate) fn is_page_request(request: &Request) -> bool {
     let method = request.method();
     (method == Method::GET || method == Method::HEAD) && {
         let path = request.uri().path();
-        path == "/" || path.starts_with("/assets/")
+        path == "/" || path.starts_with("/assets/") || path == crate::auth::SIGN_IN_PATH
     }
 }
 
 /// `GET /`.
-pub(crate) async fn index(headers: HeaderMap) -> Response {
+pub(crate) async fn index(State(state): State<super::AppState>, headers: HeaderMap) -> Response {
     let (page, etag) = &*PAGE;
-    answer(&headers, HTML, page, etag, REVALIDATE)
+    let mut response = answer(&headers, HTML, page, etag, REVALIDATE);
+    let token_origin = state.config.oauth.as_ref().and_then(|o| o.page.as_ref()).map(|p| p.token_origin());
+    if let Some(origin) = token_origin
+        && let Ok(policy) = HeaderValue::from_str(
+            &CONTENT_SECURITY_POLICY.replace("connect-src 'self'", &format!("connect-src 'self' {origin}")),
+        )
+    {
+        response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    response
+}
+
+/// `GET /sign-in`: how the page signs in; not found when the server has no sign-in for it.
+pub(crate) async fn sign_in(State(state): State<super::AppState>) -> Response {
+    let mut response = match state.config.oauth.as_ref().and_then(|o| o.sign_in()) {
+        Some(document) => axum::Json(document).into_response(),
+        None => super::error_response(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "The chat page cannot sign in here: that needs CKS_MCP_AUTH_ISSUER and CKS_MCP_AUTH_PAGE_CLIENT_ID.",
+        ),
+    };
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    secure(response.headers_mut());
+    response
 }
 
 /// `GET /assets/{name}`; with `?v=` naming the current version the answer may be kept for good.
