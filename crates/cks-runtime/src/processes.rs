@@ -33,9 +33,14 @@ pub struct ProcessRecord {
     pub last_heartbeat_at: String,
     pub current_task_id: Option<i64>,
     pub current_task_type: Option<String>,
+    /// The session of the current task: only callers who reach it are shown the task.
+    pub current_session_id: Option<String>,
     pub tasks_done: u64,
     pub tasks_failed: u64,
     pub last_error: Option<String>,
+    /// The session of the task `last_error` is about; `None` when it is about no task (a failed
+    /// claim). Only callers who reach that session are shown the error.
+    pub last_error_session_id: Option<String>,
     /// LLM tokens (input and output) spent since it started.
     pub tokens_spent: u64,
     /// Why it is not taking tasks for now (over its token budget), when it is not.

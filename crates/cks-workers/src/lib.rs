@@ -277,12 +277,14 @@ impl Worker {
                 Ok(Some(task)) => {
                     self.record.current_task_id = Some(task.task_id);
                     self.record.current_task_type = Some(task.task_type.clone());
+                    self.record.current_session_id = Some(task.session_id.clone());
                     self.report().await;
                     return Some(task);
                 }
                 Ok(None) => self.idle(stopped).await,
                 Err(e) => {
                     self.record.last_error = Some(format!("claiming a task: {e}"));
+                    self.record.last_error_session_id = None;
                     self.idle(stopped).await;
                 }
             }
@@ -352,6 +354,7 @@ impl Worker {
         let recorded = match recorded {
             Err(e) => {
                 self.record.last_error = Some(format!("recording task {}: {e}", task.task_id));
+                self.record.last_error_session_id = Some(task.session_id.clone());
                 Recorded::Unchanged
             }
             Ok(recorded) => {
@@ -360,6 +363,7 @@ impl Worker {
                     Outcome::Failed(why) | Outcome::Unsettleable(why) | Outcome::Dropped(why) => {
                         self.record.tasks_failed += 1;
                         self.record.last_error = Some(format!("task {}: {why}", task.task_id));
+                        self.record.last_error_session_id = Some(task.session_id.clone());
                     }
                 }
                 recorded
@@ -369,15 +373,17 @@ impl Worker {
         recorded
     }
 
-    /// Leaves a task whose claim was lost to whoever holds it now.
+    /// Leaves the current task, whose claim was lost to whoever holds it now.
     async fn abandon(&mut self, why: String) {
         self.record.last_error = Some(why);
+        self.record.last_error_session_id = self.record.current_session_id.clone();
         self.done_with_task().await;
     }
 
     async fn done_with_task(&mut self) {
         self.record.current_task_id = None;
         self.record.current_task_type = None;
+        self.record.current_session_id = None;
         self.within_budget();
         self.report().await;
     }
@@ -386,6 +392,7 @@ impl Worker {
     async fn stopped(&mut self) {
         self.record.current_task_id = None;
         self.record.current_task_type = None;
+        self.record.current_session_id = None;
         self.record.stopped_at = Some(cks_runtime::runtime::now());
         self.report().await;
     }
@@ -485,6 +492,11 @@ mod tests {
         let status = call(&ctx, "process_status", json!({"process_kind": "critic"})).await;
         assert_eq!((status["status"].as_str(), status["tasks_done"].as_u64()), (Some("alive"), Some(2)), "{status}");
         assert_eq!(status["current_task_id"], Value::Null);
+        // Its record names the session of the task its last error is about, for the tools to
+        // show the error only to those who reach that session.
+        let record = ctx.runtime.processes().await.unwrap().remove(0);
+        assert!(record.last_error.as_deref().is_some_and(|e| e.starts_with("task ")), "{record:?}");
+        assert_eq!((record.last_error_session_id.as_deref(), record.current_session_id), (Some(id.as_str()), None));
         let requested = call(&ctx, "request_process_stop", json!({"process_kind": "critic"})).await;
         assert_eq!(
             requested,

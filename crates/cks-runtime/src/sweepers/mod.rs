@@ -138,6 +138,9 @@ pub struct SweeperStatus {
     /// Sessions the last sweep looked at.
     pub last_sessions_checked: Option<u64>,
     pub last_error: Option<String>,
+    /// The session `last_error` names (one the sweep could not read), so that only those who may
+    /// reach it are shown the error; `None` when it names none.
+    pub last_error_session_id: Option<String>,
     /// Sweeps finished since start-up (failed ones included).
     pub sweeps: u64,
 }
@@ -188,6 +191,7 @@ struct State {
     last_result_count: Option<u64>,
     last_sessions_checked: Option<u64>,
     last_error: Option<String>,
+    last_error_session_id: Option<String>,
     sweeps: u64,
 }
 
@@ -221,6 +225,8 @@ struct Swept {
     findings: u64,
     /// The last session it could not read, and why.
     skipped: Option<String>,
+    /// That session.
+    skipped_session: Option<String>,
 }
 
 fn millis(at: OffsetDateTime) -> i64 {
@@ -406,6 +412,7 @@ impl Sweeper {
             last_result_count: state.last_result_count,
             last_sessions_checked: state.last_sessions_checked,
             last_error: state.last_error.clone(),
+            last_error_session_id: state.last_error_session_id.clone(),
             sweeps: state.sweeps,
         }
     }
@@ -481,12 +488,14 @@ impl Sweeper {
                 state.last_result_count = Some(swept.findings);
                 state.last_sessions_checked = Some(swept.sessions);
                 state.last_error = swept.skipped;
+                state.last_error_session_id = swept.skipped_session;
                 Ok(())
             }
             Err(e) => {
                 state.all |= all;
                 state.dirty.extend(due);
                 state.last_error = Some(e.to_string());
+                state.last_error_session_id = None;
                 Err(e)
             }
         }
@@ -535,6 +544,7 @@ impl Sweeper {
                 Err(e) => {
                     tracing::warn!(agent_id, session_id, error = %e, "a sweep skipped a session it could not read");
                     swept.skipped = Some(format!("session '{session_id}' skipped: {e}"));
+                    swept.skipped_session = Some(session_id.clone());
                     due.remove(&session_id);
                     continue;
                 }

@@ -300,6 +300,7 @@ async fn a_session_that_cannot_be_read_does_not_stop_the_sweep() {
     let status = sweepers.run_once("contradiction").await.unwrap().unwrap();
     assert_eq!((status.last_sessions_checked, status.last_result_count), (Some(1), Some(1)));
     assert!(status.last_error.unwrap().contains("'damaged'"));
+    assert_eq!(status.last_error_session_id.as_deref(), Some("damaged"), "the error names the session");
     assert_eq!(tasks(&runtime, "contradiction_detected").await.len(), 1);
 }
 

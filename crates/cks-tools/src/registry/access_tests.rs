@@ -257,3 +257,132 @@ async fn random_calls_by_b_never_reach_the_data_of_a() {
     // A still reaches everything.
     assert!(call(&a, "serialize_knowledge", json!({"session_id": of_a.session})).await.to_string().contains(SECRET));
 }
+
+/// A process's record as a worker writes it, of `kind`, started at `started_at`.
+fn process(kind: &str, started_at: &str) -> cks_runtime::processes::ProcessRecord {
+    cks_runtime::processes::ProcessRecord {
+        started_at: started_at.into(),
+        last_heartbeat_at: cks_runtime::runtime::now(),
+        liveness_interval_s: 60.0,
+        ..cks_runtime::processes::ProcessRecord::starting(kind, 60.0)
+    }
+}
+
+/// Processes work for every session, so every principal sees them and their totals; the task a
+/// process works on and its last error (which quotes that task) only those who reach its session.
+#[tokio::test]
+async fn processes_show_a_task_and_its_error_only_to_those_who_reach_its_session() {
+    let ctx = testing::context();
+    let a = as_(&ctx, "a", Scope::Read, &[]);
+    let b = as_(&ctx, "b", Scope::Read, &["lab"]);
+    let id = a_session(&as_(&ctx, "a", Scope::Write, &[])).await;
+    let task = testing::queue(&ctx, "inference_conflict", &id, json!({})).await;
+    let busy = cks_runtime::processes::ProcessRecord {
+        current_task_id: Some(task),
+        current_task_type: Some("inference_conflict".into()),
+        current_session_id: Some(id.clone()),
+        last_error: Some(format!("task {task}: {SECRET}")),
+        last_error_session_id: Some(id.clone()),
+        tasks_done: 3,
+        ..process("critic", "2026-01-02T00:00:00Z")
+    };
+    // A record that names no session for its task (a worker from before records named it): the
+    // task's session decides. Its error is about no task (a failed claim): everyone's to see.
+    let older = cks_runtime::processes::ProcessRecord {
+        current_task_id: Some(task),
+        current_task_type: Some("inference_conflict".into()),
+        last_error: Some("claiming a task: the store is away".into()),
+        ..process("enrichment", "2026-01-01T00:00:00Z")
+    };
+    ctx.runtime.report_process(&busy).await.unwrap();
+    ctx.runtime.report_process(&older).await.unwrap();
+
+    let fields =
+        |view: &Value| (view["current_task_id"].clone(), view["current_task_type"].clone(), view["last_error"].clone());
+    let listed = call(&b, "list_processes", json!({})).await;
+    let processes = listed["processes"].as_array().unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(processes.len(), 2, "B sees every process: {listed}");
+    assert_eq!(processes[0]["instance_id"], busy.instance_id.as_str());
+    assert_eq!(fields(&processes[0]), (Value::Null, Value::Null, Value::Null), "{listed}");
+    assert_eq!(processes[0]["tasks_done"], 3, "totals name no one's data");
+    assert_eq!(
+        fields(&processes[1]),
+        (Value::Null, Value::Null, json!("claiming a task: the store is away")),
+        "{listed}"
+    );
+    assert!(!listed.to_string().contains(SECRET) && !listed.to_string().contains(&id));
+    // process_status answers for B as for a process working on nothing.
+    let status = call(&b, "process_status", json!({"process_kind": "critic"})).await;
+    assert_eq!(
+        (status["instance_id"].as_str(), fields(&status)),
+        (Some(busy.instance_id.as_str()), fields(&processes[0]))
+    );
+
+    // A reaches the session, and the local user and an administrator everything: all shown.
+    let admin = as_(&ctx, "root", Scope::Admin, &[]);
+    for caller in [&a, &ctx, &admin] {
+        let listed = call(caller, "list_processes", json!({})).await;
+        let processes = listed["processes"].as_array().unwrap();
+        assert_eq!(
+            fields(&processes[0]),
+            (json!(task), json!("inference_conflict"), json!(format!("task {task}: {SECRET}"))),
+            "{listed}"
+        );
+        assert_eq!(processes[1]["current_task_id"], task);
+        let status = call(caller, "process_status", json!({"process_kind": "critic"})).await;
+        assert_eq!(status["current_task_id"], task);
+    }
+    // Shared with B's group, it is B's to see too.
+    call(&as_(&ctx, "a", Scope::Write, &[]), "share_session", json!({"session_id": id, "groups": ["lab"]})).await;
+    let listed = call(&b, "list_processes", json!({})).await;
+    assert_eq!(listed["processes"][0]["last_error"], format!("task {task}: {SECRET}"));
+    assert_eq!(listed["processes"][1]["current_task_id"], task);
+}
+
+/// A sweeper's error naming a session it could not read is shown only to those who reach it.
+#[tokio::test]
+async fn a_sweepers_error_naming_a_session_is_shown_only_to_those_who_reach_it() {
+    let ctx = crate::tools::agents::testing::context().await;
+    let a = as_(&ctx, "a", Scope::Read, &[]);
+    let b = as_(&ctx, "b", Scope::Read, &[]);
+    let mut metadata = serde_json::Map::new();
+    cks_runtime::access::SessionAccess::owned_by(a.principal.as_ref().unwrap().id()).write_to(&mut metadata);
+    let damaged = cks_runtime::store::SessionRow {
+        session_id: format!("damaged-{SECRET}"),
+        metadata: Value::Object(metadata).to_string(),
+        ..Default::default()
+    };
+    ctx.runtime.store().create_session(&damaged, "not a structure".into()).await.unwrap();
+    let swept = ctx.sweepers.as_ref().unwrap().run_once("contradiction").await.unwrap().unwrap();
+    assert!(swept.last_error.unwrap().contains(SECRET), "the sweep skipped A's damaged session");
+
+    let of = |listing: Value| {
+        listing["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|agent| agent["agent_id"] == "contradiction")
+            .cloned()
+            .unwrap()
+    };
+    let seen_by_b = of(call(&b, "list_agents", json!({})).await);
+    assert_eq!((seen_by_b["last_error"].clone(), seen_by_b["sweeps_completed"].clone()), (Value::Null, json!(1)));
+    let status = call(&b, "agent_status", json!({"agent_id": "contradiction"})).await;
+    assert_eq!(status["last_error"], Value::Null, "{status}");
+    for caller in [&a, &ctx] {
+        assert!(of(call(caller, "list_agents", json!({})).await)["last_error"].as_str().unwrap().contains(SECRET));
+        let status = call(caller, "agent_status", json!({"agent_id": "contradiction"})).await;
+        assert!(status["last_error"].as_str().unwrap().contains(SECRET), "{status}");
+    }
+}
+
+/// get_metrics holds totals only: nothing in it names a session, so every principal sees it whole.
+#[tokio::test]
+async fn metrics_name_no_session() {
+    let ctx = testing::context();
+    let id = a_session(&as_(&ctx, "a", Scope::Write, &[])).await;
+    let b = as_(&ctx, "b", Scope::Read, &[]);
+    let metrics = call(&b, "get_metrics", json!({})).await;
+    assert_eq!(metrics["runtime_metrics"]["sessions"], 1, "{metrics}");
+    assert!(!metrics.to_string().contains(&id) && !metrics.to_string().contains("Earth"));
+}

@@ -28,6 +28,6 @@ impl Tool for AgentStatus {
 
     async fn run(&self, ctx: &ToolContext, input: AgentInput) -> Result<AgentOutput, ToolError> {
         let status = ctx.sweepers.as_ref().and_then(|s| s.status(&input.agent_id));
-        Ok(AgentOutput::of(input.agent_id, status))
+        AgentOutput::of(ctx, input.agent_id, status).await
     }
 }

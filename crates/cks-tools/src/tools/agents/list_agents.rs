@@ -37,7 +37,8 @@ impl Tool for ListAgents {
             duplicate_candidate, for resolve_duplicate). Returns \
             {agents: [{agent_id, kind: 'sweeper', task_type, running, interval_seconds, last_run_at, \
             last_run_duration_ms, last_result_count, last_sessions_checked (sessions, or graphs for the graph \
-            sweepers), last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep.",
+            sweepers), last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep, \
+            and last_error is null for a caller who cannot reach the session it names.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -50,7 +51,11 @@ impl Tool for ListAgents {
 
     async fn run(&self, ctx: &ToolContext, _input: Input) -> Result<Output, ToolError> {
         let statuses = ctx.sweepers.as_ref().map(|s| s.statuses()).unwrap_or_default();
-        Ok(Output { agents: statuses.into_iter().map(AgentRecord::from).collect() })
+        let mut agents = Vec::with_capacity(statuses.len());
+        for status in statuses {
+            agents.push(AgentRecord::from(super::shown(ctx, status).await?));
+        }
+        Ok(Output { agents })
     }
 }
 

@@ -11,6 +11,8 @@ use cks_runtime::SweeperStatus;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::context::ToolContext;
+use crate::error::ToolError;
 use crate::tool::{Listed, listed};
 use crate::tools::conflicts::timestamp;
 
@@ -84,12 +86,29 @@ pub(crate) enum AgentOutput {
 }
 
 impl AgentOutput {
-    pub(crate) fn of(agent_id: String, status: Option<SweeperStatus>) -> Self {
-        match status {
-            Some(status) => AgentOutput::Found(status.into()),
+    pub(crate) async fn of(
+        ctx: &ToolContext,
+        agent_id: String,
+        status: Option<SweeperStatus>,
+    ) -> Result<Self, ToolError> {
+        Ok(match status {
+            Some(status) => AgentOutput::Found(shown(ctx, status).await?.into()),
             None => AgentOutput::NotFound { agent_id, found: false },
-        }
+        })
     }
+}
+
+/// A sweeper's status as the caller may see it. A sweeper belongs to no session (it looks at
+/// every one), so every caller sees it and its counts; only an error naming a session (one the
+/// last sweep could not read) is kept to those who reach that session.
+pub(crate) async fn shown(ctx: &ToolContext, mut status: SweeperStatus) -> Result<SweeperStatus, ToolError> {
+    if let Some(session) = &status.last_error_session_id
+        && !ctx.reaches(session).await?
+    {
+        status.last_error = None;
+        status.last_error_session_id = None;
+    }
+    Ok(status)
 }
 
 #[cfg(test)]

@@ -31,6 +31,6 @@ impl Tool for StartAgent {
             Some(sweepers) => sweepers.start_agent(&input.agent_id).await?,
             None => None,
         };
-        Ok(AgentOutput::of(input.agent_id, status))
+        AgentOutput::of(ctx, input.agent_id, status).await
     }
 }

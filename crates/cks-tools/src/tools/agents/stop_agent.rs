@@ -33,7 +33,7 @@ impl Tool for StopAgent {
             Some(sweepers) => sweepers.stop_agent(&input.agent_id).await?,
             None => None,
         };
-        Ok(AgentOutput::of(input.agent_id, status))
+        AgentOutput::of(ctx, input.agent_id, status).await
     }
 }
 

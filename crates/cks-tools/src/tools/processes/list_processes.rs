@@ -30,7 +30,9 @@ impl Tool for ListProcesses {
             server sharing its database. Each: {instance_id (one per start), process_kind, hostname, pid, \
             liveness_interval_s, started_at, last_heartbeat_at, current_task_id, current_task_type, status ('alive': \
             a heartbeat within 3 liveness intervals; else 'stopped'), tasks_done, tasks_failed, last_error, \
-            tokens_spent, paused (why it takes no tasks for now: over its hourly LLM token budget), stopped_at}. Records of processes silent for 7 days are dropped.",
+            tokens_spent, paused (why it takes no tasks for now: over its hourly LLM token budget), stopped_at}. Records of processes silent for 7 days are dropped. \
+            current_task_id, current_task_type and last_error are null for a caller who cannot reach the session \
+            of the task they concern.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

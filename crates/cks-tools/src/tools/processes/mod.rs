@@ -1,5 +1,12 @@
 //! The autonomous processes' control: their liveness records, status and graceful stop, read from
 //! the store so every server of the store sees every process (see `cks-workers`).
+//!
+//! A process belongs to no session: it works through the task queue of every session on the
+//! store, so every caller sees it, and its counters (tasks done and failed, tokens spent) are
+//! totals that name no one's data. What does name one session's data is kept to the callers who
+//! reach that session ([`ToolContext::reaches`]): the task a process works on (its id and type)
+//! and its last error (which quotes that task). A principal without `cks:admin` who does not reach
+//! the session sees both as null, exactly as for an idle process without errors.
 
 mod list_processes;
 mod process_status;
@@ -77,10 +84,42 @@ impl ProcessView {
     }
 }
 
-/// Every process's view, most recently started first.
+/// Every process's view, most recently started first, with what names a session the caller does
+/// not reach left out.
 async fn processes(ctx: &ToolContext) -> Result<Vec<ProcessView>, ToolError> {
     let now = OffsetDateTime::now_utc();
-    Ok(ctx.runtime.processes().await?.into_iter().map(|r| ProcessView::new(r, now)).collect())
+    let mut views = Vec::new();
+    for mut record in ctx.runtime.processes().await? {
+        if ctx.restricted() {
+            if !shown(ctx, record.current_session_id.as_deref(), record.current_task_id).await? {
+                record.current_task_id = None;
+                record.current_task_type = None;
+            }
+            if !shown(ctx, record.last_error_session_id.as_deref(), None).await? {
+                record.last_error = None;
+            }
+        }
+        views.push(ProcessView::new(record, now));
+    }
+    Ok(views)
+}
+
+/// Whether a restricted caller is shown what concerns `session` (or, when the record names none,
+/// the session of `task`): only when it reaches that session. A record that names no session and
+/// no task (a failed claim's error) concerns no one's data.
+async fn shown(ctx: &ToolContext, session: Option<&str>, task: Option<i64>) -> Result<bool, ToolError> {
+    let session = match (session, task) {
+        (Some(session), _) => session.to_owned(),
+        // A record from a worker that did not name the session: the task's, if it is still queued.
+        (None, Some(task)) => {
+            match ctx.runtime.tasks().get(task).await.map_err(crate::tools::conflicts::store_error)? {
+                Some(task) => task.session_id,
+                None => return Ok(false),
+            }
+        }
+        (None, None) => return Ok(true),
+    };
+    ctx.reaches(&session).await
 }
 
 /// The most recently started process of `kind`.
