@@ -9,6 +9,7 @@
 //! - `settings.rs`: the configuration, checked at start-up.
 //! - `keys.rs`: the issuer's discovery document and signing keys, cached.
 //! - `token.rs`: an access token checked and read into a principal.
+//! - `signatures.rs`: its signature checked, with `ring`.
 //! - `scopes.rs`: the scope each request needs (a tool's is `cks_tools::Scope::for_tool`).
 //!
 //! The issuer is found and its keys fetched at start-up: a failure there stops start-up with a
@@ -24,6 +25,7 @@
 pub mod keys;
 pub mod scopes;
 pub mod settings;
+pub mod signatures;
 pub mod token;
 
 use std::sync::Arc;

@@ -93,6 +93,7 @@ struct Passed {
 
 impl Validator {
     pub fn new(settings: &AuthSettings, keys: Arc<KeySet>) -> Self {
+        super::signatures::install();
         let validations = ACCEPTED
             .iter()
             .map(|alg| {
