@@ -127,6 +127,34 @@ impl ToolContext {
         }
     }
 
+    /// `id` when the caller may reach that session, else `None`: how a result names another
+    /// session (a parent, an ancestor, a merge's source) without naming one the caller cannot
+    /// reach.
+    pub async fn reachable_id(&self, id: Option<String>) -> Result<Option<String>, ToolError> {
+        match id {
+            Some(id) if self.reaches(&id).await? => Ok(Some(id)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Sets to null each value of `metadata` that names a session the caller cannot reach: a
+    /// text under a key ending in `session_id` (a merge's or a clone's `source_session_id`, the
+    /// sides of a merge of graphs).
+    pub async fn hide_unreachable_sessions(&self, metadata: &mut Map<String, Value>) -> Result<(), ToolError> {
+        if !self.restricted() {
+            return Ok(());
+        }
+        for (key, value) in metadata.iter_mut() {
+            if key.ends_with("session_id")
+                && let Value::String(id) = value
+                && !self.reaches(id).await?
+            {
+                *value = Value::Null;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the caller's reach is limited: a principal without `cks:admin`.
     pub fn restricted(&self) -> bool {
         self.principal.as_ref().is_some_and(|principal| !principal.allows(crate::principal::Scope::Admin))

@@ -386,3 +386,93 @@ async fn metrics_name_no_session() {
     assert_eq!(metrics["runtime_metrics"]["sessions"], 1, "{metrics}");
     assert!(!metrics.to_string().contains(&id) && !metrics.to_string().contains("Earth"));
 }
+
+/// An export names no session the caller cannot reach: not its parent, not an ancestor, not a
+/// merged branch in a version's metadata. The lineage goes up to the nearest ancestor the caller
+/// cannot reach; the local user and an administrator see it whole.
+#[tokio::test]
+async fn exports_and_listings_name_no_session_the_caller_cannot_reach() {
+    let ctx = testing::context();
+    let a = as_(&ctx, "a", Scope::Write, &[]);
+    let b = as_(&ctx, "b", Scope::Write, &[]);
+    let admin = as_(&ctx, "root", Scope::Admin, &[]);
+    let branch = |ctx: &ToolContext, of: &str| {
+        let (ctx, of) = (ctx.clone(), of.to_owned());
+        async move {
+            let made = call(&ctx, "create_branch", json!({"session_id": of})).await;
+            made["session_id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned()
+        }
+    };
+    // An ownerless root; A's branch of it, and A's branch of that, shared with B.
+    let root = testing::session(&ctx, structure(vec![testing::obj("e", "Planet", "Earth", json!({}))])).await;
+    let hidden_parent = branch(&a, &root).await;
+    let shared = branch(&a, &hidden_parent).await;
+    call(&a, "share_session", json!({"session_id": shared, "principals": ["b"]})).await;
+    // A merges a private branch of its own into the shared session.
+    let merged = branch(&a, &shared).await;
+    let add = json!([{"type": "add_object", "identity": {"id": "m", "type": "Moon", "name": "Moon"}}]);
+    assert_eq!(call(&a, "evolve_knowledge", json!({"session_id": merged, "operations": add})).await["evolved"], true);
+    let done = call(&a, "merge_branch", json!({"target_session_id": shared, "source_session_id": merged})).await;
+    assert!(done.get("error").is_none(), "{done}");
+    // B's own branch of the shared session.
+    let of_b = branch(&b, &shared).await;
+
+    let export = |ctx: &ToolContext, id: &str| {
+        let (ctx, id) = (ctx.clone(), id.to_owned());
+        async move {
+            let result = call(&ctx, "export_session", json!({"session_id": id})).await;
+            assert!(result.get("error").is_none(), "{result}");
+            result
+        }
+    };
+    let lineage = |result: &Value| {
+        result["bundle"]["lineage"].as_array().unwrap().iter().map(|e| e["session_id"].clone()).collect::<Vec<_>>()
+    };
+    let by_b = export(&b, &shared).await;
+    let text = by_b.to_string();
+    assert!(!text.contains(&hidden_parent) && !text.contains(&merged), "B's export names A's sessions: {text}");
+    let session = &by_b["bundle"]["session"];
+    assert_eq!((&session["parent_session_id"], &session["parent_version_id"]), (&Value::Null, &Value::Null));
+    assert_eq!(lineage(&by_b), Vec::<Value>::new(), "the lineage stops before the parent B cannot reach");
+    let merge = &by_b["bundle"]["version_history"]["versions"].as_array().unwrap().last().unwrap()["metadata"];
+    assert_eq!((&merge["tool"], &merge["source_session_id"]), (&json!("merge_branch"), &Value::Null));
+    // The bundle still imports (into another server).
+    let elsewhere = as_(&testing::context(), "b", Scope::Write, &[]);
+    let imported = call(&elsewhere, "import_session", json!({"bundle_json": by_b["bundle_json"]})).await;
+    assert!(imported.get("error").is_none(), "{imported}");
+
+    let by_b = export(&b, &of_b).await;
+    assert_eq!(by_b["bundle"]["session"]["parent_session_id"], shared.as_str());
+    assert_eq!(lineage(&by_b), [json!(shared)], "up to the nearest ancestor B cannot reach");
+    assert!(!by_b.to_string().contains(&hidden_parent) && !by_b.to_string().contains(&root));
+
+    let listed = call(&b, "list_versions", json!({"session_id": shared})).await;
+    assert!(!listed.to_string().contains(&merged), "{listed}");
+
+    // A reaches every session of the shared one's lineage; the local user and an administrator all.
+    let by_a = export(&a, &shared).await;
+    assert_eq!(by_a["bundle"]["session"]["parent_session_id"], hidden_parent.as_str());
+    assert_eq!(lineage(&by_a), [json!(hidden_parent), json!(root)]);
+    assert!(by_a.to_string().contains(&merged));
+    assert!(call(&a, "list_versions", json!({"session_id": shared})).await.to_string().contains(&merged));
+    for caller in [&ctx, &admin] {
+        assert_eq!(lineage(&export(caller, &of_b).await), [json!(shared), json!(hidden_parent), json!(root)]);
+    }
+}
+
+/// A sandboxed pipeline run names its parent only to those who reach the parent.
+#[tokio::test]
+async fn a_pipeline_runs_parent_is_named_only_to_those_who_reach_it() {
+    let ctx = testing::context();
+    let a = as_(&ctx, "a", Scope::Write, &[]);
+    let b = as_(&ctx, "b", Scope::Write, &[]);
+    let parent = a_session(&a).await;
+    let started = call(&a, "start_pipeline", json!({"session_id": parent, "parent_session_id": parent})).await;
+    let sandbox = started["sandbox_session_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+    call(&a, "share_session", json!({"session_id": sandbox, "principals": ["b"]})).await;
+    let by_a = call(&a, "list_pipeline_runs", json!({"session_id": sandbox})).await;
+    assert_eq!(by_a["runs"][0]["parent_session_id"], parent.as_str(), "{by_a}");
+    let by_b = call(&b, "list_pipeline_runs", json!({"session_id": sandbox})).await;
+    assert_eq!(by_b["count"], 1, "{by_b}");
+    assert!(by_b["runs"][0].get("parent_session_id").is_none() && !by_b.to_string().contains(&parent), "{by_b}");
+}

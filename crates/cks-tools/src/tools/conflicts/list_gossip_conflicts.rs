@@ -57,7 +57,8 @@ impl Tool for ListGossipConflicts {
     const META: ToolMeta = ToolMeta {
         name: "list_gossip_conflicts",
         description: "Open gossip_conflict tasks of the conflict queue, oldest first: {conflicts: [{record_id, \
-            detected_at (seconds since the epoch), source_replica_id, session_id (the target), source_session_id, \
+            detected_at (seconds since the epoch), source_replica_id, session_id (the target), source_session_id \
+            (null when it is a session here you cannot reach), \
             conflicts (object ids)}], count}; 'session_id' keeps one target session's. This server's replicas share \
             one database and never diverge, so nothing here queues gossip conflicts: the list shows only tasks \
             another worker queued, and is usually empty. Listing removes nothing ('peek' is accepted and changes \
@@ -79,24 +80,28 @@ impl Tool for ListGossipConflicts {
             status: None,
         };
         let tasks = ctx.runtime.tasks().list(&filter).await.map_err(store_error)?;
-        let conflicts: Vec<Conflict> = ctx
-            .reachable(tasks, |task| &task.session_id)
-            .await?
-            .into_iter()
-            .filter(|task| task.status != TaskStatus::Dead)
-            .map(|task| {
-                let payload: Value = serde_json::from_str(&task.payload).unwrap_or(Value::Null);
-                let field = |name: &str| payload.get(name).cloned().unwrap_or(Value::Null);
-                Conflict {
-                    record_id: task.task_id.to_string(),
-                    detected_at: task.created_at_ms as f64 / 1_000.0,
-                    source_replica_id: field("source_replica_id"),
-                    session_id: task.session_id,
-                    source_session_id: field("source_session_id"),
-                    conflicts: field("conflicts"),
-                }
-            })
-            .collect();
+        let mut conflicts = Vec::new();
+        for task in ctx.reachable(tasks, |task| &task.session_id).await? {
+            if task.status == TaskStatus::Dead {
+                continue;
+            }
+            let payload: Value = serde_json::from_str(&task.payload).unwrap_or(Value::Null);
+            let field = |name: &str| payload.get(name).cloned().unwrap_or(Value::Null);
+            // The source is named by the replica that found the conflict: here, it may be a
+            // session the caller does not reach.
+            let source_session_id = match field("source_session_id") {
+                Value::String(id) => ctx.reachable_id(Some(id)).await?.map_or(Value::Null, Value::String),
+                other => other,
+            };
+            conflicts.push(Conflict {
+                record_id: task.task_id.to_string(),
+                detected_at: task.created_at_ms as f64 / 1_000.0,
+                source_replica_id: field("source_replica_id"),
+                session_id: task.session_id,
+                source_session_id,
+                conflicts: field("conflicts"),
+            });
+        }
         Ok(Output { count: conflicts.len(), conflicts })
     }
 }

@@ -9,6 +9,10 @@
 //! metadata, sequence number and object count; the bundle adds `lineage`. Every key of the
 //! reference's bundle is present, so tools written for its bundles read ours; `import_session`
 //! reads both back.
+//!
+//! With a principal, the bundle names no session the caller cannot reach: a parent it cannot reach
+//! is null (with its fork point), `lineage` stops before the nearest ancestor it cannot reach, and
+//! a version's metadata naming such a session (a merge's source) names null.
 
 use crate::ErrorCode;
 use schemars::JsonSchema;
@@ -49,7 +53,8 @@ impl Tool for ExportSession {
         description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \
             bundle, bundle_json (the bundle as one JSON string)} where bundle = {cks_mcp_export, schema_version, \
             session {session_id, parent_session_id, parent_version_id, closed, created_at, metadata}, lineage \
-            [ancestors, nearest first], current_structure {root_hash, objects_count, relations_count, \
+            [ancestors, nearest first, up to the nearest one you cannot reach; a parent you cannot reach, and its \
+            version, are null, as are sessions you cannot reach named in metadata], current_structure {root_hash, objects_count, relations_count, \
             total_objects, cks_json}, version_history {count, include_structures, versions [{version_id, seq, \
             transaction_id, created_at, state_hash, object_count, metadata, cks_json?}]}}. 'include_structures' \
             embeds every version's structure (the reference server skipped most); import_session recreates the \
@@ -94,7 +99,8 @@ impl Tool for ExportSession {
         }
 
         let mut versions = Vec::new();
-        for version in ctx.runtime.list_versions(&id).await? {
+        for mut version in ctx.runtime.list_versions(&id).await? {
+            ctx.hide_unreachable_sessions(&mut version.metadata).await?;
             let cks_json = if input.include_structures {
                 let state = ctx.runtime.version_state(&id, &version.version_id).await?;
                 Some(crate::convert::client_document(&state))
@@ -118,6 +124,10 @@ impl Tool for ExportSession {
         if let Some(vector) = versions.last().and_then(|v| v.metadata.get("version_vector")) {
             session_metadata.insert("version_vector".into(), vector.clone());
         }
+        ctx.hide_unreachable_sessions(&mut session_metadata).await?;
+        // A parent the caller cannot reach is not named, nor its version (the fork point).
+        let parent_session_id = ctx.reachable_id(info.parent_session_id.clone()).await?;
+        let parent_version_id = if parent_session_id.is_some() { info.parent_version_id.clone() } else { None };
 
         let bundle = Bundle {
             cks_mcp_export: true,
@@ -125,8 +135,8 @@ impl Tool for ExportSession {
             lineage: lineage(ctx, &info).await?,
             session: SessionEntry {
                 session_id: info.session_id,
-                parent_session_id: info.parent_session_id,
-                parent_version_id: info.parent_version_id,
+                parent_session_id,
+                parent_version_id,
                 closed: info.closed,
                 created_at: info.created_at,
                 metadata: session_metadata,
@@ -223,14 +233,15 @@ struct VersionEntry {
 }
 
 /// The session's ancestors, nearest first: `{session_id, parent_version_id (the fork point in
-/// that ancestor), exists}`. Stops at a root, at a missing ancestor, at a repeat, or after
-/// [`MAX_LINEAGE`] steps.
+/// that ancestor), exists}`. Stops at a root, at a missing ancestor, at a repeat, after
+/// [`MAX_LINEAGE`] steps, or before an ancestor the caller cannot reach (nothing past it is named:
+/// its own parent would tell what it was branched from).
 async fn lineage(ctx: &ToolContext, info: &cks_runtime::SessionInfo) -> Result<Vec<LineageEntry>, ToolError> {
     let mut out = Vec::new();
     let mut seen: HashSet<String> = HashSet::from([info.session_id.clone()]);
     let mut next = info.parent_session_id.clone().map(|p| (p, info.parent_version_id.clone()));
     while let Some((parent, fork_version)) = next.take() {
-        if out.len() >= MAX_LINEAGE || !seen.insert(parent.clone()) {
+        if out.len() >= MAX_LINEAGE || !seen.insert(parent.clone()) || !ctx.reaches(&parent).await? {
             break;
         }
         match ctx.runtime.info(&parent).await {

@@ -38,7 +38,8 @@ impl Tool for ListPipelineRuns {
         name: "list_pipeline_runs",
         description: "A session's pipeline runs (started with start_pipeline), most recently updated first, at most \
             'limit' (50). Each run: {run_id, session_id, status ('queued', 'running', 'completed' or 'failed'), \
-            started_at, updated_at, object_ids, steps, mode, schema_version, attempt, tokens_spent}; steps are \
+            started_at, updated_at, object_ids, steps, mode, schema_version, parent_session_id (a sandbox run's \
+            parent, left out when you cannot reach it), attempt, tokens_spent}; steps are \
             Researcher, Reviewer, Synthesizer and Arbiter in the order a run goes through them, each {name, status \
             ('pending', 'active', 'completed' or 'failed'), started_at, completed_at, error, dead_letter_task_id, \
             outputs (ids of the objects it committed), tokens_spent}, the Reviewer's also approved and rejected \
@@ -60,8 +61,10 @@ impl Tool for ListPipelineRuns {
             Some(n) => n as usize,
         };
         let mut runs = Vec::new();
-        for run in ctx.runtime.pipeline_runs(&input.session_id).await? {
+        for mut run in ctx.runtime.pipeline_runs(&input.session_id).await? {
             let work = ctx.runtime.pipeline_work(&run.session_id, &run.run_id).await?;
+            // The sandbox's parent, which a caller the sandbox was shared with may not reach.
+            run.parent_session_id = ctx.reachable_id(run.parent_session_id).await?;
             runs.push(RunView::new(run, &work));
         }
         runs.sort_by(|a, b| b.updated_at().cmp(a.updated_at()).then_with(|| a.run_id().cmp(b.run_id())));

@@ -43,7 +43,8 @@ impl Tool for ListVersions {
     const META: ToolMeta = ToolMeta {
         name: "list_versions",
         description: "List every version in a session's history, oldest first. Each entry has version_id, \
-            created_at, transaction_id, metadata (which tool committed it, and why), seq (1-based position), \
+            created_at, transaction_id, metadata (which tool committed it, and why; a session named there that you \
+            cannot reach, such as a merge's source, is null), seq (1-based position), \
             state_hash and object_count. Use a version_id with compare_versions, explain_diff, revert_version or \
             create_branch. Returns {session_id, versions}.",
         mutates_graph: false,
@@ -57,12 +58,11 @@ impl Tool for ListVersions {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let versions = ctx
-            .runtime
-            .list_versions(&input.session_id)
-            .await?
-            .into_iter()
-            .map(|v| VersionEntry {
+        let mut versions = Vec::new();
+        for mut v in ctx.runtime.list_versions(&input.session_id).await? {
+            // A merge's source, say, may be a session the caller does not reach.
+            ctx.hide_unreachable_sessions(&mut v.metadata).await?;
+            versions.push(VersionEntry {
                 version_id: v.version_id,
                 created_at: v.created_at,
                 transaction_id: v.transaction_id,
@@ -70,8 +70,8 @@ impl Tool for ListVersions {
                 seq: v.seq,
                 state_hash: v.state_hash,
                 object_count: v.object_count,
-            })
-            .collect();
+            });
+        }
         Ok(Output { session_id: input.session_id, versions })
     }
 }
