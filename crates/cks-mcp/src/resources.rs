@@ -1,6 +1,7 @@
 //! MCP resources: the session list, a session's canonical JSON, its versions, and one version's
 //! reconstructed structure. Closed sessions are not listed and cannot be read; with a principal,
-//! neither can sessions it may not reach (as for the tools: they are not found).
+//! neither can sessions it may not reach (as for the tools: they are not found), and no resource
+//! names one: a parent it may not reach is null, as is such a session in a version's metadata.
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Value, json};
@@ -18,6 +19,36 @@ pub(crate) async fn reaches(runtime: &Runtime, principal: Option<&Principal>, id
         Err(RuntimeError::SessionNotFound(_)) => Ok(true),
         Err(other) => Err(other),
     }
+}
+
+/// `id` when the caller may reach that session, else `None`.
+async fn reachable_id(
+    runtime: &Runtime,
+    principal: Option<&Principal>,
+    id: Option<String>,
+) -> Result<Option<String>, RuntimeError> {
+    match id {
+        Some(id) if reaches(runtime, principal, &id).await? => Ok(Some(id)),
+        _ => Ok(None),
+    }
+}
+
+/// Sets to null each value of `metadata` naming a session (under a key ending in `session_id`,
+/// such as a merge's source) that the caller may not reach.
+async fn hide_unreachable_sessions(
+    runtime: &Runtime,
+    principal: Option<&Principal>,
+    metadata: &mut serde_json::Map<String, Value>,
+) -> Result<(), RuntimeError> {
+    for (key, value) in metadata.iter_mut() {
+        if key.ends_with("session_id")
+            && let Value::String(id) = value
+            && !reaches(runtime, principal, id).await?
+        {
+            *value = Value::Null;
+        }
+    }
+    Ok(())
 }
 
 fn invalid(message: String) -> ErrorData {
@@ -145,8 +176,10 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str, principal: Option<&Princi
             let mut sessions = runtime.list_sessions().await.map_err(internal)?;
             sessions.retain(|s| !s.closed);
             let mut reached = Vec::with_capacity(sessions.len());
-            for s in sessions {
+            for mut s in sessions {
                 if reaches(runtime, principal, &s.session_id).await.map_err(internal)? {
+                    s.parent_session_id =
+                        reachable_id(runtime, principal, s.parent_session_id).await.map_err(internal)?;
                     reached.push(s);
                 }
             }
@@ -158,7 +191,10 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str, principal: Option<&Princi
         }
         [id] => runtime.read(id, |s, _| client_document(s)).await.map_err(map_err)?,
         [id, "versions"] => {
-            let versions = runtime.list_versions(id).await.map_err(map_err)?;
+            let mut versions = runtime.list_versions(id).await.map_err(map_err)?;
+            for version in &mut versions {
+                hide_unreachable_sessions(runtime, principal, &mut version.metadata).await.map_err(internal)?;
+            }
             serde_json::to_string_pretty(&versions).unwrap_or_default()
         }
         [id, "versions", version_id] => {
@@ -238,5 +274,53 @@ mod tests {
         assert_eq!(listed["resources"].as_array().unwrap().len(), 1, "only the session list itself");
         let sessions = read(&runtime, "cks://sessions", Some(&b)).await.unwrap();
         assert_eq!(sessions["contents"][0]["text"], "[]");
+    }
+
+    /// A session shared with B names neither A's parent nor A's merged branch to B.
+    #[tokio::test]
+    async fn a_shared_session_names_no_session_of_a_to_b() {
+        use cks_runtime::access::{SessionAccess, as_principal};
+        let runtime = Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default());
+        let who = |subject: &str| Principal {
+            issuer: "https://id.example".into(),
+            subject: subject.into(),
+            scope: Some(cks_tools::Scope::Write),
+            groups: Vec::new(),
+        };
+        let (a, b) = (who("a"), who("b"));
+        let with_version = || NewSession { first_version: Some(Default::default()), ..Default::default() };
+        let (parent, shared, merged) = as_principal(Some(a.id()), async {
+            let parent = runtime.create_session(KnowledgeStructure::new(), with_version()).await.unwrap().session_id;
+            let shared = runtime.create_branch(&parent, None, Default::default()).await.unwrap().session_id;
+            let merged = runtime.create_branch(&shared, None, Default::default()).await.unwrap().session_id;
+            let ops = cks_core::ops::parse_operations(
+                &json!([{"type": "add_object", "identity": {"id": "m", "type": "Moon", "name": "Moon"}}]),
+            )
+            .unwrap();
+            runtime.commit(&merged, cks_runtime::CommitRequest::operations(ops)).await.unwrap();
+            runtime.merge_branch(&shared, &merged, None, &Default::default(), Default::default()).await.unwrap();
+            (parent, shared, merged)
+        })
+        .await;
+        let access = SessionAccess { principals: vec![b.id()], ..SessionAccess::owned_by(a.id()) };
+        runtime.set_access(&shared, &access).await.unwrap();
+
+        let text = |principal: &Principal, uri: String| {
+            let runtime = &runtime;
+            let principal = principal.clone();
+            async move {
+                let read = read(runtime, &uri, Some(&principal)).await.unwrap();
+                read["contents"][0]["text"].as_str().unwrap().to_owned()
+            }
+        };
+        let listed = text(&b, "cks://sessions".into()).await;
+        let entries: Vec<Value> = serde_json::from_str(&listed).unwrap();
+        assert_eq!((entries.len(), &entries[0]["parent_session_id"]), (1, &Value::Null), "{listed}");
+        let versions = text(&b, format!("cks://sessions/{shared}/versions")).await;
+        assert!(!versions.contains(&merged) && !versions.contains(&parent), "{versions}");
+        assert!(versions.contains("source_session_id"), "the key stays, with null: {versions}");
+        // A reaches both.
+        assert!(text(&a, "cks://sessions".into()).await.contains(&parent));
+        assert!(text(&a, format!("cks://sessions/{shared}/versions")).await.contains(&merged));
     }
 }
