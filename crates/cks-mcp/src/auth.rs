@@ -77,6 +77,12 @@ impl PageSignIn {
         };
         let authorization_endpoint = endpoint(&discovery.authorization_endpoint, "names no authorization_endpoint")?;
         let token_endpoint = endpoint(&discovery.token_endpoint, "names no token_endpoint")?;
+        // Its origin goes into the page's Content-Security-Policy: nothing but an origin may.
+        let origin = PageSignIn::origin_of(&token_endpoint);
+        let host = origin.split_once("://").map_or("", |(_, host)| host);
+        if host.is_empty() || !host.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)) {
+            return Err(DiscoveryError::PageSignIn("names a token_endpoint whose origin is not a plain host"));
+        }
         if let Some(methods) = &discovery.code_challenge_methods_supported
             && !methods.iter().any(|m| m == "S256")
         {
@@ -87,11 +93,13 @@ impl PageSignIn {
 
     /// The origin of the token endpoint: the one place besides this server the page connects to.
     pub fn token_origin(&self) -> &str {
-        let after_scheme = self.token_endpoint.find("://").map_or(0, |i| i + 3);
-        let end = self.token_endpoint[after_scheme..]
-            .find(['/', '?', '#'])
-            .map_or(self.token_endpoint.len(), |i| i + after_scheme);
-        &self.token_endpoint[..end]
+        PageSignIn::origin_of(&self.token_endpoint)
+    }
+
+    fn origin_of(url: &str) -> &str {
+        let after_scheme = url.find("://").map_or(0, |i| i + 3);
+        let end = url[after_scheme..].find(['/', '?', '#']).map_or(url.len(), |i| i + after_scheme);
+        &url[..end]
     }
 }
 
@@ -212,5 +220,8 @@ mod tests {
         let mut odd = discovery(None);
         odd.authorization_endpoint = Some("javascript:alert(1)".into());
         assert!(refused(odd).contains("authorization_endpoint"));
+        let mut injected = discovery(None);
+        injected.token_endpoint = Some("https://id.example.com;script-src *".into());
+        assert!(refused(injected).contains("plain host"));
     }
 }

@@ -6,9 +6,9 @@
 //! Every answer carries a strict Content-Security-Policy (scripts and styles from this server
 //! only, nothing inline; connections to this server only, and to the issuer's token endpoint when
 //! the page signs in with OAuth; no framing). `GET /sign-in` tells the page how to sign in
-//! (`auth.rs`). The assets are named in the
-//! page with a version taken from their contents, so they are cached for good, while the page
-//! itself is revalidated on every load (an `ETag` answered with 304 when unchanged).
+//! (`auth.rs`). The assets are named in the page with a version taken from their contents, so
+//! they are cached for good, while the page itself is revalidated on every load (an `ETag`
+//! answered with 304 when unchanged).
 
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
