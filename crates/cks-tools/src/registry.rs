@@ -476,7 +476,7 @@ async fn check_access(entry: &RegisteredTool, args: &Value, ctx: &ToolContext) -
                 let Some(name) = value.as_str() else { continue };
                 let reads = *named == Named::GraphSource || entry.meta().read_only();
                 if let Some(graph) = ctx.runtime.graph(name).await?
-                    && !(reads && readable(principal, &graph))
+                    && !(reads && crate::tools::gallery::readable(principal, &graph))
                     && !ctx.reaches(&graph.session_id).await?
                 {
                     return Err(crate::tools::gallery::graph_not_found(name));
@@ -485,16 +485,6 @@ async fn check_access(entry: &RegisteredTool, args: &Value, ctx: &ToolContext) -
         }
     }
     Ok(())
-}
-
-/// A graph anyone may read (public), or the caller's team may read.
-fn readable(principal: &crate::Principal, graph: &cks_runtime::gallery::GraphEntry) -> bool {
-    use cks_runtime::gallery::Visibility;
-    match graph.visibility {
-        Visibility::Public => true,
-        Visibility::Team => graph.team.as_deref().is_some_and(|team| principal.in_team(team)),
-        Visibility::Private => false,
-    }
 }
 
 /// The outcome logged for a call: an error result, a call that the client cancelled (whether the

@@ -476,3 +476,26 @@ async fn a_pipeline_runs_parent_is_named_only_to_those_who_reach_it() {
     assert_eq!(by_b["count"], 1, "{by_b}");
     assert!(by_b["runs"][0].get("parent_session_id").is_none() && !by_b.to_string().contains(&parent), "{by_b}");
 }
+
+#[tokio::test]
+async fn a_public_clone_names_its_source_only_to_those_who_may_read_it() {
+    let ctx = testing::context();
+    let a = as_(&ctx, "a", Scope::Write, &[]);
+    let b = as_(&ctx, "b", Scope::Write, &["lab"]);
+    let id = a_session(&a).await;
+    call(&a, "register_graph", json!({"name": "secret", "session_id": id})).await;
+    let cloned = call(&a, "clone_graph", json!({"graph_name": "secret", "copy_name": "copy", "public": true})).await;
+    assert_eq!(cloned["source_graph_name"], "secret", "{cloned}");
+    let source_in = |listing: Value| {
+        let graphs = listing["graphs"].as_array().unwrap().clone();
+        graphs.into_iter().find(|g| g["name"] == "copy").unwrap()["source_graph_name"].clone()
+    };
+    assert_eq!(source_in(call(&a, "list_graphs", json!({})).await), "secret");
+    assert_eq!(source_in(call(&b, "list_graphs", json!({})).await), Value::Null, "B may not read secret");
+    assert_eq!(source_in(call(&b, "search_graphs", json!({"query": "copy"})).await), Value::Null);
+    assert_eq!(call(&b, "get_graph", json!({"name": "copy"})).await["source_graph_name"], Value::Null);
+    assert_eq!(call(&ctx, "get_graph", json!({"name": "copy"})).await["source_graph_name"], "secret");
+    // Once secret is the lab's, B's team, B may read it, and its name shows.
+    call(&a, "register_graph", json!({"name": "secret", "session_id": id, "visibility": "team", "team": "lab"})).await;
+    assert_eq!(call(&b, "get_graph", json!({"name": "copy"})).await["source_graph_name"], "secret");
+}

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{GraphRecord, required};
+use super::{GraphRecord, hide_unreadable_sources, required};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Named, Tool, ToolMeta};
@@ -46,7 +46,9 @@ impl Tool for GetGraph {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let entry = ctx.runtime.graph(required(&input.name, "name")?).await?;
+        let mut entry: Vec<_> = ctx.runtime.graph(required(&input.name, "name")?).await?.into_iter().collect();
+        hide_unreadable_sources(ctx, &mut entry).await?;
+        let entry = entry.pop();
         Ok(Output { found: entry.is_some(), record: entry.map(GraphRecord::from) })
     }
 }

@@ -170,7 +170,38 @@ pub(crate) async fn listing(ctx: &crate::ToolContext, filter: GraphFilter) -> Re
         }
     }
     entries.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.name.cmp(&b.name)));
+    hide_unreadable_sources(ctx, &mut entries).await?;
     Ok(entries.into())
+}
+
+/// A graph the principal may read without reaching its session: a public one, or one of its team.
+pub(crate) fn readable(principal: &crate::Principal, graph: &GraphEntry) -> bool {
+    match graph.visibility {
+        Visibility::Public => true,
+        Visibility::Team => graph.team.as_deref().is_some_and(|team| principal.in_team(team)),
+        Visibility::Private => false,
+    }
+}
+
+/// For a caller whose reach is limited, leaves out each entry's `source_graph_name` unless the
+/// caller may read that graph: a public clone of a private graph does not name it. A source no
+/// longer registered is left out too: whose it was is unknown.
+pub(crate) async fn hide_unreadable_sources(
+    ctx: &crate::ToolContext,
+    entries: &mut [GraphEntry],
+) -> Result<(), ToolError> {
+    let Some(principal) = ctx.principal.as_deref().filter(|_| ctx.restricted()) else { return Ok(()) };
+    for entry in entries {
+        let Some(source) = &entry.source_graph_name else { continue };
+        let shown = match ctx.runtime.graph(source).await? {
+            Some(graph) => readable(principal, &graph) || ctx.reaches(&graph.session_id).await?,
+            None => false,
+        };
+        if !shown {
+            entry.source_graph_name = None;
+        }
+    }
+    Ok(())
 }
 
 /// The reference's answer for a name that is not registered.
