@@ -108,7 +108,7 @@ impl PartialEq for TextIndex {
 
 impl TextIndex {
     /// Indexes every searchable object of `structure`. A large structure's texts are read into
-    /// terms on every core, each remembering the stems of the words it met (a graph repeats its
+    /// terms on every core, each thread numbering the words and stems it met (a graph repeats its
     /// words far more often than it has new ones); the postings are then laid down in order.
     pub fn build(structure: &KnowledgeStructure) -> TextIndex {
         let objects: Vec<&KnowledgeObject> =
@@ -119,21 +119,40 @@ impl TextIndex {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         };
         let part = objects.len().div_ceil(threads).max(1);
-        let counted: Vec<Vec<Map<String, u32>>> = std::thread::scope(|scope| {
+        let read: Vec<(Reader, Vec<Counted>)> = std::thread::scope(|scope| {
             let reading: Vec<_> = objects
                 .chunks(part)
                 .map(|objects| {
                     scope.spawn(move || {
-                        let mut stems = Stems::default();
-                        objects.iter().map(|object| stems.term_counts(object)).collect::<Vec<_>>()
+                        let mut reader = Reader::default();
+                        let counted = objects.iter().map(|object| reader.term_counts(object)).collect::<Vec<_>>();
+                        (reader, counted)
                     })
                 })
                 .collect();
             reading.into_iter().map(|r| r.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
         });
         let mut index = TextIndex::default();
-        for (object, counts) in objects.into_iter().zip(counted.into_iter().flatten()) {
-            index.insert_counted(object, counts);
+        let mut objects = objects.into_iter();
+        for (reader, counted) in read {
+            // The index's number for each of the thread's terms, found when first met.
+            let mut numbers = vec![u32::MAX; reader.stems.len()];
+            // The thread's counts first: zip stops on them without taking another object.
+            for (counts, object) in counted.into_iter().zip(objects.by_ref()) {
+                index.remove_id(object.id());
+                let length = counts.iter().map(|&(_, count)| count).sum();
+                let terms: Vec<(u32, u32)> = counts
+                    .iter()
+                    .map(|&(local, count)| {
+                        let number = &mut numbers[local as usize];
+                        if *number == u32::MAX {
+                            *number = index.term_number(&reader.stems[local as usize]);
+                        }
+                        (*number, count)
+                    })
+                    .collect();
+                index.insert_numbered(object, length, terms);
+            }
         }
         index
     }
@@ -152,6 +171,22 @@ impl TextIndex {
         // Never two postings for one id, whatever the caller did before.
         self.remove_id(object.id());
         let length: u32 = counts.values().sum();
+        let terms = counts.into_iter().map(|(term, count)| (self.term_number(&term), count)).collect();
+        self.insert_numbered(object, length, terms);
+    }
+
+    /// A term's number, given to it now when it has none.
+    fn term_number(&mut self, term: &str) -> u32 {
+        match self.terms.get(term) {
+            Some(&number) => number,
+            None => self.new_term(term.into()),
+        }
+    }
+
+    /// Adds a searchable object given its terms by number, each once, and its length. Its id
+    /// must be out of the index before its terms were numbered: taking an object out can free a
+    /// term's number.
+    fn insert_numbered(&mut self, object: &KnowledgeObject, length: u32, terms: Vec<(u32, u32)>) {
         let id: Arc<str> = object.id().into();
         let doc = match self.free.pop() {
             Some(doc) => {
@@ -168,12 +203,8 @@ impl TextIndex {
                 ordinal(self.ids.len() - 1)
             }
         };
-        let mut entries = Vec::with_capacity(counts.len());
-        for (term, count) in counts {
-            let number = match self.terms.get(term.as_str()) {
-                Some(&number) => number,
-                None => self.new_term(term.into()),
-            };
+        let mut entries = Vec::with_capacity(terms.len());
+        for (number, count) in terms {
             let postings = &mut self.lists[number as usize].postings;
             entries.push((number, ordinal(postings.len())));
             postings.push(Posting { doc, count });
@@ -622,27 +653,73 @@ fn stem(word: String) -> String {
 /// Below this many searchable objects, a build reads their texts on one thread.
 const PARALLEL_BUILD_FROM: usize = 4096;
 
-/// The stems of the words met so far, while a build reads many texts.
-#[derive(Default)]
-struct Stems(Map<String, String>);
+/// One object's terms, by the numbers of the [`Reader`] that read it, each with its count.
+type Counted = Box<[(u32, u32)]>;
 
-impl Stems {
-    /// [`term_counts`], each word stemmed once.
-    fn term_counts(&mut self, object: &KnowledgeObject) -> Map<String, u32> {
+/// What one thread of a build knows of the words it read: each lowercase word's term (its stem)
+/// by a number of the thread's own, or none for a stop word, so that a word met again costs one
+/// lookup and nothing is allocated for it.
+#[derive(Default)]
+struct Reader {
+    words: Map<String, Option<u32>>,
+    /// The thread's terms: stems by number, and numbers by stem.
+    stems: Vec<String>,
+    numbers: Map<String, u32>,
+    /// A lowercase word, reused; the counts of one object's terms, and which were counted.
+    word: String,
+    counts: Vec<u32>,
+    counted: Vec<u32>,
+}
+
+impl Reader {
+    /// [`term_counts`] of one object, by the thread's term numbers, in the order first met.
+    fn term_counts(&mut self, object: &KnowledgeObject) -> Counted {
         let text = searchable_text(object, 2);
-        let mut counts: Map<String, u32> = Map::default();
-        for word in words(&text) {
-            let term = match self.0.get(&word) {
-                Some(term) => term.clone(),
-                None => {
-                    let term = stem(word.clone());
-                    self.0.insert(word, term.clone());
-                    term
-                }
-            };
-            *counts.entry(term).or_default() += 1;
+        for run in text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()) {
+            let Some(term) = self.term(run) else { continue };
+            if self.counts.len() <= term as usize {
+                self.counts.resize(term as usize + 1, 0);
+            }
+            if self.counts[term as usize] == 0 {
+                self.counted.push(term);
+            }
+            self.counts[term as usize] += 1;
         }
+        let counts = self.counted.iter().map(|&term| (term, std::mem::take(&mut self.counts[term as usize])));
+        let counts = counts.collect();
+        self.counted.clear();
         counts
+    }
+
+    /// The term of an alphanumeric run, as [`words`] and [`stem`] make it; `None` for a stop word.
+    fn term(&mut self, run: &str) -> Option<u32> {
+        let lower = if run.is_ascii() {
+            self.word.clear();
+            self.word.extend(run.chars().map(|c| c.to_ascii_lowercase()));
+            &self.word
+        } else {
+            // Not one character at a time: a final sigma lowercases by its place in the word.
+            self.word = run.to_lowercase();
+            &self.word
+        };
+        if let Some(&term) = self.words.get(lower.as_str()) {
+            return term;
+        }
+        let word = lower.clone();
+        let term = (!STOP_WORDS.contains(&word.as_str())).then(|| {
+            let stem = stem(word.clone());
+            match self.numbers.get(&stem) {
+                Some(&number) => number,
+                None => {
+                    let number = ordinal(self.stems.len());
+                    self.stems.push(stem.clone());
+                    self.numbers.insert(stem, number);
+                    number
+                }
+            }
+        });
+        self.words.insert(word, term);
+        term
     }
 }
 
@@ -787,6 +864,21 @@ mod tests {
         let built = super::TextIndex::build(&graph);
         assert_eq!(built, one_by_one);
         assert_eq!(built.rank("sample 421", 20, 0.0), one_by_one.rank("sample 421", 20, 0.0));
+    }
+
+    #[test]
+    fn a_build_reads_words_as_one_object_at_a_time_does() {
+        // Upper case, stop words, letters beyond ASCII (a final sigma lowers by its place), digits.
+        let texts = ["The RUNNING of the Bulls", "ΟΔΟΣ Σίσυφος straße STRASSE", "and or 3D 42 x", "Running runs"];
+        let graph = crate::KnowledgeStructure::from_objects(
+            texts.iter().enumerate().map(|(i, text)| note(&format!("n{i}"), text, text)),
+        )
+        .unwrap();
+        let mut one_by_one = super::TextIndex::default();
+        for object in graph.objects() {
+            one_by_one.insert(object);
+        }
+        assert_eq!(super::TextIndex::build(&graph), one_by_one);
     }
 
     #[test]
