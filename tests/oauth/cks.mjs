@@ -1,12 +1,15 @@
-// What the OAuth checks share: cks-mcp started for an issuer, machine clients' tokens, and calls.
+// What the OAuth checks share: the authorization server and cks-mcp started for it, machine clients' tokens, calls.
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import assert from 'node:assert/strict'
 
+import { freePort } from '../interop/ts/net.mjs'
+import { start } from './provider.mjs'
+
 /** `cks-mcp --http` on 127.0.0.1:`port` for `issuer`, with `variables` added; resolves once it answers. */
-export async function startCks(binary, port, issuer, variables = {}) {
+async function startCks(binary, port, issuer, variables = {}) {
   const base = `http://127.0.0.1:${port}`
   const data = mkdtempSync(join(tmpdir(), 'cks-oauth-'))
   const server = { base, data, log: '' }
@@ -39,6 +42,26 @@ export async function startCks(binary, port, issuer, variables = {}) {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
   }
+}
+
+/**
+ * The authorization server and cks-mcp for it, each on a free port: `{issuer, resource, base, cks,
+ * stop}`, cks-mcp started with `variables` added.
+ */
+export async function setUp(binary, variables = {}) {
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const resource = `${base}/mcp`
+  const { issuer, server: provider } = await start(await freePort(), resource)
+  const cks = await startCks(binary, port, issuer, variables).catch((error) => {
+    provider.close()
+    throw error
+  })
+  const stop = () => {
+    cks.stop()
+    provider.close()
+  }
+  return { issuer, resource, base, cks, stop }
 }
 
 /** A machine client's access token for `resource` (client credentials). */

@@ -5,20 +5,9 @@
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 
-import { freePort } from '../interop/ts/net.mjs'
-import { caller, clientToken, result, startCks } from './cks.mjs'
-import { start } from './provider.mjs'
+import { caller, clientToken, result, setUp } from './cks.mjs'
 
-const binary = process.argv[2]
-const issuerPort = await freePort()
-const port = await freePort()
-const base = `http://127.0.0.1:${port}`
-const resource = `${base}/mcp`
-const { issuer, server: provider } = await start(issuerPort, resource)
-const cks = await startCks(binary, port, issuer).catch((error) => {
-  provider.close()
-  throw error
-})
+const { issuer, resource, base, cks, stop } = await setUp(process.argv[2])
 const { call, tool } = caller(base)
 
 try {
@@ -76,6 +65,5 @@ try {
   for (const t of [reader, writer, tampered]) assert.ok(!cks.log.includes(t), 'a token in the log')
   console.log('oauth interop: oidc-provider tokens: read ok, write refused without cks:write, write ok')
 } finally {
-  cks.stop()
-  provider.close()
+  stop()
 }

@@ -7,20 +7,10 @@
 import assert from 'node:assert/strict'
 
 import { browser, check, open, summary, until } from '../page/harness.mjs'
-import { freePort } from '../interop/ts/net.mjs'
-import { caller, clientToken, result, startCks } from './cks.mjs'
-import { USERS, start } from './provider.mjs'
+import { caller, clientToken, result, setUp } from './cks.mjs'
+import { USERS } from './provider.mjs'
 
-const binary = process.argv[2]
-const issuerPort = await freePort()
-const port = await freePort()
-const base = `http://127.0.0.1:${port}`
-const resource = `${base}/mcp`
-const { issuer, server: provider } = await start(issuerPort, resource)
-const cks = await startCks(binary, port, issuer, { CKS_MCP_AUTH_PAGE_CLIENT_ID: 'chat-page' }).catch((error) => {
-  provider.close()
-  throw error
-})
+const { issuer, resource, base, cks, stop } = await setUp(process.argv[2], { CKS_MCP_AUTH_PAGE_CLIENT_ID: 'chat-page' })
 const instance = await browser()
 
 try {
@@ -110,6 +100,5 @@ try {
   console.log('oauth page: alice and bob signed in with authorization code and PKCE; each sees only what is theirs')
 } finally {
   await instance.close()
-  cks.stop()
-  provider.close()
+  stop()
 }

@@ -253,17 +253,21 @@ mod tests {
         assert!(read(&runtime, &format!("cks://sessions/{sid}/versions/{version}"), None).await.is_ok());
     }
 
-    #[tokio::test]
-    async fn another_principal_neither_lists_nor_reads_a_session() {
-        use cks_runtime::access::as_principal;
-        let runtime = Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default());
-        let who = |subject: &str| Principal {
+    /// A principal with `cks:write` at a test issuer.
+    fn writer(subject: &str) -> Principal {
+        Principal {
             issuer: "https://id.example".into(),
             subject: subject.into(),
             scope: Some(cks_tools::Scope::Write),
             groups: Vec::new(),
-        };
-        let (a, b) = (who("a"), who("b"));
+        }
+    }
+
+    #[tokio::test]
+    async fn another_principal_neither_lists_nor_reads_a_session() {
+        use cks_runtime::access::as_principal;
+        let runtime = Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default());
+        let (a, b) = (writer("a"), writer("b"));
         let made = as_principal(Some(a.id()), runtime.create_session(KnowledgeStructure::new(), NewSession::default()));
         let sid = made.await.unwrap().session_id;
         let uri = format!("cks://sessions/{sid}");
@@ -281,13 +285,7 @@ mod tests {
     async fn a_shared_session_names_no_session_of_a_to_b() {
         use cks_runtime::access::{SessionAccess, as_principal};
         let runtime = Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default());
-        let who = |subject: &str| Principal {
-            issuer: "https://id.example".into(),
-            subject: subject.into(),
-            scope: Some(cks_tools::Scope::Write),
-            groups: Vec::new(),
-        };
-        let (a, b) = (who("a"), who("b"));
+        let (a, b) = (writer("a"), writer("b"));
         let with_version = || NewSession { first_version: Some(Default::default()), ..Default::default() };
         let (parent, shared, merged) = as_principal(Some(a.id()), async {
             let parent = runtime.create_session(KnowledgeStructure::new(), with_version()).await.unwrap().session_id;
