@@ -59,7 +59,7 @@ async fn complete(
 ) -> Result<Vec<String>, RuntimeError> {
     let mut session = context.get("session_id").and_then(Value::as_str).filter(|s| !s.is_empty());
     if let Some(id) = session
-        && !crate::resources::reaches(runtime, principal, id).await?
+        && !cks_tools::principal::reaches(runtime, principal, id).await?
     {
         session = None;
     }
@@ -70,7 +70,7 @@ async fn complete(
             sessions.retain(|s| !s.closed);
             let mut reached = Vec::with_capacity(sessions.len());
             for s in sessions {
-                if crate::resources::reaches(runtime, principal, &s.session_id).await? {
+                if cks_tools::principal::reaches(runtime, principal, &s.session_id).await? {
                     reached.push(s);
                 }
             }

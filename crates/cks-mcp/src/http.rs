@@ -494,7 +494,7 @@ fn sse_frames(
                             continue;
                         }
                         if let Some((runtime, principal)) = &reach
-                            && !crate::resources::reaches(runtime, Some(principal), kind.session_id())
+                            && !cks_tools::principal::reaches(runtime, Some(principal), kind.session_id())
                                 .await
                                 .unwrap_or(false)
                         {

@@ -9,47 +9,7 @@ use serde_json::{Value, json};
 use cks_runtime::{Runtime, RuntimeError};
 use cks_tools::Principal;
 use cks_tools::convert::client_document;
-
-/// Whether the caller may reach the session; a session that does not exist is left to the
-/// lookups that follow.
-pub(crate) async fn reaches(runtime: &Runtime, principal: Option<&Principal>, id: &str) -> Result<bool, RuntimeError> {
-    let Some(principal) = principal else { return Ok(true) };
-    match runtime.access(id).await {
-        Ok(access) => Ok(principal.reaches(access.as_ref())),
-        Err(RuntimeError::SessionNotFound(_)) => Ok(true),
-        Err(other) => Err(other),
-    }
-}
-
-/// `id` when the caller may reach that session, else `None`.
-async fn reachable_id(
-    runtime: &Runtime,
-    principal: Option<&Principal>,
-    id: Option<String>,
-) -> Result<Option<String>, RuntimeError> {
-    match id {
-        Some(id) if reaches(runtime, principal, &id).await? => Ok(Some(id)),
-        _ => Ok(None),
-    }
-}
-
-/// Sets to null each value of `metadata` naming a session (under a key ending in `session_id`,
-/// such as a merge's source) that the caller may not reach.
-async fn hide_unreachable_sessions(
-    runtime: &Runtime,
-    principal: Option<&Principal>,
-    metadata: &mut serde_json::Map<String, Value>,
-) -> Result<(), RuntimeError> {
-    for (key, value) in metadata.iter_mut() {
-        if key.ends_with("session_id")
-            && let Value::String(id) = value
-            && !reaches(runtime, principal, id).await?
-        {
-            *value = Value::Null;
-        }
-    }
-    Ok(())
-}
+use cks_tools::principal::{hide_unreachable_sessions, reachable_id, reaches};
 
 fn invalid(message: String) -> ErrorData {
     ErrorData::new(ErrorCode::INVALID_PARAMS, message, None)

@@ -112,47 +112,20 @@ impl ToolContext {
         }
     }
 
-    /// Whether the caller may reach the session: always without a principal (the one local user);
-    /// with one, see [`Principal::reaches`]. A session that does not exist is reachable, so the
-    /// tool answers for it as it would without a principal.
+    /// Whether the caller may reach the session ([`crate::principal::reaches`]).
     pub async fn reaches(&self, session_id: &str) -> Result<bool, ToolError> {
-        let Some(principal) = &self.principal else { return Ok(true) };
-        if principal.allows(crate::principal::Scope::Admin) {
-            return Ok(true);
-        }
-        match self.runtime.access(session_id).await {
-            Ok(access) => Ok(principal.reaches(access.as_ref())),
-            Err(cks_runtime::RuntimeError::SessionNotFound(_)) => Ok(true),
-            Err(other) => Err(other.into()),
-        }
+        Ok(crate::principal::reaches(&self.runtime, self.principal.as_deref(), session_id).await?)
     }
 
-    /// `id` when the caller may reach that session, else `None`: how a result names another
-    /// session (a parent, an ancestor, a merge's source) without naming one the caller cannot
-    /// reach.
+    /// `id` when the caller may reach that session ([`crate::principal::reachable_id`]).
     pub async fn reachable_id(&self, id: Option<String>) -> Result<Option<String>, ToolError> {
-        match id {
-            Some(id) if self.reaches(&id).await? => Ok(Some(id)),
-            _ => Ok(None),
-        }
+        Ok(crate::principal::reachable_id(&self.runtime, self.principal.as_deref(), id).await?)
     }
 
-    /// Sets to null each value of `metadata` that names a session the caller cannot reach: a
-    /// text under a key ending in `session_id` (a merge's or a clone's `source_session_id`, the
-    /// sides of a merge of graphs).
+    /// Sets to null what in `metadata` names a session the caller cannot reach
+    /// ([`crate::principal::hide_unreachable_sessions`]).
     pub async fn hide_unreachable_sessions(&self, metadata: &mut Map<String, Value>) -> Result<(), ToolError> {
-        if !self.restricted() {
-            return Ok(());
-        }
-        for (key, value) in metadata.iter_mut() {
-            if key.ends_with("session_id")
-                && let Value::String(id) = value
-                && !self.reaches(id).await?
-            {
-                *value = Value::Null;
-            }
-        }
-        Ok(())
+        Ok(crate::principal::hide_unreachable_sessions(&self.runtime, self.principal.as_deref(), metadata).await?)
     }
 
     /// Whether the caller's reach is limited: a principal without `cks:admin`.

@@ -10,6 +10,8 @@
 use std::fmt;
 
 use cks_runtime::access::{PrincipalId, SessionAccess};
+use cks_runtime::{Runtime, RuntimeError};
+use serde_json::{Map, Value};
 
 use crate::tool::ToolMeta;
 
@@ -120,6 +122,53 @@ impl Principal {
     pub fn in_team(&self, team: &str) -> bool {
         self.groups.iter().any(|group| group == team)
     }
+}
+
+/// Whether the caller may reach the session: always without a principal (the one local user);
+/// with one, see [`Principal::reaches`]. A session that does not exist is reachable, so that the
+/// caller answers for it as it would without a principal.
+pub async fn reaches(runtime: &Runtime, principal: Option<&Principal>, id: &str) -> Result<bool, RuntimeError> {
+    let Some(principal) = principal.filter(|p| !p.allows(Scope::Admin)) else { return Ok(true) };
+    match runtime.access(id).await {
+        Ok(access) => Ok(principal.reaches(access.as_ref())),
+        Err(RuntimeError::SessionNotFound(_)) => Ok(true),
+        Err(other) => Err(other),
+    }
+}
+
+/// `id` when the caller may reach that session, else `None`: how a result names another session
+/// (a parent, an ancestor, a merge's source) without naming one the caller cannot reach.
+pub async fn reachable_id(
+    runtime: &Runtime,
+    principal: Option<&Principal>,
+    id: Option<String>,
+) -> Result<Option<String>, RuntimeError> {
+    match id {
+        Some(id) if reaches(runtime, principal, &id).await? => Ok(Some(id)),
+        _ => Ok(None),
+    }
+}
+
+/// Sets to null each value of `metadata` that names a session the caller cannot reach: a text
+/// under a key ending in `session_id` (a merge's or a clone's `source_session_id`, the sides of a
+/// merge of graphs).
+pub async fn hide_unreachable_sessions(
+    runtime: &Runtime,
+    principal: Option<&Principal>,
+    metadata: &mut Map<String, Value>,
+) -> Result<(), RuntimeError> {
+    if principal.is_none_or(|p| p.allows(Scope::Admin)) {
+        return Ok(());
+    }
+    for (key, value) in metadata.iter_mut() {
+        if key.ends_with("session_id")
+            && let Value::String(id) = value
+            && !reaches(runtime, principal, id).await?
+        {
+            *value = Value::Null;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
