@@ -171,6 +171,19 @@ fn text_index_build(bencher: Bencher, n: usize) {
     bencher.bench(|| cks_core::text::TextIndex::build(black_box(g)));
 }
 
+/// Reading back a text index kept as bytes (what a restart does instead of a build), and
+/// setting it on the structure (which checks that it indexes exactly the structure's objects).
+#[divan::bench(args = SIZES, sample_count = 10)]
+fn text_index_read(bencher: Bencher, n: usize) {
+    let g = graph(n);
+    let bytes = cks_core::text::TextIndex::build(g).to_bytes();
+    bencher.with_inputs(|| g.clone()).bench_local_values(|mut structure| {
+        let index = cks_core::text::TextIndex::from_bytes(black_box(&bytes)).unwrap();
+        structure.set_text_index(index).unwrap();
+        structure
+    });
+}
+
 /// `one_object_change_and_check` on a structure that has been searched: the change also updates
 /// the text index, twice (applied and undone).
 #[divan::bench(args = SIZES)]

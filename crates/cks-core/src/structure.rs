@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::hash::{ContentHash, RootAccumulator, object_hash};
 use crate::kinds::KindIndex;
 use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
-use crate::text::TextIndex;
+use crate::text::{StoredIndexError, TextIndex};
 use crate::validate::ExpiryIndex;
 use crate::vectors::VectorIndex;
 
@@ -304,6 +304,31 @@ impl KnowledgeStructure {
     /// date by every later change.
     pub fn text_index(&self) -> &TextIndex {
         self.text.get_or_init(|| Box::new(TextIndex::build(self)))
+    }
+
+    /// The text index when it was built or set, without building it.
+    pub fn built_text_index(&self) -> Option<&TextIndex> {
+        self.text.get().map(|index| &**index)
+    }
+
+    /// Takes `index` (read back from a store: [`TextIndex::from_bytes`]) as this structure's
+    /// text index instead of building one, when it indexes exactly this structure's searchable
+    /// objects. Otherwise, or when an index is there already, the structure is left as it was.
+    pub fn set_text_index(&mut self, index: TextIndex) -> Result<(), StoredIndexError> {
+        let mut searchable = 0;
+        for object in self.objects() {
+            if object.is_relation() {
+                continue;
+            }
+            if !index.holds(object.id()) {
+                return Err(StoredIndexError::new(format!("object {} is not indexed", object.id())));
+            }
+            searchable += 1;
+        }
+        if searchable != index.len() {
+            return Err(StoredIndexError::new("objects indexed that the structure does not hold"));
+        }
+        self.text.set(Box::new(index)).map_err(|_| StoredIndexError::new("the structure has a text index already"))
     }
 
     /// The vector index of this structure, made on first use (every object still to settle:
@@ -762,6 +787,13 @@ mod tests {
                 replayed.apply_delta(&log.to_delta()).unwrap();
                 prop_assert_eq!(&replayed, &s);
                 prop_assert_eq!(replayed.text_index(), s.text_index());
+                // An index kept as bytes and set on a copy of the checkpoint (as a store's is on a
+                // loaded snapshot) follows the changes after it like one built there.
+                let kept = TextIndex::from_bytes(&TextIndex::build(&checkpoint).to_bytes()).unwrap();
+                let mut restored = checkpoint.clone();
+                restored.set_text_index(kept).unwrap();
+                restored.apply_delta(&log.to_delta()).unwrap();
+                prop_assert_eq!(restored.built_text_index(), Some(s.text_index()));
                 s.undo(log);
                 prop_assert_eq!(&s, &checkpoint);
                 prop_assert_eq!(s.root_hash(), checkpoint.root_hash());

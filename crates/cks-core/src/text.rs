@@ -16,6 +16,9 @@ use serde_json::Value;
 
 use crate::{KnowledgeObject, KnowledgeStructure};
 
+mod stored;
+pub use stored::{StoredIndexError, TERMS_VERSION};
+
 /// BM25 term-frequency saturation.
 const K1: f64 = 1.2;
 /// BM25 length normalisation.

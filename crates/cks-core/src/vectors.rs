@@ -110,6 +110,9 @@ impl<'v, F: Fn(&TextKey) -> Option<&'v Vector>> Known<'v> for Vectors<F> {
     }
 }
 
+/// Below this many objects, a first sync reads them on one thread.
+const PARALLEL_SYNC_FROM: usize = 8192;
+
 /// Up to this many rows, a ranking compares every row's bytes.
 pub const EXACT_ROWS: usize = 20_000;
 
@@ -250,7 +253,7 @@ impl VectorIndex {
         structure: &KnowledgeStructure,
         model: &str,
         generation: u64,
-        lookup: impl Fn(&TextKey) -> Option<&'v Vector>,
+        lookup: impl Fn(&TextKey) -> Option<&'v Vector> + Sync,
     ) -> Synced {
         self.sync_known(structure, model, generation, Vectors(lookup))
     }
@@ -262,7 +265,7 @@ impl VectorIndex {
         structure: &KnowledgeStructure,
         model: &str,
         generation: u64,
-        known: impl Known<'v>,
+        known: impl Known<'v> + Sync,
     ) -> Synced {
         if *self.model != *model {
             *self = VectorIndex { model: model.into(), ..VectorIndex::new() };
@@ -273,13 +276,7 @@ impl VectorIndex {
             self.marked.clear();
             self.clear_rows();
             self.pending.clear();
-            // Room for every object at once: growing 25 MB of codes by doubling copies them again.
-            self.rows.reserve(structure.len());
-            self.ids.reserve(structure.len());
-            self.scales.reserve(structure.len());
-            for entry in structure.entries() {
-                self.settle(entry, &known, &mut synced, &mut queued);
-            }
+            self.settle_all(structure, &known, &mut synced, &mut queued);
         } else {
             for held in std::mem::take(&mut self.marked) {
                 let id = held.id();
@@ -301,6 +298,80 @@ impl VectorIndex {
         self.generation = Some(generation);
         synced.pending = self.pending.len();
         synced
+    }
+
+    /// Settles every object of `structure` into an empty index. A large structure is read on
+    /// every core, each thread looking up its share of the objects and laying down their rows;
+    /// the shares are then joined in order (the lookups miss the caches, so two threads wait
+    /// on memory at once).
+    fn settle_all<'v>(
+        &mut self,
+        structure: &KnowledgeStructure,
+        known: &(impl Known<'v> + Sync),
+        synced: &mut Synced,
+        queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
+    ) {
+        let entries: Vec<&Entry> = structure.entries().collect();
+        let threads = if entries.len() < PARALLEL_SYNC_FROM {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        };
+        let part = entries.len().div_ceil(threads).max(1);
+        let model = self.model.clone();
+        let parts: Vec<(VectorIndex, Synced, HashSet<TextKey, foldhash::fast::RandomState>)> =
+            std::thread::scope(|scope| {
+                let settling: Vec<_> = entries
+                    .chunks(part)
+                    .enumerate()
+                    .map(|(number, share_of)| {
+                        let model = model.clone();
+                        // Room for every row at once (the first share's for every share's, as the
+                        // others join it): growing 25 MB of codes by doubling copies them again,
+                        // and growing the map hashes every id again.
+                        let room = if number == 0 { entries.len() } else { share_of.len() };
+                        let entries = share_of;
+                        scope.spawn(move || {
+                            let mut share = VectorIndex { model, ..VectorIndex::default() };
+                            let (mut synced, mut queued) = (Synced::default(), HashSet::default());
+                            share.ids.reserve(room);
+                            share.scales.reserve(room);
+                            share.rows.reserve(room);
+                            for entry in entries {
+                                share.settle(entry, known, &mut synced, &mut queued);
+                            }
+                            (share, synced, queued)
+                        })
+                    })
+                    .collect();
+                settling
+                    .into_iter()
+                    .map(|s| s.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                    .collect()
+            });
+        for (mut share, found, _) in parts {
+            self.pending.extend(std::mem::take(&mut share.pending));
+            if self.is_empty() {
+                // The first share's rows become the index's, moved rather than copied.
+                (self.ids, self.scales, self.codes, self.bits, self.rows, self.dims) =
+                    (share.ids, share.scales, share.codes, share.bits, share.rows, share.dims);
+            } else if share.dims == self.dims {
+                let start = self.ids.len();
+                self.rows.extend(share.rows.into_iter().map(|(object, row)| (object, start + row)));
+                self.ids.extend(share.ids);
+                self.scales.extend(share.scales);
+                self.codes.extend(share.codes);
+                self.bits.extend(share.bits);
+            }
+            // (Rows of another shape than the first share's are not comparable: their objects
+            // stay unranked by meaning, as `push_row` leaves them.)
+            for (key, text) in found.to_embed {
+                if queued.insert(key) {
+                    synced.to_embed.push((key, text));
+                }
+            }
+            synced.new_keys.extend(found.new_keys);
+        }
     }
 
     /// Gives `entry` (not in the index) its row, or makes it pending. Its text is made only when
@@ -639,6 +710,35 @@ mod tests {
         let settled = index.sync_known(&graph, "m", 0, Remembered { vectors: &vectors, keys: &keys });
         assert_eq!(settled, Synced::default());
         assert_eq!(index.len(), searchable.len());
+    }
+
+    #[test]
+    fn a_first_sync_on_every_core_settles_as_one_object_at_a_time_does() {
+        let graph = random_graph(PARALLEL_SYNC_FROM * 2 + 100, 300, 4);
+        let keys: Vec<TextKey> = graph.objects().filter_map(|o| embedding_text(o)).map(|t| text_key(&t)).collect();
+        // Two in three texts have vectors; the rest are pending, some asked for twice (same text).
+        let vectors: HashMap<TextKey, Vector> =
+            keys.iter().enumerate().filter(|(i, _)| i % 3 != 0).map(|(_, k)| (*k, vector_of(k))).collect();
+        let lookup = |k: &TextKey| vectors.get(k);
+        let mut parallel = VectorIndex::new();
+        let synced = parallel.sync(&graph, "m", 0, lookup);
+        let mut serial = VectorIndex { model: "m".into(), ..VectorIndex::default() };
+        let (mut expected, mut queued) = (Synced::default(), HashSet::default());
+        for entry in graph.entries() {
+            serial.settle(entry, &Vectors(lookup), &mut expected, &mut queued);
+        }
+        expected.pending = serial.pending.len();
+        assert!(expected.pending > 0 && serial.len() > PARALLEL_SYNC_FROM);
+        assert_eq!(rows(&parallel), rows(&serial));
+        assert_eq!(synced, expected, "the same texts asked for, once each, in the same order");
+        // Every row is where `rows` says: removals leave the rest as they were.
+        for id in graph.ids().step_by(7) {
+            parallel.remove_row(id);
+            serial.remove_row(id);
+        }
+        assert_eq!(rows(&parallel), rows(&serial));
+        let query = vector_of(&keys[1]);
+        assert_eq!(parallel.rank(&query, 5), serial.rank(&query, 5));
     }
 
     mod properties {

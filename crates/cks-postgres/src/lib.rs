@@ -522,6 +522,34 @@ impl HistoryStore for PostgresStore {
         versions_between(&client, id, after_seq, i64::MAX as u64).await
     }
 
+    fn keeps_text_indexes(&self) -> bool {
+        true
+    }
+
+    async fn save_text_index(&self, id: &str, seq: u64, index: Vec<u8>) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "INSERT INTO cks_text_indexes (session_id, seq, text_index) VALUES ($1, $2, $3) \
+                 ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, text_index = excluded.text_index \
+                 WHERE excluded.seq >= cks_text_indexes.seq",
+            )
+            .await
+            .map_err(db_error)?;
+        client.execute(&statement, &[&id, &int(seq), &index]).await.map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn load_text_index(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT seq, text_index FROM cks_text_indexes WHERE session_id = $1")
+            .await
+            .map_err(db_error)?;
+        let row = client.query_opt(&statement, &[&id]).await.map_err(db_error)?;
+        Ok(row.map(|r| (r.get::<_, i64>(0) as u64, r.get(1))))
+    }
+
     async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         let statement = client
@@ -614,8 +642,8 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         tx.batch_execute(
-            "DELETE FROM cks_chats; DELETE FROM cks_graph_registry; DELETE FROM cks_snapshots; \
-             DELETE FROM cks_versions; DELETE FROM cks_sessions;",
+            "DELETE FROM cks_chats; DELETE FROM cks_graph_registry; DELETE FROM cks_text_indexes; \
+             DELETE FROM cks_snapshots; DELETE FROM cks_versions; DELETE FROM cks_sessions;",
         )
         .await
         .map_err(db_error)?;

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use cks_core::KnowledgeStructure;
+use cks_core::text::TextIndex;
 use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
 
@@ -41,6 +42,7 @@ pub async fn run_all(open: Open) {
     runtime_rejects_bad_input(open()).await;
     runtime_revert_branch_merge(open()).await;
     runtime_restart_sees_everything(open.clone()).await;
+    runtime_keeps_text_indexes(open.clone()).await;
     runtime_concurrent_writers(open.clone()).await;
     runtime_concurrent_shares(open.clone()).await;
     // Last: it backs up everything the checks above left behind, empties the store and restores.
@@ -932,6 +934,36 @@ async fn runtime_restart_sees_everything(open: Open) {
     assert_eq!(rt.commit(&id2, ops(json!([add("late")]))).await.unwrap_err().code(), "session_closed");
     let listed = rt.list_sessions().await.unwrap();
     assert!(listed.iter().any(|s| s.session_id == id && s.version_count == 7));
+}
+
+/// A store that keeps text indexes keeps a searched session's, and the next process loads the
+/// session with it, equal to one built; a later version's index replaces an earlier one's,
+/// never the reverse. A store that keeps none loads the session without one.
+async fn runtime_keeps_text_indexes(open: Open) {
+    let store = open();
+    let rt = runtime(store.clone());
+    let id = rt.create_session(small_graph(), NewSession::default()).await.unwrap().session_id;
+    rt.read(&id, |s, _| s.text_index().len()).await.unwrap();
+    rt.commit(&id, ops(json!([add("after-the-search")]))).await.unwrap();
+    let mut kept = None;
+    for _ in 0..500 {
+        kept = store.load_text_index(&id).await.unwrap();
+        if kept.is_some() || !store.keeps_text_indexes() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(kept.is_some(), store.keeps_text_indexes(), "{}: a searched session's index kept", store.kind());
+    let (set, built) =
+        runtime(open()).read(&id, |s, _| (s.built_text_index().cloned(), TextIndex::build(s))).await.unwrap();
+    assert_eq!(set.is_some(), store.keeps_text_indexes(), "{}: the session loads with its index", store.kind());
+    if let Some(set) = set {
+        assert_eq!(set, built, "{}: the index read back and brought up to date equals a build", store.kind());
+    }
+    let Some((seq, bytes)) = kept else { return };
+    store.save_text_index(&id, seq + 5, b"later".to_vec()).await.unwrap();
+    store.save_text_index(&id, seq + 1, bytes).await.unwrap();
+    assert_eq!(store.load_text_index(&id).await.unwrap(), Some((seq + 5, b"later".to_vec())), "{}", store.kind());
 }
 
 /// Shares of one session at once, from two runtimes (two server processes) on one store, each

@@ -375,6 +375,14 @@ impl Runtime {
             .clone();
         if started {
             tokio::spawn(follow(Arc::downgrade(self), self.subscribe()));
+            // The stored vectors are read now, not at the first search, which then waits only
+            // for what is left of the read (if anything).
+            let loading = embeddings.clone();
+            tokio::spawn(async move {
+                if let Err(e) = loading.load().await {
+                    tracing::warn!(error = %e, "stored embeddings not read; the first search tries again");
+                }
+            });
         }
         embeddings
     }

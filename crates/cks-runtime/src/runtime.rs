@@ -38,6 +38,7 @@ use crate::tasks::{QueueConfig, TaskQueue};
 mod commit;
 mod history;
 mod past;
+mod text_index;
 
 /// The version id that stands for "the empty structure" (as in the reference).
 pub const EMPTY_STATE_VERSION_ID: &str = "00000000-0000-0000-0000-000000000000";
@@ -168,6 +169,8 @@ pub(crate) struct Session {
     objects: AtomicUsize,
     /// The store's change token when this session was last known to match the store.
     fresh_as_of: AtomicU64,
+    /// The version whose text index the store keeps ([`text_index::NOT_KEPT`]: none).
+    text_index_kept: AtomicU64,
 }
 
 /// No change token recorded yet.
@@ -383,6 +386,7 @@ impl Runtime {
             last_used: AtomicU64::new(0),
             objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
+            text_index_kept: AtomicU64::new(text_index::NOT_KEPT),
         });
         self.cache_insert(session);
         self.emit(EventKind::SessionCreated { session_id: id.clone() });
@@ -461,7 +465,10 @@ impl Runtime {
 
     async fn load(&self, id: &str) -> Result<Arc<Session>, RuntimeError> {
         let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
-        let chain = self.load_chain(id, row.head.seq).await?;
+        // The kept text index is read and decoded while the state is.
+        let (chain, kept) = tokio::join!(self.load_chain(id, row.head.seq), self.read_text_index(id));
+        let mut chain = chain?;
+        let kept = Self::set_text_index(id, &mut chain, kept);
         let state = SessionState::rebuild(row, chain).map_err(|e| corrupt(id, e))?;
         Ok(Arc::new(Session {
             id: id.to_owned(),
@@ -469,6 +476,7 @@ impl Runtime {
             last_used: AtomicU64::new(0),
             objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
+            text_index_kept: AtomicU64::new(kept),
         }))
     }
 
@@ -580,7 +588,9 @@ impl Runtime {
         }
         let state = session.state.read().await;
         let info = state.info();
-        Ok(f(&state.structure, &info))
+        let answer = f(&state.structure, &info);
+        self.keep_text_index(&session, &state);
+        Ok(answer)
     }
 
     /// Runs `f` on the neighbourhood of `seeds` to `depth` hops in a session's current state: what

@@ -21,7 +21,11 @@ impl Runtime {
                 self.refresh(&session, &mut state).await?;
             }
             match self.try_commit(&session.id, &session.fresh_as_of, &mut state, &request).await? {
-                Attempt::Done(committed) => return Ok(committed),
+                Attempt::Done(committed) => {
+                    // A snapshot written after a search keeps the index beside it.
+                    self.keep_text_index(&session, &state);
+                    return Ok(committed);
+                }
                 Attempt::Conflict => continue,
             }
         }

@@ -217,7 +217,8 @@ pub enum StoreError {
     Unavailable(String),
 }
 
-/// Sessions and their histories: session rows, versions, snapshots and their locators.
+/// Sessions and their histories: session rows, versions, snapshots and their locators, and the
+/// sessions' text indexes.
 #[async_trait]
 pub trait HistoryStore: Send + Sync + Debug + 'static {
     /// Creates a session with its starting state (snapshot 0). Fails if the id exists.
@@ -286,6 +287,26 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
     async fn save_locator(&self, session_id: &str, seq: u64, locator: Vec<u8>) -> Result<(), StoreError> {
         let _ = (session_id, seq, locator);
         Ok(())
+    }
+
+    /// Whether this store keeps text indexes ([`HistoryStore::save_text_index`]): the runtime
+    /// writes none for a store that does not.
+    fn keeps_text_indexes(&self) -> bool {
+        false
+    }
+
+    /// Keeps a session's text index ([`cks_core::text::TextIndex::to_bytes`]) of the state at
+    /// `seq`, a version with a snapshot, in place of the one kept before unless that one is of a
+    /// later version. Only a shortcut: a session loaded without one builds it when searched.
+    async fn save_text_index(&self, session_id: &str, seq: u64, index: Vec<u8>) -> Result<(), StoreError> {
+        let _ = (session_id, seq, index);
+        Ok(())
+    }
+
+    /// The text index kept for a session and the version it indexes, if any.
+    async fn load_text_index(&self, session_id: &str) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let _ = session_id;
+        Ok(None)
     }
 
     /// Versions after `after_seq` up to the head, with deltas (used to catch up with other writers).

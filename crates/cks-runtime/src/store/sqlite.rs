@@ -180,6 +180,15 @@ CREATE TABLE embeddings (
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
 "#,
+    // Each session's text index at a version with a snapshot (`Store::save_text_index`): one
+    // row a session, the latest kept.
+    r#"
+CREATE TABLE text_indexes (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(session_id),
+    seq        INTEGER NOT NULL,
+    text_index BLOB NOT NULL
+);
+"#,
 ];
 
 /// Tuning knobs of the SQLite store.
@@ -197,13 +206,18 @@ impl Default for SqliteOptions {
     }
 }
 
+/// The most idle reading connections kept open.
+const READERS: usize = 4;
+
 /// The SQLite-backed store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
-    /// A second connection for reading whole states: WAL lets it read while `conn` writes, so
-    /// parsing a large state as it is read holds up no commit. Opened on first use.
-    reader: Arc<Mutex<Option<Connection>>>,
+    /// Connections for reading whole states and other long reads: WAL lets them read while
+    /// `conn` writes, so parsing a large state as it is read holds up no commit, and a session's
+    /// state, its text index and the embeddings can be read at once. Opened as needed; at most
+    /// [`READERS`] kept open when idle.
+    readers: Arc<Mutex<Vec<Connection>>>,
     path: PathBuf,
     busy_timeout: Duration,
     /// Last, so that its connection is the last one closed (see [`Checkpointer`]); `None` where
@@ -242,7 +256,7 @@ impl SqliteStore {
         let checkpointer = Checkpointer::install(&mut conn, &path, options.busy_timeout).map(Arc::new);
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
-            reader: Arc::new(Mutex::new(None)),
+            readers: Arc::default(),
             path,
             busy_timeout: options.busy_timeout,
             checkpointer,
@@ -281,11 +295,17 @@ impl SqliteStore {
     ) -> Result<R, StoreError> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut reader = store.reader.lock().unwrap_or_else(|p| p.into_inner());
-            if reader.is_none() {
-                *reader = Some(store.open_reader()?);
+            let idle = store.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let mut reader = match idle {
+                Some(reader) => reader,
+                None => store.open_reader()?,
+            };
+            let result = f(&mut reader);
+            let mut readers = store.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if readers.len() < READERS {
+                readers.push(reader);
             }
-            f(reader.as_mut().expect("opened above"))
+            result
         })
         .await
         .map_err(|e| StoreError::Backend(format!("storage task failed: {e}")))?
@@ -704,6 +724,35 @@ impl HistoryStore for SqliteStore {
         .await
     }
 
+    fn keeps_text_indexes(&self) -> bool {
+        true
+    }
+
+    async fn save_text_index(&self, id: &str, seq: u64, index: Vec<u8>) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO text_indexes (session_id, seq, text_index) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, text_index = excluded.text_index \
+                 WHERE excluded.seq >= text_indexes.seq",
+            )
+            .and_then(|mut s| s.execute(params![id, seq, index]))
+            .map(drop)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn load_text_index(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let id = id.to_owned();
+        self.on_reader(move |conn| {
+            conn.prepare_cached("SELECT seq, text_index FROM text_indexes WHERE session_id = ?1")
+                .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                .map_err(backend)
+        })
+        .await
+    }
+
     async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
         let id = id.to_owned();
         self.run(move |conn| versions_between(conn, &id, after_seq, u64::MAX >> 1)).await
@@ -784,7 +833,8 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             tx.execute_batch(
-                "DELETE FROM chats; DELETE FROM graph_registry; DELETE FROM snapshot_locators; DELETE FROM snapshots; \
+                "DELETE FROM chats; DELETE FROM graph_registry; DELETE FROM snapshot_locators; DELETE FROM text_indexes; \
+                 DELETE FROM snapshots; \
                  DELETE FROM versions; DELETE FROM sessions;",
             )
             .map_err(backend)?;

@@ -167,11 +167,20 @@ impl Tool for SearchSemantic {
                  or 'lexical'.",
             ));
         }
+        let session_id = input.session_id.clone();
         let semantic = match (&embeddings, &seeds) {
-            (Some(embeddings), None) => Some(query_vector(embeddings, &query, mode).await?),
+            (Some(embeddings), None) => {
+                // A session not loaded yet (the first search after a restart) loads while the
+                // stored vectors are read and the query embedded.
+                let loading = async {
+                    if input.version_id.is_none() && input.as_of.is_none() {
+                        let _ = ctx.runtime.read(&session_id, |_, _| ()).await;
+                    }
+                };
+                Some(tokio::join!(query_vector(embeddings, &query, mode), loading).0?)
+            }
             _ => None,
         };
-        let session_id = input.session_id.clone();
         let version = past::version(ctx, &session_id, input.version_id.as_deref(), input.as_of.as_deref()).await?;
         let search = Arc::new(Search { input, query, seeds, mode, semantic, version: version.clone() });
         let (first, pending) = {
