@@ -311,22 +311,19 @@ impl KnowledgeStructure {
         self.text.get().map(|index| &**index)
     }
 
-    /// Takes `index` (read back from a store: [`TextIndex::from_bytes`]) as this structure's
-    /// text index instead of building one, when it indexes exactly this structure's searchable
-    /// objects. Otherwise, or when an index is there already, the structure is left as it was.
-    pub fn set_text_index(&mut self, index: TextIndex) -> Result<(), StoredIndexError> {
-        let mut searchable = 0;
-        for object in self.objects() {
-            if object.is_relation() {
-                continue;
-            }
-            if !index.holds(object.id()) {
-                return Err(StoredIndexError::new(format!("object {} is not indexed", object.id())));
-            }
-            searchable += 1;
-        }
-        if searchable != index.len() {
-            return Err(StoredIndexError::new("objects indexed that the structure does not hold"));
+    /// The text index as bytes, when it was built or set: what a store keeps, to be set again
+    /// on a structure loaded with the same content ([`Self::set_text_index`]).
+    pub fn text_index_bytes(&self) -> Option<Vec<u8>> {
+        self.built_text_index().map(|index| index.to_bytes(&self.root_hash()))
+    }
+
+    /// Takes `index`, read back from bytes with the root hash of the structure it was made from
+    /// ([`TextIndex::from_bytes`]), as this structure's text index instead of building one. It
+    /// is taken only when this structure has that root hash (the same objects, so the same
+    /// index) and has no text index yet; otherwise the structure is left as it was.
+    pub fn set_text_index(&mut self, index: TextIndex, of: ContentHash) -> Result<(), StoredIndexError> {
+        if of != self.root_hash() {
+            return Err(StoredIndexError::new("made from a structure with other objects"));
         }
         self.text.set(Box::new(index)).map_err(|_| StoredIndexError::new("the structure has a text index already"))
     }
@@ -789,9 +786,14 @@ mod tests {
                 prop_assert_eq!(replayed.text_index(), s.text_index());
                 // An index kept as bytes and set on a copy of the checkpoint (as a store's is on a
                 // loaded snapshot) follows the changes after it like one built there.
-                let kept = TextIndex::from_bytes(&TextIndex::build(&checkpoint).to_bytes()).unwrap();
+                let bytes = TextIndex::build(&checkpoint).to_bytes(&checkpoint.root_hash());
+                let (root, kept) = TextIndex::from_bytes(&bytes).unwrap();
+                if s.root_hash() != root {
+                    // Not on a structure with other objects.
+                    prop_assert!(s.clone().set_text_index(kept.clone(), root).is_err());
+                }
                 let mut restored = checkpoint.clone();
-                restored.set_text_index(kept).unwrap();
+                restored.set_text_index(kept, root).unwrap();
                 restored.apply_delta(&log.to_delta()).unwrap();
                 prop_assert_eq!(restored.built_text_index(), Some(s.text_index()));
                 s.undo(log);

@@ -9,9 +9,9 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use cks_core::KnowledgeStructure;
-use cks_core::text::TextIndex;
 use cks_core::json::parse_value;
 use cks_core::ops::parse_operations;
+use cks_core::text::TextIndex;
 
 use crate::store::{
     ChatRow, EmbeddingRow, GraphRow, Head, ImportedSession, ImportedVersion, NewTask, NewVersion, SessionRow,

@@ -1,7 +1,12 @@
 //! A [`TextIndex`] as bytes, so a store can keep a session's index beside a snapshot and a
 //! restart reads it instead of tokenising every object again.
 //!
-//! Layout (little-endian): the magic `CKSTXI01`; [`TERMS_VERSION`] (u32); the object count `n`
+//! The bytes name the root hash of the structure the index was made from, and an index is set
+//! only on a structure of that root hash ([`crate::KnowledgeStructure::set_text_index`]): what
+//! it indexes is then exactly that structure's objects, and nothing need be compared one by one.
+//!
+//! Layout (little-endian): the magic `CKSTXI01`; [`TERMS_VERSION`] (u32); the structure's root
+//! hash (32 bytes); the object count `n`
 //! (u32), the term count `t` (u32) and the posting count `p` (u64); per object its length in
 //! tokens (u32) and the end of its id in the id bytes (u32); per term the end of its name in the
 //! name bytes (u32) and the end of its postings (u64); the postings, each an object's number and
@@ -11,6 +16,7 @@
 use std::sync::Arc;
 
 use super::{Posting, Term, TextIndex, ordinal, sort_key};
+use crate::ContentHash;
 
 const MAGIC: &[u8; 8] = b"CKSTXI01";
 
@@ -19,7 +25,7 @@ const MAGIC: &[u8; 8] = b"CKSTXI01";
 /// of a sample text, and fails until this moves with them.
 pub const TERMS_VERSION: u32 = 1;
 
-const HEADER: usize = 8 + 4 + 4 + 4 + 8;
+const HEADER: usize = 8 + 4 + 32 + 4 + 4 + 8;
 
 /// Why stored bytes are not a text index.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,8 +43,9 @@ fn malformed(what: impl Into<String>) -> StoredIndexError {
 }
 
 impl TextIndex {
-    /// The index as bytes ([`TextIndex::from_bytes`] reads them back).
-    pub fn to_bytes(&self) -> Vec<u8> {
+    /// The index of a structure whose root hash is `root`, as bytes ([`TextIndex::from_bytes`]
+    /// reads them back).
+    pub(crate) fn to_bytes(&self, root: &ContentHash) -> Vec<u8> {
         // Live objects renumbered densely, in ordinal order.
         let mut dense = vec![u32::MAX; self.ids.len()];
         let live: Vec<u32> = (0..ordinal(self.ids.len())).filter(|&doc| self.ids[doc as usize].is_some()).collect();
@@ -53,6 +60,7 @@ impl TextIndex {
             Vec::with_capacity(HEADER + live.len() * 8 + terms.len() * 12 + postings * 8 + id_bytes + name_bytes);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&TERMS_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&root.0);
         bytes.extend_from_slice(&ordinal(live.len()).to_le_bytes());
         bytes.extend_from_slice(&ordinal(terms.len()).to_le_bytes());
         bytes.extend_from_slice(&(postings as u64).to_le_bytes());
@@ -84,10 +92,11 @@ impl TextIndex {
         bytes
     }
 
-    /// Reads an index written by [`TextIndex::to_bytes`]. Refuses bytes of another
-    /// [`TERMS_VERSION`], and any whose parts disagree (an id twice, an object's counts not
-    /// adding up to its length, a term twice in an object): they were damaged.
-    pub fn from_bytes(bytes: &[u8]) -> Result<TextIndex, StoredIndexError> {
+    /// Reads an index written by [`TextIndex::to_bytes`], with the root hash of the structure it
+    /// was made from. Refuses bytes of another [`TERMS_VERSION`], and any whose parts disagree
+    /// (an id twice, an object's counts not adding up to its length, a term twice in an
+    /// object): they were damaged.
+    pub fn from_bytes(bytes: &[u8]) -> Result<(ContentHash, TextIndex), StoredIndexError> {
         let mut reader = Reader { bytes, at: 0 };
         if reader.take(MAGIC.len())? != MAGIC {
             return Err(malformed("not a text index"));
@@ -96,6 +105,7 @@ impl TextIndex {
         if version != TERMS_VERSION {
             return Err(malformed(format!("terms version {version}, this build makes {TERMS_VERSION}")));
         }
+        let root = ContentHash(reader.take(32)?.try_into().expect("32 bytes"));
         let n = reader.u32()? as usize;
         let t = reader.u32()? as usize;
         let p = usize::try_from(reader.u64()?).map_err(|_| malformed("too many postings"))?;
@@ -176,7 +186,7 @@ impl TextIndex {
             return Err(malformed(format!("object {}: counts do not add up to its length", index.id(ordinal(doc)))));
         }
         index.forward = forward.into_iter().map(Vec::into_boxed_slice).collect();
-        Ok(index)
+        Ok((root, index))
     }
 
     /// How many objects are indexed.
@@ -186,11 +196,6 @@ impl TextIndex {
 
     pub fn is_empty(&self) -> bool {
         self.ordinals.is_empty()
-    }
-
-    /// Whether an object of this id is indexed.
-    pub fn holds(&self, id: &str) -> bool {
-        self.ordinals.contains_key(id)
     }
 }
 
@@ -238,13 +243,15 @@ mod tests {
     fn an_index_read_back_equals_the_index_written_and_ranks_alike() {
         let graph = random_graph(3000, 500, 7);
         let built = TextIndex::build(&graph);
-        let read = TextIndex::from_bytes(&built.to_bytes()).unwrap();
+        let (root, read) = TextIndex::from_bytes(&built.to_bytes(&graph.root_hash())).unwrap();
+        assert_eq!(root, graph.root_hash());
         assert_eq!(read, built);
         assert_eq!(read.len(), built.len());
         for query in ["sample 421", "generated number", "nothing-like-this"] {
             assert_eq!(read.rank(query, 20, 0.0), built.rank(query, 20, 0.0), "{query}");
         }
-        assert_eq!(TextIndex::from_bytes(&TextIndex::default().to_bytes()).unwrap(), TextIndex::default());
+        let empty = TextIndex::default().to_bytes(&ContentHash([7; 32]));
+        assert_eq!(TextIndex::from_bytes(&empty).unwrap(), (ContentHash([7; 32]), TextIndex::default()));
     }
 
     #[test]
@@ -262,14 +269,14 @@ mod tests {
     #[test]
     fn damaged_bytes_are_refused() {
         let graph = random_graph(200, 50, 3);
-        let bytes = TextIndex::build(&graph).to_bytes();
+        let bytes = TextIndex::build(&graph).to_bytes(&graph.root_hash());
         let mut other_version = bytes.clone();
         other_version[8] = 9;
         assert!(TextIndex::from_bytes(&other_version).unwrap_err().0.contains("terms version 9"));
         assert!(TextIndex::from_bytes(&bytes[..bytes.len() - 1]).is_err());
         assert!(TextIndex::from_bytes(b"CKSLOC01").is_err());
         // A count changed: the object's counts no longer add up to its length.
-        let (n, t) = (u32_at(&bytes, 12) as usize, u32_at(&bytes, 16) as usize);
+        let (n, t) = (u32_at(&bytes, 44) as usize, u32_at(&bytes, 48) as usize);
         let first_posting = HEADER + n * 8 + t * 12;
         let mut counts = bytes.clone();
         counts[first_posting + 4] += 1;

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use cks_core::KnowledgeStructure;
 use cks_core::text::TextIndex;
+use cks_core::{ContentHash, KnowledgeStructure};
 
 use super::{Runtime, Session};
 use crate::session::SessionState;
@@ -24,7 +24,7 @@ pub(super) const NOT_KEPT: u64 = u64::MAX;
 impl Runtime {
     /// The session's kept text index, read and decoded (off the async workers), with the version
     /// it indexes. `None` when the store keeps none or the one kept cannot be read.
-    pub(super) async fn read_text_index(&self, id: &str) -> Option<(u64, TextIndex)> {
+    pub(super) async fn read_text_index(&self, id: &str) -> Option<(u64, ContentHash, TextIndex)> {
         if !self.store.keeps_text_indexes() {
             return None;
         }
@@ -33,7 +33,8 @@ impl Runtime {
             let decoded = tokio::task::spawn_blocking(move || TextIndex::from_bytes(&bytes))
                 .await
                 .map_err(|e| StoreError::Backend(format!("decoding task failed: {e}")))?;
-            Ok::<_, StoreError>(Some((seq, decoded.map_err(|e| StoreError::Corrupt(e.to_string()))?)))
+            let (root, index) = decoded.map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Ok::<_, StoreError>(Some((seq, root, index)))
         };
         read.await.unwrap_or_else(|e| {
             tracing::warn!(session_id = id, error = %e, "kept text index not read; it is built when searched");
@@ -46,10 +47,10 @@ impl Runtime {
     pub(super) fn set_text_index(
         id: &str,
         chain: &mut Chain<KnowledgeStructure>,
-        kept: Option<(u64, TextIndex)>,
+        kept: Option<(u64, ContentHash, TextIndex)>,
     ) -> u64 {
-        let Some((seq, index)) = kept.filter(|(seq, _)| *seq == chain.snapshot_seq) else { return NOT_KEPT };
-        match chain.snapshot.set_text_index(index) {
+        let Some((seq, root, index)) = kept.filter(|(seq, ..)| *seq == chain.snapshot_seq) else { return NOT_KEPT };
+        match chain.snapshot.set_text_index(index, root) {
             Ok(()) => seq,
             Err(e) => {
                 tracing::warn!(session_id = id, seq, error = %e, "kept text index not used; it is built when searched");
@@ -70,12 +71,10 @@ impl Runtime {
         {
             return;
         }
-        let Some(index) = state.structure.built_text_index() else { return };
-        let previous = session.text_index_kept.swap(seq, Ordering::AcqRel);
-        if previous == seq {
+        if state.structure.built_text_index().is_none() || session.text_index_kept.swap(seq, Ordering::AcqRel) == seq {
             return;
         }
-        let bytes = index.to_bytes();
+        let Some(bytes) = state.structure.text_index_bytes() else { return };
         let (store, id) = (Arc::clone(&self.store), session.id.clone());
         tokio::spawn(async move {
             if let Err(e) = store.save_text_index(&id, seq, bytes).await {
@@ -151,7 +150,7 @@ mod tests {
         change(&runtime, &id, "n2", "narwhal").await;
         let bytes = kept(&store, &id, 2).await;
         let (set, _) = indexes(&runtime, &id).await;
-        assert_eq!(TextIndex::from_bytes(&bytes).ok(), set);
+        assert_eq!(TextIndex::from_bytes(&bytes).ok().map(|(_, index)| index), set);
         drop(runtime);
 
         // Damaged bytes are passed over: the session loads, and builds its index when searched.
