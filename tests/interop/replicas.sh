@@ -10,7 +10,7 @@
 #
 # `--bench [calls]` measures instead: sequential calls (examples/http_sequential.rs) in a 2025-11-25
 # session and as stateless 2026-07-28 requests, to one replica and through nginx to both, in
-# three rounds.
+# rounds (BENCH_ROUNDS, 6), and prints the median ratio of nginx's rate to one replica's.
 set -euo pipefail
 bench=
 if [ "${1:-}" = --bench ]; then bench=${2:-2000}; fi
@@ -58,17 +58,35 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$proxy/health" >/dev/null && break; sleep 0.1; done
 
 if [ -n "$BENCH" ]; then
-  # Rounds of one replica, then nginx, in turn: each call adds a session to the database, which
-  # slows later runs a little, so neither target gets all the early runs.
-  for round in 1 2 3; do
+  # Rounds of one replica and nginx in turn, the first of the two alternating (ABBA): each call
+  # adds a session to the database, which slows later runs a little, and other load on the
+  # machine comes and goes, so neither target gets all the early or quiet runs. Each round
+  # compares two runs made next to each other; the summary is the median of those ratios.
+  for round in $(seq "${BENCH_ROUNDS:-6}"); do
     for mode in session --stateless; do
-      for target in "${replicas[0]}" "127.0.0.1:$proxy"; do
+      targets=("${replicas[0]}" "127.0.0.1:$proxy")
+      if [ $((round % 2)) = 0 ]; then targets=("127.0.0.1:$proxy" "${replicas[0]}"); fi
+      for target in "${targets[@]}"; do
         printf "bench: round %s, %s, %s: " "$round" "$([ "$target" = "${replicas[0]}" ] && echo "one replica" || echo nginx)" "${mode#--}"
         "$ROOT/target/release/examples/http_sequential" "$BENCH" $([ "$mode" = session ] || echo "$mode") \
           --url "http://$target/mcp"
       done
     done
-  done
+  done | tee "$dir/bench.log"
+  python3 - "$dir/bench.log" <<PY
+import collections, re, statistics, sys
+rates = collections.defaultdict(dict)
+def format_all(ratios):
+    return ", ".join(format(x, ".0%") for x in ratios)
+for line in open(sys.argv[1]):
+    m = re.match(r"bench: round (\d+), (one replica|nginx), (\w+): .*?: (\d+) calls/s", line)
+    if m:
+        rates[(m[3], int(m[1]))][m[2]] = int(m[4])
+for mode in ("session", "stateless"):
+    ratios = sorted(r["nginx"] / r["one replica"] for (m, _), r in rates.items() if m == mode and len(r) == 2)
+    print(f"bench: {mode}: nginx / one replica, median of {len(ratios)} rounds {statistics.median(ratios):.1%} "
+          f"(rounds: {format_all(ratios)})")
+PY
   exit 0
 fi
 node "$HERE/ts/replicas.mjs" "http://127.0.0.1:$proxy/mcp" "http://127.0.0.1:$status/calls" ||

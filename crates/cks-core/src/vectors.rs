@@ -110,6 +110,15 @@ impl<'v, F: Fn(&TextKey) -> Option<&'v Vector>> Known<'v> for Vectors<F> {
     }
 }
 
+/// How many objects a first sync looks up before it settles them.
+const LOOKUP_BLOCK: usize = 32;
+
+/// An object's remembered text key and that key's vector, as far as known.
+fn look_up<'v>(entry: &Entry, known: &impl Known<'v>) -> (Option<TextKey>, Option<&'v Vector>) {
+    let remembered = known.text_key(&object_key(&entry.hash));
+    (remembered, remembered.and_then(|key| known.vector(&key)))
+}
+
 /// Below this many objects, a first sync reads them on one thread.
 const PARALLEL_SYNC_FROM: usize = 8192;
 
@@ -337,8 +346,28 @@ impl VectorIndex {
                             share.ids.reserve(room);
                             share.scales.reserve(room);
                             share.rows.reserve(room);
-                            for entry in entries {
-                                share.settle(entry, known, &mut synced, &mut queued);
+                            // The lookups a block at a time, apart from the rest of the work:
+                            // in a short loop the processor waits on several of them at once.
+                            let mut looked = Vec::with_capacity(LOOKUP_BLOCK);
+                            for block in entries.chunks(LOOKUP_BLOCK) {
+                                looked.clear();
+                                looked.extend(
+                                    block
+                                        .iter()
+                                        .map(|entry| (!entry.object.is_relation()).then(|| look_up(entry, known))),
+                                );
+                                for (entry, looked) in block.iter().zip(&looked) {
+                                    if let &Some((remembered, vector)) = looked {
+                                        share.settle_looked_up(
+                                            entry,
+                                            remembered,
+                                            vector,
+                                            known,
+                                            &mut synced,
+                                            &mut queued,
+                                        );
+                                    }
+                                }
                             }
                             (share, synced, queued)
                         })
@@ -383,11 +412,25 @@ impl VectorIndex {
         synced: &mut Synced,
         queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
     ) {
-        let object = &entry.object;
-        if object.is_relation() {
+        if entry.object.is_relation() {
             return;
         }
-        let remembered = known.text_key(&object_key(&entry.hash));
+        let (remembered, vector) = look_up(entry, known);
+        self.settle_looked_up(entry, remembered, vector, known, synced, queued);
+    }
+
+    /// [`Self::settle`] of a searchable object whose remembered key, and that key's vector, were
+    /// looked up already ([`look_up`]).
+    fn settle_looked_up<'v>(
+        &mut self,
+        entry: &Entry,
+        remembered: Option<TextKey>,
+        vector: Option<&'v Vector>,
+        known: &impl Known<'v>,
+        synced: &mut Synced,
+        queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
+    ) {
+        let object = &entry.object;
         let mut text = None;
         let key = remembered.unwrap_or_else(|| {
             let made = embedding_text(object).unwrap_or_default();
@@ -396,7 +439,8 @@ impl VectorIndex {
             text = Some(made);
             key
         });
-        match known.vector(&key) {
+        let vector = if remembered.is_some() { vector } else { known.vector(&key) };
+        match vector {
             Some(vector) => self.push_row(object.clone(), vector),
             None => {
                 self.pending.insert(ById(object.clone()), key);

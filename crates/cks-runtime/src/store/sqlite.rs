@@ -287,8 +287,8 @@ impl SqliteStore {
         conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(backend)
     }
 
-    /// Runs `f` on the reading connection (opened on first use) in tokio's blocking pool: long
-    /// reads there hold up no write.
+    /// Runs `f` on an idle reading connection (or a new one) in tokio's blocking pool: long
+    /// reads there hold up no write, nor each other.
     async fn on_reader<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
