@@ -327,64 +327,30 @@ impl VectorIndex {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         };
         let part = entries.len().div_ceil(threads).max(1);
-        let model = self.model.clone();
-        let parts: Vec<(VectorIndex, Synced, HashSet<TextKey, foldhash::fast::RandomState>)> =
-            std::thread::scope(|scope| {
-                let settling: Vec<_> = entries
-                    .chunks(part)
-                    .enumerate()
-                    .map(|(number, share_of)| {
-                        let model = model.clone();
-                        // Room for every row at once (the first share's for every share's, as the
-                        // others join it): growing 25 MB of codes by doubling copies them again,
-                        // and growing the map hashes every id again.
-                        let room = if number == 0 { entries.len() } else { share_of.len() };
-                        let entries = share_of;
-                        scope.spawn(move || {
-                            let mut share = VectorIndex { model, ..VectorIndex::default() };
-                            let (mut synced, mut queued) = (Synced::default(), HashSet::default());
-                            share.ids.reserve(room);
-                            share.scales.reserve(room);
-                            share.rows.reserve(room);
-                            // The lookups a block at a time, apart from the rest of the work:
-                            // in a short loop the processor waits on several of them at once.
-                            let mut looked = Vec::with_capacity(LOOKUP_BLOCK);
-                            for block in entries.chunks(LOOKUP_BLOCK) {
-                                looked.clear();
-                                looked.extend(
-                                    block
-                                        .iter()
-                                        .map(|entry| (!entry.object.is_relation()).then(|| look_up(entry, known))),
-                                );
-                                for (entry, looked) in block.iter().zip(&looked) {
-                                    if let &Some((remembered, vector)) = looked {
-                                        share.settle_looked_up(
-                                            entry,
-                                            remembered,
-                                            vector,
-                                            known,
-                                            &mut synced,
-                                            &mut queued,
-                                        );
-                                    }
-                                }
-                            }
-                            (share, synced, queued)
-                        })
-                    })
-                    .collect();
-                settling
-                    .into_iter()
-                    .map(|s| s.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                    .collect()
-            });
-        for (mut share, found, _) in parts {
+        let parts: Vec<(VectorIndex, Synced)> = std::thread::scope(|scope| {
+            let settling: Vec<_> = entries
+                .chunks(part)
+                .enumerate()
+                .map(|(number, share)| {
+                    // Room for every row at once (the first share's for every share's, as the
+                    // others join it): growing 25 MB of codes by doubling copies them again, and
+                    // growing the map hashes every id again.
+                    let room = if number == 0 { entries.len() } else { share.len() };
+                    let model = self.model.clone();
+                    scope.spawn(move || Self::settle_share(model, share, room, known))
+                })
+                .collect();
+            settling.into_iter().map(|s| s.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        });
+        for (mut share, found) in parts {
             self.pending.extend(std::mem::take(&mut share.pending));
             if self.is_empty() {
                 // The first share's rows become the index's, moved rather than copied.
                 (self.ids, self.scales, self.codes, self.bits, self.rows, self.dims) =
                     (share.ids, share.scales, share.codes, share.bits, share.rows, share.dims);
             } else if share.dims == self.dims {
+                // (Rows of another shape than the first share's are not comparable: their objects
+                // stay unranked by meaning, as `push_row` leaves them.)
                 let start = self.ids.len();
                 self.rows.extend(share.rows.into_iter().map(|(object, row)| (object, start + row)));
                 self.ids.extend(share.ids);
@@ -392,8 +358,6 @@ impl VectorIndex {
                 self.codes.extend(share.codes);
                 self.bits.extend(share.bits);
             }
-            // (Rows of another shape than the first share's are not comparable: their objects
-            // stay unranked by meaning, as `push_row` leaves them.)
             for (key, text) in found.to_embed {
                 if queued.insert(key) {
                     synced.to_embed.push((key, text));
@@ -401,6 +365,33 @@ impl VectorIndex {
             }
             synced.new_keys.extend(found.new_keys);
         }
+    }
+
+    /// One thread's share of [`Self::settle_all`]: an index of `entries` alone, with room for
+    /// `room` rows, and what its settle found. The lookups are made a block at a time, apart
+    /// from the rest of the work: in a short loop the processor waits on several at once.
+    fn settle_share<'v>(
+        model: Box<str>,
+        entries: &[&Entry],
+        room: usize,
+        known: &impl Known<'v>,
+    ) -> (VectorIndex, Synced) {
+        let mut share = VectorIndex { model, ..VectorIndex::default() };
+        let (mut synced, mut queued) = (Synced::default(), HashSet::default());
+        share.ids.reserve(room);
+        share.scales.reserve(room);
+        share.rows.reserve(room);
+        let mut looked = Vec::with_capacity(LOOKUP_BLOCK);
+        for block in entries.chunks(LOOKUP_BLOCK) {
+            looked.clear();
+            looked.extend(block.iter().map(|entry| (!entry.object.is_relation()).then(|| look_up(entry, known))));
+            for (entry, looked) in block.iter().zip(&looked) {
+                if let &Some((remembered, vector)) = looked {
+                    share.settle_looked_up(entry, remembered, vector, known, &mut synced, &mut queued);
+                }
+            }
+        }
+        (share, synced)
     }
 
     /// Gives `entry` (not in the index) its row, or makes it pending. Its text is made only when
