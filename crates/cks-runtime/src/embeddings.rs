@@ -2,10 +2,11 @@
 //! the background, and kept in the store by the text's key, so an unchanged text is never
 //! embedded again (after a restart, a branch, an import, a revert).
 //!
-//! - [`Embeddings`] holds the vectors known so far (read from the store on first use, then
-//!   added to as texts are embedded) and a queue of texts to embed. One worker task drains the
-//!   queue in batches; a failing embedder is retried with a growing pause, and nothing waits on
-//!   it: a commit never does, and a search ranks what has vectors and says how many are pending.
+//! - [`Embeddings`] holds the vectors known so far (read from the store in the background from
+//!   the start, then added to as texts are embedded) and a queue of texts to embed. One worker
+//!   task drains the queue in batches; a failing embedder is retried with a growing pause, and
+//!   nothing waits on it: a commit never does, and a search ranks what has vectors and says how
+//!   many are pending.
 //! - A follower settles each session that gets a new version, so its changed objects are queued
 //!   right after the commit rather than at the next search.
 //! - The session's [`VectorIndex`] (in its structure) is settled against the known vectors by
