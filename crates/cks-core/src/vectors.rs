@@ -321,27 +321,16 @@ impl VectorIndex {
         queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
     ) {
         let entries: Vec<&Entry> = structure.entries().collect();
-        let threads = if entries.len() < PARALLEL_SYNC_FROM {
-            1
-        } else {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        let threads = match entries.len() {
+            // A small structure (a new session's) settles here: a thread costs more than it.
+            n if n < PARALLEL_SYNC_FROM => 1,
+            _ => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
         };
-        let part = entries.len().div_ceil(threads).max(1);
-        let parts: Vec<(VectorIndex, Synced)> = std::thread::scope(|scope| {
-            let settling: Vec<_> = entries
-                .chunks(part)
-                .enumerate()
-                .map(|(number, share)| {
-                    // Room for every row at once (the first share's for every share's, as the
-                    // others join it): growing 25 MB of codes by doubling copies them again, and
-                    // growing the map hashes every id again.
-                    let room = if number == 0 { entries.len() } else { share.len() };
-                    let model = self.model.clone();
-                    scope.spawn(move || Self::settle_share(model, share, room, known))
-                })
-                .collect();
-            settling.into_iter().map(|s| s.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-        });
+        let parts: Vec<(VectorIndex, Synced)> = if threads == 1 {
+            vec![Self::settle_share(self.model.clone(), &entries, entries.len(), known)]
+        } else {
+            self.settle_shares(&entries, threads, known)
+        };
         for (mut share, found) in parts {
             self.pending.extend(std::mem::take(&mut share.pending));
             if self.is_empty() {
@@ -365,6 +354,31 @@ impl VectorIndex {
             }
             synced.new_keys.extend(found.new_keys);
         }
+    }
+
+    /// The shares of [`Self::settle_all`] settled on `threads` threads, in order.
+    fn settle_shares<'v>(
+        &self,
+        entries: &[&Entry],
+        threads: usize,
+        known: &(impl Known<'v> + Sync),
+    ) -> Vec<(VectorIndex, Synced)> {
+        let part = entries.len().div_ceil(threads).max(1);
+        std::thread::scope(|scope| {
+            let settling: Vec<_> = entries
+                .chunks(part)
+                .enumerate()
+                .map(|(number, share)| {
+                    // Room for every row at once (the first share's for every share's, as the
+                    // others join it): growing 25 MB of codes by doubling copies them again, and
+                    // growing the map hashes every id again.
+                    let room = if number == 0 { entries.len() } else { share.len() };
+                    let model = self.model.clone();
+                    scope.spawn(move || Self::settle_share(model, share, room, known))
+                })
+                .collect();
+            settling.into_iter().map(|s| s.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        })
     }
 
     /// One thread's share of [`Self::settle_all`]: an index of `entries` alone, with room for
