@@ -108,8 +108,8 @@ CREATE TABLE cks_embeddings (
     PRIMARY KEY (model, text_hash)
 );
 "#,
-    // Each session's text index at a version with a snapshot (`Store::save_text_index`): one
-    // row a session, the latest kept.
+    // Each session's text index at one version (`Store::save_text_index`): one row a session,
+    // the latest kept.
     r#"
 CREATE TABLE cks_text_indexes (
     session_id TEXT PRIMARY KEY REFERENCES cks_sessions(session_id),

@@ -467,9 +467,7 @@ impl Runtime {
         let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
         // The kept text index is read and decoded while the state is.
         let (chain, kept) = tokio::join!(self.load_chain(id, row.head.seq), self.read_text_index(id));
-        let mut chain = chain?;
-        let kept = Self::set_text_index(id, &mut chain, kept);
-        let state = SessionState::rebuild(row, chain).map_err(|e| corrupt(id, e))?;
+        let (state, kept) = Self::rebuild_with_text_index(id, row, chain?, kept)?;
         Ok(Arc::new(Session {
             id: id.to_owned(),
             state: RwLock::new(state),

@@ -89,6 +89,16 @@ pub(crate) struct SessionState {
 impl SessionState {
     /// Rebuilds a state from its chain, verifying every version's `state_hash`.
     pub(crate) fn rebuild(row: SessionRow, chain: Chain<KnowledgeStructure>) -> Result<Self, StoreError> {
+        Self::rebuild_visiting(row, chain, |_, _| ())
+    }
+
+    /// [`Self::rebuild`], handing `visit` the structure at the snapshot and after each version
+    /// replayed, with that version's seq (as a kept text index is set where it belongs).
+    pub(crate) fn rebuild_visiting(
+        row: SessionRow,
+        chain: Chain<KnowledgeStructure>,
+        mut visit: impl FnMut(u64, &mut KnowledgeStructure),
+    ) -> Result<Self, StoreError> {
         let mut state = SessionState {
             structure: chain.snapshot,
             row,
@@ -103,8 +113,10 @@ impl SessionState {
         if let Some(expected) = expected.filter(|h| !h.is_empty()) {
             verify(&state.structure, chain.snapshot_seq, &expected)?;
         }
+        visit(chain.snapshot_seq, &mut state.structure);
         for version in &chain.versions {
             state.replay(version)?;
+            visit(version.row.seq, &mut state.structure);
         }
         Ok(state)
     }

@@ -2,11 +2,12 @@
 //! tokenising every object again (at 100,000 objects, a few tens of milliseconds instead of a
 //! few hundred).
 //!
-//! The index kept is of the state at a version with a snapshot: a load sets it on that snapshot
-//! before the versions after it are replayed, and the replay keeps it up to date as any change
-//! does. It is kept when a session searched at such a version is read, and at each snapshot
-//! written after a search; a session never searched keeps none. It is only a shortcut: an index
-//! missing, of another version or unreadable is built when the session is next searched.
+//! One index is kept a session, of the state at one version: a load sets it on the state when
+//! the rebuild passes that version (the snapshot, or a version replayed after it), and the
+//! versions replayed after it keep it up to date as any change does. It is kept when a session
+//! that keeps none is searched, and again at each snapshot written after that; a session never
+//! searched keeps none. It is only a shortcut: an index missing, of a version before the
+//! snapshot loaded, or unreadable is built when the session is next searched, and kept then.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,9 +15,10 @@ use std::sync::atomic::Ordering;
 use cks_core::text::TextIndex;
 use cks_core::{ContentHash, KnowledgeStructure};
 
-use super::{Runtime, Session};
+use super::{Runtime, Session, corrupt};
+use crate::error::RuntimeError;
 use crate::session::SessionState;
-use crate::store::{Chain, StoreError};
+use crate::store::{Chain, SessionRow, StoreError};
 
 /// No text index kept (a `Session::text_index_kept` value).
 pub(super) const NOT_KEPT: u64 = u64::MAX;
@@ -42,33 +44,38 @@ impl Runtime {
         })
     }
 
-    /// Sets a kept text index on a loaded chain's snapshot when it indexes that snapshot's
-    /// version; returns the version whose index is kept now ([`NOT_KEPT`] when none is).
-    pub(super) fn set_text_index(
+    /// Rebuilds a loaded session's state, setting the kept text index on it when the rebuild
+    /// passes the version it indexes (the snapshot or a version replayed after it); returns the
+    /// version whose index is kept now ([`NOT_KEPT`] when none is set).
+    pub(super) fn rebuild_with_text_index(
         id: &str,
-        chain: &mut Chain<KnowledgeStructure>,
+        row: SessionRow,
+        chain: Chain<KnowledgeStructure>,
         kept: Option<(u64, ContentHash, TextIndex)>,
-    ) -> u64 {
-        let Some((seq, root, index)) = kept.filter(|(seq, ..)| *seq == chain.snapshot_seq) else { return NOT_KEPT };
-        match chain.snapshot.set_text_index(index, root) {
-            Ok(()) => seq,
-            Err(e) => {
-                tracing::warn!(session_id = id, seq, error = %e, "kept text index not used; it is built when searched");
-                NOT_KEPT
+    ) -> Result<(SessionState, u64), RuntimeError> {
+        let mut kept = kept;
+        let mut set = NOT_KEPT;
+        let state = SessionState::rebuild_visiting(row, chain, |seq, structure| {
+            let Some((_, root, index)) = kept.take_if(|(at, ..)| *at == seq) else { return };
+            match structure.set_text_index(index, root) {
+                Ok(()) => set = seq,
+                Err(e) => {
+                    tracing::warn!(session_id = id, seq, error = %e, "kept text index not used; it is built when searched")
+                }
             }
-        }
+        })
+        .map_err(|e| corrupt(id, e))?;
+        Ok((state, set))
     }
 
-    /// Keeps the session's text index in the background when it has one, is at a version with a
-    /// snapshot and has not kept it there yet. Called after each read (a first search builds the
-    /// index) and each commit that wrote a snapshot; costs a comparison when there is nothing to
-    /// keep.
+    /// Keeps the session's text index in the background when it has one and keeps none yet
+    /// (a first search, or a load that found none to set), or when the session is at a version
+    /// with a snapshot whose index is not kept yet. Called after each read and each commit; costs
+    /// a comparison when there is nothing to keep.
     pub(super) fn keep_text_index(&self, session: &Session, state: &SessionState) {
-        let seq = state.last_snapshot_seq;
-        if !self.store.keeps_text_indexes()
-            || state.row.head.seq != seq
-            || session.text_index_kept.load(Ordering::Acquire) == seq
-        {
+        let seq = state.row.head.seq;
+        let kept = session.text_index_kept.load(Ordering::Acquire);
+        if !self.store.keeps_text_indexes() || kept == seq || (kept != NOT_KEPT && seq != state.last_snapshot_seq) {
             return;
         }
         if state.structure.built_text_index().is_none() || session.text_index_kept.swap(seq, Ordering::AcqRel) == seq {
@@ -159,5 +166,22 @@ mod tests {
         let (set, built) = indexes(&runtime, &id).await;
         assert_eq!(set, None);
         assert!(runtime.read(&id, |s, _| s.text_index() == &built).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn an_index_kept_between_snapshots_is_set_when_the_rebuild_passes_its_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cks.db");
+        let (store, runtime) = open(&path);
+        let id = runtime.create_session(random_graph(6, 2, 9), NewSession::default()).await.unwrap().session_id;
+        // Version 1 has no snapshot (one every two versions): the first search is there.
+        change(&runtime, &id, "n1", "walrus tusks").await;
+        runtime.read(&id, |s, _| s.text_index().len()).await.unwrap();
+        kept(&store, &id, 1).await;
+        drop(runtime);
+
+        let (_, runtime) = open(&path);
+        let (set, built) = indexes(&runtime, &id).await;
+        assert_eq!(set.as_ref(), Some(&built), "set after version 1 was replayed over the snapshot");
     }
 }

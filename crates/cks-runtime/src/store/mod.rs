@@ -295,9 +295,9 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
         false
     }
 
-    /// Keeps a session's text index ([`cks_core::text::TextIndex::to_bytes`]) of the state at
-    /// `seq`, a version with a snapshot, in place of the one kept before unless that one is of a
-    /// later version. Only a shortcut: a session loaded without one builds it when searched.
+    /// Keeps a session's text index ([`cks_core::KnowledgeStructure::text_index_bytes`]) of the
+    /// state at version `seq`, in place of the one kept before unless that one is of a later
+    /// version. Only a shortcut: a session loaded without one builds it when searched.
     async fn save_text_index(&self, session_id: &str, seq: u64, index: Vec<u8>) -> Result<(), StoreError> {
         let _ = (session_id, seq, index);
         Ok(())

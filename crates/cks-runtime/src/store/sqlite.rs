@@ -180,8 +180,8 @@ CREATE TABLE embeddings (
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
 "#,
-    // Each session's text index at a version with a snapshot (`Store::save_text_index`): one
-    // row a session, the latest kept.
+    // Each session's text index at one version (`Store::save_text_index`): one row a session,
+    // the latest kept.
     r#"
 CREATE TABLE text_indexes (
     session_id TEXT PRIMARY KEY REFERENCES sessions(session_id),
