@@ -644,7 +644,7 @@ impl Runtime {
     }
 
     /// Whether the session is loaded, or being loaded, in memory.
-    pub(crate) fn is_loaded(&self, id: &str) -> bool {
+    pub fn is_loaded(&self, id: &str) -> bool {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.contains_key(id)
     }
 

@@ -173,7 +173,8 @@ impl Tool for SearchSemantic {
                 // A session not loaded yet (the first search after a restart) loads while the
                 // stored vectors are read and the query embedded.
                 let loading = async {
-                    if input.version_id.is_none() && input.as_of.is_none() {
+                    let present = input.version_id.is_none() && input.as_of.is_none();
+                    if present && !ctx.runtime.is_loaded(&session_id) {
                         let _ = ctx.runtime.read(&session_id, |_, _| ()).await;
                     }
                 };
