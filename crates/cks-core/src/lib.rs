@@ -39,3 +39,9 @@ pub use validate::{
     Diagnostic, Extension, Severity, Stage, UnknownExtension, ValidationOptions, ValidationReport, check_changes,
     validate,
 };
+
+/// How many threads `work` items are worth: one below `parallel_from` (a thread costs more than
+/// the work), else one a core.
+pub(crate) fn threads_for(work: usize, parallel_from: usize) -> usize {
+    if work < parallel_from { 1 } else { std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) }
+}

@@ -116,11 +116,7 @@ impl TextIndex {
     pub fn build(structure: &KnowledgeStructure) -> TextIndex {
         let objects: Vec<&KnowledgeObject> =
             structure.objects().map(AsRef::as_ref).filter(|o| !o.is_relation()).collect();
-        let threads = if objects.len() < PARALLEL_BUILD_FROM {
-            1
-        } else {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        };
+        let threads = crate::threads_for(objects.len(), PARALLEL_BUILD_FROM);
         let part = objects.len().div_ceil(threads).max(1);
         let read: Vec<(Reader, Vec<Counted>)> = std::thread::scope(|scope| {
             let reading: Vec<_> = objects

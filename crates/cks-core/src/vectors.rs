@@ -321,11 +321,8 @@ impl VectorIndex {
         queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
     ) {
         let entries: Vec<&Entry> = structure.entries().collect();
-        let threads = match entries.len() {
-            // A small structure (a new session's) settles here: a thread costs more than it.
-            n if n < PARALLEL_SYNC_FROM => 1,
-            _ => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-        };
+        // A small structure (a new session's) settles on this thread.
+        let threads = crate::threads_for(entries.len(), PARALLEL_SYNC_FROM);
         let parts: Vec<(VectorIndex, Synced)> = if threads == 1 {
             vec![Self::settle_share(self.model.clone(), &entries, entries.len(), known)]
         } else {

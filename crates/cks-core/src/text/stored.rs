@@ -38,10 +38,6 @@ impl StoredIndexError {
     }
 }
 
-fn malformed(what: impl Into<String>) -> StoredIndexError {
-    StoredIndexError(what.into())
-}
-
 impl TextIndex {
     /// The index of a structure whose root hash is `root`, as bytes ([`TextIndex::from_bytes`]
     /// reads them back).
@@ -99,25 +95,26 @@ impl TextIndex {
     pub fn from_bytes(bytes: &[u8]) -> Result<(ContentHash, TextIndex), StoredIndexError> {
         let mut reader = Reader { bytes, at: 0 };
         if reader.take(MAGIC.len())? != MAGIC {
-            return Err(malformed("not a text index"));
+            return Err(StoredIndexError::new("not a text index"));
         }
         let version = reader.u32()?;
         if version != TERMS_VERSION {
-            return Err(malformed(format!("terms version {version}, this build makes {TERMS_VERSION}")));
+            return Err(StoredIndexError::new(format!("terms version {version}, this build makes {TERMS_VERSION}")));
         }
         let root = ContentHash(reader.take(32)?.try_into().expect("32 bytes"));
         let n = reader.u32()? as usize;
         let t = reader.u32()? as usize;
-        let p = usize::try_from(reader.u64()?).map_err(|_| malformed("too many postings"))?;
-        let objects = reader.take(n.checked_mul(8).ok_or_else(|| malformed("too many objects"))?)?;
-        let terms = reader.take(t.checked_mul(12).ok_or_else(|| malformed("too many terms"))?)?;
-        let postings = reader.take(p.checked_mul(8).ok_or_else(|| malformed("too many postings"))?)?;
+        let p = usize::try_from(reader.u64()?).map_err(|_| StoredIndexError::new("too many postings"))?;
+        let objects = reader.take(n.checked_mul(8).ok_or_else(|| StoredIndexError::new("too many objects"))?)?;
+        let terms = reader.take(t.checked_mul(12).ok_or_else(|| StoredIndexError::new("too many terms"))?)?;
+        let postings = reader.take(p.checked_mul(8).ok_or_else(|| StoredIndexError::new("too many postings"))?)?;
         let id_end = if n == 0 { 0 } else { u32_at(objects, 8 * n - 4) as usize };
-        let ids = std::str::from_utf8(reader.take(id_end)?).map_err(|_| malformed("an id is not UTF-8"))?;
+        let ids = std::str::from_utf8(reader.take(id_end)?).map_err(|_| StoredIndexError::new("an id is not UTF-8"))?;
         let name_end = if t == 0 { 0 } else { u32_at(terms, 12 * t - 12) as usize };
-        let names = std::str::from_utf8(reader.take(name_end)?).map_err(|_| malformed("a term is not UTF-8"))?;
+        let names =
+            std::str::from_utf8(reader.take(name_end)?).map_err(|_| StoredIndexError::new("a term is not UTF-8"))?;
         if reader.at != bytes.len() {
-            return Err(malformed("bytes after the index"));
+            return Err(StoredIndexError::new("bytes after the index"));
         }
 
         let mut index = TextIndex::default();
@@ -129,10 +126,10 @@ impl TextIndex {
         for doc in 0..n {
             let length = u32_at(objects, 8 * doc);
             let end = u32_at(objects, 8 * doc + 4) as usize;
-            let id: Arc<str> = ids.get(start..end).ok_or_else(|| malformed("an id out of bounds"))?.into();
+            let id: Arc<str> = ids.get(start..end).ok_or_else(|| StoredIndexError::new("an id out of bounds"))?.into();
             start = end;
             if index.ordinals.insert(id.clone(), ordinal(doc)).is_some() {
-                return Err(malformed(format!("object {id} twice")));
+                return Err(StoredIndexError::new(format!("object {id} twice")));
             }
             index.keys.push(sort_key(&id));
             index.ids.push(Some(id));
@@ -145,7 +142,7 @@ impl TextIndex {
         let mut sizes = vec![0u32; n];
         for posting in postings.chunks_exact(8) {
             let doc = u32_at(posting, 0) as usize;
-            *sizes.get_mut(doc).ok_or_else(|| malformed("a posting names no object"))? += 1;
+            *sizes.get_mut(doc).ok_or_else(|| StoredIndexError::new("a posting names no object"))? += 1;
         }
         let mut forward: Vec<Vec<(u32, u32)>> = sizes.iter().map(|&size| Vec::with_capacity(size as usize)).collect();
         let mut counted = vec![0u32; n];
@@ -156,11 +153,11 @@ impl TextIndex {
             let name_end = u32_at(terms, 12 * number) as usize;
             let postings_end = usize::try_from(u64_at(terms, 12 * number + 4)).unwrap_or(usize::MAX);
             let name: Arc<str> =
-                names.get(name_start..name_end).ok_or_else(|| malformed("a term out of bounds"))?.into();
+                names.get(name_start..name_end).ok_or_else(|| StoredIndexError::new("a term out of bounds"))?.into();
             let list = postings
                 .get(8 * postings_start..postings_end.saturating_mul(8))
                 .filter(|list| !list.is_empty())
-                .ok_or_else(|| malformed(format!("term {name}: postings out of bounds")))?;
+                .ok_or_else(|| StoredIndexError::new(format!("term {name}: postings out of bounds")))?;
             (name_start, postings_start) = (name_end, postings_end);
             let term = ordinal(number);
             let mut kept = Vec::with_capacity(list.len() / 8);
@@ -168,22 +165,28 @@ impl TextIndex {
                 let (doc, count) = (u32_at(posting, 0), u32_at(posting, 4));
                 let entries = &mut forward[doc as usize];
                 if entries.last().is_some_and(|&(last, _)| last == term) || count == 0 {
-                    return Err(malformed(format!("term {name} in object {} twice or no times", index.id(doc))));
+                    return Err(StoredIndexError::new(format!(
+                        "term {name} in object {} twice or no times",
+                        index.id(doc)
+                    )));
                 }
                 entries.push((term, ordinal(kept.len())));
                 counted[doc as usize] += count;
                 kept.push(Posting { doc, count });
             }
             if index.terms.insert(name.clone(), term).is_some() {
-                return Err(malformed(format!("term {name} twice")));
+                return Err(StoredIndexError::new(format!("term {name} twice")));
             }
             index.lists.push(Term { name, postings: kept });
         }
         if postings_start != p {
-            return Err(malformed("postings no term holds"));
+            return Err(StoredIndexError::new("postings no term holds"));
         }
         if let Some(doc) = (0..n).find(|&doc| counted[doc] != index.lengths[doc]) {
-            return Err(malformed(format!("object {}: counts do not add up to its length", index.id(ordinal(doc)))));
+            return Err(StoredIndexError::new(format!(
+                "object {}: counts do not add up to its length",
+                index.id(ordinal(doc))
+            )));
         }
         index.forward = forward.into_iter().map(Vec::into_boxed_slice).collect();
         Ok((root, index))
@@ -206,8 +209,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, len: usize) -> Result<&'a [u8], StoredIndexError> {
-        let end =
-            self.at.checked_add(len).filter(|&end| end <= self.bytes.len()).ok_or_else(|| malformed("cut short"))?;
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or_else(|| StoredIndexError::new("cut short"))?;
         let taken = &self.bytes[self.at..end];
         self.at = end;
         Ok(taken)
