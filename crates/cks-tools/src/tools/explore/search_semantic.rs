@@ -5,7 +5,8 @@
 //! (`cks_core::text`: built on the first search, then kept up to date by every commit), and,
 //! when embeddings are on, cosine similarity over the session's vector index
 //! (`cks_core::vectors`, settled against the runtime's embeddings). Objects not embedded yet are
-//! still found lexically, and the answer says how many were pending. The reference ranks by
+//! still found lexically, and the answer says how many were pending. The fused ranking then lends
+//! each match a share of its neighbours' scores ([`neighbours`]). The reference ranks by
 //! embeddings alone and fails (`not_found`) without them; this server falls back to BM25.
 
 use crate::ErrorCode;
@@ -37,6 +38,9 @@ const CANDIDATES: usize = 100;
 /// The cosine's weight in the first round of fusion (the second round's is in [`expanded`]);
 /// chosen on a development set of conversations (BENCHMARKS.md).
 const FIRST_ROUND_VECTOR_WEIGHT: f64 = 0.6;
+
+/// How many objects on each side of an object, in the graph's order, are its neighbours.
+const CONTEXT_REACH: usize = 2;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -87,8 +91,8 @@ pub(crate) struct Output {
     /// How the seeds were ranked: `hybrid`, `bm25` or `vector`.
     #[serde(skip_serializing_if = "Option::is_none")]
     ranking: Option<String>,
-    /// Each matched seed's scores on each side: `bm25` (absent when it holds no query word) and
-    /// `cosine` (absent when it has no vector yet).
+    /// Each matched seed's scores on each side: `bm25` (absent when it holds no query word),
+    /// `cosine` (absent when it has no vector yet) and `context` (what its neighbours lent it).
     #[serde(skip_serializing_if = "Option::is_none")]
     match_scores: Option<BTreeMap<String, MatchScores>>,
     /// With embeddings on: the model whose vectors ranked, and how many objects had no vector yet.
@@ -105,6 +109,8 @@ pub(crate) struct MatchScores {
     bm25: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cosine: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<f64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -313,7 +319,9 @@ impl Search {
         let ranked = structure.text_index().rank(&self.query, top_k, min_score);
         let fused = ranked
             .into_iter()
-            .map(|(id, score)| (id.to_owned(), score, MatchScores { bm25: Some(round(score)), cosine: None }))
+            .map(|(id, score)| {
+                (id.to_owned(), score, MatchScores { bm25: Some(round(score)), cosine: None, context: None })
+            })
             .collect();
         Ranked { fused, ranking: "bm25" }
     }
@@ -337,7 +345,7 @@ impl Search {
                 .take(top_k)
                 .map(|(id, cosine)| {
                     let cosine = f64::from(cosine);
-                    (id.to_owned(), cosine, MatchScores { bm25: None, cosine: Some(round(cosine)) })
+                    (id.to_owned(), cosine, MatchScores { bm25: None, cosine: Some(round(cosine)), context: None })
                 })
                 .collect();
             return Ranked { fused, ranking: "vector" };
@@ -362,12 +370,17 @@ impl Search {
         }
         let candidates = candidates.iter().map(|(id, (bm25, cosine))| (*id, *bm25, *cosine));
         let fused = fusion::fuse(candidates, FIRST_ROUND_VECTOR_WEIGHT, usize::MAX);
-        let fused = expanded(structure, &self.query, &fused, top_k);
+        let fused = expanded(structure, &self.query, &fused, usize::MAX);
+        let fused = fusion::with_context(fused, |id| neighbours(structure, id), top_k);
         let fused = fused
             .into_iter()
             .filter(|f| f.score > 0.0 && f.score >= min_score)
             .map(|f| {
-                let parts = MatchScores { bm25: f.lexical.map(round), cosine: f.vector.map(round) };
+                let parts = MatchScores {
+                    bm25: f.lexical.map(round),
+                    cosine: f.vector.map(round),
+                    context: f.context.map(round),
+                };
                 (f.id.to_owned(), f.score, parts)
             })
             .collect();
@@ -400,6 +413,24 @@ fn expanded<'a>(structure: &KnowledgeStructure, query: &str, first: &[Fused<'a>]
         f.lexical = own.get(f.id).copied().flatten();
     }
     fused
+}
+
+/// The objects of `id`'s type next to it in the order the graph holds them (the order they were
+/// added), up to [`CONTEXT_REACH`] on each side: the turns around a turn of a conversation, the
+/// passages around a passage. A relation has none.
+fn neighbours<'a>(structure: &'a KnowledgeStructure, id: &str) -> Vec<&'a str> {
+    let (Some(at), Some(object)) = (structure.index_of(id), structure.get(id)) else { return Vec::new() };
+    if object.is_relation() {
+        return Vec::new();
+    }
+    (1..=CONTEXT_REACH)
+        .flat_map(|distance| [at.checked_sub(distance), at.checked_add(distance)])
+        .flatten()
+        .filter_map(|position| structure.entry_at(position))
+        .map(|entry| &entry.object)
+        .filter(|near| near.identity.r#type == object.identity.r#type && !near.is_relation())
+        .map(|near| near.id())
+        .collect()
 }
 
 fn round(score: f64) -> f64 {
@@ -596,6 +627,40 @@ mod tests {
         embedded.dedup();
         assert_eq!(embedded.len(), before, "a text embedded twice: {embedded:?}");
         assert_eq!(before, 4, "the changed object's new text is the only one added: {embedded:?}");
+    }
+
+    #[tokio::test]
+    async fn an_object_next_to_a_match_is_found_through_it() {
+        let ctx = context();
+        ctx.runtime.enable_embeddings(Tiny::new());
+        // A conversation's turns in the order they were added, a note of another type between two.
+        let id = session(
+            &ctx,
+            structure(vec![
+                obj("ask", "Turn", "Turn 1", json!({"text": "where did I leave the banana"})),
+                obj("aside", "Note", "Note", json!({"text": "a reminder"})),
+                obj("answer", "Turn", "Turn 2", json!({"text": "on the table by the window"})),
+                obj("later", "Turn", "Turn 3", json!({"text": "much later, about the weather"})),
+                obj("elsewhere", "Turn", "Turn 4", json!({"text": "nothing to do with it"})),
+            ]),
+        )
+        .await;
+        let found =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "banana", "top_k": 5, "depth": 0})).await;
+        assert_eq!(found["ranking"], "hybrid", "{found}");
+        // The answer shares no word and no meaning with the question; it is found as the turn
+        // after the one that matched, and says so. Objects within two places of the match are its
+        // neighbours when of its type: not the note between, nor the later turns (too far).
+        assert_eq!(found["matched_seeds"], json!(["ask", "answer"]), "{found}");
+        let lent = &found["match_scores"]["answer"];
+        assert!(lent.get("bm25").is_none() && lent["context"].as_f64().unwrap() > 0.0, "{lent}");
+        assert_eq!(found["scores"]["answer"], lent["context"]);
+        assert!(found["match_scores"]["ask"].get("context").is_none(), "{found}");
+        // Words alone rank words alone.
+        let lexical =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "banana", "top_k": 5, "mode": "lexical"}))
+                .await;
+        assert_eq!(lexical["matched_seeds"], json!(["ask"]), "{lexical}");
     }
 
     #[tokio::test]
