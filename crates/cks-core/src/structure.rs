@@ -31,6 +31,9 @@ use crate::vectors::VectorIndex;
 pub struct Entry {
     pub object: Arc<KnowledgeObject>,
     pub hash: ContentHash,
+    /// Whether the object is a relation, kept beside it: a pass over every entry (a search
+    /// index's first build) then reads it without a visit to the object's fields.
+    relation: bool,
 }
 
 impl Entry {
@@ -40,7 +43,13 @@ impl Entry {
 
     pub fn from_shared(object: Arc<KnowledgeObject>) -> Self {
         let hash = object_hash(&object);
-        Entry { object, hash }
+        let relation = object.is_relation();
+        Entry { object, hash, relation }
+    }
+
+    /// [`KnowledgeObject::is_relation`] of the object.
+    pub fn is_relation(&self) -> bool {
+        self.relation
     }
 }
 
@@ -254,7 +263,7 @@ impl KnowledgeStructure {
 
     /// Relations in canonical order.
     pub fn relations(&self) -> impl Iterator<Item = &Arc<KnowledgeObject>> + '_ {
-        self.objects().filter(|o| o.is_relation())
+        self.entries().filter(|e| e.is_relation()).map(|e| &e.object)
     }
 
     /// The relations that name `id` as a participant.

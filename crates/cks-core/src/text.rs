@@ -115,7 +115,7 @@ impl TextIndex {
     /// words far more often than it has new ones); the postings are then laid down in order.
     pub fn build(structure: &KnowledgeStructure) -> TextIndex {
         let objects: Vec<&KnowledgeObject> =
-            structure.objects().map(AsRef::as_ref).filter(|o| !o.is_relation()).collect();
+            structure.entries().filter(|e| !e.is_relation()).map(|e| &*e.object).collect();
         let threads = crate::threads_for(objects.len(), PARALLEL_BUILD_FROM);
         let part = objects.len().div_ceil(threads).max(1);
         let read: Vec<(Reader, Vec<Counted>)> = std::thread::scope(|scope| {

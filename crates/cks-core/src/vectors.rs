@@ -183,9 +183,17 @@ impl Vector {
     }
 }
 
-/// The sign bits of codes, 64 to a word (the last word padded with zeros).
+/// The sign bits of codes, 64 to a word (the last word padded with zeros). The comparisons go
+/// into bytes first, then the bytes into bits: both loops vectorise, where one loop doing both
+/// does not (three times as fast; a first settle makes 400,000 words at 100,000 objects).
 fn sign_bits(codes: &[i8]) -> impl Iterator<Item = u64> + '_ {
-    codes.chunks(64).map(|chunk| chunk.iter().enumerate().fold(0u64, |w, (i, &c)| w | (u64::from(c > 0) << i)))
+    codes.chunks(64).map(|chunk| {
+        let mut positive = [0u8; 64];
+        for (flag, &code) in positive.iter_mut().zip(chunk) {
+            *flag = u8::from(code > 0);
+        }
+        positive.iter().enumerate().fold(0u64, |word, (i, &flag)| word | (u64::from(flag) << i))
+    })
 }
 
 /// The integer dot product, in blocks the compiler turns into vector instructions.
@@ -395,7 +403,7 @@ impl VectorIndex {
         let mut looked = Vec::with_capacity(LOOKUP_BLOCK);
         for block in entries.chunks(LOOKUP_BLOCK) {
             looked.clear();
-            looked.extend(block.iter().map(|entry| (!entry.object.is_relation()).then(|| look_up(entry, known))));
+            looked.extend(block.iter().map(|entry| (!entry.is_relation()).then(|| look_up(entry, known))));
             for (entry, looked) in block.iter().zip(&looked) {
                 if let &Some((remembered, vector)) = looked {
                     share.settle_looked_up(entry, remembered, vector, known, &mut synced, &mut queued);
@@ -414,7 +422,7 @@ impl VectorIndex {
         synced: &mut Synced,
         queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
     ) {
-        if entry.object.is_relation() {
+        if entry.is_relation() {
             return;
         }
         let (remembered, vector) = look_up(entry, known);
@@ -606,6 +614,19 @@ mod tests {
         }
         assert_eq!(index.bits.len(), index.len() * words);
         index.rows().map(|(id, v)| (id.to_owned(), v)).collect()
+    }
+
+    #[test]
+    fn sign_bits_mark_the_positive_codes_64_to_a_word() {
+        // 70 codes: positive at 0, 3, 63 and 64 (zero and negative ones are not), the last word
+        // padded with zeros.
+        let mut codes = vec![-1i8; 70];
+        codes[1] = 0;
+        for (at, code) in [(0, 1), (3, 127), (63, 2), (64, 1)] {
+            codes[at] = code;
+        }
+        let words: Vec<u64> = sign_bits(&codes).collect();
+        assert_eq!(words, vec![1 | 1 << 3 | 1 << 63, 1]);
     }
 
     /// Past [`EXACT_ROWS`], the sign-bit shortlist finds the exact best rows of clustered
