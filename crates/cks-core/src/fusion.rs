@@ -54,7 +54,7 @@ pub fn fuse<'a>(
 
 /// The share of its best neighbour's score a candidate gains ([`with_context`]); chosen on a
 /// development set of conversations (BENCHMARKS.md).
-pub const CONTEXT_WEIGHT: f64 = 0.3;
+const CONTEXT_WEIGHT: f64 = 0.3;
 
 /// How many of the best candidates bring their neighbours in as candidates of their own.
 const CONTEXT_SEEDS: usize = 10;
