@@ -110,6 +110,13 @@ mod tests {
         (store.clone(), Runtime::new(store, config))
     }
 
+    /// A store at `path` holding one session of a small sample graph, never searched.
+    async fn with_session(path: &std::path::Path) -> (Arc<SqliteStore>, Runtime, String) {
+        let (store, runtime) = open(path);
+        let id = runtime.create_session(random_graph(6, 2, 9), NewSession::default()).await.unwrap().session_id;
+        (store, runtime, id)
+    }
+
     /// The version whose index the store keeps, once the background save has landed.
     async fn kept(store: &SqliteStore, id: &str, seq: u64) -> Vec<u8> {
         for _ in 0..500 {
@@ -137,8 +144,7 @@ mod tests {
     async fn a_searched_session_is_loaded_with_its_index_kept_and_brought_up_to_date() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cks.db");
-        let (store, runtime) = open(&path);
-        let id = runtime.create_session(random_graph(6, 2, 9), NewSession::default()).await.unwrap().session_id;
+        let (store, runtime, id) = with_session(&path).await;
         assert!(store.load_text_index(&id).await.unwrap().is_none(), "never searched, nothing kept");
         runtime.read(&id, |s, _| s.text_index().rank("walrus", 3, 0.0).len()).await.unwrap();
         kept(&store, &id, 0).await;
@@ -172,8 +178,7 @@ mod tests {
     async fn an_index_kept_between_snapshots_is_set_when_the_rebuild_passes_its_version() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cks.db");
-        let (store, runtime) = open(&path);
-        let id = runtime.create_session(random_graph(6, 2, 9), NewSession::default()).await.unwrap().session_id;
+        let (store, runtime, id) = with_session(&path).await;
         // Version 1 has no snapshot (one every two versions): the first search is there.
         change(&runtime, &id, "n1", "walrus tusks").await;
         runtime.read(&id, |s, _| s.text_index().len()).await.unwrap();

@@ -419,17 +419,15 @@ fn expanded<'a>(structure: &KnowledgeStructure, query: &str, first: &[Fused<'a>]
 /// added), up to [`CONTEXT_REACH`] on each side: the turns around a turn of a conversation, the
 /// passages around a passage. A relation has none.
 fn neighbours<'a>(structure: &'a KnowledgeStructure, id: &str) -> Vec<&'a str> {
-    let (Some(at), Some(object)) = (structure.index_of(id), structure.get(id)) else { return Vec::new() };
-    if object.is_relation() {
-        return Vec::new();
-    }
+    let Some(at) = structure.index_of(id) else { return Vec::new() };
+    let Some(entry) = structure.entry_at(at).filter(|entry| !entry.is_relation()) else { return Vec::new() };
+    let object = &entry.object;
     (1..=CONTEXT_REACH)
         .flat_map(|distance| [at.checked_sub(distance), at.checked_add(distance)])
         .flatten()
         .filter_map(|position| structure.entry_at(position))
-        .map(|entry| &entry.object)
-        .filter(|near| near.identity.r#type == object.identity.r#type && !near.is_relation())
-        .map(|near| near.id())
+        .filter(|near| !near.is_relation() && near.object.identity.r#type == object.identity.r#type)
+        .map(|near| near.object.id())
         .collect()
 }
 
