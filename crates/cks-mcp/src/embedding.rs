@@ -125,6 +125,10 @@ impl Embedder for LazyModel {
     fn batch_size(&self) -> usize {
         1024
     }
+
+    fn prepare(&self) -> Result<(), EmbedError> {
+        self.loaded().map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -146,6 +150,25 @@ mod tests {
         assert_eq!(embedder.model(), "tiny");
         assert_eq!(embedder.embed(&["red".into()]).await.unwrap(), vec![vec![1.0, 0.5]]);
         assert!(open(&env(&[("XDG_CACHE_HOME", home), ("CKS_EMBEDDING_PROVIDER", "none")])).unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_model_is_read_when_readied_not_at_the_first_text() {
+        let cache = tempfile::tempdir().unwrap();
+        let home = cache.path().to_str().unwrap();
+        let dir = models_dir(&env(&[("XDG_CACHE_HOME", home)])).join(DEFAULT_MODEL);
+        cks_embed::static_model::write(&dir, "tiny", &["[UNK]", "red"], &[0.0, 0.0, 1.0, 0.5]).unwrap();
+        let embedder = open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().expect("installed");
+        embedder.prepare().unwrap();
+        // Read already: the table's file is no longer needed.
+        std::fs::remove_file(dir.join("table.f32")).unwrap();
+        assert_eq!(embedder.embed(&["red".into()]).await.unwrap(), vec![vec![1.0, 0.5]]);
+
+        std::fs::write(dir.join("table.f32"), [0u8; 3]).unwrap();
+        let broken = open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().expect("a manifest");
+        let error = broken.prepare().unwrap_err();
+        assert!(error.to_string().contains("table.f32"), "{error}");
+        assert_eq!(broken.embed(&["red".into()]).await.unwrap_err(), error, "the first text is told the same");
     }
 
     #[test]

@@ -399,8 +399,14 @@ impl Runtime {
             .clone();
         if started {
             tokio::spawn(follow(Arc::downgrade(self), self.subscribe()));
-            // The stored vectors are read now, not at the first search, which then waits only
-            // for what is left of the read (if anything).
+            // The model is readied and the stored vectors are read now, not at the first search,
+            // which then waits only for what is left of either (if anything).
+            let embedder = embeddings.embedder.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = embedder.prepare() {
+                    tracing::warn!(error = %e, "embedding model not readied; the first search tries again");
+                }
+            });
             let loading = embeddings.clone();
             tokio::spawn(async move {
                 if let Err(e) = loading.load().await {
