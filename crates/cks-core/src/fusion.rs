@@ -8,11 +8,9 @@
 //! counts as the worst cosine; one without a query word as a BM25 of 0. Deterministic: equal
 //! scores fall back to the ids' order.
 //!
-//! [`with_context`] then lends each candidate a share of its neighbours' scores: the answer to
-//! a question often sits next to the object that matches it (the reply after a question, the
-//! paragraph after a heading) and shares neither its words nor its meaning.
-
-use std::collections::{HashMap, HashSet};
+//! [`lexical_context`] first lends each candidate's BM25 a share of its neighbours': the answer
+//! to a question often sits next to the object whose words match it (the reply after a question,
+//! the paragraph after a heading) and shares neither its words nor its meaning.
 
 /// One candidate's scores.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,8 +22,6 @@ pub struct Fused<'a> {
     pub lexical: Option<f64>,
     /// Cosine similarity, when the object has a vector.
     pub vector: Option<f64>,
-    /// What its neighbours lent it ([`with_context`]), when they lent anything.
-    pub context: Option<f64>,
 }
 
 /// Fuses the candidates' scores and keeps the best `limit`, best first, equal scores by id.
@@ -44,7 +40,7 @@ pub fn fuse<'a>(
             let lexical_part = lexical.place(bm25.unwrap_or(0.0));
             let vector_part = cosine.map_or(0.0, |c| vector.place(c));
             let score = weight * vector_part + (1.0 - weight) * lexical_part;
-            Fused { id, score, lexical: bm25, vector: cosine, context: None }
+            Fused { id, score, lexical: bm25, vector: cosine }
         })
         .collect();
     fused.sort_by(best_first);
@@ -52,51 +48,27 @@ pub fn fuse<'a>(
     fused
 }
 
-/// The share of its best neighbour's score a candidate gains ([`with_context`]); chosen on a
-/// development set of conversations (BENCHMARKS.md).
-const CONTEXT_WEIGHT: f64 = 0.3;
+/// How many times the mean BM25 of its neighbours a candidate's own is raised by
+/// ([`lexical_context`]); chosen on a development set of conversations (BENCHMARKS.md).
+const CONTEXT_WEIGHT: f64 = 2.0;
 
-/// How many of the best candidates bring their neighbours in as candidates of their own.
-const CONTEXT_SEEDS: usize = 10;
-
-/// Each candidate's score raised by [`CONTEXT_WEIGHT`] times the best score among its
-/// `neighbours`, then the best `limit`, best first, equal scores by id. The neighbours of the
-/// best few candidates join as candidates too (scoring what their neighbours lend them), so the
-/// object next to a strong match can be found though nothing in it matches. What a candidate
-/// gains comes from the scores before any gain, and `neighbours` must be symmetric (each
-/// candidate lends to its neighbours rather than asking each of them).
-pub fn with_context<'a>(
-    mut fused: Vec<Fused<'a>>,
-    neighbours: impl Fn(&str) -> Vec<&'a str>,
-    limit: usize,
-) -> Vec<Fused<'a>> {
-    type Fast = foldhash::fast::RandomState;
-    fused.sort_by(best_first);
-    let mut lent: HashMap<&'a str, f64, Fast> = HashMap::default();
-    let mut joining: Vec<&'a str> = Vec::new();
-    for (rank, lender) in fused.iter().enumerate().filter(|(_, f)| f.score > 0.0) {
-        for near in neighbours(lender.id) {
-            let best = lent.entry(near).or_insert(0.0);
-            *best = best.max(lender.score);
-            if rank < CONTEXT_SEEDS {
-                joining.push(near);
-            }
-        }
-    }
-    let present: HashSet<&str, Fast> = fused.iter().map(|f| f.id).collect();
-    joining.sort_unstable();
-    joining.dedup();
-    joining.retain(|id| !present.contains(id));
-    fused.extend(joining.into_iter().map(|id| Fused { id, score: 0.0, lexical: None, vector: None, context: None }));
-    for f in &mut fused {
-        if let Some(gain) = lent.get(f.id).map(|best| CONTEXT_WEIGHT * best) {
-            f.score += gain;
-            f.context = Some(gain);
-        }
-    }
-    fused.sort_by(best_first);
-    fused.truncate(limit);
-    fused
+/// Each candidate with its own BM25 (`own`) and what its `neighbours` lend it:
+/// [`CONTEXT_WEIGHT`] times the mean of their own BM25, a neighbour that holds no query word
+/// counting 0. In the candidates' order.
+pub fn lexical_context<'a>(
+    candidates: impl IntoIterator<Item = &'a str>,
+    mut own: impl FnMut(&'a str) -> f64,
+    neighbours: impl Fn(&'a str) -> Vec<&'a str>,
+) -> Vec<(&'a str, f64, f64)> {
+    candidates
+        .into_iter()
+        .map(|id| {
+            let theirs: Vec<f64> = neighbours(id).into_iter().map(&mut own).collect();
+            let lent =
+                if theirs.is_empty() { 0.0 } else { CONTEXT_WEIGHT * theirs.iter().sum::<f64>() / theirs.len() as f64 };
+            (id, own(id), lent)
+        })
+        .collect()
 }
 
 /// The better score first; equal scores by id.
@@ -164,10 +136,6 @@ mod tests {
         assert_eq!(lexical_only.iter().map(|f| f.id).collect::<Vec<_>>(), vec!["y", "x"]);
     }
 
-    fn scored(id: &str, score: f64) -> Fused<'_> {
-        Fused { id, score, lexical: Some(score), vector: None, context: None }
-    }
-
     /// A sequence a, b, c, d, e: each object's neighbours are the ones beside it.
     fn beside(id: &str) -> Vec<&'static str> {
         const ORDER: [&str; 5] = ["a", "b", "c", "d", "e"];
@@ -176,29 +144,15 @@ mod tests {
     }
 
     #[test]
-    fn neighbours_lend_a_share_of_their_best_score() {
-        let ranked = with_context(vec![scored("c", 1.0), scored("e", 0.5)], beside, 10);
-        let scores: Vec<(&str, f64, Option<f64>)> = ranked
-            .iter()
-            .map(|f| (f.id, (f.score * 1e9).round() / 1e9, f.context.map(|c| (c * 1e9).round() / 1e9)))
-            .collect();
-        // c gains nothing (b and d did not score); nor does e (its only neighbour, d, did not).
-        // b and d join as c's neighbours, with 0.3 × 1.0 each; d's best neighbour is c, not e.
-        assert_eq!(scores, vec![("c", 1.0, None), ("e", 0.5, None), ("b", 0.3, Some(0.3)), ("d", 0.3, Some(0.3))]);
-        // The joined keep no side's score of their own.
-        assert_eq!((ranked[2].lexical, ranked[2].vector), (None, None));
-    }
-
-    #[test]
-    fn a_weak_match_next_to_a_strong_one_overtakes_a_lone_one() {
-        let ranked = with_context(vec![scored("a", 1.0), scored("b", 0.4), scored("e", 0.5)], beside, 2);
-        // b: 0.4 + 0.3 × 1.0 = 0.7 > e's 0.5; a gains 0.3 × 0.4 from b (gains are lent from the
-        // scores before any gain).
-        assert_eq!(ranked.iter().map(|f| f.id).collect::<Vec<_>>(), vec!["a", "b"]);
-        assert!((ranked[0].score - 1.12).abs() < 1e-9);
-        // The input's order does not matter.
-        let reversed = with_context(vec![scored("e", 0.5), scored("b", 0.4), scored("a", 1.0)], beside, 2);
-        assert_eq!(ranked, reversed);
-        assert!(with_context(vec![scored("a", 1.0)], |_| Vec::new(), 0).is_empty());
+    fn neighbours_lend_a_multiple_of_the_mean_of_their_bm25() {
+        let own = |id: &str| match id {
+            "b" => 3.0,
+            "d" => 1.0,
+            _ => 0.0,
+        };
+        let lent = lexical_context(["c", "a", "b", "x"], own, beside);
+        // c: the mean of b's 3 and d's 1, doubled; a: its one neighbour b's 3, doubled; b: a's
+        // and c's nothing; x has no neighbours.
+        assert_eq!(lent, vec![("c", 0.0, 4.0), ("a", 0.0, 6.0), ("b", 3.0, 0.0), ("x", 0.0, 0.0)]);
     }
 }

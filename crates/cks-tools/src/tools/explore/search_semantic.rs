@@ -5,15 +5,16 @@
 //! (`cks_core::text`: built on the first search, then kept up to date by every commit), and,
 //! when embeddings are on, cosine similarity over the session's vector index
 //! (`cks_core::vectors`, settled against the runtime's embeddings). Objects not embedded yet are
-//! still found lexically, and the answer says how many were pending. The fused ranking then lends
-//! each match a share of its neighbours' scores ([`neighbours`]). The reference ranks by
-//! embeddings alone and fails (`not_found`) without them; this server falls back to BM25.
+//! still found lexically, and the answer says how many were pending. Each candidate's BM25 is
+//! lent a share of its neighbours' ([`neighbours`]) before the two are fused. The reference
+//! ranks by embeddings alone and fails (`not_found`) without them; this server falls back to
+//! BM25.
 
 use crate::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,7 +93,7 @@ pub(crate) struct Output {
     #[serde(skip_serializing_if = "Option::is_none")]
     ranking: Option<String>,
     /// Each matched seed's scores on each side: `bm25` (absent when it holds no query word),
-    /// `cosine` (absent when it has no vector yet) and `context` (what its neighbours lent it).
+    /// `cosine` (absent when it has no vector yet) and `context` (what its neighbours lent its BM25).
     #[serde(skip_serializing_if = "Option::is_none")]
     match_scores: Option<BTreeMap<String, MatchScores>>,
     /// With embeddings on: the model whose vectors ranked, and how many objects had no vector yet.
@@ -328,10 +329,10 @@ impl Search {
 
     /// Each side's best candidates, each scored on both sides, fused (or, in `vector` mode,
     /// ranked by cosine alone).
-    fn fused(
+    fn fused<'a>(
         &self,
-        structure: &KnowledgeStructure,
-        index: &VectorIndex,
+        structure: &'a KnowledgeStructure,
+        index: &'a VectorIndex,
         vector: &Vector,
         top_k: usize,
         min_score: f64,
@@ -352,35 +353,42 @@ impl Search {
         }
         let text = structure.text_index();
         let by_words = text.rank(&self.query, wanted, 0.0);
-        let mut candidates: BTreeMap<&str, (Option<f64>, Option<f64>)> = BTreeMap::new();
-        for (id, score) in &by_words {
-            candidates.insert(id, (Some(*score), None));
+        // The lexical matches' neighbours are candidates too: the object next to a match can be
+        // the answer though it shares nothing with the query.
+        let mut candidates: BTreeMap<&str, Option<f64>> = BTreeMap::new();
+        for (id, _) in &by_words {
+            candidates.insert(id, None);
+            for near in neighbours(structure, id) {
+                candidates.entry(near).or_insert(None);
+            }
         }
         for (id, cosine) in &by_meaning {
-            candidates.entry(id).or_insert((None, None)).1 = Some(f64::from(*cosine));
+            candidates.insert(id, Some(f64::from(*cosine)));
         }
+        // Each object's own BM25, as far as asked for: the ranking's, then looked up.
         let terms = cks_core::text::query_terms(&self.query);
-        for (id, (bm25, cosine)) in candidates.iter_mut() {
-            if bm25.is_none() {
-                *bm25 = Some(text.weighted_score(&terms, id)).filter(|s| *s > 0.0);
-            }
-            if cosine.is_none() {
-                *cosine = index.cosine(vector, id).map(f64::from);
-            }
-        }
-        let candidates = candidates.iter().map(|(id, (bm25, cosine))| (*id, *bm25, *cosine));
-        let fused = fusion::fuse(candidates, FIRST_ROUND_VECTOR_WEIGHT, usize::MAX);
-        let fused = expanded(structure, &self.query, &fused, usize::MAX);
-        let fused = fusion::with_context(fused, |id| neighbours(structure, id), top_k);
+        let mut scores: HashMap<&str, f64> = by_words.iter().copied().collect();
+        let own = |id: &'a str| *scores.entry(id).or_insert_with(|| text.weighted_score(&terms, id));
+        let lexical = fusion::lexical_context(candidates.keys().copied(), own, |id| neighbours(structure, id));
+        let mut parts: HashMap<&str, (f64, f64)> = HashMap::with_capacity(lexical.len());
+        let scored: Vec<(&str, Option<f64>, Option<f64>)> = lexical
+            .into_iter()
+            .map(|(id, own, lent)| {
+                parts.insert(id, (own, lent));
+                let cosine = candidates[id].or_else(|| index.cosine(vector, id).map(f64::from));
+                (id, Some(own + lent).filter(|s| *s > 0.0), cosine)
+            })
+            .collect();
+        let fused = fusion::fuse(scored, FIRST_ROUND_VECTOR_WEIGHT, usize::MAX);
+        let fused = expanded(structure, &self.query, &fused, top_k);
         let fused = fused
             .into_iter()
             .filter(|f| f.score > 0.0 && f.score >= min_score)
             .map(|f| {
-                let parts = MatchScores {
-                    bm25: f.lexical.map(round),
-                    cosine: f.vector.map(round),
-                    context: f.context.map(round),
-                };
+                // The client sees the query's own BM25 and what the neighbours lent apart.
+                let (own, lent) = parts.get(f.id).copied().unwrap_or_default();
+                let positive = |score: f64| Some(round(score)).filter(|s| *s > 0.0);
+                let parts = MatchScores { bm25: positive(own), cosine: f.vector.map(round), context: positive(lent) };
                 (f.id.to_owned(), f.score, parts)
             })
             .collect();
@@ -406,13 +414,7 @@ fn expanded<'a>(structure: &KnowledgeStructure, query: &str, first: &[Fused<'a>]
         let lexical = (1.0 - EXPANSION_WEIGHT) * f.lexical.unwrap_or(0.0) + EXPANSION_WEIGHT * expanded;
         (f.id, Some(lexical).filter(|l| *l > 0.0), f.vector)
     });
-    let mut fused = fusion::fuse(second, VECTOR_WEIGHT, top_k);
-    // The scores a client sees on each side are the query's own, not the expansion's.
-    let own: BTreeMap<&str, Option<f64>> = first.iter().map(|f| (f.id, f.lexical)).collect();
-    for f in &mut fused {
-        f.lexical = own.get(f.id).copied().flatten();
-    }
-    fused
+    fusion::fuse(second, VECTOR_WEIGHT, top_k)
 }
 
 /// The objects of `id`'s type next to it in the order the graph holds them (the order they were
@@ -651,8 +653,11 @@ mod tests {
         // neighbours when of its type: not the note between, nor the later turns (too far).
         assert_eq!(found["matched_seeds"], json!(["ask", "answer"]), "{found}");
         let lent = &found["match_scores"]["answer"];
-        assert!(lent.get("bm25").is_none() && lent["context"].as_f64().unwrap() > 0.0, "{lent}");
-        assert_eq!(found["scores"]["answer"], lent["context"]);
+        assert!(lent.get("bm25").is_none(), "{lent}");
+        // It lends twice the mean BM25 of its neighbours: the question two places before it, and
+        // the two turns after it, which hold no query word.
+        let asked = found["match_scores"]["ask"]["bm25"].as_f64().unwrap();
+        assert!((lent["context"].as_f64().unwrap() - 2.0 * asked / 3.0).abs() < 1e-3, "{found}");
         assert!(found["match_scores"]["ask"].get("context").is_none(), "{found}");
         // Words alone rank words alone.
         let lexical =
