@@ -171,6 +171,7 @@ const LABELS: &[(&str, &str)] = &[
     ("disk_size", "data directory on disk"),
     ("restart_first_query", "restart → first successful `query_subgraph`"),
     ("peak_rss_restart", "peak RSS after restart + one query"),
+    ("restart_first_search", "restart → first hybrid `search_semantic` (every object embedded before)"),
     ("reload_first_query", "restart with this many stored sessions → first `query_subgraph`, median of 3"),
     ("reload_touch_all_rss", "peak RSS after a restart that reads every stored session once"),
 ];

@@ -193,7 +193,7 @@ fn dir_name(dir: &Path) -> String {
 }
 
 /// The measurements of the scale group, at each size.
-const SCALE_MEASUREMENTS: [(&str, &str); 14] = [
+const SCALE_MEASUREMENTS: [(&str, &str); 15] = [
     ("create_validate", "ms"),
     ("peak_rss_create", "MiB"),
     ("evolve_one_p50", "ms"),
@@ -208,6 +208,7 @@ const SCALE_MEASUREMENTS: [(&str, &str); 14] = [
     ("disk_size", "MiB"),
     ("restart_first_query", "ms"),
     ("peak_rss_restart", "MiB"),
+    ("restart_first_search", "ms"),
 ];
 
 /// Our server's default limit on one incoming message (`CKS_MCP_MAX_MESSAGE_BYTES`).
