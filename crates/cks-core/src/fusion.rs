@@ -18,7 +18,7 @@ pub struct Fused<'a> {
     pub id: &'a str,
     /// The fused score, in `0..=1`.
     pub score: f64,
-    /// BM25, when the object holds a query word.
+    /// The word side's score it was fused with (BM25, with what neighbours lent it), when positive.
     pub lexical: Option<f64>,
     /// Cosine similarity, when the object has a vector.
     pub vector: Option<f64>,

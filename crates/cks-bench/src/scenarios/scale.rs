@@ -184,8 +184,9 @@ impl Bench<'_> {
                     let started = Instant::now();
                     let mut times = Vec::new();
                     while self.plan.another(started, times.len(), RESTARTS) {
+                        let search = ("search_semantic", search_args(&session));
                         let (client, elapsed) =
-                            self.restart_and_query(&command, &dir, &session, "restart_first_search").await?;
+                            self.restart_and_call(&command, &dir, search, "restart_first_search").await?;
                         times.push(ms(elapsed));
                         client.shutdown(GRACE).await;
                     }
@@ -233,9 +234,8 @@ impl Bench<'_> {
     }
 
     /// Starts a server on existing data and times spawn → `initialize` → first successful
-    /// `query_subgraph` (seed `n0`, depth 2, `max_objects` 50) on `session`, or, for
-    /// `restart_first_search`, its first hybrid `search_semantic`. Returns the running client and
-    /// the time.
+    /// `query_subgraph` (seed `n0`, depth 2, `max_objects` 50) on `session`. Returns the running
+    /// client and the time.
     pub(super) async fn restart_and_query(
         &self,
         command: &ServerCommand,
@@ -243,15 +243,24 @@ impl Bench<'_> {
         session: &str,
         measurement: &'static str,
     ) -> Result<(McpClient, Duration), Stop> {
+        let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
+        self.restart_and_call(command, dir, ("query_subgraph", args), measurement).await
+    }
+
+    /// Starts a server on existing data and times spawn → `initialize` → first successful `call`
+    /// (a tool and its arguments). Returns the running client and the time.
+    async fn restart_and_call(
+        &self,
+        command: &ServerCommand,
+        dir: &Path,
+        (tool, args): (&str, Value),
+        measurement: &'static str,
+    ) -> Result<(McpClient, Duration), Stop> {
         let started = Instant::now();
         let mut client = self.spawn(command, dir).or_stop(measurement, "ms")?;
         let queried = async {
             client.initialize().await?;
-            if measurement == "restart_first_search" {
-                return client.call_tool("search_semantic", search_args(session)).await;
-            }
-            let args = json!({"session_id": session, "seed_ids": ["n0"], "depth": 2, "max_objects": 50});
-            client.call_tool("query_subgraph", args).await
+            client.call_tool(tool, args).await
         }
         .await;
         let elapsed = started.elapsed();
