@@ -7,6 +7,9 @@
 //! - before: `resources/subscribe` / `resources/unsubscribe`, the notifications on the session's
 //!   own stream — over stdio the one pipe ([`follow_stdio`]), over HTTP the session's `GET`
 //!   stream, on the replica holding it (`sessions.rs`).
+//!
+//! Events are matched when they are read, not when they were made, so a subscription may also hear
+//! of a commit made just before it; a notification only says "read it again", so that is harmless.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
