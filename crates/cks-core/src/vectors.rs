@@ -131,11 +131,12 @@ pub const SHORTLIST_FACTOR: usize = 8;
 const SHORTLIST_MIN: usize = 512;
 
 /// A unit vector kept in one signed byte per dimension and a scale: a quarter of `f32`'s
-/// size, and cosine similarities within about 1 % of the exact ones.
+/// size, and cosine similarities within about 1 % of the exact ones. A clone shares the bytes:
+/// the known vectors and every index whose rows hold them keep one copy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Vector {
     scale: f32,
-    codes: Box<[i8]>,
+    codes: Arc<[i8]>,
 }
 
 impl Vector {
@@ -232,10 +233,10 @@ pub struct VectorIndex {
     model: Box<str>,
     /// The lookup's generation when the pending objects were last looked up.
     generation: Option<u64>,
-    /// Row `i`: `ids[i]` (the object it was made from), `scales[i]` and `codes[i * dims..][..dims]`.
+    /// Row `i`: `ids[i]` (the object it was made from) and `vectors[i]` (its bytes shared with
+    /// the known vectors, not copied: a first settle at 100,000 objects would write 25 MB).
     ids: Vec<Arc<KnowledgeObject>>,
-    scales: Vec<f32>,
-    codes: Vec<i8>,
+    vectors: Vec<Vector>,
     /// Row `i`'s sign bits: `bits[i * words..][..words]`, bit `d` set when code `d` is positive.
     bits: Vec<u64>,
     dims: usize,
@@ -328,7 +329,9 @@ impl VectorIndex {
         synced: &mut Synced,
         queued: &mut HashSet<TextKey, foldhash::fast::RandomState>,
     ) {
-        let entries: Vec<&Entry> = structure.entries().collect();
+        // Only searchable objects, so each thread's share is as much work (relations are often
+        // added after the objects they join: a share of entries could be all relations).
+        let entries: Vec<&Entry> = structure.entries().filter(|entry| !entry.is_relation()).collect();
         // A small structure (a new session's) settles on this thread.
         let threads = crate::threads_for(entries.len(), PARALLEL_SYNC_FROM);
         let parts: Vec<(VectorIndex, Synced)> = if threads == 1 {
@@ -340,16 +343,15 @@ impl VectorIndex {
             self.pending.extend(std::mem::take(&mut share.pending));
             if self.is_empty() {
                 // The first share's rows become the index's, moved rather than copied.
-                (self.ids, self.scales, self.codes, self.bits, self.rows, self.dims) =
-                    (share.ids, share.scales, share.codes, share.bits, share.rows, share.dims);
+                (self.ids, self.vectors, self.bits, self.rows, self.dims) =
+                    (share.ids, share.vectors, share.bits, share.rows, share.dims);
             } else if share.dims == self.dims {
                 // (Rows of another shape than the first share's are not comparable: their objects
                 // stay unranked by meaning, as `push_row` leaves them.)
                 let start = self.ids.len();
                 self.rows.extend(share.rows.into_iter().map(|(object, row)| (object, start + row)));
                 self.ids.extend(share.ids);
-                self.scales.extend(share.scales);
-                self.codes.extend(share.codes);
+                self.vectors.extend(share.vectors);
                 self.bits.extend(share.bits);
             }
             for (key, text) in found.to_embed {
@@ -375,8 +377,8 @@ impl VectorIndex {
                 .enumerate()
                 .map(|(number, share)| {
                     // Room for every row at once (the first share's for every share's, as the
-                    // others join it): growing 25 MB of codes by doubling copies them again, and
-                    // growing the map hashes every id again.
+                    // others join it): growing the rows by doubling copies them again, and growing
+                    // the map hashes every id again.
                     let room = if number == 0 { entries.len() } else { share.len() };
                     let model = self.model.clone();
                     scope.spawn(move || Self::settle_share(model, share, room, known))
@@ -386,9 +388,10 @@ impl VectorIndex {
         })
     }
 
-    /// One thread's share of [`Self::settle_all`]: an index of `entries` alone, with room for
-    /// `room` rows, and what its settle found. The lookups are made a block at a time, apart
-    /// from the rest of the work: in a short loop the processor waits on several at once.
+    /// One thread's share of [`Self::settle_all`]: an index of `entries` (searchable objects)
+    /// alone, with room for `room` rows, and what its settle found. The lookups are made a block
+    /// at a time, apart from the rest of the work: in a short loop the processor waits on
+    /// several at once.
     fn settle_share<'v>(
         model: Box<str>,
         entries: &[&Entry],
@@ -398,16 +401,14 @@ impl VectorIndex {
         let mut share = VectorIndex { model, ..VectorIndex::default() };
         let (mut synced, mut queued) = (Synced::default(), HashSet::default());
         share.ids.reserve(room);
-        share.scales.reserve(room);
+        share.vectors.reserve(room);
         share.rows.reserve(room);
         let mut looked = Vec::with_capacity(LOOKUP_BLOCK);
         for block in entries.chunks(LOOKUP_BLOCK) {
             looked.clear();
-            looked.extend(block.iter().map(|entry| (!entry.is_relation()).then(|| look_up(entry, known))));
-            for (entry, looked) in block.iter().zip(&looked) {
-                if let &Some((remembered, vector)) = looked {
-                    share.settle_looked_up(entry, remembered, vector, known, &mut synced, &mut queued);
-                }
+            looked.extend(block.iter().map(|entry| look_up(entry, known)));
+            for (entry, &(remembered, vector)) in block.iter().zip(&looked) {
+                share.settle_looked_up(entry, remembered, vector, known, &mut synced, &mut queued);
             }
         }
         (share, synced)
@@ -465,8 +466,7 @@ impl VectorIndex {
     fn push_row(&mut self, object: Arc<KnowledgeObject>, vector: &Vector) {
         if self.ids.is_empty() {
             self.dims = vector.dims();
-            // The codes and bits of as many rows as there is room for ids (a first sync's hint).
-            self.codes.reserve(self.ids.capacity() * self.dims);
+            // The bits of as many rows as there is room for ids (a first sync's hint).
             self.bits.reserve(self.ids.capacity() * self.words());
         }
         if vector.dims() != self.dims {
@@ -475,9 +475,8 @@ impl VectorIndex {
         }
         self.rows.insert(ById(object.clone()), self.ids.len());
         self.ids.push(object);
-        self.scales.push(vector.scale);
-        self.codes.extend_from_slice(&vector.codes);
         self.bits.extend(sign_bits(&vector.codes));
+        self.vectors.push(vector.clone());
     }
 
     fn remove_row(&mut self, id: &str) {
@@ -485,25 +484,21 @@ impl VectorIndex {
         let last = self.ids.len() - 1;
         if row != last {
             self.ids.swap(row, last);
-            self.scales.swap(row, last);
-            let (head, tail) = self.codes.split_at_mut(last * self.dims);
-            head[row * self.dims..][..self.dims].swap_with_slice(&mut tail[..self.dims]);
+            self.vectors.swap(row, last);
             let words = self.words();
             let (head, tail) = self.bits.split_at_mut(last * words);
             head[row * words..][..words].swap_with_slice(&mut tail[..words]);
             *self.rows.get_mut(self.ids[row].id()).expect("every row is in `rows`") = row;
         }
         self.ids.pop();
-        self.scales.pop();
-        self.codes.truncate(last * self.dims);
+        self.vectors.pop();
         self.bits.truncate(last * self.words());
     }
 
     fn clear_rows(&mut self) {
         self.rows.clear();
         self.ids.clear();
-        self.scales.clear();
-        self.codes.clear();
+        self.vectors.clear();
         self.bits.clear();
     }
 
@@ -534,8 +529,7 @@ impl VectorIndex {
         }
         let mut best = crate::text::Best::new(limit);
         let offer = |row: usize| {
-            let similarity = dot(&query.codes, &self.codes[row * self.dims..][..self.dims]) as f32;
-            best.offer(self.ids[row].id(), f64::from(similarity * query.scale * self.scales[row]));
+            best.offer(self.ids[row].id(), f64::from(query.cosine(&self.vectors[row])));
         };
         if self.len() <= EXACT_ROWS {
             (0..self.len()).for_each(offer);
@@ -575,17 +569,12 @@ impl VectorIndex {
     /// The similarity of one object to `query`, when it has a vector.
     pub fn cosine(&self, query: &Vector, id: &str) -> Option<f32> {
         let row = *self.rows.get(id)?;
-        (query.dims() == self.dims).then(|| {
-            dot(&query.codes, &self.codes[row * self.dims..][..self.dims]) as f32 * query.scale * self.scales[row]
-        })
+        (query.dims() == self.dims).then(|| query.cosine(&self.vectors[row]))
     }
 
     /// Each row as `(id, vector)`, in no particular order (for tests: an index equals a rebuild).
     pub fn rows(&self) -> impl Iterator<Item = (&str, Vector)> + '_ {
-        self.ids.iter().enumerate().map(|(row, id)| {
-            let codes = self.codes[row * self.dims..][..self.dims].into();
-            (id.id(), Vector { scale: self.scales[row], codes })
-        })
+        self.ids.iter().zip(&self.vectors).map(|(id, vector)| (id.id(), vector.clone()))
     }
 
     /// The pending objects and their keys, in no particular order.
@@ -609,8 +598,11 @@ mod tests {
     /// The rows by id (and a check that each row's sign bits are its codes').
     fn rows(index: &VectorIndex) -> BTreeMap<String, Vector> {
         let words = index.words();
-        for (row, codes) in index.codes.chunks_exact(index.dims.max(1)).enumerate() {
-            assert!(sign_bits(codes).eq(index.bits[row * words..][..words].iter().copied()), "row {row}'s bits");
+        for (row, vector) in index.vectors.iter().enumerate() {
+            assert!(
+                sign_bits(&vector.codes).eq(index.bits[row * words..][..words].iter().copied()),
+                "row {row}'s bits"
+            );
         }
         assert_eq!(index.bits.len(), index.len() * words);
         index.rows().map(|(id, v)| (id.to_owned(), v)).collect()
@@ -713,6 +705,9 @@ mod tests {
         let settled = index.sync(&graph, "m", 1, |k| known.get(k));
         assert_eq!(settled.pending, 0);
         assert_eq!(index.len(), searchable);
+        // A row holds the known vector's bytes, not a copy of them.
+        let shared = known.values().map(|v| Arc::as_ptr(&v.codes)).collect::<HashSet<_>>();
+        assert!(index.vectors.iter().all(|v| shared.contains(&Arc::as_ptr(&v.codes))));
         // Another model starts over.
         let other = index.sync(&graph, "other", 1, |_| None);
         assert_eq!(other.pending, searchable);

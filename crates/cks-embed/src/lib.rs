@@ -35,7 +35,7 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
         64
     }
 
-    /// Readies what the first embedding needs (a local model's table), so the first query does
+    /// Readies what the first embedding needs (a local model's vocabulary), so the first query does
     /// not wait for it. Called once, off the async workers, as search by meaning starts; a
     /// failure here is reported again by [`Embedder::embed`].
     fn prepare(&self) -> Result<(), EmbedError> {

@@ -9,8 +9,15 @@
 //! | `model.json` | `format` (`"cks-static"`), `name`, `dims`, and where it came from |
 //! | `vocab.txt` | the WordPiece vocabulary, one token per line |
 //! | `table.f32` | `vocab × dims` little-endian `f32`s, row `i` for token `i` |
+//!
+//! The table (31 MB for the default model) is read whole only when a batch of texts wants it.
+//! Until then a text's rows are read from the file one at a time: a restarted server whose
+//! objects are all embedded embeds only queries, a few rows each, and never reads the rest.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -27,15 +34,21 @@ struct Manifest {
     dims: usize,
 }
 
+/// From this many texts in one call, the table is read whole first.
+const WHOLE_TABLE_FROM: usize = 16;
+
 /// A loaded static model.
 #[derive(Debug)]
 pub struct StaticModel {
     name: String,
     dims: usize,
     vocab: WordPiece,
-    /// `table.f32` as read: row `i` is bytes `i * dims * 4..` (decoded as rows are summed, so a
-    /// load reads 31 MB once rather than also writing it out again as `f32`s).
-    table: Vec<u8>,
+    /// `table.f32`, open: row `i` is bytes `i * dims * 4..`.
+    file: File,
+    path: PathBuf,
+    /// The whole table as read, once a batch wanted it (decoded as rows are summed, so 31 MB is
+    /// read once rather than also written out again as `f32`s).
+    table: OnceLock<Vec<u8>>,
 }
 
 impl StaticModel {
@@ -43,7 +56,7 @@ impl StaticModel {
     pub fn load(dir: &Path) -> Result<StaticModel, EmbedError> {
         let read = |name: &str| -> Result<Vec<u8>, EmbedError> {
             let path: PathBuf = dir.join(name);
-            std::fs::read(&path).map_err(|e| EmbedError::Model(format!("cannot read {}: {e}", path.display())))
+            std::fs::read(&path).map_err(|e| unreadable(&path, e))
         };
         let manifest: Manifest = serde_json::from_slice(&read("model.json")?)
             .map_err(|e| EmbedError::Model(format!("{}: {e}", dir.join("model.json").display())))?;
@@ -58,34 +71,58 @@ impl StaticModel {
         let vocab_text = String::from_utf8(read("vocab.txt")?)
             .map_err(|_| EmbedError::Model(format!("{} is not UTF-8", dir.join("vocab.txt").display())))?;
         let vocab = WordPiece::from_lines(&vocab_text);
-        let bytes = read("table.f32")?;
+        let path = dir.join("table.f32");
+        let file = File::open(&path).map_err(|e| unreadable(&path, e))?;
+        let size = file.metadata().map_err(|e| unreadable(&path, e))?.len();
         let expected = vocab.len() * manifest.dims * 4;
-        if bytes.len() != expected || vocab.is_empty() {
+        if size != expected as u64 || vocab.is_empty() {
             return Err(EmbedError::Model(format!(
-                "{} holds {} bytes; {} tokens of {} dimensions need {expected}",
-                dir.join("table.f32").display(),
-                bytes.len(),
+                "{} holds {size} bytes; {} tokens of {} dimensions need {expected}",
+                path.display(),
                 vocab.len(),
                 manifest.dims
             )));
         }
-        Ok(StaticModel { name: manifest.name, dims: manifest.dims, vocab, table: bytes })
+        Ok(StaticModel { name: manifest.name, dims: manifest.dims, vocab, file, path, table: OnceLock::new() })
+    }
+
+    /// Reads the whole table, unless it was read already.
+    fn read_table(&self) -> Result<(), EmbedError> {
+        if self.table.get().is_some() {
+            return Ok(());
+        }
+        let mut table = vec![0u8; self.vocab.len() * self.dims * 4];
+        self.file.read_exact_at(&mut table, 0).map_err(|e| unreadable(&self.path, e))?;
+        // Two batches may both have read it: either copy is the table.
+        let _ = self.table.set(table);
+        Ok(())
     }
 
     pub fn dims(&self) -> usize {
         self.dims
     }
 
-    /// The mean of the rows of `text`'s known tokens; all zeros when it has none.
-    pub fn vector(&self, text: &str) -> Vec<f32> {
+    /// The mean of the rows of `text`'s known tokens; all zeros when it has none. Reads its
+    /// rows from the file unless the table was read whole.
+    pub fn vector(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let row_bytes = self.dims * 4;
         let mut sum = vec![0f32; self.dims];
+        let mut read = Vec::new();
         let ids = self.vocab.encode(text);
         let mut counted = 0usize;
         for id in ids {
             if Some(id) == self.vocab.unknown() {
                 continue;
             }
-            let row = &self.table[id as usize * self.dims * 4..][..self.dims * 4];
+            let at = id as usize * row_bytes;
+            let row = match self.table.get() {
+                Some(table) => &table[at..][..row_bytes],
+                None => {
+                    read.resize(row_bytes, 0);
+                    self.file.read_exact_at(&mut read, at as u64).map_err(|e| unreadable(&self.path, e))?;
+                    &read[..]
+                }
+            };
             let (values, _) = row.as_chunks::<4>();
             sum.iter_mut().zip(values).for_each(|(s, v)| *s += f32::from_le_bytes(*v));
             counted += 1;
@@ -93,7 +130,7 @@ impl StaticModel {
         if counted > 0 {
             sum.iter_mut().for_each(|s| *s /= counted as f32);
         }
-        sum
+        Ok(sum)
     }
 }
 
@@ -104,12 +141,20 @@ impl Embedder for StaticModel {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts.iter().map(|t| self.vector(t)).collect())
+        if texts.len() >= WHOLE_TABLE_FROM {
+            self.read_table()?;
+        }
+        texts.iter().map(|t| self.vector(t)).collect()
     }
 
     fn batch_size(&self) -> usize {
         1024
     }
+}
+
+/// A file of the model that could not be read.
+fn unreadable(path: &Path, e: std::io::Error) -> EmbedError {
+    EmbedError::Model(format!("cannot read {}: {e}", path.display()))
 }
 
 /// Writes a static model into `dir` (the distillation writes the same files; tests make small
@@ -165,11 +210,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model = model(dir.path());
         assert_eq!(model.model(), "tiny");
-        assert_eq!(model.vector("Red apples"), vec![1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
-        assert_eq!(model.vector("zebra car"), vec![0.0, 0.0, 4.0], "unknown words add nothing");
-        assert_eq!(model.vector("???"), vec![0.0; 3]);
+        assert_eq!(model.vector("Red apples").unwrap(), vec![1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
+        assert_eq!(model.vector("zebra car").unwrap(), vec![0.0, 0.0, 4.0], "unknown words add nothing");
+        assert_eq!(model.vector("???").unwrap(), vec![0.0; 3]);
         let embedded = model.embed(&["car".to_owned(), "red".to_owned()]).await.unwrap();
         assert_eq!(embedded, vec![vec![0.0, 0.0, 4.0], vec![1.0, 0.0, 0.0]]);
+    }
+
+    #[tokio::test]
+    async fn rows_are_read_one_at_a_time_until_a_batch_reads_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = model(dir.path());
+        let texts: Vec<String> =
+            (0..WHOLE_TABLE_FROM).map(|i| ["red car", "apples", "car"][i % 3].to_owned()).collect();
+        let by_rows = model.embed(&texts[..2]).await.unwrap();
+        assert!(model.table.get().is_none(), "a few texts read their rows alone");
+        let whole = model.embed(&texts).await.unwrap();
+        assert_eq!(model.table.get().map(Vec::len), Some(5 * 3 * 4), "a batch reads the table");
+        assert_eq!(whole[..2], by_rows[..], "either way a text has one vector");
+        assert_eq!(whole[0], vec![0.5, 0.0, 2.0]);
+        // Read whole, the file is not needed again.
+        std::fs::write(dir.path().join("table.f32"), [0u8; 60]).unwrap();
+        assert_eq!(model.vector("red car").unwrap(), vec![0.5, 0.0, 2.0]);
     }
 
     #[test]

@@ -86,7 +86,8 @@ fn provider_embedder(
     })
 }
 
-/// A local static model whose table is read at its first use.
+/// A local static model, opened (its manifest and vocabulary read, its table's size checked) when
+/// readied or at its first use.
 #[derive(Debug)]
 struct LazyModel {
     dir: PathBuf,
@@ -160,7 +161,7 @@ mod tests {
         cks_embed::static_model::write(&dir, "tiny", &["[UNK]", "red"], &[0.0, 0.0, 1.0, 0.5]).unwrap();
         let embedder = open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().expect("installed");
         embedder.prepare().unwrap();
-        // Read already: the table's file is no longer needed.
+        // Opened already: the open table is read, whatever becomes of its name.
         std::fs::remove_file(dir.join("table.f32")).unwrap();
         assert_eq!(embedder.embed(&["red".into()]).await.unwrap(), vec![vec![1.0, 0.5]]);
 

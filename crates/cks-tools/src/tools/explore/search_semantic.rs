@@ -38,7 +38,7 @@ const CANDIDATES: usize = 100;
 
 /// The cosine's weight in the first round of fusion (the second round's is in [`expanded`]);
 /// chosen on a development set of conversations (BENCHMARKS.md).
-const FIRST_ROUND_VECTOR_WEIGHT: f64 = 0.6;
+const FIRST_ROUND_VECTOR_WEIGHT: f64 = 0.65;
 
 /// How many objects on each side of an object, in the graph's order, are its neighbours.
 const CONTEXT_REACH: usize = 2;
@@ -370,16 +370,12 @@ impl Search {
         let mut scores: HashMap<&str, f64> = by_words.iter().copied().collect();
         let own = |id: &'a str| *scores.entry(id).or_insert_with(|| text.weighted_score(&terms, id));
         let lexical = fusion::lexical_context(candidates.keys().copied(), own, |id| neighbours(structure, id));
-        let mut parts: HashMap<&str, (f64, f64)> = HashMap::with_capacity(lexical.len());
-        let scored: Vec<(&str, Option<f64>, Option<f64>)> = lexical
-            .into_iter()
-            .map(|(id, own, lent)| {
-                parts.insert(id, (own, lent));
-                let cosine = candidates[id].or_else(|| index.cosine(vector, id).map(f64::from));
-                (id, Some(own + lent).filter(|s| *s > 0.0), cosine)
-            })
-            .collect();
+        let scored = lexical.iter().map(|&(id, own, lent)| {
+            let cosine = candidates[id].or_else(|| index.cosine(vector, id).map(f64::from));
+            (id, Some(own + lent).filter(|s| *s > 0.0), cosine)
+        });
         let fused = fusion::fuse(scored, FIRST_ROUND_VECTOR_WEIGHT, usize::MAX);
+        let parts: HashMap<&str, (f64, f64)> = lexical.into_iter().map(|(id, own, lent)| (id, (own, lent))).collect();
         let fused = expanded(structure, &self.query, &fused, top_k);
         let fused = fused
             .into_iter()
@@ -403,7 +399,7 @@ impl Search {
 fn expanded<'a>(structure: &KnowledgeStructure, query: &str, first: &[Fused<'a>], top_k: usize) -> Vec<Fused<'a>> {
     const FEEDBACK: usize = 5;
     const TERMS: usize = 20;
-    const EXPANSION_WEIGHT: f64 = 0.2;
+    const EXPANSION_WEIGHT: f64 = 0.15;
     const VECTOR_WEIGHT: f64 = 0.5;
     let feedback: Vec<(&cks_core::KnowledgeObject, f64)> =
         first.iter().take(FEEDBACK).filter_map(|f| Some((&**structure.get(f.id)?, f.score))).collect();
