@@ -9,8 +9,8 @@
 # Needs what tests/interop/run.sh installs (the SDKs); installs PostgreSQL and nginx when missing.
 #
 # `--bench [calls]` measures instead: sequential calls (examples/http_sequential.rs) in a 2025-11-25
-# session and as stateless 2026-07-28 requests, to one replica and through nginx to both, in
-# rounds (BENCH_ROUNDS, 6), and prints the median ratio of nginx's rate to one replica's.
+# session and as stateless 2026-07-28 requests, to one replica and through nginx to both in turn,
+# in rounds (BENCH_ROUNDS, 6), and prints the median ratio of nginx's rate to one replica's.
 set -euo pipefail
 bench=
 if [ "${1:-}" = --bench ]; then bench=${2:-2000}; fi
@@ -58,30 +58,31 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$proxy/health" >/dev/null && break; sleep 0.1; done
 
 if [ -n "$BENCH" ]; then
-  # Rounds of one replica and nginx in turn, the first of the two alternating (ABBA): each call
-  # adds a session to the database, which slows later runs a little, and other load on the
-  # machine comes and goes, so neither target gets all the early or quiet runs. Each round
-  # compares two runs made next to each other; the summary is the median of those ratios.
+  # Each run alternates its calls between one replica and nginx (http_sequential --versus), so
+  # both meet the same moments of a machine whose other load comes and goes; which of the two
+  # goes first alternates by round. The summary is the median ratio of the rounds.
   for round in $(seq "${BENCH_ROUNDS:-6}"); do
     for mode in session --stateless; do
       targets=("${replicas[0]}" "127.0.0.1:$proxy")
       if [ $((round % 2)) = 0 ]; then targets=("127.0.0.1:$proxy" "${replicas[0]}"); fi
-      for target in "${targets[@]}"; do
-        printf "bench: round %s, %s, %s: " "$round" "$([ "$target" = "${replicas[0]}" ] && echo "one replica" || echo nginx)" "${mode#--}"
-        "$ROOT/target/release/examples/http_sequential" "$BENCH" $([ "$mode" = session ] || echo "$mode") \
-          --url "http://$target/mcp"
-      done
+      printf "bench: round %s, %s\n" "$round" "${mode#--}"
+      "$ROOT/target/release/examples/http_sequential" "$BENCH" $([ "$mode" = session ] || echo "$mode") \
+        --url "http://${targets[0]}/mcp" --versus "http://${targets[1]}/mcp"
     done
   done | tee "$dir/bench.log"
-  python3 - "$dir/bench.log" <<PY
+  python3 - "$dir/bench.log" "${replicas[0]}" <<PY
 import collections, re, statistics, sys
 rates = collections.defaultdict(dict)
 def format_all(ratios):
     return ", ".join(format(x, ".0%") for x in ratios)
+key = None
 for line in open(sys.argv[1]):
-    m = re.match(r"bench: round (\d+), (one replica|nginx), (\w+): .*?: (\d+) calls/s", line)
+    m = re.match(r"bench: round (\d+), (\w+)", line)
     if m:
-        rates[(m[3], int(m[1]))][m[2]] = int(m[4])
+        key = (m[2], int(m[1]))
+    m = re.search(r" to http://([^/]+)/mcp: (\d+) calls/s", line)
+    if m and key:
+        rates[key]["one replica" if m[1] == sys.argv[2] else "nginx"] = int(m[2])
 for mode in ("session", "stateless"):
     ratios = sorted(r["nginx"] / r["one replica"] for (m, _), r in rates.items() if m == mode and len(r) == 2)
     print(f"bench: {mode}: nginx / one replica, median of {len(ratios)} rounds {statistics.median(ratios):.1%} "
@@ -94,6 +95,9 @@ node "$HERE/ts/replicas.mjs" "http://127.0.0.1:$proxy/mcp" "http://127.0.0.1:$st
 "$ROOT/target/interop-venv/bin/python" "$HERE/replicas.py" "http://127.0.0.1:$proxy/mcp" "http://127.0.0.1:$status/calls" ||
   { tail -n 40 "$dir"/*.log; exit 1; }
 
+# Stopped gracefully, nginx writes out what its log still holds.
+kill -QUIT "$(cat "$dir/nginx.pid")"
+for _ in $(seq 100); do [ -f "$dir/nginx.pid" ] || break; sleep 0.1; done
 python3 - "$dir/upstream.log" "${replicas[@]}" <<PY
 import collections, sys
 lines = [line.split() for line in open(sys.argv[1]) if line.strip()]

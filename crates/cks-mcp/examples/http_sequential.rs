@@ -4,7 +4,12 @@
 //! on 127.0.0.1 over an in-memory store, or against a running server (`--url`: one replica, or a
 //! load balancer in front of several).
 //!
-//! `cargo run --release -p cks-mcp --example http_sequential -- [calls] [--stateless] [--url URL]`
+//! `cargo run --release -p cks-mcp --example http_sequential -- [calls] [--stateless] [--url URL]
+//! [--versus URL]`
+//!
+//! With `--versus`, the calls alternate between the two servers, one connection to each, and the
+//! second's rate is also given as a share of the first's: both see the same moments of a busy
+//! machine, so the share holds still where two runs one after the other would drift apart.
 //!
 //! Each call is a small request answered by a small response (an SSE stream in a session, JSON
 //! for a stateless request), the pattern where a server that leaves Nagle's algorithm on stalls on
@@ -51,11 +56,47 @@ async fn main() -> anyhow::Result<()> {
         }
     };
 
-    let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
-    let session = if stateless { None } else { Some(open_session(&client, &url).await?) };
-    let post = |body: Value| {
-        let request = client.post(&url).header("accept", ACCEPT);
-        match &session {
+    let versus = args.iter().position(|a| a == "--versus").and_then(|i| args.get(i + 1)).cloned();
+    let mut targets = vec![Target::open(url, stateless).await?];
+    if let Some(url) = versus {
+        targets.push(Target::open(url, stateless).await?);
+    }
+    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
+    for id in 1..=calls {
+        for target in &mut targets {
+            target.call(id, &graph).await?;
+        }
+    }
+    let kind = if stateless { "stateless 2026-07-28" } else { "2025-11-25 session" };
+    let rates: Vec<f64> = targets.iter().map(|target| target.report(kind)).collect();
+    if let [first, second] = rates[..] {
+        println!("second / first: {:.1} %", 100.0 * second / first);
+    }
+    Ok(())
+}
+
+/// One server called: its connection, its session if any, the calls' latencies.
+struct Target {
+    url: String,
+    client: reqwest::Client,
+    session: Option<String>,
+    latencies: Vec<Duration>,
+}
+
+impl Target {
+    async fn open(url: String, stateless: bool) -> anyhow::Result<Target> {
+        let client = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        let session = if stateless { None } else { Some(open_session(&client, &url).await?) };
+        let target = Target { url, client, session, latencies: Vec::new() };
+        if target.session.is_some() {
+            target.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).send().await?.bytes().await?;
+        }
+        Ok(target)
+    }
+
+    fn post(&self, body: Value) -> reqwest::RequestBuilder {
+        let request = self.client.post(&self.url).header("accept", ACCEPT);
+        match &self.session {
             Some(session) => {
                 request.header("mcp-session-id", session).header("mcp-protocol-version", SESSION).json(&body)
             }
@@ -65,41 +106,44 @@ async fn main() -> anyhow::Result<()> {
                 .header("mcp-name", "validate_knowledge")
                 .json(&body),
         }
-    };
-    if session.is_some() {
-        post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).send().await?.bytes().await?;
     }
 
-    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
-    let mut latencies = Vec::with_capacity(calls);
-    for id in 1..=calls {
+    /// One `validate_knowledge` call, timed.
+    async fn call(&mut self, id: usize, graph: &str) -> anyhow::Result<()> {
         let mut call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "validate_knowledge", "arguments": {"json_data": graph}}});
-        if stateless {
+        if self.session.is_none() {
             call["params"]["_meta"] = json!({
                 "io.modelcontextprotocol/protocolVersion": STATELESS,
                 "io.modelcontextprotocol/clientCapabilities": {},
             });
         }
         let started = Instant::now();
-        let body = post(call).send().await?.text().await?;
-        latencies.push(started.elapsed());
-        anyhow::ensure!(body.contains("\"result\""), "call {id} failed: {body}");
+        let body = self.post(call).send().await?.text().await?;
+        self.latencies.push(started.elapsed());
+        anyhow::ensure!(body.contains("\"result\""), "call {id} to {} failed: {body}", self.url);
+        Ok(())
     }
-    latencies.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let total: Duration = latencies.iter().sum();
-    let slow = latencies.iter().filter(|d| **d >= Duration::from_millis(20)).count();
-    let kind = if stateless { "stateless 2026-07-28" } else { "2025-11-25 session" };
-    println!(
-        "{calls} sequential streamable-HTTP tools/call ({kind}): {:.0} calls/s, mean {:.2} ms, median {:.2} ms, p90 {:.2} ms, max {:.2} ms, {slow} calls ≥ 20 ms",
-        calls as f64 / total.as_secs_f64(),
-        ms(total / calls as u32),
-        ms(latencies[calls / 2]),
-        ms(latencies[calls * 9 / 10]),
-        ms(latencies[calls - 1]),
-    );
-    Ok(())
+
+    /// Prints the calls' rate and latencies; returns the rate.
+    fn report(&self, kind: &str) -> f64 {
+        let mut latencies = self.latencies.clone();
+        latencies.sort();
+        let calls = latencies.len();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let total: Duration = latencies.iter().sum();
+        let slow = latencies.iter().filter(|d| **d >= Duration::from_millis(20)).count();
+        let rate = calls as f64 / total.as_secs_f64();
+        println!(
+            "{calls} sequential streamable-HTTP tools/call ({kind}) to {}: {rate:.0} calls/s, mean {:.2} ms, median {:.2} ms, p90 {:.2} ms, max {:.2} ms, {slow} calls ≥ 20 ms",
+            self.url,
+            ms(total / calls as u32),
+            ms(latencies[calls / 2]),
+            ms(latencies[calls * 9 / 10]),
+            ms(latencies[calls - 1]),
+        );
+        rate
+    }
 }
 
 /// Opens a 2025-11-25 session; returns its id.
