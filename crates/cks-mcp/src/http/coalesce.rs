@@ -1,0 +1,142 @@
+//! A session's answer stream leaves in one write when its answer is quick.
+//!
+//! In a 2025-11-25 session, rmcp answers each request with an SSE stream whose first event is a
+//! priming event (an event id and a retry interval, no message), then the answer. The priming
+//! event is ready at once and the answer a moment later, so each answer went out in two writes,
+//! and a proxy in front passes on each one by one. Here the first event waits a little for the
+//! next, and the two leave together; an answer slower than that gets its priming event when the
+//! wait ends, as before.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::Response;
+use bytes::BytesMut;
+use futures::StreamExt;
+
+/// How long a stream's first event waits for the next.
+const HOLD: Duration = Duration::from_millis(20);
+
+/// `response`, its first SSE event held back for up to [`HOLD`] to leave with the next; any other
+/// response as it is.
+pub(super) fn first_event_held(response: Response) -> Response {
+    let is_stream = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_stream {
+        return response;
+    }
+    response.map(|body| Body::from_stream(held(body, HOLD)))
+}
+
+type Chunk = Result<Bytes, axum::Error>;
+
+/// The body's chunks, its first two joined when the second comes within `hold` of the first.
+fn held(body: Body, hold: Duration) -> impl futures::Stream<Item = Chunk> + Send {
+    struct State {
+        chunks: axum::body::BodyDataStream,
+        first: bool,
+        /// An error that came after the first chunk: sent after it.
+        queued: Option<Chunk>,
+    }
+    let state = State { chunks: body.into_data_stream(), first: true, queued: None };
+    futures::stream::unfold(state, move |mut state| async move {
+        if let Some(chunk) = state.queued.take() {
+            return Some((chunk, state));
+        }
+        let chunk = state.chunks.next().await?;
+        if !std::mem::take(&mut state.first) {
+            return Some((chunk, state));
+        }
+        let Ok(first) = chunk else { return Some((chunk, state)) };
+        let chunk = match tokio::time::timeout(hold, state.chunks.next()).await {
+            Ok(Some(Ok(next))) => {
+                let mut joined = BytesMut::with_capacity(first.len() + next.len());
+                joined.extend_from_slice(&first);
+                joined.extend_from_slice(&next);
+                joined.freeze()
+            }
+            Ok(Some(Err(e))) => {
+                state.queued = Some(Err(e));
+                first
+            }
+            Ok(None) | Err(_) => first,
+        };
+        Some((Ok(chunk), state))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::channel::mpsc;
+
+    /// A body fed chunk by chunk, and the chunks the held stream gives of it.
+    fn fed() -> (mpsc::UnboundedSender<Chunk>, impl futures::Stream<Item = Chunk>) {
+        let (feed, chunks) = mpsc::unbounded();
+        (feed, held(Body::from_stream(chunks), HOLD))
+    }
+
+    fn text(chunk: Option<Chunk>) -> String {
+        String::from_utf8(chunk.expect("a chunk").expect("no error").to_vec()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quick_answer_leaves_with_the_first_event() {
+        let (feed, held) = fed();
+        let mut held = Box::pin(held);
+        feed.unbounded_send(Ok(Bytes::from("id: 0\nretry: 3000\ndata:\n\n"))).unwrap();
+        let answer = tokio::spawn(async move {
+            tokio::time::sleep(HOLD / 4).await;
+            feed.unbounded_send(Ok(Bytes::from("id: 1\ndata: {}\n\n"))).unwrap();
+            feed.unbounded_send(Ok(Bytes::from("id: 2\ndata: {}\n\n"))).unwrap();
+        });
+        assert_eq!(text(held.next().await), "id: 0\nretry: 3000\ndata:\n\nid: 1\ndata: {}\n\n");
+        answer.await.unwrap();
+        // Only the first two are joined; the rest pass as they come, and the stream ends.
+        assert_eq!(text(held.next().await), "id: 2\ndata: {}\n\n");
+        assert!(held.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_answer_gets_the_first_event_when_the_wait_ends() {
+        let (feed, held) = fed();
+        let mut held = Box::pin(held);
+        feed.unbounded_send(Ok(Bytes::from("id: 0\ndata:\n\n"))).unwrap();
+        let started = tokio::time::Instant::now();
+        assert_eq!(text(held.next().await), "id: 0\ndata:\n\n");
+        assert_eq!(started.elapsed(), HOLD);
+        feed.unbounded_send(Ok(Bytes::from("id: 1\ndata: {}\n\n"))).unwrap();
+        assert_eq!(text(held.next().await), "id: 1\ndata: {}\n\n");
+        drop(feed);
+        assert!(held.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_that_ends_after_one_event_sends_it_at_once() {
+        let (feed, held) = fed();
+        let mut held = Box::pin(held);
+        feed.unbounded_send(Ok(Bytes::from("id: 0\ndata:\n\n"))).unwrap();
+        drop(feed);
+        let started = tokio::time::Instant::now();
+        assert_eq!(text(held.next().await), "id: 0\ndata:\n\n");
+        assert!(started.elapsed() < HOLD);
+        assert!(held.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_event_streams_are_held() {
+        for (content_type, first) in [("text/event-stream", "ab"), ("application/json", "a")] {
+            let (feed, chunks) = mpsc::unbounded::<Chunk>();
+            let response =
+                Response::builder().header(header::CONTENT_TYPE, content_type).body(Body::from_stream(chunks)).unwrap();
+            let mut body = first_event_held(response).into_body().into_data_stream();
+            feed.unbounded_send(Ok(Bytes::from("a"))).unwrap();
+            feed.unbounded_send(Ok(Bytes::from("b"))).unwrap();
+            assert_eq!(text(body.next().await), first, "{content_type}");
+        }
+    }
+}
