@@ -369,7 +369,8 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
             return answer;
         }
         let cancelled = body::cancelled_request(&bytes);
-        let response = coalesce::first_event_held(forward(&state, Request::from_parts(parts, Body::from(bytes))).await);
+        let response =
+            coalesce::first_event_held(forward(&state, Request::from_parts(parts, Body::from(bytes))).await).await;
         if let Some(request) = cancelled {
             // The call may run on another replica: every replica on the store hears of it.
             state.server.runtime.cancel_call(&session, &request);

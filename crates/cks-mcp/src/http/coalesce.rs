@@ -3,9 +3,9 @@
 //! In a 2025-11-25 session, rmcp answers each request with an SSE stream whose first event is a
 //! priming event (an event id and a retry interval, no message), then the answer. The priming
 //! event is ready at once and the answer a moment later, so each answer went out in two writes,
-//! and a proxy in front passes on each one by one. Here the first event waits a little for the
-//! next, and the two leave together; an answer slower than that gets its priming event when the
-//! wait ends, as before.
+//! and a proxy in front passes on each one by one. Here the response's head and first event wait
+//! a little for the next event, and all leave together; an answer slower than that gets its head
+//! and priming event when the wait ends.
 
 use std::time::Duration;
 
@@ -18,9 +18,10 @@ use futures::StreamExt;
 /// How long a stream's first event waits for the next.
 const HOLD: Duration = Duration::from_millis(20);
 
-/// `response`, its first SSE event held back for up to [`HOLD`] to leave with the next; any other
-/// response as it is.
-pub(super) fn first_event_held(response: Response) -> Response {
+/// `response` once its first SSE event is ready, joined with the next if that came within
+/// [`HOLD`]; any other response as it is. The head waits too: a server writes a head that is ready
+/// at once, before its first event is.
+pub(super) async fn first_event_held(response: Response) -> Response {
     let is_stream = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -29,7 +30,10 @@ pub(super) fn first_event_held(response: Response) -> Response {
     if !is_stream {
         return response;
     }
-    response.map(|body| Body::from_stream(held(body, HOLD)))
+    let (parts, body) = response.into_parts();
+    let mut chunks = Box::pin(held(body, HOLD));
+    let first = chunks.next().await;
+    Response::from_parts(parts, Body::from_stream(futures::stream::iter(first).chain(chunks)))
 }
 
 type Chunk = Result<Bytes, axum::Error>;
@@ -133,10 +137,30 @@ mod tests {
             let (feed, chunks) = mpsc::unbounded::<Chunk>();
             let response =
                 Response::builder().header(header::CONTENT_TYPE, content_type).body(Body::from_stream(chunks)).unwrap();
-            let mut body = first_event_held(response).into_body().into_data_stream();
             feed.unbounded_send(Ok(Bytes::from("a"))).unwrap();
             feed.unbounded_send(Ok(Bytes::from("b"))).unwrap();
+            let mut body = first_event_held(response).await.into_body().into_data_stream();
             assert_eq!(text(body.next().await), first, "{content_type}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_head_waits_for_the_answer() {
+        let (feed, chunks) = mpsc::unbounded::<Chunk>();
+        let response = Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(Body::from_stream(chunks))
+            .unwrap();
+        feed.unbounded_send(Ok(Bytes::from("a"))).unwrap();
+        let answer = tokio::spawn(async move {
+            tokio::time::sleep(HOLD / 4).await;
+            feed.unbounded_send(Ok(Bytes::from("b"))).unwrap();
+        });
+        let started = tokio::time::Instant::now();
+        let response = first_event_held(response).await;
+        assert_eq!(started.elapsed(), HOLD / 4, "returned when the answer came");
+        answer.await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 16).await.unwrap();
+        assert_eq!(&body[..], b"ab");
     }
 }
