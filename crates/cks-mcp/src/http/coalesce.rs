@@ -19,8 +19,8 @@ use futures::StreamExt;
 const HOLD: Duration = Duration::from_millis(20);
 
 /// `response` once its first SSE event is ready, joined with the next if that came within
-/// [`HOLD`]; any other response as it is. The head waits too: a server writes a head that is ready
-/// at once, before its first event is.
+/// [`HOLD`]; any other response as it is. The head waits too (a server writes a head that is ready
+/// at once, before its first event is), but no longer than [`HOLD`] for a first event.
 pub(super) async fn first_event_held(response: Response) -> Response {
     let is_stream = response
         .headers()
@@ -32,7 +32,8 @@ pub(super) async fn first_event_held(response: Response) -> Response {
     }
     let (parts, body) = response.into_parts();
     let mut chunks = Box::pin(held(body, HOLD));
-    let first = chunks.next().await;
+    // (A wait that ends drops only the `next` future: the stream keeps its place.)
+    let first = tokio::time::timeout(HOLD, chunks.next()).await.ok().flatten();
     Response::from_parts(parts, Body::from_stream(futures::stream::iter(first).chain(chunks)))
 }
 
@@ -142,6 +143,22 @@ mod tests {
             let mut body = first_event_held(response).await.into_body().into_data_stream();
             assert_eq!(text(body.next().await), first, "{content_type}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_head_waits_no_longer_for_a_first_event() {
+        let (feed, chunks) = mpsc::unbounded::<Chunk>();
+        let response = Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(Body::from_stream(chunks))
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        let response = first_event_held(response).await;
+        assert_eq!(started.elapsed(), HOLD);
+        feed.unbounded_send(Ok(Bytes::from("a"))).unwrap();
+        drop(feed);
+        let body = axum::body::to_bytes(response.into_body(), 16).await.unwrap();
+        assert_eq!(&body[..], b"a", "nothing is lost");
     }
 
     #[tokio::test(start_paused = true)]
