@@ -85,6 +85,14 @@ mod tests {
         (feed, held(Body::from_stream(chunks), HOLD))
     }
 
+    /// A response of `content_type` whose body is fed chunk by chunk.
+    fn fed_response(content_type: &str) -> (mpsc::UnboundedSender<Chunk>, Response) {
+        let (feed, chunks) = mpsc::unbounded();
+        let response =
+            Response::builder().header(header::CONTENT_TYPE, content_type).body(Body::from_stream(chunks)).unwrap();
+        (feed, response)
+    }
+
     fn text(chunk: Option<Chunk>) -> String {
         String::from_utf8(chunk.expect("a chunk").expect("no error").to_vec()).unwrap()
     }
@@ -135,9 +143,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn only_event_streams_are_held() {
         for (content_type, first) in [("text/event-stream", "ab"), ("application/json", "a")] {
-            let (feed, chunks) = mpsc::unbounded::<Chunk>();
-            let response =
-                Response::builder().header(header::CONTENT_TYPE, content_type).body(Body::from_stream(chunks)).unwrap();
+            let (feed, response) = fed_response(content_type);
             feed.unbounded_send(Ok(Bytes::from("a"))).unwrap();
             feed.unbounded_send(Ok(Bytes::from("b"))).unwrap();
             let mut body = first_event_held(response).await.into_body().into_data_stream();
@@ -147,11 +153,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_head_waits_no_longer_for_a_first_event() {
-        let (feed, chunks) = mpsc::unbounded::<Chunk>();
-        let response = Response::builder()
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .body(Body::from_stream(chunks))
-            .unwrap();
+        let (feed, response) = fed_response("text/event-stream");
         let started = tokio::time::Instant::now();
         let response = first_event_held(response).await;
         assert_eq!(started.elapsed(), HOLD);
@@ -163,11 +165,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_head_waits_for_the_answer() {
-        let (feed, chunks) = mpsc::unbounded::<Chunk>();
-        let response = Response::builder()
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .body(Body::from_stream(chunks))
-            .unwrap();
+        let (feed, response) = fed_response("text/event-stream");
         feed.unbounded_send(Ok(Bytes::from("a"))).unwrap();
         let answer = tokio::spawn(async move {
             tokio::time::sleep(HOLD / 4).await;
