@@ -3,7 +3,8 @@
 # and TypeScript SDKs v1 and v2 (ts/client.mjs), over stdio and streamable HTTP, in both protocol
 # revisions (2025-11-25 with its handshake, stateless 2026-07-28), approvals by elicitation
 # included; MCP Tasks through the official Tasks extension client (ts/tasks.mjs); and MCP
-# Inspector's strict check of every published schema.
+# Inspector's strict check of every published schema, and its CLI calling a tool, a prompt and the
+# resources.
 # Creates (once) a virtual environment under target/ with `mcp` from PyPI, installs the TypeScript
 # SDKs from npm (Debian's Node.js when there is none), and builds the release binary.
 set -euo pipefail
@@ -37,3 +38,17 @@ if ! "$root/tests/interop/ts/node_modules/.bin/mcp-inspector" --cli "$root/targe
 fi
 rm -f "$report"
 echo "inspector --strict: ok"
+# Inspector's CLI as a user drives it: a tool call, a prompt and the resources (each call starts a
+# server of its own on an in-memory store).
+inspector() {
+  "$root/tests/interop/ts/node_modules/.bin/mcp-inspector" --cli "$root/target/release/cks-mcp" \
+    -e CKS_MCP_DB_PATH=:memory: "$@" 2>/dev/null
+}
+inspector --method tools/call --tool-name validate_knowledge \
+  --tool-arg 'json_data={"objects":[{"identity":{"id":"earth","type":"Planet","name":"Earth"}}]}' |
+  python3 -c 'import json, sys; r = json.load(sys.stdin); assert r["isError"] is False and r["structuredContent"]["valid"] is True, r'
+inspector --method prompts/get --prompt-name create_knowledge_graph --prompt-args topic=volcanoes |
+  python3 -c 'import json, sys; r = json.load(sys.stdin); assert "volcanoes" in r["messages"][0]["content"]["text"], r'
+inspector --method resources/list |
+  python3 -c 'import json, sys; r = json.load(sys.stdin); assert "cks://sessions" in [x["uri"] for x in r["resources"]], r'
+echo "inspector tools, prompts, resources: ok"
