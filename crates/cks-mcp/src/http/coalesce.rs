@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::http::header;
 use axum::response::Response;
 use bytes::BytesMut;
@@ -20,7 +20,7 @@ const HOLD: Duration = Duration::from_millis(20);
 
 /// `response` once its first SSE event is ready, joined with the next if that came within
 /// [`HOLD`]; any other response as it is. The head waits too (a server writes a head that is ready
-/// at once, before its first event is), but no longer than [`HOLD`] for a first event.
+/// at once, before its first event is), but no longer than [`HOLD`] for each of the two events.
 pub(super) async fn first_event_held(response: Response) -> Response {
     let is_stream = response
         .headers()
@@ -31,59 +31,35 @@ pub(super) async fn first_event_held(response: Response) -> Response {
         return response;
     }
     let (parts, body) = response.into_parts();
-    let mut chunks = Box::pin(held(body, HOLD));
+    let mut chunks = body.into_data_stream();
     // (A wait that ends drops only the `next` future: the stream keeps its place.)
-    let first = tokio::time::timeout(HOLD, chunks.next()).await.ok().flatten();
-    Response::from_parts(parts, Body::from_stream(futures::stream::iter(first).chain(chunks)))
-}
-
-type Chunk = Result<Bytes, axum::Error>;
-
-/// The body's chunks, its first two joined when the second comes within `hold` of the first.
-fn held(body: Body, hold: Duration) -> impl futures::Stream<Item = Chunk> + Send {
-    struct State {
-        chunks: axum::body::BodyDataStream,
-        first: bool,
-        /// An error that came after the first chunk: sent after it.
-        queued: Option<Chunk>,
+    let mut ready = Vec::with_capacity(2);
+    if let Ok(Some(first)) = tokio::time::timeout(HOLD, chunks.next()).await {
+        ready.push(first);
+        if let [Ok(first)] = &mut ready[..]
+            && let Ok(Some(next)) = tokio::time::timeout(HOLD, chunks.next()).await
+        {
+            match next {
+                Ok(next) => {
+                    let mut joined = BytesMut::with_capacity(first.len() + next.len());
+                    joined.extend_from_slice(first);
+                    joined.extend_from_slice(&next);
+                    *first = joined.freeze();
+                }
+                Err(e) => ready.push(Err(e)),
+            }
+        }
     }
-    let state = State { chunks: body.into_data_stream(), first: true, queued: None };
-    futures::stream::unfold(state, move |mut state| async move {
-        if let Some(chunk) = state.queued.take() {
-            return Some((chunk, state));
-        }
-        let chunk = state.chunks.next().await?;
-        if !std::mem::take(&mut state.first) {
-            return Some((chunk, state));
-        }
-        let Ok(first) = chunk else { return Some((chunk, state)) };
-        let chunk = match tokio::time::timeout(hold, state.chunks.next()).await {
-            Ok(Some(Ok(next))) => {
-                let mut joined = BytesMut::with_capacity(first.len() + next.len());
-                joined.extend_from_slice(&first);
-                joined.extend_from_slice(&next);
-                joined.freeze()
-            }
-            Ok(Some(Err(e))) => {
-                state.queued = Some(Err(e));
-                first
-            }
-            Ok(None) | Err(_) => first,
-        };
-        Some((Ok(chunk), state))
-    })
+    Response::from_parts(parts, Body::from_stream(futures::stream::iter(ready).chain(chunks)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
     use futures::channel::mpsc;
 
-    /// A body fed chunk by chunk, and the chunks the held stream gives of it.
-    fn fed() -> (mpsc::UnboundedSender<Chunk>, impl futures::Stream<Item = Chunk>) {
-        let (feed, chunks) = mpsc::unbounded();
-        (feed, held(Body::from_stream(chunks), HOLD))
-    }
+    type Chunk = Result<Bytes, axum::Error>;
 
     /// A response of `content_type` whose body is fed chunk by chunk.
     fn fed_response(content_type: &str) -> (mpsc::UnboundedSender<Chunk>, Response) {
@@ -99,14 +75,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_quick_answer_leaves_with_the_first_event() {
-        let (feed, held) = fed();
-        let mut held = Box::pin(held);
+        let (feed, response) = fed_response("text/event-stream");
         feed.unbounded_send(Ok(Bytes::from("id: 0\nretry: 3000\ndata:\n\n"))).unwrap();
         let answer = tokio::spawn(async move {
             tokio::time::sleep(HOLD / 4).await;
             feed.unbounded_send(Ok(Bytes::from("id: 1\ndata: {}\n\n"))).unwrap();
             feed.unbounded_send(Ok(Bytes::from("id: 2\ndata: {}\n\n"))).unwrap();
         });
+        let mut held = first_event_held(response).await.into_body().into_data_stream();
         assert_eq!(text(held.next().await), "id: 0\nretry: 3000\ndata:\n\nid: 1\ndata: {}\n\n");
         answer.await.unwrap();
         // Only the first two are joined; the rest pass as they come, and the stream ends.
@@ -116,12 +92,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_answer_gets_the_first_event_when_the_wait_ends() {
-        let (feed, held) = fed();
-        let mut held = Box::pin(held);
+        let (feed, response) = fed_response("text/event-stream");
         feed.unbounded_send(Ok(Bytes::from("id: 0\ndata:\n\n"))).unwrap();
         let started = tokio::time::Instant::now();
-        assert_eq!(text(held.next().await), "id: 0\ndata:\n\n");
+        let mut held = first_event_held(response).await.into_body().into_data_stream();
         assert_eq!(started.elapsed(), HOLD);
+        assert_eq!(text(held.next().await), "id: 0\ndata:\n\n");
         feed.unbounded_send(Ok(Bytes::from("id: 1\ndata: {}\n\n"))).unwrap();
         assert_eq!(text(held.next().await), "id: 1\ndata: {}\n\n");
         drop(feed);
@@ -130,13 +106,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stream_that_ends_after_one_event_sends_it_at_once() {
-        let (feed, held) = fed();
-        let mut held = Box::pin(held);
+        let (feed, response) = fed_response("text/event-stream");
         feed.unbounded_send(Ok(Bytes::from("id: 0\ndata:\n\n"))).unwrap();
         drop(feed);
         let started = tokio::time::Instant::now();
-        assert_eq!(text(held.next().await), "id: 0\ndata:\n\n");
+        let mut held = first_event_held(response).await.into_body().into_data_stream();
         assert!(started.elapsed() < HOLD);
+        assert_eq!(text(held.next().await), "id: 0\ndata:\n\n");
         assert!(held.next().await.is_none());
     }
 
