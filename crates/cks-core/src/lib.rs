@@ -19,6 +19,7 @@ pub mod object;
 pub mod ops;
 pub mod rewind;
 pub mod sample;
+mod stored;
 pub mod structure;
 pub mod subgraph;
 #[cfg(test)]

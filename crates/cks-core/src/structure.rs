@@ -24,7 +24,7 @@ use crate::kinds::KindIndex;
 use crate::object::{DERIVES, KnowledgeObject, RelationShapeError};
 use crate::text::{StoredIndexError, TextIndex};
 use crate::validate::ExpiryIndex;
-use crate::vectors::VectorIndex;
+use crate::vectors::{StoredVectors, VectorIndex};
 
 /// An object together with its content hash.
 #[derive(Clone, Debug)]
@@ -335,6 +335,23 @@ impl KnowledgeStructure {
             return Err(StoredIndexError::new("made from a structure with other objects"));
         }
         self.text.set(Box::new(index)).map_err(|_| StoredIndexError::new("the structure has a text index already"))
+    }
+
+    /// The vector index when it was made or set, without making it.
+    pub fn built_vector_index(&self) -> Option<&Mutex<VectorIndex>> {
+        self.vectors.get().map(|index| &**index)
+    }
+
+    /// Takes `stored`, a kept vector index read back whole, as this structure's vector index
+    /// instead of settling a new one. It is taken only when this structure has the root hash it
+    /// was made from and no vector index yet, and each row names one of its searchable objects;
+    /// otherwise the structure is left as it was.
+    pub fn set_vector_index(&mut self, stored: StoredVectors) -> Result<(), StoredIndexError> {
+        if self.vectors.get().is_some() {
+            return Err(StoredIndexError::new("the structure has a vector index already"));
+        }
+        let index = VectorIndex::from_stored(stored, self)?;
+        self.vectors.set(Box::new(Mutex::new(index))).map_err(|_| StoredIndexError::new("set twice"))
     }
 
     /// The vector index of this structure, made on first use (every object still to settle:

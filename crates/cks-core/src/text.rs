@@ -17,7 +17,8 @@ use serde_json::Value;
 use crate::{KnowledgeObject, KnowledgeStructure};
 
 mod stored;
-pub use stored::{StoredIndexError, TERMS_VERSION};
+pub use crate::stored::StoredIndexError;
+pub use stored::TERMS_VERSION;
 
 /// BM25 term-frequency saturation.
 const K1: f64 = 1.2;

@@ -25,6 +25,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+mod stored;
+pub use stored::{KeptVectors, StoredVectors};
+
 use sha2::{Digest, Sha256};
 
 use crate::structure::{ById, Entry};
@@ -133,13 +136,41 @@ const SHORTLIST_MIN: usize = 512;
 /// A unit vector kept in one signed byte per dimension and a scale: a quarter of `f32`'s
 /// size, and cosine similarities within about 1 % of the exact ones. A clone shares the bytes:
 /// the known vectors and every index whose rows hold them keep one copy.
+///
+/// The bytes begin with the codes' sign bits (see [`sign_bits`]), made when the vector is: an
+/// index copies a row's bits from the first cache line of its vector, where making them at the
+/// index's first settle read every code from memory (a third of that settle's time).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Vector {
     scale: f32,
-    codes: Arc<[i8]>,
+    dims: u32,
+    /// The sign bits (little-endian `u64`s, [`words`] of them), then the codes.
+    bytes: Arc<[i8]>,
+}
+
+/// The sign-bit words of a vector of `dims` dimensions.
+fn words(dims: usize) -> usize {
+    dims.div_ceil(64)
 }
 
 impl Vector {
+    /// A vector of these codes, its bytes allocated once.
+    fn new(scale: f32, codes: impl ExactSizeIterator<Item = i8>) -> Vector {
+        let dims = codes.len();
+        let head = words(dims) * 8;
+        let mut bytes: Arc<[i8]> = std::iter::repeat_n(0, head + dims).collect();
+        let fresh = Arc::get_mut(&mut bytes).expect("a new allocation has no other owner");
+        let (bits, tail) = fresh.split_at_mut(head);
+        for (code, value) in tail.iter_mut().zip(codes) {
+            *code = value;
+        }
+        for (word, value) in bits.as_chunks_mut::<8>().0.iter_mut().zip(sign_bits(tail)) {
+            *word = value.to_le_bytes().map(|b| b as i8);
+        }
+        let dims = u32::try_from(dims).expect("a vector has fewer than 2³² dimensions");
+        Vector { scale, dims, bytes }
+    }
+
     /// The normalised, quantised form of `values`; `None` when they are empty, all zero or not
     /// finite (nothing to compare by).
     pub fn quantize(values: &[f32]) -> Option<Vector> {
@@ -149,29 +180,43 @@ impl Vector {
         }
         let largest = values.iter().fold(0f32, |m, v| m.max(v.abs())) / norm;
         let scale = largest / 127.0;
-        let codes = values.iter().map(|v| (v / norm / scale).round().clamp(-127.0, 127.0) as i8).collect();
-        Some(Vector { scale, codes })
+        Some(Vector::new(scale, values.iter().map(|v| (v / norm / scale).round().clamp(-127.0, 127.0) as i8)))
     }
 
     /// A vector that is similar to nothing (for a text with nothing to compare by).
     pub fn zero(dims: usize) -> Vector {
-        Vector { scale: f32::MIN_POSITIVE, codes: vec![0; dims].into() }
+        Vector::new(f32::MIN_POSITIVE, std::iter::repeat_n(0, dims))
     }
 
     pub fn dims(&self) -> usize {
-        self.codes.len()
+        self.dims as usize
+    }
+
+    /// One signed byte per dimension.
+    fn codes(&self) -> &[i8] {
+        &self.bytes[words(self.dims()) * 8..]
+    }
+
+    /// The codes' sign bits, as [`sign_bits`] makes them.
+    fn bits(&self) -> impl Iterator<Item = u64> + '_ {
+        self.bytes[..words(self.dims()) * 8]
+            .as_chunks::<8>()
+            .0
+            .iter()
+            .map(|word| u64::from_le_bytes(word.map(|b| b as u8)))
     }
 
     /// The approximate cosine similarity of two vectors of the same model.
     pub fn cosine(&self, other: &Vector) -> f32 {
-        dot(&self.codes, &other.codes) as f32 * self.scale * other.scale
+        dot(self.codes(), other.codes()) as f32 * self.scale * other.scale
     }
 
     /// The stored form: the scale (4 bytes, little-endian), then one byte per dimension.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(4 + self.codes.len());
+        let codes = self.codes();
+        let mut bytes = Vec::with_capacity(4 + codes.len());
         bytes.extend_from_slice(&self.scale.to_le_bytes());
-        bytes.extend(self.codes.iter().map(|c| *c as u8));
+        bytes.extend(codes.iter().map(|c| *c as u8));
         bytes
     }
 
@@ -180,7 +225,7 @@ impl Vector {
         let (scale, codes) = bytes.split_first_chunk::<4>()?;
         let scale = f32::from_le_bytes(*scale);
         (!codes.is_empty() && scale.is_finite() && scale > 0.0)
-            .then(|| Vector { scale, codes: codes.iter().map(|c| *c as i8).collect() })
+            .then(|| Vector::new(scale, codes.iter().map(|c| *c as i8)))
     }
 }
 
@@ -237,6 +282,8 @@ pub struct VectorIndex {
     /// the known vectors, not copied: a first settle at 100,000 objects would write 25 MB).
     ids: Vec<Arc<KnowledgeObject>>,
     vectors: Vec<Vector>,
+    /// Row `i`'s text key: what a kept index names each vector by ([`KeptVectors`]).
+    keys: Vec<TextKey>,
     /// Row `i`'s sign bits: `bits[i * words..][..words]`, bit `d` set when code `d` is positive.
     bits: Vec<u64>,
     dims: usize,
@@ -306,11 +353,14 @@ impl VectorIndex {
             }
         }
         if self.generation != Some(generation) && !self.pending.is_empty() {
-            let found: Vec<(Arc<KnowledgeObject>, &Vector)> =
-                self.pending.iter().filter_map(|(held, key)| Some((held.0.clone(), known.vector(key)?))).collect();
-            for (object, vector) in found {
+            let found: Vec<(Arc<KnowledgeObject>, TextKey, &Vector)> = self
+                .pending
+                .iter()
+                .filter_map(|(held, key)| Some((held.0.clone(), *key, known.vector(key)?)))
+                .collect();
+            for (object, key, vector) in found {
                 self.pending.remove(object.id());
-                self.push_row(object, vector);
+                self.push_row(object, key, vector);
             }
         }
         self.generation = Some(generation);
@@ -343,8 +393,8 @@ impl VectorIndex {
             self.pending.extend(std::mem::take(&mut share.pending));
             if self.is_empty() {
                 // The first share's rows become the index's, moved rather than copied.
-                (self.ids, self.vectors, self.bits, self.rows, self.dims) =
-                    (share.ids, share.vectors, share.bits, share.rows, share.dims);
+                (self.ids, self.vectors, self.keys, self.bits, self.rows, self.dims) =
+                    (share.ids, share.vectors, share.keys, share.bits, share.rows, share.dims);
             } else if share.dims == self.dims {
                 // (Rows of another shape than the first share's are not comparable: their objects
                 // stay unranked by meaning, as `push_row` leaves them.)
@@ -352,6 +402,7 @@ impl VectorIndex {
                 self.rows.extend(share.rows.into_iter().map(|(object, row)| (object, start + row)));
                 self.ids.extend(share.ids);
                 self.vectors.extend(share.vectors);
+                self.keys.extend(share.keys);
                 self.bits.extend(share.bits);
             }
             for (key, text) in found.to_embed {
@@ -402,6 +453,7 @@ impl VectorIndex {
         let (mut synced, mut queued) = (Synced::default(), HashSet::default());
         share.ids.reserve(room);
         share.vectors.reserve(room);
+        share.keys.reserve(room);
         share.rows.reserve(room);
         let mut looked = Vec::with_capacity(LOOKUP_BLOCK);
         for block in entries.chunks(LOOKUP_BLOCK) {
@@ -452,7 +504,7 @@ impl VectorIndex {
         });
         let vector = if remembered.is_some() { vector } else { known.vector(&key) };
         match vector {
-            Some(vector) => self.push_row(object.clone(), vector),
+            Some(vector) => self.push_row(object.clone(), key, vector),
             None => {
                 self.pending.insert(ById(object.clone()), key);
                 if queued.insert(key) {
@@ -463,7 +515,7 @@ impl VectorIndex {
         }
     }
 
-    fn push_row(&mut self, object: Arc<KnowledgeObject>, vector: &Vector) {
+    fn push_row(&mut self, object: Arc<KnowledgeObject>, key: TextKey, vector: &Vector) {
         if self.ids.is_empty() {
             self.dims = vector.dims();
             // The bits of as many rows as there is room for ids (a first sync's hint).
@@ -475,8 +527,9 @@ impl VectorIndex {
         }
         self.rows.insert(ById(object.clone()), self.ids.len());
         self.ids.push(object);
-        self.bits.extend(sign_bits(&vector.codes));
+        self.bits.extend(vector.bits());
         self.vectors.push(vector.clone());
+        self.keys.push(key);
     }
 
     fn remove_row(&mut self, id: &str) {
@@ -485,6 +538,7 @@ impl VectorIndex {
         if row != last {
             self.ids.swap(row, last);
             self.vectors.swap(row, last);
+            self.keys.swap(row, last);
             let words = self.words();
             let (head, tail) = self.bits.split_at_mut(last * words);
             head[row * words..][..words].swap_with_slice(&mut tail[..words]);
@@ -492,6 +546,7 @@ impl VectorIndex {
         }
         self.ids.pop();
         self.vectors.pop();
+        self.keys.pop();
         self.bits.truncate(last * self.words());
     }
 
@@ -499,12 +554,36 @@ impl VectorIndex {
         self.rows.clear();
         self.ids.clear();
         self.vectors.clear();
+        self.keys.clear();
         self.bits.clear();
+    }
+
+    /// Whether the index is settled under `model`: every searchable object was looked up, none
+    /// is waiting for its vector and nothing changed since. Only such an index is kept.
+    pub fn is_settled(&self, model: &str) -> bool {
+        *self.model == *model && !self.all_marked && self.marked.is_empty() && self.pending.is_empty()
+    }
+
+    /// The rows to keep ([`KeptVectors`]) of a settled index of a structure whose root hash is
+    /// `root`; `None` while it is not settled. The rows share the index's objects and vectors.
+    pub fn kept(&self, root: ContentHash) -> Option<KeptVectors> {
+        self.is_settled(&self.model).then(|| KeptVectors {
+            model: self.model.clone(),
+            dims: self.dims,
+            root,
+            rows: self
+                .ids
+                .iter()
+                .zip(&self.keys)
+                .zip(&self.vectors)
+                .map(|((o, k), v)| (o.clone(), *k, v.clone()))
+                .collect(),
+        })
     }
 
     /// Sign-bit words per row.
     fn words(&self) -> usize {
-        self.dims.div_ceil(64)
+        words(self.dims)
     }
 
     /// How many objects have a vector.
@@ -543,7 +622,7 @@ impl VectorIndex {
     /// distance of their sign bits.
     fn shortlist(&self, query: &Vector, wanted: usize) -> Vec<usize> {
         let words = self.words();
-        let target: Vec<u64> = sign_bits(&query.codes).collect();
+        let target: Vec<u64> = query.bits().collect();
         let distances: Vec<u16> = self
             .bits
             .chunks_exact(words)
@@ -600,7 +679,8 @@ mod tests {
         let words = index.words();
         for (row, vector) in index.vectors.iter().enumerate() {
             assert!(
-                sign_bits(&vector.codes).eq(index.bits[row * words..][..words].iter().copied()),
+                sign_bits(vector.codes()).eq(index.bits[row * words..][..words].iter().copied())
+                    && vector.bits().eq(sign_bits(vector.codes())),
                 "row {row}'s bits"
             );
         }
@@ -641,7 +721,7 @@ mod tests {
         let n = EXACT_ROWS + 15_000;
         for i in 0..n {
             let object = crate::testing::node(&format!("o{i}"), "Claim", 0);
-            index.push_row(Arc::new(object), &near(&centres[i % centres.len()]));
+            index.push_row(Arc::new(object), [0; 16], &near(&centres[i % centres.len()]));
         }
         let exact = |index: &VectorIndex, query: &Vector, limit: usize| -> Vec<(String, f32)> {
             let mut all: Vec<(String, f32)> = index.rows().map(|(id, v)| (id.to_owned(), query.cosine(&v))).collect();
@@ -706,8 +786,8 @@ mod tests {
         assert_eq!(settled.pending, 0);
         assert_eq!(index.len(), searchable);
         // A row holds the known vector's bytes, not a copy of them.
-        let shared = known.values().map(|v| Arc::as_ptr(&v.codes)).collect::<HashSet<_>>();
-        assert!(index.vectors.iter().all(|v| shared.contains(&Arc::as_ptr(&v.codes))));
+        let shared = known.values().map(|v| Arc::as_ptr(&v.bytes)).collect::<HashSet<_>>();
+        assert!(index.vectors.iter().all(|v| shared.contains(&Arc::as_ptr(&v.bytes))));
         // Another model starts over.
         let other = index.sync(&graph, "other", 1, |_| None);
         assert_eq!(other.pending, searchable);

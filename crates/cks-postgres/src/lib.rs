@@ -39,10 +39,11 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{IsolationLevel, Row};
 
 use cks_core::KnowledgeStructure;
+use cks_core::vectors::StoredVectors;
 use cks_runtime::events::Event;
 use cks_runtime::store::{
-    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, SessionRow, SnapshotDecoder, Store, StoreError,
-    StoredVersion, VersionRow,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, NewVersion, Parts, SessionRow, SnapshotDecoder, Store,
+    StoreError, StoredVersion, VersionRow, read_vector_part,
 };
 
 pub use connect::{ConnectError, PostgresOptions, is_postgres_url};
@@ -550,6 +551,50 @@ impl HistoryStore for PostgresStore {
         Ok(row.map(|r| (r.get::<_, i64>(0) as u64, r.get(1))))
     }
 
+    fn keeps_vector_indexes(&self) -> bool {
+        true
+    }
+
+    async fn save_vector_index(&self, id: &str, seq: u64, parts: Parts) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // Locks the session's row: two replicas keeping its index at once write one after the other.
+        tx.execute("SELECT 1 FROM cks_sessions WHERE session_id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?;
+        let kept = tx
+            .query_opt("SELECT seq FROM cks_vector_indexes WHERE session_id = $1 AND part = 0", &[&id])
+            .await
+            .map_err(db_error)?;
+        if kept.is_some_and(|row| row.get::<_, i64>(0) as u64 > seq) {
+            return Ok(());
+        }
+        tx.execute("DELETE FROM cks_vector_indexes WHERE session_id = $1", &[&id]).await.map_err(db_error)?;
+        let insert = tx
+            .prepare("INSERT INTO cks_vector_indexes (session_id, part, seq, bytes) VALUES ($1, $2, $3, $4)")
+            .await
+            .map_err(db_error)?;
+        for (part, bytes) in parts.enumerate() {
+            let part = i32::try_from(part).map_err(|_| StoreError::Backend("too many parts".into()))?;
+            tx.execute(&insert, &[&id, &part, &int(seq), &bytes]).await.map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn load_vector_index(&self, id: &str) -> Result<Option<(u64, StoredVectors)>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT seq, bytes FROM cks_vector_indexes WHERE session_id = $1 ORDER BY part")
+            .await
+            .map_err(db_error)?;
+        // Row by row, so no more than a part's bytes are held beside what was read.
+        let rows = client.query_raw(&statement, [&id]).await.map_err(db_error)?;
+        futures::pin_mut!(rows);
+        let mut read = None;
+        while let Some(row) = futures::TryStreamExt::try_next(&mut rows).await.map_err(db_error)? {
+            read_vector_part(&mut read, row.get::<_, i64>(0) as u64, row.get::<_, &[u8]>(1))?;
+        }
+        Ok(read)
+    }
+
     async fn load_snapshot(&self, id: &str, seq: u64) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         let statement = client
@@ -643,6 +688,7 @@ impl Store for PostgresStore {
         let tx = client.transaction().await.map_err(db_error)?;
         tx.batch_execute(
             "DELETE FROM cks_chats; DELETE FROM cks_graph_registry; DELETE FROM cks_text_indexes; \
+             DELETE FROM cks_vector_indexes; \
              DELETE FROM cks_snapshots; DELETE FROM cks_versions; DELETE FROM cks_sessions;",
         )
         .await

@@ -117,6 +117,17 @@ CREATE TABLE cks_text_indexes (
     text_index BYTEA NOT NULL
 );
 "#,
+    // Each session's settled vector index at one version (`Store::save_vector_index`), in
+    // parts of a few thousand rows; the latest kept.
+    r#"
+CREATE TABLE cks_vector_indexes (
+    session_id TEXT NOT NULL REFERENCES cks_sessions(session_id),
+    part       INTEGER NOT NULL,
+    seq        BIGINT NOT NULL,
+    bytes      BYTEA NOT NULL,
+    PRIMARY KEY (session_id, part)
+);
+"#,
 ];
 
 /// Creates the schema or brings it up to date; refuses a database from a newer server.

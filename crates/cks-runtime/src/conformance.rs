@@ -43,6 +43,7 @@ pub async fn run_all(open: Open) {
     runtime_revert_branch_merge(open()).await;
     runtime_restart_sees_everything(open.clone()).await;
     runtime_keeps_text_indexes(open.clone()).await;
+    store_vector_indexes(open()).await;
     runtime_concurrent_writers(open.clone()).await;
     runtime_concurrent_shares(open.clone()).await;
     // Last: it backs up everything the checks above left behind, empties the store and restores.
@@ -964,6 +965,62 @@ async fn runtime_keeps_text_indexes(open: Open) {
     store.save_text_index(&id, seq + 5, b"later".to_vec()).await.unwrap();
     store.save_text_index(&id, seq + 1, bytes).await.unwrap();
     assert_eq!(store.load_text_index(&id).await.unwrap(), Some((seq + 5, b"later".to_vec())), "{}", store.kind());
+}
+
+/// A store that keeps vector indexes gives back a session's in parts, whole and in order, to be
+/// set on a structure of the same objects; a later version's index replaces an earlier one's,
+/// never the reverse. A store that keeps none gives none back.
+async fn store_vector_indexes(store: Arc<dyn Store>) {
+    use cks_core::vectors::{TextKey, Vector, embedding_text, text_key};
+    // More objects than one part holds.
+    let graph = cks_core::sample::random_graph(4200, 0, 3);
+    let vector_of = |key: &TextKey| Vector::quantize(&key.map(|b| f32::from(b) - 127.5)).unwrap();
+    let known: std::collections::HashMap<TextKey, Vector> = graph
+        .objects()
+        .filter_map(|o| embedding_text(o))
+        .map(|text| (text_key(&text), vector_of(&text_key(&text))))
+        .collect();
+    let kept = {
+        let mut index = graph.vector_index().lock().unwrap();
+        index.sync(&graph, "stand-in", 1, |key| known.get(key));
+        index.kept(graph.root_hash()).expect("settled")
+    };
+    let id = format!("conf-vectors-{}", uuid::Uuid::new_v4());
+    store.create_session(&row(&id), "S0".into()).await.unwrap();
+    store.save_vector_index(&id, 3, Box::new(kept.clone().into_parts())).await.unwrap();
+    let read = store.load_vector_index(&id).await.unwrap();
+    assert_eq!(read.is_some(), store.keeps_vector_indexes(), "{}: kept and read back", store.kind());
+    let Some((seq, stored)) = read else { return };
+    assert_eq!(seq, 3);
+    let mut loaded = graph.clone();
+    loaded.set_vector_index(stored).unwrap();
+    let query = known.values().next().unwrap();
+    let rank = |s: &KnowledgeStructure| {
+        s.vector_index()
+            .lock()
+            .unwrap()
+            .rank(query, 10)
+            .into_iter()
+            .map(|(id, c)| (id.to_owned(), c))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(rank(&loaded), rank(&graph), "{}: set on the same objects, it ranks alike", store.kind());
+
+    // An earlier version's index does not replace a later one's; a later one's does.
+    let one_row = {
+        let small = cks_core::sample::random_graph(1, 0, 4);
+        let mut index = small.vector_index().lock().unwrap();
+        index.sync(&small, "stand-in", 1, |key| Some(known.get(key).unwrap_or(query)));
+        index.kept(small.root_hash()).expect("settled")
+    };
+    store.save_vector_index(&id, 2, Box::new(one_row.clone().into_parts())).await.unwrap();
+    let (seq, stored) = store.load_vector_index(&id).await.unwrap().unwrap();
+    assert_eq!(seq, 3, "{}", store.kind());
+    assert!(graph.clone().set_vector_index(stored).is_ok(), "{}: the later index whole", store.kind());
+    store.save_vector_index(&id, 4, Box::new(one_row.into_parts())).await.unwrap();
+    let (seq, stored) = store.load_vector_index(&id).await.unwrap().unwrap();
+    assert_eq!(seq, 4, "{}", store.kind());
+    assert!(stored.is_complete(), "{}: only the new index's one part", store.kind());
 }
 
 /// Shares of one session at once, from two runtimes (two server processes) on one store, each

@@ -2,8 +2,8 @@
 //! the background, and kept in the store by the text's key, so an unchanged text is never
 //! embedded again (after a restart, a branch, an import, a revert).
 //!
-//! - [`Embeddings`] holds the vectors known so far (read from the store in the background from
-//!   the start, then added to as texts are embedded) and a queue of texts to embed. One worker
+//! - [`Embeddings`] holds the vectors known so far (read from the store when first needed, then
+//!   added to as texts are embedded) and a queue of texts to embed. One worker
 //!   task drains the queue in batches; a failing embedder is retried with a growing pause, and
 //!   nothing waits on it: a commit never does, and a search ranks what has vectors and says how
 //!   many are pending.
@@ -15,17 +15,21 @@
 //!   too (under [`TEXT_KEYS`], beside the models' vectors), so the first settle of a session
 //!   loaded after a restart looks keys and vectors up instead of making and hashing every
 //!   object's text (0.4 s at 100,000 objects).
+//! - A session's settled index is kept in the store too (`runtime/vector_index.rs`): a session
+//!   loaded with it needs no known vector until something changes, and its vectors join the
+//!   known ones ([`Embeddings::share`]) rather than being held twice.
 //!
 //! Invariant: a vector is only ever looked up by (model, text key): the same text under the same
 //! model has one vector, wherever it occurs.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use cks_core::KnowledgeStructure;
-use cks_core::vectors::{ObjectKey, Remembered, Synced, TEXT_VERSION, TextKey, Vector, VectorIndex};
+use cks_core::vectors::{ObjectKey, Remembered, StoredVectors, Synced, TEXT_VERSION, TextKey, Vector, VectorIndex};
 use cks_embed::{EmbedError, Embedder};
 use tokio::sync::{OnceCell, mpsc, watch};
 
@@ -153,6 +157,31 @@ impl Embeddings {
         self.loaded.get_or_try_init(|| self.read_stored()).await.map(|_| ())
     }
 
+    /// Whether the store's vectors were read ([`Self::load`]).
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.initialized()
+    }
+
+    /// Whether `structure`'s vector index is settled under this model, so that settling it again
+    /// needs none of the known vectors (a session loaded with its kept index, unchanged since).
+    pub fn is_settled(&self, structure: &KnowledgeStructure) -> bool {
+        structure.vector_index().lock().unwrap_or_else(|p| p.into_inner()).is_settled(self.model())
+    }
+
+    /// Makes the vectors of a kept index known, and holds each once: a vector known already
+    /// takes the place of the one read, and one not known yet joins the known.
+    pub fn share(&self, stored: &mut StoredVectors) {
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+        for (key, vector) in stored.vectors_mut() {
+            match known.entry(*key) {
+                Entry::Occupied(held) => *vector = held.get().clone(),
+                Entry::Vacant(free) => {
+                    free.insert(vector.clone());
+                }
+            }
+        }
+    }
+
     /// Reads the store's vectors of this model again, as after a restore put others there (the
     /// ones known stay: a text's vector under one model does not change).
     pub async fn reload(&self) -> Result<(), StoreError> {
@@ -168,8 +197,11 @@ impl Embeddings {
             let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
             known.reserve(rows.len());
             for row in rows {
-                if let Some(vector) = Vector::from_bytes(&row.vector) {
-                    known.insert(row.text_hash, vector);
+                // A vector known already (from a kept index) is held once.
+                if let Entry::Vacant(free) = known.entry(row.text_hash)
+                    && let Some(vector) = Vector::from_bytes(&row.vector)
+                {
+                    free.insert(vector);
                 }
             }
         }
@@ -399,18 +431,13 @@ impl Runtime {
             .clone();
         if started {
             tokio::spawn(follow(Arc::downgrade(self), self.subscribe()));
-            // The model is readied and the stored vectors are read now, not at the first search,
-            // which then waits only for what is left of either (if anything).
+            // The model is readied now, not at the first search. The stored vectors are read when
+            // first needed: by a session loaded without a kept vector index (as it loads), or by
+            // a change to settle.
             let embedder = embeddings.embedder.clone();
             tokio::task::spawn_blocking(move || {
                 if let Err(e) = embedder.prepare() {
                     tracing::warn!(error = %e, "embedding model not readied; the first search tries again");
-                }
-            });
-            let loading = embeddings.clone();
-            tokio::spawn(async move {
-                if let Err(e) = loading.load().await {
-                    tracing::warn!(error = %e, "stored embeddings not read; the first search tries again");
                 }
             });
         }

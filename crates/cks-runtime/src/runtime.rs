@@ -23,8 +23,10 @@ use tokio::sync::{OnceCell, RwLock, broadcast};
 use cks_core::merge::{self, Conflict, Resolutions};
 use cks_core::neighbourhood::{self, Neighbourhoods};
 use cks_core::ops::{self, Operation};
+use cks_core::text::TextIndex;
 use cks_core::validate::{self, Diagnostic, Extension, ProvenanceKey, Severity, Validated, ValidationOptions};
-use cks_core::{Base, ChangeSet, KnowledgeStructure, Rewind};
+use cks_core::vectors::StoredVectors;
+use cks_core::{Base, ChangeSet, ContentHash, KnowledgeStructure, Rewind};
 
 use crate::access::SessionAccess;
 use crate::codec;
@@ -39,6 +41,7 @@ mod commit;
 mod history;
 mod past;
 mod text_index;
+mod vector_index;
 
 /// The version id that stands for "the empty structure" (as in the reference).
 pub const EMPTY_STATE_VERSION_ID: &str = "00000000-0000-0000-0000-000000000000";
@@ -171,6 +174,8 @@ pub(crate) struct Session {
     fresh_as_of: AtomicU64,
     /// The version whose text index the store keeps ([`text_index::NOT_KEPT`]: none).
     text_index_kept: AtomicU64,
+    /// The version whose vector index the store keeps (the same way).
+    vector_index_kept: AtomicU64,
 }
 
 /// No change token recorded yet.
@@ -387,6 +392,7 @@ impl Runtime {
             objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
             text_index_kept: AtomicU64::new(text_index::NOT_KEPT),
+            vector_index_kept: AtomicU64::new(text_index::NOT_KEPT),
         });
         self.cache_insert(session);
         self.emit(EventKind::SessionCreated { session_id: id.clone() });
@@ -465,17 +471,60 @@ impl Runtime {
 
     async fn load(&self, id: &str) -> Result<Arc<Session>, RuntimeError> {
         let row = self.store.load_session(id).await?.ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))?;
-        // The kept text index is read and decoded while the state is.
-        let (chain, kept) = tokio::join!(self.load_chain(id, row.head.seq), self.read_text_index(id));
-        let (state, kept) = Self::rebuild_with_text_index(id, row, chain?, kept)?;
+        // The kept indexes are read and decoded while the state is.
+        let (chain, text, vectors) =
+            tokio::join!(self.load_chain(id, row.head.seq), self.read_text_index(id), self.read_vector_index(id));
+        let (state, text, vectors) = Self::rebuild_with_kept(id, row, chain?, text, vectors)?;
         Ok(Arc::new(Session {
             id: id.to_owned(),
             state: RwLock::new(state),
             last_used: AtomicU64::new(0),
             objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
-            text_index_kept: AtomicU64::new(kept),
+            text_index_kept: AtomicU64::new(text),
+            vector_index_kept: AtomicU64::new(vectors),
         }))
+    }
+
+    /// Keeps the session's search indexes in the store when there is something new to keep (in
+    /// the background; a comparison or two when there is not).
+    fn keep_indexes(&self, session: &Session, state: &SessionState) {
+        self.keep_text_index(session, state);
+        self.keep_vector_index(session, state);
+    }
+
+    /// Rebuilds a loaded session's state, setting each kept index on it when the rebuild passes
+    /// the version it indexes (the snapshot or a version replayed after it); returns the versions
+    /// whose text and vector indexes are kept now ([`text_index::NOT_KEPT`] when none is set).
+    fn rebuild_with_kept(
+        id: &str,
+        row: SessionRow,
+        chain: Chain<KnowledgeStructure>,
+        text: Option<(u64, ContentHash, TextIndex)>,
+        vectors: Option<(u64, StoredVectors)>,
+    ) -> Result<(SessionState, u64, u64), RuntimeError> {
+        let (mut text, mut vectors) = (text, vectors);
+        let (mut text_set, mut vectors_set) = (text_index::NOT_KEPT, text_index::NOT_KEPT);
+        let state = SessionState::rebuild_visiting(row, chain, |seq, structure| {
+            if let Some((_, root, index)) = text.take_if(|(at, ..)| *at == seq) {
+                match structure.set_text_index(index, root) {
+                    Ok(()) => text_set = seq,
+                    Err(e) => {
+                        tracing::warn!(session_id = id, seq, error = %e, "kept text index not used; it is built when searched")
+                    }
+                }
+            }
+            if let Some((_, stored)) = vectors.take_if(|(at, _)| *at == seq) {
+                match structure.set_vector_index(stored) {
+                    Ok(()) => vectors_set = seq,
+                    Err(e) => {
+                        tracing::warn!(session_id = id, seq, error = %e, "kept vector index not used; it is settled when searched")
+                    }
+                }
+            }
+        })
+        .map_err(|e| corrupt(id, e))?;
+        Ok((state, text_set, vectors_set))
     }
 
     /// The chain that rebuilds the state at `seq`, its snapshot parsed where the store reads it.
@@ -587,7 +636,7 @@ impl Runtime {
         let state = session.state.read().await;
         let info = state.info();
         let answer = f(&state.structure, &info);
-        self.keep_text_index(&session, &state);
+        self.keep_indexes(&session, &state);
         Ok(answer)
     }
 

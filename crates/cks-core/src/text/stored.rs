@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::{Posting, Term, TextIndex, ordinal, sort_key};
 use crate::ContentHash;
+use crate::stored::{Reader, StoredIndexError, u32_at, u64_at};
 
 const MAGIC: &[u8; 8] = b"CKSTXI01";
 
@@ -26,17 +27,6 @@ const MAGIC: &[u8; 8] = b"CKSTXI01";
 pub const TERMS_VERSION: u32 = 1;
 
 const HEADER: usize = 8 + 4 + 32 + 4 + 4 + 8;
-
-/// Why stored bytes are not a text index.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("stored text index unusable: {0}")]
-pub struct StoredIndexError(String);
-
-impl StoredIndexError {
-    pub(crate) fn new(what: impl Into<String>) -> Self {
-        StoredIndexError(what.into())
-    }
-}
 
 impl TextIndex {
     /// The index of a structure whose root hash is `root`, as bytes ([`TextIndex::from_bytes`]
@@ -93,7 +83,7 @@ impl TextIndex {
     /// (an id twice, an object's counts not adding up to its length, a term twice in an
     /// object): they were damaged.
     pub fn from_bytes(bytes: &[u8]) -> Result<(ContentHash, TextIndex), StoredIndexError> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         if reader.take(MAGIC.len())? != MAGIC {
             return Err(StoredIndexError::new("not a text index"));
         }
@@ -113,7 +103,7 @@ impl TextIndex {
         let name_end = if t == 0 { 0 } else { u32_at(terms, 12 * t - 12) as usize };
         let names =
             std::str::from_utf8(reader.take(name_end)?).map_err(|_| StoredIndexError::new("a term is not UTF-8"))?;
-        if reader.at != bytes.len() {
+        if !reader.is_done() {
             return Err(StoredIndexError::new("bytes after the index"));
         }
 
@@ -200,41 +190,6 @@ impl TextIndex {
     pub fn is_empty(&self) -> bool {
         self.ordinals.is_empty()
     }
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], StoredIndexError> {
-        let end = self
-            .at
-            .checked_add(len)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| StoredIndexError::new("cut short"))?;
-        let taken = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(taken)
-    }
-
-    fn u32(&mut self) -> Result<u32, StoredIndexError> {
-        Ok(u32_at(self.take(4)?, 0))
-    }
-
-    fn u64(&mut self) -> Result<u64, StoredIndexError> {
-        Ok(u64_at(self.take(8)?, 0))
-    }
-}
-
-/// The u32 at `at` of a section whose length was checked.
-fn u32_at(section: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(section[at..at + 4].try_into().expect("four bytes"))
-}
-
-fn u64_at(section: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(section[at..at + 8].try_into().expect("eight bytes"))
 }
 
 #[cfg(test)]

@@ -22,8 +22,8 @@ impl Runtime {
             }
             match self.try_commit(&session.id, &session.fresh_as_of, &mut state, &request).await? {
                 Attempt::Done(committed) => {
-                    // A snapshot written after a search keeps the index beside it.
-                    self.keep_text_index(&session, &state);
+                    // A snapshot written after a search keeps the indexes beside it.
+                    self.keep_indexes(&session, &state);
                     return Ok(committed);
                 }
                 Attempt::Conflict => continue,

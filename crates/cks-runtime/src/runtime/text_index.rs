@@ -12,13 +12,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use cks_core::ContentHash;
 use cks_core::text::TextIndex;
-use cks_core::{ContentHash, KnowledgeStructure};
 
-use super::{Runtime, Session, corrupt};
-use crate::error::RuntimeError;
+use super::{Runtime, Session};
 use crate::session::SessionState;
-use crate::store::{Chain, SessionRow, StoreError};
+use crate::store::StoreError;
 
 /// No text index kept (a `Session::text_index_kept` value).
 pub(super) const NOT_KEPT: u64 = u64::MAX;
@@ -42,30 +41,6 @@ impl Runtime {
             tracing::warn!(session_id = id, error = %e, "kept text index not read; it is built when searched");
             None
         })
-    }
-
-    /// Rebuilds a loaded session's state, setting the kept text index on it when the rebuild
-    /// passes the version it indexes (the snapshot or a version replayed after it); returns the
-    /// version whose index is kept now ([`NOT_KEPT`] when none is set).
-    pub(super) fn rebuild_with_text_index(
-        id: &str,
-        row: SessionRow,
-        chain: Chain<KnowledgeStructure>,
-        kept: Option<(u64, ContentHash, TextIndex)>,
-    ) -> Result<(SessionState, u64), RuntimeError> {
-        let mut kept = kept;
-        let mut set = NOT_KEPT;
-        let state = SessionState::rebuild_visiting(row, chain, |seq, structure| {
-            let Some((_, root, index)) = kept.take_if(|(at, ..)| *at == seq) else { return };
-            match structure.set_text_index(index, root) {
-                Ok(()) => set = seq,
-                Err(e) => {
-                    tracing::warn!(session_id = id, seq, error = %e, "kept text index not used; it is built when searched")
-                }
-            }
-        })
-        .map_err(|e| corrupt(id, e))?;
-        Ok((state, set))
     }
 
     /// Keeps the session's text index in the background when it has one and keeps none yet

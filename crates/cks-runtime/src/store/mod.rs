@@ -33,6 +33,7 @@ pub mod tasks;
 
 use async_trait::async_trait;
 use cks_core::KnowledgeStructure;
+use cks_core::vectors::StoredVectors;
 use std::fmt::Debug;
 
 pub use chats::{ChatRow, ChatSummary};
@@ -108,6 +109,20 @@ pub struct Chain<S = String> {
     pub snapshot_seq: u64,
     pub snapshot: S,
     pub versions: Vec<StoredVersion>,
+}
+
+/// A kept vector index's parts, each made as the store asks for it
+/// ([`HistoryStore::save_vector_index`]).
+pub type Parts = Box<dyn Iterator<Item = Vec<u8>> + Send>;
+
+/// Reads the next part of a kept vector index into `read` (the version and the parts so far):
+/// what each store's [`HistoryStore::load_vector_index`] does with the parts, in order.
+pub fn read_vector_part(read: &mut Option<(u64, StoredVectors)>, seq: u64, bytes: &[u8]) -> Result<(), StoreError> {
+    let (at, stored) = read.get_or_insert_with(|| (seq, StoredVectors::default()));
+    if *at != seq {
+        return Err(StoreError::Corrupt(format!("vector index parts of versions {at} and {seq}")));
+    }
+    stored.read_part(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// Decodes a snapshot where the store reads it, from a reader of its text (see
@@ -305,6 +320,26 @@ pub trait HistoryStore: Send + Sync + Debug + 'static {
 
     /// The text index kept for a session and the version it indexes, if any.
     async fn load_text_index(&self, session_id: &str) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let _ = session_id;
+        Ok(None)
+    }
+
+    /// Whether this store keeps vector indexes ([`HistoryStore::save_vector_index`]).
+    fn keeps_vector_indexes(&self) -> bool {
+        false
+    }
+
+    /// Keeps a session's settled vector index of the state at version `seq`, written part by
+    /// part ([`cks_core::vectors::KeptVectors::into_parts`]) in one transaction, in place of the
+    /// one kept before unless that one is of a later version. Only a shortcut, like the text
+    /// index: a session loaded without one settles its index against the known vectors.
+    async fn save_vector_index(&self, session_id: &str, seq: u64, parts: Parts) -> Result<(), StoreError> {
+        let _ = (session_id, seq, parts);
+        Ok(())
+    }
+
+    /// The vector index kept for a session, read part by part, and the version it indexes.
+    async fn load_vector_index(&self, session_id: &str) -> Result<Option<(u64, StoredVectors)>, StoreError> {
         let _ = session_id;
         Ok(None)
     }

@@ -29,10 +29,12 @@ mod tasks;
 use checkpoint::Checkpointer;
 
 use cks_core::KnowledgeStructure;
+use cks_core::vectors::StoredVectors;
 
 use super::{
-    Chain, GraphRow, Head, ImportOutcome, ImportedSession, Located, LocatedReader, NewVersion, ReadAt, SessionRow,
-    SnapshotDecoder, Store, StoreError, StoredVersion, VersionRow, check_imports, version_taken,
+    Chain, GraphRow, Head, ImportOutcome, ImportedSession, Located, LocatedReader, NewVersion, Parts, ReadAt,
+    SessionRow, SnapshotDecoder, Store, StoreError, StoredVersion, VersionRow, check_imports, read_vector_part,
+    version_taken,
 };
 
 /// Schema migrations; entry `i` upgrades a database from `user_version == i` to `i + 1`.
@@ -187,6 +189,17 @@ CREATE TABLE text_indexes (
     session_id TEXT PRIMARY KEY REFERENCES sessions(session_id),
     seq        INTEGER NOT NULL,
     text_index BLOB NOT NULL
+);
+"#,
+    // Each session's settled vector index at one version (`Store::save_vector_index`), in
+    // parts of a few thousand rows; the latest kept.
+    r#"
+CREATE TABLE vector_indexes (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    part       INTEGER NOT NULL,
+    seq        INTEGER NOT NULL,
+    bytes      BLOB NOT NULL,
+    PRIMARY KEY (session_id, part)
 );
 "#,
 ];
@@ -753,6 +766,52 @@ impl HistoryStore for SqliteStore {
         .await
     }
 
+    fn keeps_vector_indexes(&self) -> bool {
+        true
+    }
+
+    async fn save_vector_index(&self, id: &str, seq: u64, parts: Parts) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+            let kept: Option<u64> = tx
+                .query_row("SELECT seq FROM vector_indexes WHERE session_id = ?1 AND part = 0", [&id], |r| r.get(0))
+                .optional()
+                .map_err(backend)?;
+            if kept.is_some_and(|kept| kept > seq) {
+                return Ok(());
+            }
+            tx.execute("DELETE FROM vector_indexes WHERE session_id = ?1", [&id]).map_err(backend)?;
+            {
+                let mut insert = tx
+                    .prepare_cached("INSERT INTO vector_indexes (session_id, part, seq, bytes) VALUES (?1, ?2, ?3, ?4)")
+                    .map_err(backend)?;
+                for (part, bytes) in parts.enumerate() {
+                    insert.execute(params![id, part as u64, seq, bytes]).map_err(backend)?;
+                }
+            }
+            tx.commit().map_err(backend)
+        })
+        .await
+    }
+
+    async fn load_vector_index(&self, id: &str) -> Result<Option<(u64, StoredVectors)>, StoreError> {
+        let id = id.to_owned();
+        self.on_reader(move |conn| {
+            let mut statement = conn
+                .prepare_cached("SELECT seq, bytes FROM vector_indexes WHERE session_id = ?1 ORDER BY part")
+                .map_err(backend)?;
+            let mut rows = statement.query([id]).map_err(backend)?;
+            let mut read = None;
+            while let Some(row) = rows.next().map_err(backend)? {
+                let bytes = row.get_ref(1).and_then(|v| v.as_blob().map_err(Into::into)).map_err(backend)?;
+                read_vector_part(&mut read, row.get(0).map_err(backend)?, bytes)?;
+            }
+            Ok(read)
+        })
+        .await
+    }
+
     async fn load_versions_after(&self, id: &str, after_seq: u64) -> Result<Vec<StoredVersion>, StoreError> {
         let id = id.to_owned();
         self.run(move |conn| versions_between(conn, &id, after_seq, u64::MAX >> 1)).await
@@ -834,7 +893,7 @@ impl Store for SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
             tx.execute_batch(
                 "DELETE FROM chats; DELETE FROM graph_registry; DELETE FROM snapshot_locators; DELETE FROM text_indexes; \
-                 DELETE FROM snapshots; \
+                 DELETE FROM vector_indexes; DELETE FROM snapshots; \
                  DELETE FROM versions; DELETE FROM sessions;",
             )
             .map_err(backend)?;

@@ -178,11 +178,18 @@ impl Tool for SearchSemantic {
         let semantic = match (&embeddings, &seeds) {
             (Some(embeddings), None) => {
                 // A session not loaded yet (the first search after a restart) loads while the
-                // stored vectors are read and the query embedded.
+                // query is embedded. The known vectors are waited for only when its index needs
+                // them: a session loaded with its kept index, unchanged since, needs none.
                 let loading = async {
                     let present = input.version_id.is_none() && input.as_of.is_none();
                     if present && !ctx.runtime.is_loaded(&session_id) {
                         let _ = ctx.runtime.read(&session_id, |_, _| ()).await;
+                    }
+                    let ready = present
+                        && (embeddings.is_loaded()
+                            || ctx.runtime.read(&session_id, |s, _| embeddings.is_settled(s)).await.unwrap_or(false));
+                    if !ready && let Err(e) = embeddings.load().await {
+                        tracing::warn!(error = %e, "stored embeddings not read");
                     }
                 };
                 Some(tokio::join!(query_vector(embeddings, &query, mode), loading).0?)
@@ -215,9 +222,6 @@ struct Semantic {
 /// Embeds the query. The embedder failing is no reason to fail a hybrid search (it ranks by
 /// words alone then); a vector search has nothing else to rank by.
 async fn query_vector(embeddings: &Arc<Embeddings>, query: &str, mode: Mode) -> Result<Semantic, ToolError> {
-    if let Err(e) = embeddings.load().await {
-        tracing::warn!(error = %e, "stored embeddings not read");
-    }
     let vector = match embeddings.embed_query(query).await {
         Ok(vector) => vector,
         Err(e) if mode == Mode::Vector => {
