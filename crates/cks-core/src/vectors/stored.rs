@@ -93,7 +93,10 @@ pub struct StoredVectors {
     dims: usize,
     parts: usize,
     read: usize,
-    rows: Vec<(Box<str>, TextKey, Vector)>,
+    /// The rows' ids, one after the other (one allocation, not one an id), and where each ends.
+    ids: String,
+    ends: Vec<usize>,
+    rows: Vec<(TextKey, Vector)>,
 }
 
 impl StoredVectors {
@@ -117,7 +120,9 @@ impl StoredVectors {
         if number == 0 {
             *self =
                 StoredVectors { root: Some(root), model: model.into(), dims, parts: count, ..StoredVectors::default() };
-            self.rows.reserve(rows.saturating_mul(count).min(1 << 24));
+            let expected = rows.saturating_mul(count).min(1 << 24);
+            self.rows.reserve(expected);
+            self.ends.reserve(expected);
         } else if (Some(root), model, dims, count) != (self.root, &*self.model, self.dims, self.parts) {
             return Err(StoredIndexError::new(format!("part {number} is of another index")));
         }
@@ -132,7 +137,9 @@ impl StoredVectors {
             let vector = Vector::from_bytes(reader.take(4 + dims)?)
                 .filter(|_| dims > 0)
                 .ok_or_else(|| StoredIndexError::new(format!("object {id}: not a vector")))?;
-            self.rows.push((id.into(), key, vector));
+            self.ids.push_str(id);
+            self.ends.push(self.ids.len());
+            self.rows.push((key, vector));
         }
         if !reader.is_done() {
             return Err(StoredIndexError::new("bytes after the rows"));
@@ -154,7 +161,7 @@ impl StoredVectors {
     /// Each row's text key and vector, the vector to be replaced (by the one already known for
     /// that key, so the two are held once).
     pub fn vectors_mut(&mut self) -> impl Iterator<Item = (&TextKey, &mut Vector)> {
-        self.rows.iter_mut().map(|(_, key, vector)| (&*key, vector))
+        self.rows.iter_mut().map(|(key, vector)| (&*key, vector))
     }
 }
 
@@ -178,14 +185,25 @@ impl VectorIndex {
         index.keys.reserve(rows);
         index.rows.reserve(rows);
         index.bits.reserve(rows * super::words(stored.dims));
-        for (id, key, vector) in stored.rows {
-            let entry = structure.entry(&id).filter(|entry| !entry.is_relation());
-            let entry =
-                entry.ok_or_else(|| StoredIndexError::new(format!("object {id}: no such searchable object")))?;
-            if index.rows.contains_key(&*id) {
-                return Err(StoredIndexError::new(format!("object {id} twice")));
-            }
+        // The rows were written in the index's order, which is the structure's order for an index
+        // settled whole and not changed since: each row is then the next searchable entry, and
+        // only rows that are not are looked up.
+        let mut entries = structure.entries().filter(|entry| !entry.is_relation());
+        let mut start = 0;
+        for (&end, (key, vector)) in stored.ends.iter().zip(stored.rows) {
+            let id = &stored.ids[start..end];
+            start = end;
+            let entry = match entries.next() {
+                Some(next) if next.object.id() == id => next,
+                _ => structure
+                    .entry(id)
+                    .filter(|entry| !entry.is_relation())
+                    .ok_or_else(|| StoredIndexError::new(format!("object {id}: no such searchable object")))?,
+            };
             index.push_row(entry.object.clone(), key, &vector);
+        }
+        if index.rows.len() != index.ids.len() {
+            return Err(StoredIndexError::new("an object in two rows"));
         }
         Ok(index)
     }
@@ -271,6 +289,23 @@ mod tests {
         let mut first_only = StoredVectors::default();
         first_only.read_part(&big_kept.clone().into_parts().next().unwrap()).unwrap();
         assert!(big.clone().set_vector_index(first_only).unwrap_err().0.contains("parts missing"));
+    }
+
+    #[test]
+    fn an_index_whose_rows_moved_is_set_alike() {
+        let (mut graph, known) = settled(300);
+        // Removing a row moves the last into its place: the rows leave the structure's order.
+        let mut log = crate::ChangeSet::default();
+        assert!(graph.remove("n7", &mut log));
+        let any = known.values().next().unwrap();
+        let mut index = graph.vector_index().lock().unwrap();
+        index.sync_known(&graph, "stand-in", 2, Vectors(|k: &TextKey| Some(known.get(k).unwrap_or(any))));
+        let kept = index.kept(graph.root_hash()).expect("settled again");
+        let mut loaded = graph.clone();
+        loaded.set_vector_index(read(kept.into_parts()).unwrap()).unwrap();
+        let by_id = |index: &VectorIndex| index.rows().map(|(id, v)| (id.to_owned(), v)).collect::<HashMap<_, _>>();
+        assert_eq!(by_id(&loaded.vector_index().lock().unwrap()), by_id(&index));
+        assert_eq!(by_id(&index).len(), 299);
     }
 
     #[test]
