@@ -139,6 +139,7 @@ pub async fn open_server(config: &Config) -> anyhow::Result<CksServer> {
 /// Serves with a resolved configuration.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let server = open_server(&config).await?;
+    let runtime = server.runtime.clone();
     // graph_auto_update reads the versions components publish through the same guarded fetcher
     // the tools use.
     let versions = cks_tools::services::WebVersions::new(Arc::new(cks_web::fetch::Fetcher::new(config.fetch.clone())));
@@ -176,8 +177,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // claimed again); each sweeper finishes the sweep it is in.
     processes.shutdown().await;
     sweepers.shutdown().await;
+    // The search indexes kept after the last searches land, so the next start reads them.
+    if !runtime.finish_saving(SAVING_WAIT).await {
+        tracing::warn!("search indexes still being kept at exit; they are built again when next searched");
+    }
     served
 }
+
+/// How long a stopping server waits for the search indexes it is keeping (at a million objects,
+/// a vector index is about 300 MB to write).
+const SAVING_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The buffer asked of the kernel for each stdio pipe: its usual limit for an unprivileged
 /// process (`/proc/sys/fs/pipe-max-size`).

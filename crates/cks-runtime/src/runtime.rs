@@ -39,6 +39,7 @@ use crate::tasks::{QueueConfig, TaskQueue};
 
 mod commit;
 mod history;
+mod in_flight;
 mod past;
 mod text_index;
 mod vector_index;
@@ -200,6 +201,8 @@ pub struct Runtime {
     pub(crate) gallery: crate::gallery::Cache,
     /// Search by meaning, once enabled.
     pub(crate) embeddings: std::sync::OnceLock<Arc<crate::embeddings::Embeddings>>,
+    /// Indexes being kept in the background ([`Runtime::finish_saving`]).
+    saving: Arc<in_flight::InFlight>,
 }
 
 /// The most objects [`Runtime::read_neighbourhood`] reads from a store before it loads the
@@ -285,11 +288,18 @@ impl Runtime {
             replica_id: OnceCell::new(),
             gallery: Default::default(),
             embeddings: Default::default(),
+            saving: Default::default(),
         }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Waits until the indexes being kept in the background are written, or `within` passed;
+    /// true when they are. A server that is stopping calls it, so that the next start finds them.
+    pub async fn finish_saving(&self, within: Duration) -> bool {
+        self.saving.wait(within).await
     }
 
     /// The durable task queue in this runtime's store.

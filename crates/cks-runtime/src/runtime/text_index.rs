@@ -58,7 +58,7 @@ impl Runtime {
         }
         let Some(bytes) = state.structure.text_index_bytes() else { return };
         let (store, id) = (Arc::clone(&self.store), session.id.clone());
-        tokio::spawn(async move {
+        self.saving.spawn(async move {
             if let Err(e) = store.save_text_index(&id, seq, bytes).await {
                 tracing::warn!(session_id = id, seq, error = %e, "text index not kept; it is built after a restart");
             }

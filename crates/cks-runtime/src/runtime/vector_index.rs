@@ -76,7 +76,7 @@ impl Runtime {
             return;
         }
         let (store, id) = (Arc::clone(&self.store), session.id.clone());
-        tokio::spawn(async move {
+        self.saving.spawn(async move {
             if let Err(e) = store.save_vector_index(&id, seq, Box::new(rows.into_parts())).await {
                 tracing::warn!(session_id = id, seq, error = %e, "vector index not kept; it is settled after a restart");
             }
