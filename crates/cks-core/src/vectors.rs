@@ -564,6 +564,14 @@ impl VectorIndex {
         *self.model == *model && !self.all_marked && self.marked.is_empty() && self.pending.is_empty()
     }
 
+    /// What the next sync under `model` looks up, when that is not every object: the ids changed
+    /// since the last sync, and the keys of the objects waiting for their vectors. `None` when
+    /// every object is to settle (a new index, or another model's).
+    pub fn to_look_up(&self, model: &str) -> Option<(Vec<&str>, Vec<TextKey>)> {
+        (*self.model == *model && !self.all_marked)
+            .then(|| (self.marked.iter().map(|held| held.id()).collect(), self.pending.values().copied().collect()))
+    }
+
     /// The rows to keep ([`KeptVectors`]) of a settled index of a structure whose root hash is
     /// `root`; `None` while it is not settled. The rows share the index's objects and vectors.
     pub fn kept(&self, root: ContentHash) -> Option<KeptVectors> {

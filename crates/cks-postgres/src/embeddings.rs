@@ -59,6 +59,25 @@ impl EmbeddingStore for PostgresStore {
         Ok(rows)
     }
 
+    async fn load_embeddings_of(&self, model: &str, text_hashes: &[[u8; 16]]) -> Result<Vec<EmbeddingRow>, StoreError> {
+        let client = self.client().await?;
+        let select = client
+            .prepare_cached("SELECT text_hash, vector FROM cks_embeddings WHERE model = $1 AND text_hash = ANY($2)")
+            .await
+            .map_err(db_error)?;
+        let hashes: Vec<&[u8]> = text_hashes.iter().map(|hash| hash.as_slice()).collect();
+        let found = client.query(&select, &[&model, &hashes]).await.map_err(db_error)?;
+        found
+            .into_iter()
+            .map(|row| {
+                let text_hash = row.get::<_, &[u8]>(0).try_into().map_err(|_| {
+                    StoreError::Corrupt(format!("an embedding of model '{model}' has a text hash that is not 16 bytes"))
+                })?;
+                Ok(EmbeddingRow { text_hash, vector: row.get(1) })
+            })
+            .collect()
+    }
+
     async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let client = self.client().await?;
         let rows = client

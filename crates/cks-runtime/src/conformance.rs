@@ -500,6 +500,12 @@ async fn store_embeddings(open: Open) {
     let first = sorted(vec![row(1, 1), row(2, 2), row(3, 3), EmbeddingRow { text_hash: hash(5), vector: vec![] }]);
     store.save_embeddings(&a, &first).await.unwrap();
     assert_eq!(sorted(store.load_embeddings(&a).await.unwrap()), first, "saved rows load back as saved");
+    assert_eq!(
+        sorted(store.load_embeddings_of(&a, &[hash(3), hash(9), hash(1)]).await.unwrap()),
+        [row(1, 1), row(3, 3)],
+        "rows asked for by hash: those kept"
+    );
+    assert_eq!(store.load_embeddings_of(&b, &[hash(1)]).await.unwrap(), [], "another model's are not these");
 
     // A hash kept already keeps its vector; a hash given twice in one save keeps the first.
     store.save_embeddings(&a, &[row(2, 9), row(4, 4), row(4, 8)]).await.unwrap();

@@ -29,7 +29,10 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use cks_core::KnowledgeStructure;
-use cks_core::vectors::{ObjectKey, Remembered, StoredVectors, Synced, TEXT_VERSION, TextKey, Vector, VectorIndex};
+use cks_core::vectors::{
+    ObjectKey, Remembered, StoredVectors, Synced, TEXT_VERSION, TextKey, Vector, VectorIndex, embedding_text,
+    object_key, text_key,
+};
 use cks_embed::{EmbedError, Embedder};
 use tokio::sync::{OnceCell, mpsc, watch};
 
@@ -162,10 +165,45 @@ impl Embeddings {
         self.loaded.initialized()
     }
 
-    /// Whether `structure`'s vector index is settled under this model, so that settling it again
-    /// needs none of the known vectors (a session loaded with its kept index, unchanged since).
-    pub fn is_settled(&self, structure: &KnowledgeStructure) -> bool {
-        structure.vector_index().lock().unwrap_or_else(|p| p.into_inner()).is_settled(self.model())
+    /// The text keys that `structure`'s next settle looks up and no known vector has; `None` when
+    /// it settles every object, which wants every known vector ([`Self::load`]). A session loaded
+    /// with its kept index looks up only what changed after the version kept.
+    pub fn missing_for(&self, structure: &KnowledgeStructure) -> Option<Vec<TextKey>> {
+        let index = structure.vector_index().lock().unwrap_or_else(|p| p.into_inner());
+        let (changed, pending) = index.to_look_up(self.model())?;
+        let known = self.known.read().unwrap_or_else(|p| p.into_inner());
+        let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+        let mut missing: Vec<TextKey> = pending.into_iter().filter(|key| !known.contains_key(key)).collect();
+        for entry in changed.into_iter().filter_map(|id| structure.entry(id)).filter(|entry| !entry.is_relation()) {
+            let key = keys.get(&object_key(&entry.hash)).copied();
+            let key = key.unwrap_or_else(|| text_key(&embedding_text(&entry.object).unwrap_or_default()));
+            if !known.contains_key(&key) {
+                missing.push(key);
+            }
+        }
+        Some(missing)
+    }
+
+    /// Reads the store's vectors of these text keys (those it keeps), so that a settle finds them
+    /// without every known vector read first.
+    pub async fn fetch(&self, keys: &[TextKey]) -> Result<(), StoreError> {
+        if keys.is_empty() || self.is_loaded() {
+            return Ok(());
+        }
+        let rows = self.store.load_embeddings_of(self.model(), keys).await?;
+        {
+            let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+            for row in rows {
+                if let Entry::Vacant(free) = known.entry(row.text_hash)
+                    && let Some(vector) = Vector::from_bytes(&row.vector)
+                {
+                    free.insert(vector);
+                }
+            }
+        }
+        // Objects waiting for these vectors are looked up again at the next settle.
+        self.generation.send_modify(|g| *g += 1);
+        Ok(())
     }
 
     /// Makes the vectors of a kept index known, and holds each once: a vector known already

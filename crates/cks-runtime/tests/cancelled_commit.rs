@@ -210,6 +210,10 @@ impl EmbeddingStore for StallingStore {
         self.inner.load_embeddings(model).await
     }
 
+    async fn load_embeddings_of(&self, model: &str, text_hashes: &[[u8; 16]]) -> Result<Vec<EmbeddingRow>, StoreError> {
+        self.inner.load_embeddings_of(model, text_hashes).await
+    }
+
     async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.inner.embedding_models().await
     }

@@ -187,7 +187,8 @@ mod tests {
         let embedded = *model.texts.lock().unwrap();
 
         let (_, runtime, embeddings) = open(&path, &model);
-        assert!(runtime.read(&id, |s, _| embeddings.is_settled(s)).await.unwrap(), "set as the session loaded");
+        let missing = runtime.read(&id, |s, _| embeddings.missing_for(s)).await.unwrap();
+        assert_eq!(missing, Some(Vec::new()), "set as the session loaded: nothing to look up");
         assert!(!embeddings.is_loaded(), "no known vector read for it");
         assert_eq!(rows(&runtime, &embeddings, &id).await, (before.clone(), 0), "the rows kept");
         // Its vectors joined the known ones: reading the store's adds none twice.
@@ -206,6 +207,18 @@ mod tests {
         assert_ne!(after["n3"], before["n3"]);
         assert!(after.iter().filter(|(id, _)| *id != "n3").all(|(id, v)| before[id] == *v));
         assert_eq!(*model.texts.lock().unwrap(), embedded + 1, "only the changed text embedded");
+        drop(runtime);
+
+        // Restarted with that change after the version kept (no snapshot since, so the index is
+        // not kept again): only the changed object's vector is read, by its key.
+        let (_, runtime, embeddings) = open(&path, &model);
+        let missing = runtime.read(&id, |s, _| embeddings.missing_for(s)).await.unwrap().expect("the kept index set");
+        assert_eq!(missing.len(), 1, "the changed object's text");
+        embeddings.fetch(&missing).await.unwrap();
+        assert_eq!(rows(&runtime, &embeddings, &id).await, (after, 0));
+        assert!(!embeddings.is_loaded());
+        assert_eq!(embeddings.status().known, 41, "the kept index's 40 and the changed one");
+        assert_eq!(*model.texts.lock().unwrap(), embedded + 1, "nothing embedded again");
     }
 
     #[tokio::test]
@@ -217,7 +230,7 @@ mod tests {
         // Another model: its vectors are not these, so the index is settled anew under this one.
         let other = counting("other");
         let (_, runtime, embeddings) = open(&path, &other);
-        assert!(!runtime.read(&id, |s, _| embeddings.is_settled(s)).await.unwrap());
+        assert_eq!(runtime.read(&id, |s, _| embeddings.missing_for(s)).await.unwrap(), None, "every object to settle");
         embeddings.load().await.unwrap();
         rows(&runtime, &embeddings, &id).await;
         assert!(embeddings.idle_within(Duration::from_secs(10)).await);
@@ -233,7 +246,7 @@ mod tests {
         assert!(store.load_vector_index(&id).await.is_err());
         let model = counting("stand-in");
         let (_, runtime, embeddings) = open(&path, &model);
-        assert!(!runtime.read(&id, |s, _| embeddings.is_settled(s)).await.unwrap());
+        assert_eq!(runtime.read(&id, |s, _| embeddings.missing_for(s)).await.unwrap(), None);
         embeddings.load().await.unwrap();
         let (rows, pending) = self::rows(&runtime, &embeddings, &id).await;
         assert_eq!((rows.len(), pending), (40, 0), "settled against the stored vectors");

@@ -510,6 +510,14 @@ impl EmbeddingStore for MemoryStore {
         })
     }
 
+    async fn load_embeddings_of(&self, model: &str, text_hashes: &[[u8; 16]]) -> Result<Vec<EmbeddingRow>, StoreError> {
+        self.with(|inner| {
+            let Some(kept) = inner.embeddings.get(model) else { return Ok(Vec::new()) };
+            let found = text_hashes.iter().filter_map(|hash| Some((hash, kept.get(hash)?)));
+            Ok(found.map(|(hash, vector)| EmbeddingRow { text_hash: *hash, vector: vector.clone() }).collect())
+        })
+    }
+
     async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.with(|inner| Ok(inner.embeddings.iter().map(|(model, rows)| (model.clone(), rows.len() as u64)).collect()))
     }

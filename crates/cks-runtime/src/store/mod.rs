@@ -548,6 +548,9 @@ pub trait EmbeddingStore: Send + Sync + Debug + 'static {
     /// Every row kept under `model`, in any order.
     async fn load_embeddings(&self, model: &str) -> Result<Vec<EmbeddingRow>, StoreError>;
 
+    /// The rows kept under `model` for these text hashes (those that are kept), in any order.
+    async fn load_embeddings_of(&self, model: &str, text_hashes: &[[u8; 16]]) -> Result<Vec<EmbeddingRow>, StoreError>;
+
     /// Each model with rows kept, with how many, ordered by model name (byte order).
     async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError>;
 

@@ -45,6 +45,22 @@ impl EmbeddingStore for SqliteStore {
         .await
     }
 
+    async fn load_embeddings_of(&self, model: &str, text_hashes: &[[u8; 16]]) -> Result<Vec<EmbeddingRow>, StoreError> {
+        let (model, hashes) = (model.to_owned(), text_hashes.to_vec());
+        self.on_reader(move |conn| {
+            let mut select = conn
+                .prepare_cached("SELECT vector FROM embeddings WHERE model = ?1 AND text_hash = ?2")
+                .map_err(backend)?;
+            let mut rows = Vec::with_capacity(hashes.len());
+            for text_hash in hashes {
+                let vector = select.query_row(params![model, text_hash], |r| r.get(0)).optional().map_err(backend)?;
+                rows.extend(vector.map(|vector| EmbeddingRow { text_hash, vector }));
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
     async fn embedding_models(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.run(|conn| {
             let mut select = conn

@@ -178,17 +178,22 @@ impl Tool for SearchSemantic {
         let semantic = match (&embeddings, &seeds) {
             (Some(embeddings), None) => {
                 // A session not loaded yet (the first search after a restart) loads while the
-                // query is embedded. The known vectors are waited for only when its index needs
-                // them: a session loaded with its kept index, unchanged since, needs none.
+                // query is embedded. Every known vector is read only when its index wants them
+                // all: a session loaded with its kept index wants those of what changed since.
                 let loading = async {
                     let present = input.version_id.is_none() && input.as_of.is_none();
                     if present && !ctx.runtime.is_loaded(&session_id) {
                         let _ = ctx.runtime.read(&session_id, |_, _| ()).await;
                     }
-                    let ready = present
-                        && (embeddings.is_loaded()
-                            || ctx.runtime.read(&session_id, |s, _| embeddings.is_settled(s)).await.unwrap_or(false));
-                    if !ready && let Err(e) = embeddings.load().await {
+                    let wanted = match present && !embeddings.is_loaded() {
+                        true => ctx.runtime.read(&session_id, |s, _| embeddings.missing_for(s)).await.ok().flatten(),
+                        false => None,
+                    };
+                    let read = match wanted {
+                        Some(keys) => embeddings.fetch(&keys).await,
+                        None => embeddings.load().await,
+                    };
+                    if let Err(e) = read {
                         tracing::warn!(error = %e, "stored embeddings not read");
                     }
                 };
