@@ -2,8 +2,10 @@
 //! the background, and kept in the store by the text's key, so an unchanged text is never
 //! embedded again (after a restart, a branch, an import, a revert).
 //!
-//! - [`Embeddings`] holds the vectors known so far (read from the store when first needed, then
-//!   added to as texts are embedded) and a queue of texts to embed. One worker
+//! - [`Embeddings`] holds the vectors known so far and a queue of texts to embed. The store's
+//!   vectors are read whole only for an index settled from nothing ([`Embeddings::load`]);
+//!   otherwise by key, those of what changed ([`Embeddings::ready_for`]), and the worker reads a
+//!   batch's from the store before it embeds what is left. One worker
 //!   task drains the queue in batches; a failing embedder is retried with a growing pause, and
 //!   nothing waits on it: a commit never does, and a search ranks what has vectors and says how
 //!   many are pending.
@@ -351,6 +353,46 @@ impl Embeddings {
         idle()
     }
 
+    /// Takes out of `batch` the texts whose vectors are known or kept in the store (queued before
+    /// they were read), making the store's known: they are not embedded again.
+    async fn take_stored(&self, batch: &mut Vec<(TextKey, String)>) {
+        if !self.is_loaded() {
+            let keys: Vec<TextKey> = batch.iter().map(|(key, _)| *key).collect();
+            if let Err(e) = self.fetch(&keys).await {
+                tracing::warn!(error = %e, "stored embeddings not read; the texts are embedded");
+                return;
+            }
+        }
+        let taken: Vec<TextKey> = {
+            let known = self.known.read().unwrap_or_else(|p| p.into_inner());
+            let taken = batch.iter().filter(|(key, _)| known.contains_key(key)).map(|(key, _)| *key).collect();
+            batch.retain(|(key, _)| !known.contains_key(key));
+            taken
+        };
+        if !taken.is_empty() {
+            let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+            for key in &taken {
+                queued.remove(key);
+            }
+            drop(queued);
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Readies the known vectors for `session_id`'s next settle: those of what its index looks
+    /// up, read by key ([`Self::missing_for`]), or every one when it settles every object.
+    pub async fn ready_for(&self, runtime: &Runtime, session_id: &str) -> Result<(), StoreError> {
+        if self.is_loaded() {
+            return Ok(());
+        }
+        match runtime.read(session_id, |structure, _| self.missing_for(structure)).await {
+            Ok(Some(keys)) => self.fetch(&keys).await,
+            Ok(None) => self.load().await,
+            // Nothing to settle.
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Embeds one batch, keeps it in the store, then makes it known.
     async fn embed_batch(&self, batch: &[(TextKey, String)]) -> Result<(), EmbedError> {
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
@@ -425,15 +467,19 @@ async fn work(embeddings: Weak<Embeddings>, mut receiver: mpsc::UnboundedReceive
         batch.push(first);
         loop {
             let Some(embeddings) = embeddings.upgrade() else { return };
-            if let Err(e) = embeddings.load().await {
-                tracing::warn!(error = %e, "stored embeddings not read");
-            }
             let size = embeddings.embedder.batch_size().max(1);
             while batch.len() < size {
                 match receiver.try_recv() {
                     Ok(item) => batch.push(item),
                     Err(_) => break,
                 }
+            }
+            embeddings.take_stored(&mut batch).await;
+            if batch.is_empty() {
+                if receiver.is_empty() {
+                    break;
+                }
+                continue;
             }
             match embeddings.embed_batch(&batch).await {
                 Ok(()) => {
@@ -502,13 +548,13 @@ async fn follow(runtime: Weak<Runtime>, mut events: tokio::sync::broadcast::Rece
         };
         let Some(runtime) = runtime.upgrade() else { return };
         let Some(embeddings) = runtime.embeddings().cloned() else { continue };
-        if let Err(e) = embeddings.load().await {
-            tracing::warn!(error = %e, "stored embeddings not read");
-        }
         // Only sessions this process holds: another replica's commits are settled at the next
         // search here, or by that replica.
         if !runtime.is_loaded(session_id) {
             continue;
+        }
+        if let Err(e) = embeddings.ready_for(&runtime, session_id).await {
+            tracing::warn!(error = %e, "stored embeddings not read");
         }
         let settled = runtime.read(session_id, |structure, _| embeddings.settle(structure, |_, _| ())).await;
         if let Err(e) = settled {
@@ -592,6 +638,22 @@ mod tests {
         let status = embeddings.status();
         assert_eq!((status.known, status.text_keys), (3, 3));
         assert_eq!(status.keys_made, 0, "the first settle after a restart reads the keys, makes none");
+    }
+
+    #[tokio::test]
+    async fn a_queued_text_whose_vector_the_store_keeps_is_read_by_key_not_embedded() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::memory::MemoryStore::new());
+        let counting = Arc::new(Counting::default());
+        let kept = Vector::quantize(&[1.0, 2.0, 3.0]).unwrap();
+        let key = text_key("alpha");
+        store.save_embeddings("counting", &[EmbeddingRow { text_hash: key, vector: kept.to_bytes() }]).await.unwrap();
+        let embeddings = Embeddings::start(counting.clone(), store);
+        embeddings.enqueue(&[(key, "alpha".into()), (text_key("beta"), "beta".into())]);
+        assert!(embeddings.idle_within(Duration::from_secs(10)).await);
+        assert_eq!(*counting.texts.lock().unwrap(), ["beta"], "only the text the store lacks");
+        assert!(!embeddings.is_loaded(), "read by key, not whole");
+        assert_eq!(embeddings.known.read().unwrap().get(&key), Some(&kept));
+        assert_eq!(embeddings.status().known, 2);
     }
 
     /// The session's settled index equals one built from scratch over the same structure and

@@ -185,13 +185,9 @@ impl Tool for SearchSemantic {
                     if present && !ctx.runtime.is_loaded(&session_id) {
                         let _ = ctx.runtime.read(&session_id, |_, _| ()).await;
                     }
-                    let wanted = match present && !embeddings.is_loaded() {
-                        true => ctx.runtime.read(&session_id, |s, _| embeddings.missing_for(s)).await.ok().flatten(),
-                        false => None,
-                    };
-                    let read = match wanted {
-                        Some(keys) => embeddings.fetch(&keys).await,
-                        None => embeddings.load().await,
+                    let read = match present {
+                        true => embeddings.ready_for(&ctx.runtime, &session_id).await,
+                        false => embeddings.load().await,
                     };
                     if let Err(e) = read {
                         tracing::warn!(error = %e, "stored embeddings not read");
