@@ -5,10 +5,9 @@
 //! - [`Embeddings`] holds the vectors known so far and a queue of texts to embed. The store's
 //!   vectors are read whole only for an index settled from nothing ([`Embeddings::load`]);
 //!   otherwise by key, those of what changed ([`Embeddings::ready_for`]), and the worker reads a
-//!   batch's from the store before it embeds what is left. One worker
-//!   task drains the queue in batches; a failing embedder is retried with a growing pause, and
-//!   nothing waits on it: a commit never does, and a search ranks what has vectors and says how
-//!   many are pending.
+//!   batch's from the store before it embeds what is left. One worker task drains the queue in
+//!   batches; a failing embedder is retried with a growing pause, and nothing waits on it: a
+//!   commit never does, and a search ranks what has vectors and says how many are pending.
 //! - A follower settles each session that gets a new version, so its changed objects are queued
 //!   right after the commit rather than at the next search.
 //! - The session's [`VectorIndex`] (in its structure) is settled against the known vectors by
