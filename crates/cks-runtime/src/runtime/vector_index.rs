@@ -5,11 +5,12 @@
 //! One index is kept a session, of the state at one version, under the model that made it. A
 //! load reads it beside the snapshot, its vectors join the known ones ([`Embeddings::share`]),
 //! and the rebuild sets it when it passes that version; the versions replayed after it mark
-//! what they change, as any change does. It is kept once a search finds the index settled (every
-//! object with its vector, nothing pending) and none is kept at or after the session's latest
-//! snapshot, which is where a rebuild starts. It is only a shortcut: an index missing, of another
-//! model, of a version the rebuild does not pass, or unreadable is settled when the session is
-//! next searched, after the known vectors are read (which a load without a kept index starts).
+//! what they change, as any change does, and the first search reads by key only the vectors of
+//! those. It is kept once a read finds the index settled (every object with its vector, nothing
+//! pending or changed since) and none is kept at or after the session's latest snapshot, which is
+//! where a rebuild starts. It is only a shortcut: an index missing, of another model, of a version
+//! the rebuild does not pass, or unreadable is settled from nothing when the session is next
+//! searched, against every stored vector (which such a load starts reading beside the session).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
