@@ -192,6 +192,7 @@ impl Embeddings {
             return Ok(());
         }
         let rows = self.store.load_embeddings_of(self.model(), keys).await?;
+        let mut found = 0;
         {
             let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
             for row in rows {
@@ -199,11 +200,14 @@ impl Embeddings {
                     && let Some(vector) = Vector::from_bytes(&row.vector)
                 {
                     free.insert(vector);
+                    found += 1;
                 }
             }
         }
-        // Objects waiting for these vectors are looked up again at the next settle.
-        self.generation.send_modify(|g| *g += 1);
+        if found > 0 {
+            // Objects waiting for these vectors are looked up again at the next settle.
+            self.generation.send_modify(|g| *g += 1);
+        }
         Ok(())
     }
 
@@ -352,8 +356,9 @@ impl Embeddings {
         idle()
     }
 
-    /// Takes out of `batch` the texts whose vectors are known or kept in the store (queued before
-    /// they were read), making the store's known: they are not embedded again.
+    /// Takes out of `batch` the texts whose vectors are known or kept in the store (they were
+    /// queued before those were read), so that they are not embedded again; the store's become
+    /// known.
     async fn take_stored(&self, batch: &mut Vec<(TextKey, String)>) {
         if !self.is_loaded() {
             let keys: Vec<TextKey> = batch.iter().map(|(key, _)| *key).collect();
