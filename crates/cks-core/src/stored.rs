@@ -2,6 +2,8 @@
 //! [`crate::vectors::StoredVectors`]): their error, and a reader of little-endian bytes that
 //! refuses to read past the end.
 
+use crate::ContentHash;
+
 /// Why stored bytes are not an index.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("stored index unusable: {0}")]
@@ -40,6 +42,26 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn u64(&mut self) -> Result<u64, StoredIndexError> {
         Ok(u64_at(self.take(8)?, 0))
+    }
+
+    /// Reads the head every stored index begins with: its magic (naming `what` it is), the
+    /// version of how its text was made (named `made`, refused unless `version`), and the root
+    /// hash of the structure it was made from, which it returns.
+    pub(crate) fn head(
+        &mut self,
+        magic: &[u8; 8],
+        what: &str,
+        made: &str,
+        version: u32,
+    ) -> Result<ContentHash, StoredIndexError> {
+        if self.take(magic.len())? != magic {
+            return Err(StoredIndexError::new(format!("not a {what}")));
+        }
+        let written = self.u32()?;
+        if written != version {
+            return Err(StoredIndexError::new(format!("{made} {written}, this build makes {version}")));
+        }
+        Ok(ContentHash(self.take(32)?.try_into().expect("32 bytes")))
     }
 
     /// Whether every byte was read.

@@ -173,7 +173,7 @@ pub(crate) struct Session {
     objects: AtomicUsize,
     /// The store's change token when this session was last known to match the store.
     fresh_as_of: AtomicU64,
-    /// The version whose text index the store keeps ([`text_index::NOT_KEPT`]: none).
+    /// The version whose text index the store keeps ([`NOT_KEPT`]: none).
     text_index_kept: AtomicU64,
     /// The version whose vector index the store keeps (the same way).
     vector_index_kept: AtomicU64,
@@ -181,6 +181,9 @@ pub(crate) struct Session {
 
 /// No change token recorded yet.
 const NOT_CHECKED: u64 = u64::MAX;
+
+/// No index kept (a `Session::text_index_kept` or `vector_index_kept` value).
+const NOT_KEPT: u64 = u64::MAX;
 
 #[derive(Debug, Default)]
 struct Cache {
@@ -401,8 +404,8 @@ impl Runtime {
             last_used: AtomicU64::new(0),
             objects: AtomicUsize::new(0),
             fresh_as_of: AtomicU64::new(NOT_CHECKED),
-            text_index_kept: AtomicU64::new(text_index::NOT_KEPT),
-            vector_index_kept: AtomicU64::new(text_index::NOT_KEPT),
+            text_index_kept: AtomicU64::new(NOT_KEPT),
+            vector_index_kept: AtomicU64::new(NOT_KEPT),
         });
         self.cache_insert(session);
         self.emit(EventKind::SessionCreated { session_id: id.clone() });
@@ -505,7 +508,7 @@ impl Runtime {
 
     /// Rebuilds a loaded session's state, setting each kept index on it when the rebuild passes
     /// the version it indexes (the snapshot or a version replayed after it); returns the versions
-    /// whose text and vector indexes are kept now ([`text_index::NOT_KEPT`] when none is set).
+    /// whose text and vector indexes are kept now ([`NOT_KEPT`] when none is set).
     fn rebuild_with_kept(
         id: &str,
         row: SessionRow,
@@ -514,7 +517,7 @@ impl Runtime {
         vectors: Option<(u64, StoredVectors)>,
     ) -> Result<(SessionState, u64, u64), RuntimeError> {
         let (mut text, mut vectors) = (text, vectors);
-        let (mut text_set, mut vectors_set) = (text_index::NOT_KEPT, text_index::NOT_KEPT);
+        let (mut text_set, mut vectors_set) = (NOT_KEPT, NOT_KEPT);
         let state = SessionState::rebuild_visiting(row, chain, |seq, structure| {
             if let Some((_, root, index)) = text.take_if(|(at, ..)| *at == seq) {
                 match structure.set_text_index(index, root) {

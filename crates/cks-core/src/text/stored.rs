@@ -84,14 +84,7 @@ impl TextIndex {
     /// object): they were damaged.
     pub fn from_bytes(bytes: &[u8]) -> Result<(ContentHash, TextIndex), StoredIndexError> {
         let mut reader = Reader::new(bytes);
-        if reader.take(MAGIC.len())? != MAGIC {
-            return Err(StoredIndexError::new("not a text index"));
-        }
-        let version = reader.u32()?;
-        if version != TERMS_VERSION {
-            return Err(StoredIndexError::new(format!("terms version {version}, this build makes {TERMS_VERSION}")));
-        }
-        let root = ContentHash(reader.take(32)?.try_into().expect("32 bytes"));
+        let root = reader.head(MAGIC, "text index", "terms version", TERMS_VERSION)?;
         let n = reader.u32()? as usize;
         let t = reader.u32()? as usize;
         let p = usize::try_from(reader.u64()?).map_err(|_| StoredIndexError::new("too many postings"))?;

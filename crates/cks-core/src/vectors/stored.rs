@@ -104,14 +104,7 @@ impl StoredVectors {
     /// [`TEXT_VERSION`] and a part that disagrees with the ones before it.
     pub fn read_part(&mut self, bytes: &[u8]) -> Result<(), StoredIndexError> {
         let mut reader = Reader::new(bytes);
-        if reader.take(MAGIC.len())? != MAGIC {
-            return Err(StoredIndexError::new("not a vector index"));
-        }
-        let version = reader.u32()?;
-        if version != TEXT_VERSION {
-            return Err(StoredIndexError::new(format!("text version {version}, this build makes {TEXT_VERSION}")));
-        }
-        let root = ContentHash(reader.take(32)?.try_into().expect("32 bytes"));
+        let root = reader.head(MAGIC, "vector index", "text version", TEXT_VERSION)?;
         let model_len = reader.u32()? as usize;
         let model = std::str::from_utf8(reader.take(model_len)?)
             .map_err(|_| StoredIndexError::new("the model's name is not UTF-8"))?;

@@ -15,12 +15,9 @@ use std::sync::atomic::Ordering;
 use cks_core::ContentHash;
 use cks_core::text::TextIndex;
 
-use super::{Runtime, Session};
+use super::{NOT_KEPT, Runtime, Session};
 use crate::session::SessionState;
 use crate::store::StoreError;
-
-/// No text index kept (a `Session::text_index_kept` value).
-pub(super) const NOT_KEPT: u64 = u64::MAX;
 
 impl Runtime {
     /// The session's kept text index, read and decoded (off the async workers), with the version

@@ -17,8 +17,7 @@ use std::sync::atomic::Ordering;
 
 use cks_core::vectors::StoredVectors;
 
-use super::text_index::NOT_KEPT;
-use super::{Runtime, Session};
+use super::{NOT_KEPT, Runtime, Session};
 use crate::embeddings::Embeddings;
 use crate::session::SessionState;
 
