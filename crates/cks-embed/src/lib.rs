@@ -1,14 +1,19 @@
 //! Text embeddings for search by meaning: the [`Embedder`] interface the runtime embeds through,
-//! and the local [`StaticModel`]. Providers' embedding endpoints implement the same interface
-//! in the model client.
+//! and the two local models: the [`Transformer`] (a BERT encoder run in process, the default)
+//! and the [`StaticModel`] (a token table, microseconds a text). Providers' embedding endpoints
+//! implement the same interface in the model client.
 //!
 //! Invariant: nothing here reaches the network or a model hub; a model is read from a directory
 //! an install step filled.
 
+mod gemm;
+pub mod safetensors;
 pub mod static_model;
+pub mod transformer;
 pub mod wordpiece;
 
 pub use static_model::StaticModel;
+pub use transformer::Transformer;
 
 /// Why texts could not be embedded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -42,11 +42,29 @@ impl WordPiece {
         ids
     }
 
-    /// Greedy longest-match-first pieces of one word; nothing when some part has no piece.
-    fn pieces(&self, word: &str, out: &mut Vec<u32>) {
+    /// The ids of `text`'s pieces as BERT gives them to its model: a word without pieces is one
+    /// unknown token (nothing, when the vocabulary has none).
+    pub fn tokens(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for word in basic_tokens(text) {
+            if !self.pieces(&word, &mut ids) {
+                ids.extend(self.unknown);
+            }
+        }
+        ids
+    }
+
+    /// The id of `token`, when the vocabulary has it.
+    pub fn id(&self, token: &str) -> Option<u32> {
+        self.ids.get(token).copied()
+    }
+
+    /// Greedy longest-match-first pieces of one word; nothing, and false, when some part has no
+    /// piece.
+    fn pieces(&self, word: &str, out: &mut Vec<u32>) -> bool {
         let chars: Vec<(usize, char)> = word.char_indices().collect();
         if chars.len() > MAX_WORD_CHARS {
-            return;
+            return false;
         }
         let mut found = Vec::new();
         let mut start = 0;
@@ -69,11 +87,12 @@ impl WordPiece {
             }
             match matched {
                 Some(id) => found.push(id),
-                None => return,
+                None => return false,
             }
             start = end;
         }
         out.extend(found);
+        true
     }
 
     /// The id of the unknown token, when the vocabulary has one.
@@ -178,5 +197,12 @@ mod tests {
         assert_eq!(pieces("zebra the"), vec![2]);
         assert_eq!(pieces(&"a".repeat(101)), Vec::<u32>::new());
         assert_eq!(vocab().unknown(), Some(1));
+    }
+
+    #[test]
+    fn a_model_sees_a_word_without_pieces_as_unknown() {
+        assert_eq!(vocab().tokens("zebra the"), vec![1, 2]);
+        assert_eq!(vocab().tokens(&format!("{} the!", "a".repeat(101))), vec![1, 2, 8]);
+        assert_eq!(vocab().id("hello"), Some(12));
     }
 }

@@ -1,12 +1,14 @@
 //! Which embedder search by meaning uses: `CKS_EMBEDDING_PROVIDER` (`local`, `none`, or an LLM
 //! provider with an embeddings endpoint: `ollama`, `openai_compatible`, `google`) and
 //! `CKS_EMBEDDING_MODEL` (the local model's directory, or the provider's embedding model). Unset,
-//! the local model is used when it is installed where `scripts/install-embedding-model` puts it,
-//! and nothing otherwise: search then ranks by words alone.
+//! the local model is used when it is installed where `scripts/install-embedding-model` puts it
+//! (the transformer, else the static table), and nothing otherwise: search then ranks by words
+//! alone.
 //!
-//! The local model's manifest is read at start-up (so a wrong setting stops the server with a
-//! message saying what is wrong); its table only at the first embedding, so a server that never
-//! searches never pays for it.
+//! A local model is a directory whose `model.json` says its format: a transformer
+//! (`cks-transformer`) or a static table (`cks-static`). Its manifests, and a transformer's
+//! weights' header, are read at start-up (so a wrong setting or a damaged model stops the server
+//! with a message naming it); its weights or table only when search by meaning starts.
 //!
 //! A provider is reached at the base URL and with the key its chat calls use (`CKS_OLLAMA_HOST`,
 //! `CKS_OPENAI_BASE_URL` and `CKS_OPENAI_API_KEY`, `CKS_GOOGLE_BASE_URL` and `CKS_GOOGLE_API_KEY`),
@@ -20,11 +22,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context as _, anyhow, bail};
-use cks_embed::{EmbedError, Embedder, StaticModel};
+use cks_embed::{EmbedError, Embedder, StaticModel, Transformer};
 use cks_llm::{EmbedderError, ProviderEmbedder, ProviderKind};
 
 /// The default local model's directory name under the cache.
-pub const DEFAULT_MODEL: &str = "minilm-l6-static";
+pub const DEFAULT_MODEL: &str = "minilm-l6";
+
+/// The static model's, used when it is the one installed.
+pub const STATIC_MODEL: &str = "minilm-l6-static";
 
 /// Where the install script puts models: `${XDG_CACHE_HOME:-$HOME/.cache}/cks-mcp/models`.
 pub fn models_dir(env: &HashMap<String, String>) -> PathBuf {
@@ -40,24 +45,27 @@ pub fn open(env: &HashMap<String, String>) -> anyhow::Result<Option<Arc<dyn Embe
     let provider = env.get("CKS_EMBEDDING_PROVIDER").map(|v| v.trim().to_ascii_lowercase());
     let named = env.get("CKS_EMBEDDING_MODEL").map(|v| v.trim()).filter(|v| !v.is_empty());
     let model = named.map(PathBuf::from);
-    let installed = models_dir(env).join(DEFAULT_MODEL);
+    let models = models_dir(env);
+    let installed = [DEFAULT_MODEL, STATIC_MODEL]
+        .map(|name| models.join(name))
+        .into_iter()
+        .find(|dir| dir.join("model.json").exists());
     match provider.as_deref() {
         Some("none") => Ok(None),
         Some("local") => {
-            let dir = model.unwrap_or(installed);
-            if !dir.join("model.json").exists() {
+            let Some(dir) = model.clone().or(installed) else {
                 bail!(
                     "CKS_EMBEDDING_PROVIDER=local: no model at {} (install the default one with \
                      scripts/install-embedding-model, or set CKS_EMBEDDING_MODEL to a model's directory)",
-                    dir.display()
+                    models.join(DEFAULT_MODEL).display()
                 );
-            }
-            Ok(Some(Arc::new(LazyModel::new(&dir).context("CKS_EMBEDDING_MODEL")?)))
+            };
+            let local = if model.is_some() { local(&dir).context("CKS_EMBEDDING_MODEL")? } else { local(&dir)? };
+            Ok(Some(local))
         }
         None | Some("") => match model {
-            Some(dir) => Ok(Some(Arc::new(LazyModel::new(&dir).context("CKS_EMBEDDING_MODEL")?))),
-            None if installed.join("model.json").exists() => Ok(Some(Arc::new(LazyModel::new(&installed)?))),
-            None => Ok(None),
+            Some(dir) => Ok(Some(local(&dir).context("CKS_EMBEDDING_MODEL")?)),
+            None => installed.map(|dir| local(&dir)).transpose(),
         },
         Some(name) => match ProviderKind::from_name(name) {
             Some(kind) => Ok(Some(Arc::new(provider_embedder(kind, named, env)?))),
@@ -86,8 +94,27 @@ fn provider_embedder(
     })
 }
 
-/// A local static model, opened (its manifest and vocabulary read, its table's size checked) when
-/// readied or at its first use.
+/// The local model in `dir`, of the format its manifest names, checked.
+fn local(dir: &Path) -> anyhow::Result<Arc<dyn Embedder>> {
+    let manifest = dir.join("model.json");
+    let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", manifest.display()))?;
+    match value["format"].as_str() {
+        Some(cks_embed::transformer::FORMAT) => Ok(Arc::new(Transformer::check(dir)?)),
+        Some(cks_embed::static_model::FORMAT) => Ok(Arc::new(LazyModel::new(dir, &value)?)),
+        _ => bail!(
+            "{} names no model format this server runs (format {}; expected {} or {})",
+            manifest.display(),
+            value["format"],
+            cks_embed::transformer::FORMAT,
+            cks_embed::static_model::FORMAT
+        ),
+    }
+}
+
+/// A local static model, opened (its vocabulary read, its table's size checked) when readied or
+/// at its first use.
 #[derive(Debug)]
 struct LazyModel {
     dir: PathBuf,
@@ -96,15 +123,10 @@ struct LazyModel {
 }
 
 impl LazyModel {
-    fn new(dir: &Path) -> anyhow::Result<LazyModel> {
-        let manifest = dir.join("model.json");
-        let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", manifest.display()))?;
-        if value["format"] != cks_embed::static_model::FORMAT {
-            bail!("{} is not a static model's manifest (format {})", manifest.display(), value["format"]);
-        }
-        let Some(name) = value["name"].as_str() else { bail!("{} names no model", manifest.display()) };
+    fn new(dir: &Path, manifest: &serde_json::Value) -> anyhow::Result<LazyModel> {
+        let Some(name) = manifest["name"].as_str() else {
+            bail!("{} names no model", dir.join("model.json").display())
+        };
         Ok(LazyModel { dir: dir.to_owned(), name: name.to_owned(), model: OnceLock::new() })
     }
 
@@ -145,19 +167,44 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let home = cache.path().to_str().unwrap();
         assert!(open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().is_none(), "nothing installed");
-        let dir = models_dir(&env(&[("XDG_CACHE_HOME", home)])).join(DEFAULT_MODEL);
-        cks_embed::static_model::write(&dir, "tiny", &["[UNK]", "red"], &[0.0, 0.0, 1.0, 0.5]).unwrap();
+        let models = models_dir(&env(&[("XDG_CACHE_HOME", home)]));
+        cks_embed::static_model::write(&models.join(STATIC_MODEL), "tiny", &["[UNK]", "red"], &[0.0, 0.0, 1.0, 0.5])
+            .unwrap();
         let embedder = open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().expect("installed");
-        assert_eq!(embedder.model(), "tiny");
+        assert_eq!(embedder.model(), "tiny", "the static model, when it is the one installed");
         assert_eq!(embedder.embed(&["red".into()]).await.unwrap(), vec![vec![1.0, 0.5]]);
         assert!(open(&env(&[("XDG_CACHE_HOME", home), ("CKS_EMBEDDING_PROVIDER", "none")])).unwrap().is_none());
+
+        let tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "red"];
+        cks_embed::transformer::write_sample(&models.join(DEFAULT_MODEL), "tiny-bert", &tokens, 8, 1).unwrap();
+        let embedder = open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().expect("installed");
+        assert_eq!(embedder.model(), "tiny-bert", "the transformer, the default, goes first");
+        let vectors = embedder.embed(&["red".into(), "red red".into()]).await.unwrap();
+        assert_eq!(vectors.iter().map(Vec::len).collect::<Vec<_>>(), [8, 8]);
+        assert_eq!(embedder.embed(&["red".into()]).await.unwrap()[0], vectors[0], "a query as a batch's text");
+    }
+
+    #[test]
+    fn a_damaged_transformer_stops_start_up_naming_its_file() {
+        let cache = tempfile::tempdir().unwrap();
+        let home = cache.path().to_str().unwrap();
+        let dir = models_dir(&env(&[("XDG_CACHE_HOME", home)])).join(DEFAULT_MODEL);
+        cks_embed::transformer::write_sample(&dir, "tiny-bert", &["[UNK]", "[CLS]", "[SEP]"], 8, 1).unwrap();
+        let weights = dir.join("model.safetensors");
+        let bytes = std::fs::read(&weights).unwrap();
+        std::fs::write(&weights, &bytes[..100]).unwrap();
+        let error = format!("{:#}", open(&env(&[("XDG_CACHE_HOME", home)])).unwrap_err());
+        assert!(error.contains(&weights.display().to_string()), "{error}");
+        std::fs::write(dir.join("model.json"), r#"{"format": "onnx", "name": "x"}"#).unwrap();
+        let error = format!("{:#}", open(&env(&[("XDG_CACHE_HOME", home)])).unwrap_err());
+        assert!(error.contains("names no model format this server runs"), "{error}");
     }
 
     #[tokio::test]
     async fn the_model_is_read_when_readied_not_at_the_first_text() {
         let cache = tempfile::tempdir().unwrap();
         let home = cache.path().to_str().unwrap();
-        let dir = models_dir(&env(&[("XDG_CACHE_HOME", home)])).join(DEFAULT_MODEL);
+        let dir = models_dir(&env(&[("XDG_CACHE_HOME", home)])).join(STATIC_MODEL);
         cks_embed::static_model::write(&dir, "tiny", &["[UNK]", "red"], &[0.0, 0.0, 1.0, 0.5]).unwrap();
         let embedder = open(&env(&[("XDG_CACHE_HOME", home)])).unwrap().expect("installed");
         embedder.prepare().unwrap();

@@ -93,7 +93,7 @@ fn search_by_meaning() -> Group {
         var(
             "CKS_EMBEDDING_MODEL",
             Text,
-            Some("<cache>/cks-mcp/models/minilm-l6-static"),
+            Some("<cache>/cks-mcp/models/minilm-l6"),
             "local: the model's directory (<cache> is XDG_CACHE_HOME, or ~/.cache); a provider: its embedding \
              model (needed for openai_compatible and google; ollama's default is nomic-embed-text)",
         ),
