@@ -1,10 +1,14 @@
 //! Matrix products for the transformer: matrixmultiply's `sgemm` (SIMD kernels chosen at run
-//! time, AVX-512 included) behind a safe call that checks every view against its slice, and
-//! [`few_rows`], for products of a few rows (a query's tokens) by a weight matrix.
+//! time, AVX-512 included) behind a safe call that checks every view against its slice, for
+//! attention; and [`Packed`] weights, multiplied by a kernel of our own, for the linear layers.
+//!
+//! `sgemm` copies both its operands into its own layout at every call: for a query's few rows,
+//! copying a weight matrix costs more than the product. A [`Packed`] matrix is laid out once, as
+//! it is read, and each product streams it.
 //!
 //! This is the workspace's one module with `unsafe` code: `sgemm` takes raw pointers and
-//! strides, and [`few_rows`] calls a copy of itself compiled for the processor's vector
-//! instructions once it has checked that the processor has them.
+//! strides, and [`Packed::multiply`] calls a copy of its code compiled for the processor's
+//! vector instructions once it has checked that the processor has them.
 #![allow(unsafe_code)]
 
 /// A matrix in a slice: element (i, j) is `data[i * row_stride + j * col_stride]`.
@@ -94,86 +98,120 @@ pub(crate) fn multiply(a: View<'_>, b: View<'_>, beta: f32, c: ViewMut<'_>) {
     }
 }
 
-/// Output columns [`few_rows`] computes at a time: 64 floats, four 512-bit registers.
+/// Output columns a block of [`Packed`] holds: 64 floats, four 512-bit registers.
 const COLUMNS: usize = 64;
 
-/// Rows [`few_rows`] computes at a time: with [`COLUMNS`], sixteen 512-bit accumulators.
+/// Rows [`Packed::multiply`] computes at a time: with [`COLUMNS`], sixteen 512-bit accumulators.
 const ROWS: usize = 4;
 
-/// `out += x · w` for `x` of `rows × k` and `w` of `k × n`, all row after row. Where `sgemm`
-/// copies `w` into its own layout at every call, this reads it once, in place: for a few rows
-/// the copy would cost more than the product.
-pub(crate) fn few_rows(x: &[f32], rows: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
-    assert!(x.len() >= rows * k && w.len() >= k * n && out.len() >= rows * n, "slices shorter than their shapes");
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the processor has the instructions the copy was compiled for (checked above).
-            return unsafe { few_rows_avx512(x, rows, k, w, n, out) };
+/// A weight matrix laid out for [`Packed::multiply`]: blocks of [`COLUMNS`] columns, each block
+/// `k` rows of [`COLUMNS`] floats one after another (the last block padded with zeros), so that a
+/// product reads each block as one stream.
+#[derive(Debug)]
+pub(crate) struct Packed {
+    k: usize,
+    n: usize,
+    blocks: Vec<f32>,
+}
+
+impl Packed {
+    /// `W` of `k × n` from its transpose as stored, `n × k` row after row (a linear layer's
+    /// `outputs × inputs`).
+    pub(crate) fn from_transposed(stored: &[f32], n: usize, k: usize) -> Packed {
+        assert_eq!(stored.len(), n * k, "a slice of its shape");
+        let count = n.div_ceil(COLUMNS);
+        let mut blocks = vec![0f32; count * k * COLUMNS];
+        for (column, row) in stored.chunks_exact(k).enumerate() {
+            let (block, j) = (column / COLUMNS, column % COLUMNS);
+            for (i, w) in row.iter().enumerate() {
+                blocks[(block * k + i) * COLUMNS + j] = *w;
+            }
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: as above.
-            return unsafe { few_rows_avx2(x, rows, k, w, n, out) };
-        }
+        Packed { k, n, blocks }
     }
-    few_rows_portable(x, rows, k, w, n, out);
+
+    /// `out += x · W` for `x` of `rows × k`, `out` of `rows × n`, both row after row.
+    pub(crate) fn multiply(&self, x: &[f32], rows: usize, out: &mut [f32]) {
+        assert!(x.len() >= rows * self.k && out.len() >= rows * self.n, "slices shorter than their shapes");
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the processor has the instructions the copy was compiled for (checked
+                // above); the copy is the portable code, which indexes only checked slices.
+                return unsafe { multiply_avx512(self, x, rows, out) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                // SAFETY: as above.
+                return unsafe { multiply_avx2(self, x, rows, out) };
+            }
+        }
+        multiply_portable(self, x, rows, out);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-fn few_rows_avx512(x: &[f32], rows: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
-    few_rows_portable(x, rows, k, w, n, out);
+fn multiply_avx512(w: &Packed, x: &[f32], rows: usize, out: &mut [f32]) {
+    multiply_portable(w, x, rows, out);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn few_rows_avx2(x: &[f32], rows: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
-    few_rows_portable(x, rows, k, w, n, out);
+fn multiply_avx2(w: &Packed, x: &[f32], rows: usize, out: &mut [f32]) {
+    multiply_portable(w, x, rows, out);
 }
 
-/// Blocks of [`ROWS`] × [`COLUMNS`] outputs, each summed over `k` in registers; written so that
-/// the compiler vectorises it for whatever the caller was compiled for.
+/// Block by block of columns (a block stays in cache while every row passes), [`ROWS`] rows at
+/// a time summed over `k` in registers; written so that the compiler vectorises it for whatever
+/// the caller was compiled for.
 #[inline(always)]
-fn few_rows_portable(x: &[f32], rows: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
-    let mut start = 0;
-    while start < rows {
-        let block = (rows - start).min(ROWS);
-        match block {
-            4 => block_rows::<4>(x, start, k, w, n, out),
-            3 => block_rows::<3>(x, start, k, w, n, out),
-            2 => block_rows::<2>(x, start, k, w, n, out),
-            _ => block_rows::<1>(x, start, k, w, n, out),
+fn multiply_portable(w: &Packed, x: &[f32], rows: usize, out: &mut [f32]) {
+    for (index, block) in w.blocks.chunks_exact(w.k * COLUMNS).enumerate() {
+        let column = index * COLUMNS;
+        let width = (w.n - column).min(COLUMNS);
+        let mut start = 0;
+        while start < rows {
+            let count = (rows - start).min(ROWS);
+            match count {
+                4 => block_rows::<4>(block, w.k, x, start, out, w.n, column, width),
+                3 => block_rows::<3>(block, w.k, x, start, out, w.n, column, width),
+                2 => block_rows::<2>(block, w.k, x, start, out, w.n, column, width),
+                _ => block_rows::<1>(block, w.k, x, start, out, w.n, column, width),
+            }
+            start += count;
         }
-        start += block;
     }
 }
 
 #[inline(always)]
-fn block_rows<const R: usize>(x: &[f32], start: usize, k: usize, w: &[f32], n: usize, out: &mut [f32]) {
-    let mut column = 0;
-    while column + COLUMNS <= n {
-        let mut sums = [[0f32; COLUMNS]; R];
-        for i in 0..k {
-            let weights: &[f32; COLUMNS] = w[i * n + column..][..COLUMNS].try_into().expect("a full block");
-            for (r, sum) in sums.iter_mut().enumerate() {
-                let a = x[(start + r) * k + i];
-                for (s, w) in sum.iter_mut().zip(weights) {
-                    *s = a.mul_add(*w, *s);
-                }
+#[allow(clippy::too_many_arguments)]
+fn block_rows<const R: usize>(
+    block: &[f32],
+    k: usize,
+    x: &[f32],
+    start: usize,
+    out: &mut [f32],
+    n: usize,
+    column: usize,
+    width: usize,
+) {
+    let mut sums = [[0f32; COLUMNS]; R];
+    let inputs: [&[f32]; R] = std::array::from_fn(|r| &x[(start + r) * k..][..k]);
+    let block = &block[..k * COLUMNS];
+    // Every index below is in bounds by these lengths, so the loop has no checks (and keeps its
+    // sums in registers).
+    for i in 0..k {
+        let weights: &[f32; COLUMNS] = block[i * COLUMNS..][..COLUMNS].try_into().expect("a block's row");
+        let a: [f32; R] = std::array::from_fn(|r| inputs[r][i]);
+        for r in 0..R {
+            for j in 0..COLUMNS {
+                sums[r][j] = a[r].mul_add(weights[j], sums[r][j]);
             }
         }
-        for (r, sum) in sums.iter().enumerate() {
-            let row = &mut out[(start + r) * n + column..][..COLUMNS];
-            row.iter_mut().zip(sum).for_each(|(o, s)| *o += s);
-        }
-        column += COLUMNS;
     }
-    // The last columns, fewer than a block.
-    for r in 0..R {
-        for j in column..n {
-            let sum: f32 = (0..k).map(|i| x[(start + r) * k + i] * w[i * n + j]).sum();
-            out[(start + r) * n + j] += sum;
-        }
+    for (r, sum) in sums.iter().enumerate() {
+        let row = &mut out[(start + r) * n + column..][..width];
+        row.iter_mut().zip(sum).for_each(|(o, s)| *o += s);
     }
 }
 
@@ -195,15 +233,17 @@ mod tests {
     }
 
     #[test]
-    fn few_rows_agree_with_sgemm() {
+    fn packed_products_agree_with_sgemm() {
         // Shapes with a partial block of rows and of columns.
         for (rows, k, n) in [(1, 3, 2), (5, 7, 130), (4, 64, 64), (9, 33, 200)] {
             let x: Vec<f32> = (0..rows * k).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
-            let w: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0).collect();
+            // W as a linear layer stores it: n × k.
+            let stored: Vec<f32> = (0..n * k).map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0).collect();
             let mut expected = vec![1.0; rows * n];
-            multiply(View::rows(&x, rows, k), View::rows(&w, k, n), 1.0, ViewMut::rows(&mut expected, rows, n));
+            let w = View::rows(&stored, n, k).t();
+            multiply(View::rows(&x, rows, k), w, 1.0, ViewMut::rows(&mut expected, rows, n));
             let mut found = vec![1.0; rows * n];
-            few_rows(&x, rows, k, &w, n, &mut found);
+            Packed::from_transposed(&stored, n, k).multiply(&x, rows, &mut found);
             for (e, f) in expected.iter().zip(&found) {
                 assert!((e - f).abs() < 1e-4, "{rows}×{k}×{n}: {e} / {f}");
             }

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock, mpsc};
 
 use serde::Deserialize;
 
-use crate::gemm::{View, ViewMut, few_rows, multiply};
+use crate::gemm::{Packed, View, ViewMut, multiply};
 use crate::safetensors::{SafeTensors, Tensor};
 use crate::wordpiece::WordPiece;
 use crate::{EmbedError, Embedder};
@@ -63,10 +63,6 @@ struct Config {
     type_vocab_size: usize,
     hidden_act: String,
 }
-
-/// Up to this many rows (a query's tokens), a linear layer reads its weights in place
-/// ([`few_rows`]) rather than have `sgemm` copy them.
-const FEW_ROWS: usize = 32;
 
 /// Texts in one background call are encoded in groups of about this many tokens: large enough
 /// for the matrix products to run at speed, small enough to keep the buffers in cache.
@@ -266,11 +262,10 @@ struct Layer {
     norm: Norm,
 }
 
-/// `y = x · W + b`, with `W` held `inputs × outputs` (the transpose of how it is stored), so that
-/// the products read it row after row.
+/// `y = x · W + b`; `W` is stored `outputs × inputs`, and held packed.
 #[derive(Debug)]
 struct Linear {
-    weight: Vec<f32>,
+    weight: Packed,
     bias: Vec<f32>,
 }
 
@@ -327,12 +322,7 @@ impl Shared {
         };
         let linear = |name: &str, outputs: usize, inputs: usize| -> Result<Linear, EmbedError> {
             let stored = file.read(&format!("{name}.weight"), &[outputs, inputs])?;
-            let mut weight = vec![0f32; stored.len()];
-            for (o, row) in stored.chunks_exact(inputs).enumerate() {
-                for (i, w) in row.iter().enumerate() {
-                    weight[i * outputs + o] = *w;
-                }
-            }
+            let weight = Packed::from_transposed(&stored, outputs, inputs);
             Ok(Linear { weight, bias: file.read(&format!("{name}.bias"), &[outputs])? })
         };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
@@ -472,16 +462,10 @@ impl Shared {
 impl Linear {
     /// `out = input · W + b` for `rows` rows.
     fn apply(&self, input: &[f32], rows: usize, out: &mut [f32]) {
-        let outputs = self.bias.len();
-        let inputs = self.weight.len() / outputs;
-        for row in out.chunks_exact_mut(outputs) {
+        for row in out.chunks_exact_mut(self.bias.len()) {
             row.copy_from_slice(&self.bias);
         }
-        if rows <= FEW_ROWS {
-            return few_rows(input, rows, inputs, &self.weight, outputs, out);
-        }
-        let weight = View::rows(&self.weight, inputs, outputs);
-        multiply(View::rows(&input[..rows * inputs], rows, inputs), weight, 1.0, ViewMut::rows(out, rows, outputs));
+        self.weight.multiply(input, rows, out);
     }
 }
 
