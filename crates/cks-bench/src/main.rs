@@ -5,8 +5,9 @@
 //! these: cold start, `query_subgraph` latency and throughput, an `ai_chat` turn
 //! against a scripted local provider, and graph-scale operations at 1k / 10k / 50k objects. Writes
 //! one JSON line per measurement and a Markdown table; `--compare` prints ours against the
-//! reference with ratios and the goals. `--locomo PATH` runs, instead, the LoCoMo retrieval group:
-//! how well `search_semantic` finds the turns of a conversation that answer a question.
+//! reference with ratios and the goals. `--locomo PATH` and `--beir DIR` run, instead, the
+//! retrieval groups (either or both): how well `search_semantic` finds the turns of a LoCoMo
+//! conversation that answer a question, and the judged documents of a BEIR data set's queries.
 
 mod client;
 mod host;
@@ -25,7 +26,10 @@ use clap::Parser;
 
 use crate::client::ServerCommand;
 use crate::report::{RESULTS, Recorder, compare_table, markdown_table, read_jsonl, replace_between_markers};
-use crate::scenarios::{Bench, LOCOMO_MODES, LocomoPlan, Plan};
+use crate::scenarios::{BeirPlan, Bench, LocomoPlan, MODES, Plan};
+
+/// The BEIR group's modes when --modes is not given.
+const BEIR_MODES: [&str; 3] = ["lexical", "hybrid", "vector"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -93,6 +97,11 @@ struct Cli {
     /// lines only).
     #[arg(long, value_name = "BYTES")]
     content_length_over: Option<usize>,
+    /// The servers' data directories go here, kept after the run (default: a temporary
+    /// directory, removed). A second run with the same directory finds the first run's stores in
+    /// the same order: the retrieval groups then embed nothing the last run embedded.
+    #[arg(long, value_name = "DIR")]
+    work: Option<PathBuf>,
     /// Stored-session counts for the reload group, comma-separated [1,100,1000].
     #[arg(long, value_delimiter = ',')]
     session_counts: Option<Vec<u64>>,
@@ -115,13 +124,25 @@ struct Cli {
     /// process's environment (CKS_EMBEDDING_PROVIDER, CKS_EMBEDDING_MODEL, XDG_CACHE_HOME).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["soak_minutes", "replicas", "compare"])]
     locomo: Option<PathBuf>,
-    /// With --locomo: the `search_semantic` modes to ask in, comma-separated [hybrid,lexical].
-    #[arg(long, value_delimiter = ',', value_parser = LOCOMO_MODES, default_values = ["hybrid", "lexical"],
-        value_name = "MODES")]
-    locomo_modes: Vec<String>,
+    /// With --locomo or --beir: the `search_semantic` modes to ask in, comma-separated [--locomo:
+    /// hybrid,lexical; --beir: lexical,hybrid,vector; both: lexical,hybrid,vector].
+    #[arg(long, visible_alias = "locomo-modes", value_delimiter = ',', value_parser = MODES, value_name = "MODES")]
+    modes: Option<Vec<String>>,
     /// With --locomo: the conversations to run, as indexes into the file, comma-separated [all].
     #[arg(long, value_delimiter = ',', requires = "locomo", value_name = "INDEXES")]
     locomo_conversations: Option<Vec<usize>>,
+    /// Instead of the benchmark (beside --locomo when both are given): the BEIR retrieval group on
+    /// this data set directory (`corpus.jsonl`, `queries.jsonl`, `qrels_test.tsv` or
+    /// `qrels/test.tsv`, read in place); repeat the flag or separate directories with commas to run
+    /// several. Per data set a fresh server and one session of its documents, then every judged
+    /// query through `search_semantic`; prints nDCG@10, recall@10, hit@10 and MRR@10 per mode, the
+    /// query's own document dropped as BEIR does. The server inherits this process's environment,
+    /// as with --locomo.
+    #[arg(long, value_name = "DIR", value_delimiter = ',', conflicts_with_all = ["soak_minutes", "replicas", "compare"])]
+    beir: Vec<PathBuf>,
+    /// With --beir: only the first N judged queries of each data set [all].
+    #[arg(long, value_name = "N", requires = "beir")]
+    beir_queries: Option<usize>,
     /// Store into PostgreSQL instead of SQLite: a fresh database per measurement on the server
     /// this admin URL names, or, given no URL, on a throw-away server started here (our server
     /// only).
@@ -258,7 +279,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         None => Box::new(std::io::stdout()),
     };
-    let work = tempfile::Builder::new().prefix("cks-bench-").tempdir()?;
+    let temporary = tempfile::Builder::new().prefix("cks-bench-").tempdir()?;
+    let work = match &cli.work {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.clone()
+        }
+        None => temporary.path().to_owned(),
+    };
     let mut recorder = Recorder::new(name, out);
     let postgres = (cli.postgres.is_some() || cli.replicas.is_some())
         .then(|| postgres::Postgres::new(cli.postgres.as_deref().filter(|url| !url.is_empty())));
@@ -271,31 +299,55 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         };
         eprintln!("cks-bench: replicas on PostgreSQL ({plan:?})");
         let postgres = postgres.as_ref().expect("--replicas runs on PostgreSQL");
-        replicas::run(&command, postgres, &plan, work.path(), &mut recorder).await?;
-    } else if let Some(path) = &cli.locomo {
-        let mut modes: Vec<String> = Vec::new();
-        for mode in &cli.locomo_modes {
-            if !modes.contains(mode) {
-                modes.push(mode.clone());
+        replicas::run(&command, postgres, &plan, &work, &mut recorder).await?;
+    } else if cli.locomo.is_some() || !cli.beir.is_empty() {
+        let modes = |default: &[&str]| -> Vec<String> {
+            let mut modes: Vec<String> = Vec::new();
+            let asked = cli.modes.clone().unwrap_or_else(|| default.iter().map(|m| (*m).to_owned()).collect());
+            for mode in asked {
+                if !modes.contains(&mode) {
+                    modes.push(mode);
+                }
             }
-        }
-        let locomo = LocomoPlan { path: path.clone(), modes, conversations: cli.locomo_conversations.clone() };
-        eprintln!("cks-bench: LoCoMo retrieval, {} on {} ({locomo:?})", recorder.server, command.program);
-        let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);
+            modes
+        };
+        // Without --modes each group asks its own default, or, run together, the same modes.
+        let locomo_default: &[&str] = if cli.beir.is_empty() { &["hybrid", "lexical"] } else { &BEIR_MODES };
+        let locomo = cli.locomo.as_ref().map(|path| LocomoPlan {
+            path: path.clone(),
+            modes: modes(locomo_default),
+            conversations: cli.locomo_conversations.clone(),
+        });
+        let beir = (!cli.beir.is_empty()).then(|| BeirPlan {
+            dirs: cli.beir.clone(),
+            modes: modes(&BEIR_MODES),
+            queries: cli.beir_queries,
+        });
+        let server = recorder.server.clone();
+        let mut bench = Bench::new(command.clone(), plan, work.clone(), &mut recorder);
         bench.postgres = postgres;
-        let table = bench.locomo(&locomo).await?;
-        println!("\n{table}");
+        let mut tables = Vec::new();
+        if let Some(locomo) = &locomo {
+            eprintln!("cks-bench: LoCoMo retrieval, {server} on {} ({locomo:?})", command.program);
+            tables.push(bench.locomo(locomo).await?);
+        }
+        if let Some(beir) = &beir {
+            eprintln!("cks-bench: BEIR retrieval, {server} on {} ({beir:?})", command.program);
+            tables.push(bench.beir(beir).await?);
+        }
+        let tables = tables.join("\n");
+        println!("\n{tables}");
         if let Some(path) = &cli.markdown {
-            std::fs::write(path, &table).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(path, &tables).with_context(|| format!("writing {}", path.display()))?;
         }
         if cli.keep_work {
-            let kept = work.keep();
+            let kept = temporary.keep();
             eprintln!("scratch directory kept: {}", kept.display());
         }
         return Ok(());
     } else {
         eprintln!("cks-bench: {} on {} ({:?})", recorder.server, command.program, plan);
-        let mut bench = Bench::new(command, plan, work.path().to_path_buf(), &mut recorder);
+        let mut bench = Bench::new(command, plan, work.clone(), &mut recorder);
         bench.postgres = postgres;
         bench.run_all().await?;
     }
@@ -305,7 +357,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     eprintln!("\n{table}");
     if cli.keep_work {
-        let kept = work.keep();
+        let kept = temporary.keep();
         eprintln!("scratch directory kept: {}", kept.display());
     }
     Ok(())

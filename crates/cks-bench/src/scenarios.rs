@@ -1,6 +1,7 @@
 //! The end-to-end measurements, each on its own server process and fresh data directory: start-up
 //! and queries here, `ai_chat` in `scenarios/chat.rs`, graph scale and restarts in
-//! `scenarios/scale.rs`, and the LoCoMo retrieval group (`--locomo`) in `scenarios/locomo.rs`.
+//! `scenarios/scale.rs`, and the retrieval groups, LoCoMo (`--locomo`) in `scenarios/locomo.rs` and
+//! BEIR (`--beir`) in `scenarios/beir.rs`, with what they share in `scenarios/retrieval.rs`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -18,11 +19,15 @@ use crate::host::{dir_size, vm_hwm_kib};
 use crate::postgres::Postgres;
 use crate::report::{Recorder, not_reached, outcome, quantile, size_label};
 
+mod beir;
 mod chat;
 mod locomo;
+mod retrieval;
 mod scale;
 
-pub(crate) use locomo::{LocomoPlan, MODES as LOCOMO_MODES};
+pub(crate) use beir::BeirPlan;
+pub(crate) use locomo::LocomoPlan;
+pub(crate) use retrieval::MODES;
 
 /// What to measure, and how much.
 #[derive(Debug, Clone)]

@@ -14,6 +14,7 @@ pub mod json;
 mod kinds;
 pub mod linked_data;
 pub mod merge;
+pub mod nearby;
 pub mod neighbourhood;
 pub mod object;
 pub mod ops;

@@ -659,6 +659,12 @@ impl VectorIndex {
         (query.dims() == self.dims).then(|| query.cosine(&self.vectors[row]))
     }
 
+    /// The similarity of two objects, when both have a vector.
+    pub fn similarity(&self, a: &str, b: &str) -> Option<f32> {
+        let (a, b) = (*self.rows.get(a)?, *self.rows.get(b)?);
+        Some(self.vectors[a].cosine(&self.vectors[b]))
+    }
+
     /// Each row as `(id, vector)`, in no particular order (for tests: an index equals a rebuild).
     pub fn rows(&self) -> impl Iterator<Item = (&str, Vector)> + '_ {
         self.ids.iter().zip(&self.vectors).map(|(id, vector)| (id.id(), vector.clone()))

@@ -5,11 +5,11 @@
 //! passed through, so `CKS_EMBEDDING_PROVIDER`, `CKS_EMBEDDING_MODEL` and `XDG_CACHE_HOME` apply)
 //! and one session made by one `validate_knowledge` call: one `Utterance` object per turn (id and
 //! name the turn's `dia_id`; structure `speaker`, `date`, `text`, `image_caption`), no relations,
-//! nothing from the questions. When a mode needs embeddings, the group first waits (at most
-//! [`EMBEDDING_TIMEOUT`]) until the server has embedded every turn. Then every question of
-//! categories 1–4 is asked with `search_semantic` (`top_k` 10, `depth` 0) in each mode, and its
-//! `matched_seeds` are scored against the question's evidence: recall@k and hit@k for k = 1, 5, 10
-//! ([`score`]). A `not_found` answer is no result.
+//! nothing from the questions. When a mode needs embeddings, the group first waits until the
+//! server has embedded every turn (`retrieval::await_embeddings`: as long as the embedding
+//! progresses). Then every question of categories 1–4 is asked with `search_semantic` (`top_k` 10,
+//! `depth` 0) in each mode, and its `matched_seeds` are scored against the question's evidence:
+//! recall@k and hit@k for k = 1, 5, 10 ([`score`]). A `not_found` answer is no result.
 //!
 //! The data is read by path and never copied; the tests use hand-made inputs only.
 
@@ -22,29 +22,22 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Bench, GRACE, created_session, ms, with_message_limit};
-use crate::client::{CallError, McpClient, truncate};
+use super::retrieval::{await_embeddings, joined, search};
+use super::{Bench, GRACE, ms};
 use crate::report::{fmt_number, quantile};
 
 /// The cut-offs of recall@k and hit@k.
 pub(crate) const KS: [usize; 3] = [1, 5, 10];
 /// `top_k` of every question's search: the largest cut-off.
 const TOP_K: usize = 10;
-/// How long a conversation waits for its turns to be embedded before its questions are asked
-/// anyway (reported, not fatal).
-const EMBEDDING_TIMEOUT: Duration = Duration::from_secs(120);
-/// The pause between two polls of the embedding progress.
-const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// The categories asked, with their names (5, adversarial, has no evidence to find).
 const CATEGORIES: [(u8, &str); 4] = [(1, "multi-hop"), (2, "temporal"), (3, "open-domain"), (4, "single-hop")];
-/// The modes `--locomo-modes` accepts.
-pub(crate) const MODES: [&str; 3] = ["hybrid", "lexical", "vector"];
 
 /// What the group runs: the file, the modes, and which of its conversations.
 #[derive(Debug, Clone)]
 pub(crate) struct LocomoPlan {
     pub(crate) path: PathBuf,
-    /// `search_semantic` modes, in the order asked: hybrid, lexical, vector.
+    /// `search_semantic` modes, in the order asked (`retrieval::MODES`).
     pub(crate) modes: Vec<String>,
     /// Indexes into the file's list of conversations; `None`: all of them.
     pub(crate) conversations: Option<Vec<usize>>,
@@ -167,83 +160,6 @@ impl ModeRun {
     }
 }
 
-/// What a search answered.
-#[derive(Debug, Default, PartialEq)]
-struct Answer {
-    /// `matched_seeds`, best first; empty for `not_found`.
-    seeds: Vec<String>,
-    ranking: Option<String>,
-    /// `embeddings`: the model, and how many objects had no vector yet.
-    embeddings: Option<(String, u64)>,
-}
-
-/// A search's answer from a `tools/call` result: its `matched_seeds`, `ranking` and `embeddings`;
-/// a `not_found` error is an answer with no seeds, any other error a failure.
-fn read_answer(result: &Value) -> Result<Answer, CallError> {
-    let text = result["content"][0]["text"].as_str().unwrap_or_default();
-    let value: Value = serde_json::from_str(text)
-        .map_err(|_| CallError::Failed(format!("search_semantic: not a JSON answer: {}", truncate(text, 300))))?;
-    match value.get("error") {
-        Some(code) if code == "not_found" => return Ok(Answer::default()),
-        Some(code) => {
-            let message = value["message"].as_str().unwrap_or_default();
-            return Err(CallError::Failed(format!("search_semantic: {code}: {}", truncate(message, 300))));
-        }
-        None if result["isError"] == json!(true) => {
-            return Err(CallError::Failed(format!("search_semantic: isError: {}", truncate(text, 300))));
-        }
-        None => {}
-    }
-    let seeds = value["matched_seeds"]
-        .as_array()
-        .ok_or_else(|| CallError::Failed(format!("search_semantic: no matched_seeds: {}", truncate(text, 300))))?
-        .iter()
-        .filter_map(|id| id.as_str().map(str::to_owned))
-        .collect();
-    let embeddings = value
-        .get("embeddings")
-        .filter(|e| e.is_object())
-        .map(|e| (e["model"].as_str().unwrap_or_default().to_owned(), e["pending"].as_u64().unwrap_or_default()));
-    Ok(Answer { seeds, ranking: value["ranking"].as_str().map(str::to_owned), embeddings })
-}
-
-/// One `search_semantic` call, as a client sends it; returns the answer and how long it took.
-async fn search(client: &mut McpClient, arguments: Value) -> Result<(Answer, Duration), CallError> {
-    let started = Instant::now();
-    let result = client.request("tools/call", json!({"name": "search_semantic", "arguments": arguments})).await?;
-    let elapsed = started.elapsed();
-    Ok((read_answer(&result)?, elapsed))
-}
-
-/// How the wait for a conversation's embeddings ended.
-#[derive(Debug)]
-enum Embedded {
-    /// The answers carry no `embeddings`: the server has none (hybrid ranks by BM25 alone).
-    Absent,
-    /// Every turn has a vector.
-    Ready { model: String, waited: Duration },
-    /// Still `pending` turns without a vector after [`EMBEDDING_TIMEOUT`].
-    TimedOut { model: String, pending: u64 },
-}
-
-/// Polls `search_semantic` with `query` until the answer says no turn waits for a vector, or
-/// carries no `embeddings` (a `not_found` answer carries none either).
-async fn wait_for_embeddings(client: &mut McpClient, session: &str, query: &str) -> Result<Embedded, CallError> {
-    let started = Instant::now();
-    loop {
-        let arguments = json!({"session_id": session, "query": query, "top_k": 1, "depth": 0});
-        let (answer, _) = search(client, arguments).await?;
-        match answer.embeddings {
-            None => return Ok(Embedded::Absent),
-            Some((model, 0)) => return Ok(Embedded::Ready { model, waited: started.elapsed() }),
-            Some((model, pending)) if started.elapsed() >= EMBEDDING_TIMEOUT => {
-                return Ok(Embedded::TimedOut { model, pending });
-            }
-            Some(_) => tokio::time::sleep(POLL_INTERVAL).await,
-        }
-    }
-}
-
 /// The conversation's turns as one object each, session by session in order: the knowledge
 /// document `validate_knowledge` makes the session of.
 fn corpus(conversation: &Map<String, Value>) -> anyhow::Result<Vec<Value>> {
@@ -279,11 +195,6 @@ fn corpus(conversation: &Map<String, Value>) -> anyhow::Result<Vec<Value>> {
     Ok(objects)
 }
 
-/// The text of the longest turn: a query that surely matches something, to poll with.
-fn poll_query(objects: &[Value]) -> Option<&str> {
-    objects.iter().filter_map(|o| o["structure"]["text"].as_str()).max_by_key(|text| text.len())
-}
-
 impl Bench<'_> {
     /// The LoCoMo group: records one measurement per mode and category ("all" first) and returns
     /// the Markdown table of the results.
@@ -309,7 +220,8 @@ impl Bench<'_> {
             turns_total += objects.len();
             let questions: Vec<&Question> =
                 sample.qa.iter().filter(|q| CATEGORIES.iter().any(|(c, _)| *c == q.category)).collect();
-            let (mut client, session, created) = match self.locomo_session(&name, &objects).await {
+            let label = format!("locomo-{index}");
+            let (mut client, session, created) = match self.retrieval_session(&label, &objects).await {
                 Ok(started) => started,
                 Err(why) => {
                     notes.push(format!("{name}: not measured: {why}"));
@@ -324,20 +236,8 @@ impl Bench<'_> {
             );
             let mut embedded = None;
             if needs_embeddings {
-                let query = poll_query(&objects).unwrap_or("hello");
-                match wait_for_embeddings(&mut client, &session, query).await {
-                    Ok(Embedded::Absent) => embedded = Some(false),
-                    Ok(Embedded::Ready { model, waited }) => {
-                        embedded = Some(true);
-                        eprintln!("cks-bench: {name}: embedded by {model} in {:.1} s", waited.as_secs_f64());
-                    }
-                    Ok(Embedded::TimedOut { model, pending }) => {
-                        embedded = Some(true);
-                        notes.push(format!(
-                            "{name}: {pending} turns not yet embedded by {model} after {} s; asked anyway",
-                            EMBEDDING_TIMEOUT.as_secs()
-                        ));
-                    }
+                match await_embeddings(&mut client, &session, &objects, &name, &mut notes).await {
+                    Ok(has) => embedded = Some(has),
                     Err(e) => {
                         notes.push(format!("{name}: not measured: waiting for the embeddings failed: {e}"));
                         client.kill().await;
@@ -391,35 +291,6 @@ impl Bench<'_> {
         Ok(locomo_table(&runs, &context, &notes, elapsed))
     }
 
-    /// A server on a fresh directory with the conversation's session; returns the client, the
-    /// session id and how long creating it took.
-    async fn locomo_session(&mut self, name: &str, objects: &[Value]) -> Result<(McpClient, String, Duration), String> {
-        let document = json!({"version": "1.0", "objects": objects}).to_string();
-        let label = format!("locomo-{}", name.split_whitespace().nth(1).unwrap_or("x"));
-        let dir = self.fresh_dir(&label).map_err(|e| format!("{e:#}"))?;
-        let inherited = std::env::var("CKS_MCP_MAX_MESSAGE_BYTES").ok();
-        let command = with_message_limit(&self.command, document.len(), inherited.as_deref());
-        let mut client = self.spawn(&command, &dir).map_err(|e| e.to_string())?;
-        if let Err(e) = client.initialize().await {
-            client.kill().await;
-            return Err(format!("initialize: {e}"));
-        }
-        if let Some(timeout) = self.plan.create_timeout {
-            client.set_timeout(timeout);
-        }
-        let started = Instant::now();
-        let result = client.call_tool("validate_knowledge", json!({"json_data": document})).await;
-        let elapsed = client.exchanged_in().unwrap_or_else(|| started.elapsed());
-        client.set_timeout(self.plan.call_timeout);
-        match result.and_then(|result| created_session(&result)) {
-            Ok((session, _)) => Ok((client, session, elapsed)),
-            Err(e) => {
-                client.kill().await;
-                Err(format!("session creation: {e}"))
-            }
-        }
-    }
-
     /// One record per mode and category: recall@10 as the value, the other numbers in the note.
     fn record_locomo(&mut self, runs: &[ModeRun], context: &str) {
         for run in runs {
@@ -464,10 +335,6 @@ fn rows(run: &ModeRun) -> Vec<(&'static str, Tally)> {
         rows.push((name, run.by_category.get(&category).cloned().unwrap_or_default()));
     }
     rows
-}
-
-fn joined(values: &BTreeSet<String>) -> String {
-    if values.is_empty() { "—".into() } else { values.iter().cloned().collect::<Vec<_>>().join(", ") }
 }
 
 /// The results as a Markdown table (a row per mode and category), then what the run covered and
@@ -594,25 +461,6 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_read_as_a_client_reads_them() {
-        let answer = |value: Value, is_error: bool| json!({"content": [{"type": "text", "text": value.to_string()}], "isError": is_error});
-        let found = json!({"status": "success", "matched_seeds": ["D1:2", "D3:4"], "ranking": "hybrid",
-            "embeddings": {"model": "m", "pending": 3}});
-        assert_eq!(
-            read_answer(&answer(found, false)).unwrap(),
-            Answer { seeds: ids(&["D1:2", "D3:4"]), ranking: Some("hybrid".into()), embeddings: Some(("m".into(), 3)) }
-        );
-        let lexical = json!({"status": "success", "matched_seeds": ["a"], "ranking": "bm25"});
-        assert_eq!(read_answer(&answer(lexical, false)).unwrap().embeddings, None);
-        let none = json!({"error": "not_found", "message": "No object matches the query."});
-        assert_eq!(read_answer(&answer(none, true)).unwrap(), Answer::default());
-        let refused = json!({"error": "invalid_parameter", "message": "mode 'vector' needs embeddings"});
-        let e = read_answer(&answer(refused, true)).unwrap_err().to_string();
-        assert!(e.contains("invalid_parameter") && e.contains("needs embeddings"), "{e}");
-        assert!(read_answer(&json!({"content": [{"type": "text", "text": "oops"}]})).is_err());
-    }
-
-    #[test]
     fn the_corpus_is_one_object_per_turn_in_session_order() {
         let conversation = json!({
             "speaker_a": "Ann", "speaker_b": "Bo",
@@ -638,6 +486,6 @@ mod tests {
             objects[1]["structure"],
             json!({"speaker": "Bo", "date": "9:00 am on 1 May, 2023", "text": "Nice."})
         );
-        assert_eq!(poll_query(&objects), Some("Later."));
+        assert_eq!(super::super::retrieval::poll_query(&objects), Some("Later."));
     }
 }

@@ -6,7 +6,8 @@
 //! when embeddings are on, cosine similarity over the session's vector index
 //! (`cks_core::vectors`, settled against the runtime's embeddings). Objects not embedded yet are
 //! still found lexically, and the answer says how many were pending. Each candidate's BM25 is
-//! lent a share of its neighbours' ([`neighbours`]) before the two are fused. The reference
+//! lent a share of its neighbours' (`cks_core::nearby`: related objects, and adjacent ones where
+//! the session's order shows it means something) before the two are fused. The reference
 //! ranks by embeddings alone and fails (`not_found`) without them; this server falls back to
 //! BM25.
 
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cks_core::fusion::{self, Fused};
+use cks_core::nearby::{Nearby, OrderEvidence};
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 use cks_core::vectors::Vector;
 use cks_core::{KnowledgeStructure, vectors::VectorIndex};
@@ -39,9 +41,6 @@ const CANDIDATES: usize = 100;
 /// The cosine's weight in the first round of fusion (the second round's is in [`expanded`]);
 /// chosen on a development set of conversations (BENCHMARKS.md).
 const FIRST_ROUND_VECTOR_WEIGHT: f64 = 0.65;
-
-/// How many objects on each side of an object, in the graph's order, are its neighbours.
-const CONTEXT_REACH: usize = 2;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -358,12 +357,14 @@ impl Search {
         }
         let text = structure.text_index();
         let by_words = text.rank(&self.query, wanted, 0.0);
+        let ordered = OrderEvidence::measure(structure, |a, b| index.similarity(a, b)).holds();
+        let nearby = Nearby::new(structure, ordered);
         // The lexical matches' neighbours are candidates too: the object next to a match can be
         // the answer though it shares nothing with the query.
         let mut candidates: BTreeMap<&str, Option<f64>> = BTreeMap::new();
         for (id, _) in &by_words {
             candidates.insert(id, None);
-            for near in neighbours(structure, id) {
+            for near in nearby.of(id) {
                 candidates.entry(near).or_insert(None);
             }
         }
@@ -374,7 +375,7 @@ impl Search {
         let terms = cks_core::text::query_terms(&self.query);
         let mut scores: HashMap<&str, f64> = by_words.iter().copied().collect();
         let own = |id: &'a str| *scores.entry(id).or_insert_with(|| text.weighted_score(&terms, id));
-        let lexical = fusion::lexical_context(candidates.keys().copied(), own, |id| neighbours(structure, id));
+        let lexical = fusion::lexical_context(candidates.keys().copied(), own, |id| nearby.of(id));
         let scored = lexical.iter().map(|&(id, own, lent)| {
             let cosine = candidates[id].or_else(|| index.cosine(vector, id).map(f64::from));
             (id, Some(own + lent).filter(|s| *s > 0.0), cosine)
@@ -416,22 +417,6 @@ fn expanded<'a>(structure: &KnowledgeStructure, query: &str, first: &[Fused<'a>]
         (f.id, Some(lexical).filter(|l| *l > 0.0), f.vector)
     });
     fusion::fuse(second, VECTOR_WEIGHT, top_k)
-}
-
-/// The objects of `id`'s type next to it in the order the graph holds them (the order they were
-/// added), up to [`CONTEXT_REACH`] on each side: the turns around a turn of a conversation, the
-/// passages around a passage. A relation has none.
-fn neighbours<'a>(structure: &'a KnowledgeStructure, id: &str) -> Vec<&'a str> {
-    let Some(at) = structure.index_of(id) else { return Vec::new() };
-    let Some(entry) = structure.entry_at(at).filter(|entry| !entry.is_relation()) else { return Vec::new() };
-    let object = &entry.object;
-    (1..=CONTEXT_REACH)
-        .flat_map(|distance| [at.checked_sub(distance), at.checked_add(distance)])
-        .flatten()
-        .filter_map(|position| structure.entry_at(position))
-        .filter(|near| !near.is_relation() && near.object.identity.r#type == object.identity.r#type)
-        .map(|near| near.object.id())
-        .collect()
 }
 
 fn round(score: f64) -> f64 {
@@ -631,10 +616,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_object_next_to_a_match_is_found_through_it() {
+    async fn an_object_related_to_a_match_is_found_through_it() {
         let ctx = context();
         ctx.runtime.enable_embeddings(Tiny::new());
-        // A conversation's turns in the order they were added, a note of another type between two.
+        // Too few objects for their order to be evidence: only the relation counts.
         let id = session(
             &ctx,
             structure(vec![
@@ -642,29 +627,69 @@ mod tests {
                 obj("aside", "Note", "Note", json!({"text": "a reminder"})),
                 obj("answer", "Turn", "Turn 2", json!({"text": "on the table by the window"})),
                 obj("later", "Turn", "Turn 3", json!({"text": "much later, about the weather"})),
-                obj("elsewhere", "Turn", "Turn 4", json!({"text": "nothing to do with it"})),
+                rel("replied", &["ask", "answer"], "answered_by"),
             ]),
         )
         .await;
         let found =
             call(&ctx, "search_semantic", json!({"session_id": id, "query": "banana", "top_k": 5, "depth": 0})).await;
         assert_eq!(found["ranking"], "hybrid", "{found}");
-        // The answer shares no word and no meaning with the question; it is found as the turn
-        // after the one that matched, and says so. Objects within two places of the match are its
-        // neighbours when of its type: not the note between, nor the later turns (too far).
+        // The answer shares no word and no meaning with the question; it is found through the
+        // relation, and says so. The turn after it, with no relation, is not.
         assert_eq!(found["matched_seeds"], json!(["ask", "answer"]), "{found}");
         let lent = &found["match_scores"]["answer"];
         assert!(lent.get("bm25").is_none(), "{lent}");
-        // It lends twice the mean BM25 of its neighbours: the question two places before it, and
-        // the two turns after it, which hold no query word.
+        // It lends twice the mean BM25 of its neighbours: the question, its one neighbour.
         let asked = found["match_scores"]["ask"]["bm25"].as_f64().unwrap();
-        assert!((lent["context"].as_f64().unwrap() - 2.0 * asked / 3.0).abs() < 1e-3, "{found}");
+        assert!((lent["context"].as_f64().unwrap() - 2.0 * asked).abs() < 1e-3, "{found}");
         assert!(found["match_scores"]["ask"].get("context").is_none(), "{found}");
         // Words alone rank words alone.
         let lexical =
             call(&ctx, "search_semantic", json!({"session_id": id, "query": "banana", "top_k": 5, "mode": "lexical"}))
                 .await;
         assert_eq!(lexical["matched_seeds"], json!(["ask"]), "{lexical}");
+    }
+
+    /// Sixty turns in three runs of one topic each, a question about a banana and its answer (no
+    /// word the model knows) in the banana run, in that order or shuffled.
+    fn conversation(shuffle: bool) -> Value {
+        let topics = ["a car, a vehicle", "a banana, a yellow fruit", "a thing"];
+        let mut turns: Vec<Value> = (0..60)
+            .map(|i| obj(&format!("t{i:02}"), "Turn", &format!("Turn {i}"), json!({"text": topics[i / 20]})))
+            .collect();
+        turns.insert(25, obj("ask", "Turn", "Question", json!({"text": "where is my banana"})));
+        turns.insert(26, obj("answer", "Turn", "Answer", json!({"text": "on the table by the window"})));
+        if shuffle {
+            // A fixed shuffle: every turn moved by a stride prime to the count.
+            let count = turns.len();
+            turns = (0..count).map(|i| turns[i * 23 % count].clone()).collect();
+        }
+        structure(turns)
+    }
+
+    #[tokio::test]
+    async fn neighbours_in_the_order_lend_only_where_the_order_means_something() {
+        let ctx = context();
+        ctx.runtime.enable_embeddings(Tiny::new());
+        let search = |id: String| {
+            let ctx = &ctx;
+            async move {
+                let query = json!({"session_id": id, "query": "where is my banana", "top_k": 40, "depth": 0});
+                call(ctx, "search_semantic", query).await
+            }
+        };
+        // In order, adjacent turns share their topic: the answer, next to the question, is found.
+        let ordered = search(session(&ctx, conversation(false)).await).await;
+        assert_eq!(ordered["embeddings"]["pending"], 0, "{}", ordered["embeddings"]);
+        let lent = &ordered["match_scores"]["answer"];
+        assert!(lent["context"].as_f64().unwrap() > 0.0 && lent.get("bm25").is_none(), "{lent}");
+        // Shuffled, a turn's neighbours are no evidence: nothing is lent, and the answer, with
+        // neither a query word nor a meaning, is not found.
+        let shuffled = search(session(&ctx, conversation(true)).await).await;
+        assert_eq!(shuffled["matched_seeds"][0], "ask", "{}", shuffled["matched_seeds"]);
+        let scores = shuffled["match_scores"].as_object().unwrap();
+        assert!(scores.values().all(|s| s.get("context").is_none()), "{scores:?}");
+        assert!(!scores.contains_key("answer"), "{scores:?}");
     }
 
     #[tokio::test]
