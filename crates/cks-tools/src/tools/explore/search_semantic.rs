@@ -65,6 +65,11 @@ pub(crate) struct Input {
     pub(crate) version_id: Option<String>,
     /// Search the graph as it was at this time (RFC 3339): the last version committed by then.
     pub(crate) as_of: Option<String>,
+    /// Also answer `context`: the best evidence that fits this many tokens (a token counted as
+    /// four characters, rounded up): the matches' texts, then their neighbours', then the next
+    /// best matches', each once.
+    #[schemars(range(min = 1))]
+    pub(crate) max_tokens: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -101,6 +106,26 @@ pub(crate) struct Output {
     /// The version searched, when the past was asked for (`version_id` or `as_of`).
     #[serde(skip_serializing_if = "Option::is_none")]
     version_id: Option<String>,
+    /// With `max_tokens`: the evidence that fits, in the order given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<Vec<Evidence>>,
+    /// With `max_tokens`: the tokens `context` holds (never more than asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_tokens: Option<usize>,
+}
+
+/// One piece of a budgeted answer's `context`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Evidence {
+    id: String,
+    /// The score that ranked it; for a neighbour that was not ranked, the score of the match it
+    /// came through.
+    score: f64,
+    /// For a neighbour: the match it came through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    via: Option<String>,
+    /// Its name, type and structure's values, as they are searched.
+    text: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -265,20 +290,24 @@ impl Search {
     fn output(&self, structure: &KnowledgeStructure, pending: &mut usize) -> Result<Output, ToolError> {
         let top_k = self.input.top_k.unwrap_or(3).max(1) as usize;
         let min_score = self.input.min_score.unwrap_or(0.0);
-        let (seeds, ranked, used) = match (&self.seeds, &self.semantic) {
-            (Some(seeds), _) => (seeds.clone(), None, None),
-            (None, None) => (Vec::new(), Some(self.lexical(structure, top_k, min_score)), None),
+        // A budgeted answer may hold more matches than `top_k`: the ranking goes on.
+        let limit = if self.input.max_tokens.is_some() { top_k.max(CANDIDATES) } else { top_k };
+        let (seeds, ranked, used, ordered) = match (&self.seeds, &self.semantic) {
+            (Some(seeds), _) => (seeds.clone(), None, None, false),
+            (None, None) => (Vec::new(), Some(self.lexical(structure, limit, min_score)), None, false),
             (None, Some(semantic)) => semantic.embeddings.settle(structure, |index, synced| {
                 *pending = synced.pending;
                 let used = EmbeddingsUsed { model: semantic.embeddings.model().to_owned(), pending: synced.pending };
+                let ordered = OrderEvidence::measure(structure, |a, b| index.similarity(a, b)).holds();
                 let ranked = match &semantic.vector {
-                    Some(vector) => self.fused(structure, index, vector, top_k, min_score),
+                    Some(vector) => self.fused(structure, index, vector, top_k, limit, min_score, ordered),
                     None if self.mode == Mode::Vector => Ranked { fused: Vec::new(), ranking: "vector" },
-                    None => self.lexical(structure, top_k, min_score),
+                    None => self.lexical(structure, limit, min_score),
                 };
-                (Vec::new(), Some(ranked), Some(used))
+                (Vec::new(), Some(ranked), Some(used), ordered)
             }),
         };
+        let mut ranked_all = Vec::new();
         let (seeds, scores, match_scores, ranking) = match ranked {
             None => (seeds, None, None, None),
             Some(Ranked { fused, .. }) if fused.is_empty() => {
@@ -287,12 +316,26 @@ impl Search {
                     "No object matches the query. Try other words, a lower 'min_score', or explicit 'seed_ids'.",
                 ));
             }
-            Some(Ranked { fused, ranking }) => {
+            Some(Ranked { mut fused, ranking }) => {
+                ranked_all = fused.iter().map(|(id, score, _)| (id.clone(), *score)).collect();
+                fused.truncate(top_k);
                 let seeds: Vec<String> = fused.iter().map(|(id, _, _)| id.clone()).collect();
                 let scores = fused.iter().map(|(id, score, _)| (id.clone(), round(*score))).collect();
                 let parts = fused.into_iter().map(|(id, _, parts)| (id, parts)).collect();
                 (seeds, Some(scores), Some(parts), Some(ranking.to_owned()))
             }
+        };
+        if ranked_all.is_empty() {
+            // Seeds given: they are the matches, in their order.
+            ranked_all = seeds.iter().map(|id| (id.clone(), 0.0)).collect();
+        }
+        let (context, context_tokens) = match self.input.max_tokens {
+            Some(budget) => {
+                let nearby = Nearby::new(structure, ordered);
+                let (pieces, used) = budgeted(structure, &ranked_all, top_k, &nearby, budget as usize);
+                (Some(pieces), Some(used))
+            }
+            None => (None, None),
         };
         let query = SubgraphQuery {
             seed_ids: seeds.clone(),
@@ -317,6 +360,8 @@ impl Search {
             match_scores,
             embeddings: used,
             version_id: self.version.clone(),
+            context,
+            context_tokens,
         })
     }
 
@@ -333,13 +378,17 @@ impl Search {
 
     /// Each side's best candidates, each scored on both sides, fused (or, in `vector` mode,
     /// ranked by cosine alone).
+    /// `top_k` sizes the candidates; `limit` is how many matches to rank.
+    #[allow(clippy::too_many_arguments)]
     fn fused<'a>(
         &self,
         structure: &'a KnowledgeStructure,
         index: &'a VectorIndex,
         vector: &Vector,
         top_k: usize,
+        limit: usize,
         min_score: f64,
+        ordered: bool,
     ) -> Ranked {
         let wanted = (top_k * 10).max(CANDIDATES);
         let by_meaning = index.rank(vector, wanted);
@@ -347,7 +396,7 @@ impl Search {
             let fused = by_meaning
                 .into_iter()
                 .filter(|(_, cosine)| f64::from(*cosine) >= min_score && *cosine > 0.0)
-                .take(top_k)
+                .take(limit)
                 .map(|(id, cosine)| {
                     let cosine = f64::from(cosine);
                     (id.to_owned(), cosine, MatchScores { bm25: None, cosine: Some(round(cosine)), context: None })
@@ -357,7 +406,6 @@ impl Search {
         }
         let text = structure.text_index();
         let by_words = text.rank(&self.query, wanted, 0.0);
-        let ordered = OrderEvidence::measure(structure, |a, b| index.similarity(a, b)).holds();
         let nearby = Nearby::new(structure, ordered);
         // The lexical matches' neighbours are candidates too: the object next to a match can be
         // the answer though it shares nothing with the query.
@@ -382,7 +430,7 @@ impl Search {
         });
         let fused = fusion::fuse(scored, FIRST_ROUND_VECTOR_WEIGHT, usize::MAX);
         let parts: HashMap<&str, (f64, f64)> = lexical.into_iter().map(|(id, own, lent)| (id, (own, lent))).collect();
-        let fused = expanded(structure, &self.query, &fused, top_k);
+        let fused = expanded(structure, &self.query, &fused, limit);
         let fused = fused
             .into_iter()
             .filter(|f| f.score > 0.0 && f.score >= min_score)
@@ -417,6 +465,51 @@ fn expanded<'a>(structure: &KnowledgeStructure, query: &str, first: &[Fused<'a>]
         (f.id, Some(lexical).filter(|l| *l > 0.0), f.vector)
     });
     fusion::fuse(second, VECTOR_WEIGHT, top_k)
+}
+
+/// The tokens a text is counted as: one per four characters, rounded up.
+fn tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// The evidence that fits `budget` tokens: the first `top_k` matches, then their neighbours
+/// (their relations' other ends, and the objects beside them where the order counts), then the
+/// rest of the ranking. Each object once; a piece too large for what is left is passed over for
+/// smaller ones after it.
+fn budgeted(
+    structure: &KnowledgeStructure,
+    ranked: &[(String, f64)],
+    top_k: usize,
+    nearby: &Nearby<'_>,
+    budget: usize,
+) -> (Vec<Evidence>, usize) {
+    let scores: HashMap<&str, f64> = ranked.iter().map(|(id, score)| (id.as_str(), *score)).collect();
+    let (matches, rest) = ranked.split_at(top_k.min(ranked.len()));
+    let mut order: Vec<(&str, f64, Option<&str>)> = matches.iter().map(|(id, s)| (id.as_str(), *s, None)).collect();
+    for (id, score) in matches {
+        for near in nearby.of(id) {
+            order.push((near, scores.get(near).copied().unwrap_or(*score), Some(id.as_str())));
+        }
+    }
+    order.extend(rest.iter().map(|(id, s)| (id.as_str(), *s, None)));
+    let mut seen = std::collections::HashSet::new();
+    let mut pieces = Vec::new();
+    let mut used = 0;
+    for (id, score, via) in order {
+        let Some(object) = structure.get(id) else { continue };
+        if !seen.insert(id) {
+            continue;
+        }
+        let text = cks_core::vectors::embedding_text(object)
+            .unwrap_or_else(|| format!("{} {}", object.identity.name, object.identity.r#type));
+        let cost = tokens(&text);
+        if used + cost > budget {
+            continue;
+        }
+        used += cost;
+        pieces.push(Evidence { id: id.to_owned(), score: round(score), via: via.map(str::to_owned), text });
+    }
+    (pieces, used)
 }
 
 fn round(score: f64) -> f64 {
@@ -690,6 +783,60 @@ mod tests {
         let scores = shuffled["match_scores"].as_object().unwrap();
         assert!(scores.values().all(|s| s.get("context").is_none()), "{scores:?}");
         assert!(!scores.contains_key("answer"), "{scores:?}");
+    }
+
+    #[tokio::test]
+    async fn a_budgeted_answer_never_exceeds_its_budget() {
+        let ctx = context();
+        ctx.runtime.enable_embeddings(Tiny::new());
+        let id = session(
+            &ctx,
+            structure(vec![
+                obj("ask", "Turn", "Turn 1", json!({"text": "where did I leave the banana"})),
+                obj("answer", "Turn", "Turn 2", json!({"text": "on the table by the window, next to the car keys"})),
+                obj("fruit", "Thing", "Banana", json!({"content": "a yellow fruit, a banana"})),
+                obj("car", "Thing", "Automobile", json!({"content": "a vehicle"})),
+                rel("replied", &["ask", "answer"], "answered_by"),
+            ]),
+        )
+        .await;
+        let ask = |budget: u32| {
+            let ctx = &ctx;
+            let id = id.clone();
+            async move {
+                let query = json!({"session_id": id, "query": "banana", "top_k": 1, "depth": 0, "max_tokens": budget});
+                call(ctx, "search_semantic", query).await
+            }
+        };
+        let mut largest = 0;
+        for budget in 1..=80 {
+            let found = ask(budget).await;
+            let pieces = found["context"].as_array().unwrap();
+            let counted: usize = pieces.iter().map(|p| p["text"].as_str().unwrap().chars().count().div_ceil(4)).sum();
+            assert_eq!(found["context_tokens"], counted, "{found}");
+            assert!(counted <= budget as usize, "{budget}: {found}");
+            let ids: std::collections::BTreeSet<&str> = pieces.iter().map(|p| p["id"].as_str().unwrap()).collect();
+            assert_eq!(ids.len(), pieces.len(), "each object once: {found}");
+            largest = largest.max(pieces.len());
+            // Today's keys are as without a budget: one match.
+            assert_eq!(found["matched_seeds"].as_array().unwrap().len(), 1);
+        }
+        let whole = ask(80).await;
+        let pieces = whole["context"].as_array().unwrap();
+        assert_eq!(largest, pieces.len());
+        // The match first, then what is related to it (through it), then the rest of the ranking.
+        let first = pieces[0]["id"].as_str().unwrap();
+        assert_eq!(first, whole["matched_seeds"][0], "{whole}");
+        let related: Vec<&Value> = pieces.iter().filter(|p| p.get("via").is_some()).collect();
+        if first == "ask" {
+            assert_eq!(related.len(), 1, "{whole}");
+            assert_eq!((related[0]["id"].as_str(), related[0]["via"].as_str()), (Some("answer"), Some("ask")));
+        }
+        assert!(pieces.iter().any(|p| p["id"] == "fruit") && pieces.iter().any(|p| p["id"] == "ask"), "{whole}");
+        // Without a budget, no context.
+        let plain =
+            call(&ctx, "search_semantic", json!({"session_id": id, "query": "banana", "top_k": 1, "depth": 0})).await;
+        assert!(plain.get("context").is_none() && plain.get("context_tokens").is_none(), "{plain}");
     }
 
     #[tokio::test]
