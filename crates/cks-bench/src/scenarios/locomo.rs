@@ -71,6 +71,9 @@ struct Turn {
     blip_caption: Option<String>,
 }
 
+/// The token budget of every question's `context` (`max_tokens`).
+pub(crate) const CONTEXT_TOKENS: u32 = 1000;
+
 /// One question's scores at each of [`KS`].
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct QuestionScore {
@@ -78,17 +81,20 @@ pub(crate) struct QuestionScore {
     pub(crate) recall: [f64; 3],
     /// At least one evidence id among the first k seeds.
     pub(crate) hit: [bool; 3],
+    /// Every evidence id within the answer's `context` ([`CONTEXT_TOKENS`] tokens).
+    pub(crate) in_context: bool,
 }
 
 /// Scores the seeds a search returned (best first) against a question's evidence. Evidence ids are
 /// counted once each; ids that name no turn stay in the denominator (they can never be found), and
 /// a seed repeated counts once. `None` when the question has no evidence (nothing to recall).
-pub(crate) fn score(evidence: &[String], seeds: &[String]) -> Option<QuestionScore> {
+pub(crate) fn score(evidence: &[String], seeds: &[String], context: &[String]) -> Option<QuestionScore> {
     let evidence: BTreeSet<&str> = evidence.iter().map(String::as_str).collect();
     if evidence.is_empty() {
         return None;
     }
-    let mut score = QuestionScore::default();
+    let in_context = evidence.iter().all(|id| context.iter().any(|c| c == id));
+    let mut score = QuestionScore { in_context, ..QuestionScore::default() };
     for (i, k) in KS.into_iter().enumerate() {
         let found: BTreeSet<&str> =
             seeds.iter().take(k).map(String::as_str).filter(|id| evidence.contains(id)).collect();
@@ -104,6 +110,7 @@ struct Tally {
     questions: usize,
     recall: [f64; 3],
     hits: [usize; 3],
+    in_context: usize,
     latencies_ms: Vec<f64>,
 }
 
@@ -114,6 +121,7 @@ impl Tally {
             self.recall[i] += score.recall[i];
             self.hits[i] += usize::from(score.hit[i]);
         }
+        self.in_context += usize::from(score.in_context);
         self.latencies_ms.push(latency_ms);
     }
 
@@ -123,6 +131,7 @@ impl Tally {
             self.recall[i] += other.recall[i];
             self.hits[i] += other.hits[i];
         }
+        self.in_context += other.in_context;
         self.latencies_ms.extend_from_slice(&other.latencies_ms);
     }
 
@@ -132,6 +141,11 @@ impl Tally {
 
     fn hit(&self, i: usize) -> f64 {
         self.hits[i] as f64 / self.questions as f64
+    }
+
+    /// The share of questions whose evidence is all within the budgeted context.
+    fn in_context(&self) -> f64 {
+        self.in_context as f64 / self.questions as f64
     }
 }
 
@@ -253,7 +267,7 @@ impl Bench<'_> {
                 }
                 for (asked, question) in questions.iter().enumerate() {
                     let arguments = json!({"session_id": session, "query": question.question, "top_k": TOP_K,
-                        "depth": 0, "mode": run.mode});
+                        "depth": 0, "mode": run.mode, "max_tokens": CONTEXT_TOKENS});
                     let (answer, took) = match search(&mut client, arguments).await {
                         Ok(answered) => answered,
                         Err(e) => {
@@ -269,7 +283,7 @@ impl Bench<'_> {
                     };
                     run.rankings.extend(answer.ranking);
                     run.models.extend(answer.embeddings.map(|(model, _)| model));
-                    match score(&question.evidence, &answer.seeds) {
+                    match score(&question.evidence, &answer.seeds, &answer.context) {
                         Some(s) => run.by_category.entry(question.category).or_default().add(&s, ms(took)),
                         None => run.no_evidence += 1,
                     }
@@ -311,6 +325,7 @@ impl Bench<'_> {
                 for (i, k) in KS.into_iter().enumerate() {
                     let _ = write!(note, ", hit@{k} {:.4}", tally.hit(i));
                 }
+                let _ = write!(note, ", evidence in {CONTEXT_TOKENS} tokens {:.4}", tally.in_context());
                 let _ = write!(
                     note,
                     ", search p50 {} ms, p95 {} ms, ranking {}, embedding model {}; {context}",
@@ -341,18 +356,18 @@ fn rows(run: &ModeRun) -> Vec<(&'static str, Tally)> {
 /// what went wrong.
 fn locomo_table(runs: &[ModeRun], context: &str, notes: &[String], elapsed: Duration) -> String {
     let mut out = String::from(
-        "| mode | category | questions | recall@1 | recall@5 | recall@10 | hit@1 | hit@5 | hit@10 | search p50 | \
-         search p95 | ranking | embedding model |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | category | questions | recall@1 | recall@5 | recall@10 | hit@1 | hit@5 | hit@10 | evidence in 1,000 \
+         tokens | search p50 | search p95 | ranking | embedding model |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for run in runs {
         for (category, tally) in rows(run) {
             if let Some(why) = &run.unavailable {
-                let _ = writeln!(out, "| {} | {category} | — | {why} | | | | | | | | | |", run.mode);
+                let _ = writeln!(out, "| {} | {category} | — | {why} | | | | | | | | | | |", run.mode);
                 continue;
             }
             let _ = write!(out, "| {} | {category} | {} |", run.mode, tally.questions);
             if tally.questions == 0 {
-                out.push_str(" — | — | — | — | — | — | — | — |");
+                out.push_str(" — | — | — | — | — | — | — | — | — |");
             } else {
                 for i in 0..KS.len() {
                     let _ = write!(out, " {:.3} |", tally.recall(i));
@@ -360,6 +375,7 @@ fn locomo_table(runs: &[ModeRun], context: &str, notes: &[String], elapsed: Dura
                 for i in 0..KS.len() {
                     let _ = write!(out, " {:.3} |", tally.hit(i));
                 }
+                let _ = write!(out, " {:.3} |", tally.in_context());
                 let _ = write!(
                     out,
                     " {} ms | {} ms |",
@@ -395,18 +411,26 @@ mod tests {
     }
 
     #[test]
+    fn evidence_within_the_context_is_all_of_it_or_none() {
+        let context = ids(&["D1:2", "D1:9", "D2:1"]);
+        assert!(score(&ids(&["D1:9", "D2:1"]), &[], &context).unwrap().in_context);
+        assert!(!score(&ids(&["D1:9", "D3:3"]), &[], &context).unwrap().in_context, "one piece missing");
+        assert!(!score(&ids(&["D1:9"]), &context, &[]).unwrap().in_context, "seeds are not the context");
+    }
+
+    #[test]
     fn recall_and_hit_at_k() {
         let seeds = ids(&["D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6", "D1:7", "D1:8", "D1:9", "D1:10", "D1:11"]);
         // One evidence id, found third: a miss at 1, a hit at 5 and 10.
-        let s = score(&ids(&["D1:3"]), &seeds).unwrap();
+        let s = score(&ids(&["D1:3"]), &seeds, &[]).unwrap();
         assert!(close(s.recall, [0.0, 1.0, 1.0]), "{s:?}");
         assert_eq!(s.hit, [false, true, true]);
         // Two ids, one first and one eighth.
-        let s = score(&ids(&["D1:8", "D1:1"]), &seeds).unwrap();
+        let s = score(&ids(&["D1:8", "D1:1"]), &seeds, &[]).unwrap();
         assert!(close(s.recall, [0.5, 0.5, 1.0]), "{s:?}");
         assert_eq!(s.hit, [true, true, true]);
         // Beyond the tenth seed counts for nothing.
-        let s = score(&ids(&["D1:11"]), &seeds).unwrap();
+        let s = score(&ids(&["D1:11"]), &seeds, &[]).unwrap();
         assert!(close(s.recall, [0.0; 3]), "{s:?}");
         assert_eq!(s.hit, [false; 3]);
     }
@@ -414,30 +438,30 @@ mod tests {
     #[test]
     fn duplicate_evidence_counts_once_and_missing_ids_stay_in_the_denominator() {
         let seeds = ids(&["a", "b", "c"]);
-        let s = score(&ids(&["b", "b", "a"]), &seeds).unwrap();
+        let s = score(&ids(&["b", "b", "a"]), &seeds, &[]).unwrap();
         assert!(close(s.recall, [0.5, 1.0, 1.0]), "{s:?}");
         // "D8:6; D9:17" names no turn: it can never be found, but it is still evidence.
-        let s = score(&ids(&["a", "D8:6; D9:17"]), &seeds).unwrap();
+        let s = score(&ids(&["a", "D8:6; D9:17"]), &seeds, &[]).unwrap();
         assert!(close(s.recall, [0.5, 0.5, 0.5]), "{s:?}");
         assert_eq!(s.hit, [true; 3]);
         // A seed repeated is found once.
-        let s = score(&ids(&["a", "b"]), &ids(&["a", "a", "a"])).unwrap();
+        let s = score(&ids(&["a", "b"]), &ids(&["a", "a", "a"]), &[]).unwrap();
         assert!(close(s.recall, [0.5; 3]), "{s:?}");
     }
 
     #[test]
     fn empty_results_and_empty_evidence() {
-        let s = score(&ids(&["a"]), &[]).unwrap();
+        let s = score(&ids(&["a"]), &[], &[]).unwrap();
         assert_eq!(s, QuestionScore::default());
-        assert_eq!(score(&[], &ids(&["a"])), None);
-        assert_eq!(score(&[], &[]), None);
+        assert_eq!(score(&[], &ids(&["a"]), &[]), None);
+        assert_eq!(score(&[], &[], &[]), None);
     }
 
     #[test]
     fn tallies_average_over_questions() {
         let mut run = ModeRun { mode: "lexical".into(), ..Default::default() };
-        let hit = score(&ids(&["a", "b"]), &ids(&["a", "x", "b"])).unwrap();
-        let miss = score(&ids(&["c"]), &ids(&["a"])).unwrap();
+        let hit = score(&ids(&["a", "b"]), &ids(&["a", "x", "b"]), &ids(&["b", "a"])).unwrap();
+        let miss = score(&ids(&["c"]), &ids(&["a"]), &[]).unwrap();
         run.by_category.entry(1).or_default().add(&hit, 2.0);
         run.by_category.entry(4).or_default().add(&miss, 4.0);
         let all = run.all();
@@ -448,7 +472,7 @@ mod tests {
         let table = locomo_table(&[run], "conversations 0", &["a note".into()], Duration::from_secs(3));
         assert!(
             table.contains(
-                "| lexical | all | 2 | 0.250 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 2.000 ms | 4.000 ms |"
+                "| lexical | all | 2 | 0.250 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 2.000 ms | 4.000 ms |"
             ),
             "{table}"
         );
@@ -456,7 +480,7 @@ mod tests {
         assert!(table.contains("| lexical | temporal | 0 | — |"), "{table}");
         assert!(table.contains("\n- a note\n"), "{table}");
         for row in table.lines().filter(|r| r.starts_with("| lexical")) {
-            assert_eq!(row.matches(" |").count(), 13, "{row}");
+            assert_eq!(row.matches(" |").count(), 14, "{row}");
         }
     }
 

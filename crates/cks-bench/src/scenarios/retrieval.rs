@@ -29,6 +29,8 @@ pub(super) struct Answer {
     pub(super) ranking: Option<String>,
     /// `embeddings`: the model, and how many objects had no vector yet.
     pub(super) embeddings: Option<(String, u64)>,
+    /// The ids of `context` (asked for with `max_tokens`), in its order.
+    pub(super) context: Vec<String>,
 }
 
 /// A search's answer from a `tools/call` result: its `matched_seeds`, `ranking` and `embeddings`;
@@ -58,7 +60,11 @@ pub(super) fn read_answer(result: &Value) -> Result<Answer, CallError> {
         .get("embeddings")
         .filter(|e| e.is_object())
         .map(|e| (e["model"].as_str().unwrap_or_default().to_owned(), e["pending"].as_u64().unwrap_or_default()));
-    Ok(Answer { seeds, ranking: value["ranking"].as_str().map(str::to_owned), embeddings })
+    let context = value["context"]
+        .as_array()
+        .map(|pieces| pieces.iter().filter_map(|p| p["id"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    Ok(Answer { seeds, ranking: value["ranking"].as_str().map(str::to_owned), embeddings, context })
 }
 
 /// One `search_semantic` call, as a client sends it; returns the answer and how long it took.
@@ -204,10 +210,16 @@ mod tests {
         let ids = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let answer = |value: Value, is_error: bool| json!({"content": [{"type": "text", "text": value.to_string()}], "isError": is_error});
         let found = json!({"status": "success", "matched_seeds": ["D1:2", "D3:4"], "ranking": "hybrid",
-            "embeddings": {"model": "m", "pending": 3}});
+            "embeddings": {"model": "m", "pending": 3},
+            "context": [{"id": "D1:2", "score": 1.0, "text": "x"}, {"id": "D1:3", "score": 0.5, "text": "y"}]});
         assert_eq!(
             read_answer(&answer(found, false)).unwrap(),
-            Answer { seeds: ids(&["D1:2", "D3:4"]), ranking: Some("hybrid".into()), embeddings: Some(("m".into(), 3)) }
+            Answer {
+                seeds: ids(&["D1:2", "D3:4"]),
+                ranking: Some("hybrid".into()),
+                embeddings: Some(("m".into(), 3)),
+                context: ids(&["D1:2", "D1:3"]),
+            }
         );
         let lexical = json!({"status": "success", "matched_seeds": ["a"], "ranking": "bm25"});
         assert_eq!(read_answer(&answer(lexical, false)).unwrap().embeddings, None);
