@@ -73,7 +73,7 @@ const GROUP_TOKENS: usize = 2048;
 pub struct Transformer {
     shared: Arc<Shared>,
     /// The background thread's queue, made at the first batch.
-    background: OnceLock<std::sync::Mutex<mpsc::Sender<Job>>>,
+    background: OnceLock<mpsc::Sender<Job>>,
 }
 
 #[derive(Debug)]
@@ -165,9 +165,9 @@ impl Transformer {
             if let Err(e) = spawned {
                 tracing::warn!(error = %e, "no embedding thread");
             }
-            std::sync::Mutex::new(sender)
+            sender
         });
-        queue.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        queue.clone()
     }
 }
 
