@@ -119,10 +119,6 @@ impl<'a> Nearby<'a> {
         Nearby { structure, ordered }
     }
 
-    pub fn ordered(&self) -> bool {
-        self.ordered
-    }
-
     /// `id`'s neighbours: the other participants of its relations (up to [`MAX_RELATED`]), then,
     /// when the order counts, the objects of its type within [`REACH`] places of it. Each once,
     /// never `id` itself; a relation has none.

@@ -142,10 +142,6 @@ impl Transformer {
         self.shared.encode(texts)
     }
 
-    pub fn dims(&self) -> usize {
-        self.shared.config.hidden_size
-    }
-
     /// The queue of the thread that encodes batches, started at the first. It runs at a lower
     /// priority than the server's other threads, so commits and searches go first.
     fn background(&self) -> mpsc::Sender<Job> {

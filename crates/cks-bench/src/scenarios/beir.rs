@@ -33,7 +33,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::retrieval::{await_embeddings, joined, search};
+use super::retrieval::{await_embeddings, joined, search, write_notes};
 use super::{Bench, GRACE, ms};
 use crate::client::McpClient;
 use crate::report::{fmt_number, quantile};
@@ -532,9 +532,7 @@ fn beir_table(name: &str, runs: &[ModeRun], context: &str, notes: &[String], ela
         let _ = writeln!(out, " {} | {} |", joined(&run.rankings), joined(&run.models));
     }
     let _ = writeln!(out, "\nBEIR retrieval, {name}: {context}; run time {:.1} s.", elapsed.as_secs_f64());
-    for note in notes {
-        let _ = writeln!(out, "\n- {}", note.replace(['\r', '\n'], " "));
-    }
+    write_notes(&mut out, notes);
     out
 }
 

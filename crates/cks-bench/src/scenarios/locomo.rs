@@ -22,7 +22,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::retrieval::{await_embeddings, joined, search};
+use super::retrieval::{await_embeddings, joined, search, write_notes};
 use super::{Bench, GRACE, ms};
 use crate::report::{fmt_number, quantile};
 
@@ -392,9 +392,7 @@ fn locomo_table(runs: &[ModeRun], context: &str, notes: &[String], elapsed: Dura
         let _ = write!(out, " {no_evidence} questions without evidence not scored.");
     }
     out.push('\n');
-    for note in notes {
-        let _ = writeln!(out, "\n- {}", note.replace(['\r', '\n'], " "));
-    }
+    write_notes(&mut out, notes);
     out
 }
 

@@ -67,6 +67,14 @@ pub(super) fn read_answer(result: &Value) -> Result<Answer, CallError> {
     Ok(Answer { seeds, ranking: value["ranking"].as_str().map(str::to_owned), embeddings, context })
 }
 
+/// A group's notes under its table, a line each.
+pub(super) fn write_notes(out: &mut String, notes: &[String]) {
+    use std::fmt::Write as _;
+    for note in notes {
+        let _ = writeln!(out, "\n- {}", note.replace(['\r', '\n'], " "));
+    }
+}
+
 /// One `search_semantic` call, as a client sends it; returns the answer and how long it took.
 pub(super) async fn search(client: &mut McpClient, arguments: Value) -> Result<(Answer, Duration), CallError> {
     let started = Instant::now();
