@@ -54,7 +54,7 @@ const provider = await startProvider(process.env.PROVIDER_URL, async ({ system, 
   }
   if (system.startsWith('You are the review step')) {
     const object = shownAfter(prompt, 'The object:')
-    return object.id === 'earth' ? 'APPROVE: accurate and specific.' : 'REJECT: too vague to check.'
+    return ['earth', 'mars'].includes(object.id) ? 'APPROVE: accurate and specific.' : 'REJECT: too vague to check.'
   }
   if (system.startsWith('You are the synthesis step')) {
     return JSON.stringify({ objects: [{ id: 'orbit', type: 'Fact', name: 'Earth orbits the Sun' }] })
@@ -87,13 +87,14 @@ async function session(objects) {
   return created.session_id
 }
 
-// The pipeline's session: Earth, the Moon, the Sun and a theory Earth both supports and contradicts,
-// which a rule forbids (the Arbiter settles it). The Critic's: a fact that expired (a sweeper queues
+// The pipeline's session: Earth, Mars (in no contradiction), the Moon, the Sun and a theory Earth
+// both supports and contradicts, which a rule forbids (the Arbiter settles it). The Critic's: a fact that expired (a sweeper queues
 // a temporal conflict, the Critic extends the fact). The Critic takes temporal conflicts only, so
 // the contradiction stays for the pipeline.
 const pipelineSession = await session([
   object('rule', 'MutualExclusionRule', 'supports or contradicts', { relation_type_a: 'supports', relation_type_b: 'contradicts' }),
   object('earth', 'Planet', 'Earth', { note: 'third planet' }),
+  object('mars', 'Planet', 'Mars', { note: 'fourth planet' }),
   object('theory', 'Claim', 'Theory'),
   object('moon', 'Satellite', 'Moon'),
   object('sun', 'Star', 'Sun'),
@@ -274,9 +275,9 @@ await check('the Agents page lists the Critic and the pipeline as list_processes
 let first
 // The Researcher's call about the second object waits: the run is then under way, with work to show.
 const researchTheory = hold('theory')
-await check('the Graph page starts a run on two selected objects; list_pipeline_runs lists it', async () => {
-  await select([['Planet', 'Earth'], ['Claim', 'Theory']])
-  first = await startFromGraph(2, ['earth', 'theory'])
+await check('the Graph page starts a run on three selected objects; list_pipeline_runs lists it', async () => {
+  await select([['Planet', 'Earth'], ['Planet', 'Mars'], ['Claim', 'Theory']])
+  first = await startFromGraph(3, ['earth', 'mars', 'theory'])
   assert.ok(['queued', 'running'].includes(first.status), JSON.stringify(first))
   assert.deepEqual(first.steps.map((s) => s.name), ['Researcher', 'Reviewer', 'Synthesizer', 'Arbiter'])
 })
@@ -317,9 +318,19 @@ await check('the run completes: the run history, its four steps and the board fo
   }, 60)
   assert.deepEqual(done.steps.map((s) => s.status), ['completed', 'completed', 'completed', 'completed'])
   const reviewer = done.steps.find((s) => s.name === 'Reviewer')
-  assert.deepEqual([reviewer.approved, reviewer.rejected], [['earth'], ['theory']])
+  assert.deepEqual([[...reviewer.approved].sort(), reviewer.rejected], [['earth', 'mars'], ['theory']])
   await expectRun(done)
   const serverObjects = await expectBoard()
+  // The board is not empty: the run leaves its objects where the reference's pipeline does, in a
+  // column the studio shows (Earth and the rejected theory resolved by the Arbiter, which settles
+  // their contradiction; Mars, approved and in no contradiction, resolved all the same), none left
+  // awaiting a step that will not come.
+  const ended = done.object_ids.map((id) => serverObjects.find((o) => o.identity.id === id)?.structure?.current_status)
+  assert.deepEqual(ended, done.object_ids.map(() => 'resolved'), `the run's objects end ${JSON.stringify(ended)}`)
+  const resolved = (await column('resolved').locator('button div.font-medium').allInnerTexts()).sort()
+  assert.deepEqual(resolved, ['Earth', 'Mars', 'Theory'], 'the board\'s Resolved column')
+  const mars = serverObjects.find((o) => o.identity.id === 'mars').structure.transition_log.at(-1)
+  assert.deepEqual([mars.agent, mars.action, mars.transitioned_to], ['ArbiterAgent', 'uncontested', 'resolved'])
   // The Arbiter kept s1 (the scripted winner) and removed c1.
   const relations = serverObjects.filter((o) => o.identity.type === 'Relation').map((o) => o.identity.id)
   assert.ok(relations.includes('s1') && !relations.includes('c1'), JSON.stringify(relations))
@@ -337,15 +348,15 @@ await check('the run completes: the run history, its four steps and the board fo
   }
 })
 
-await check('after the run the pipeline is idle again; process_status counts its six tasks and their tokens', async () => {
+await check('after the run the pipeline is idle again; process_status counts its eight tasks and their tokens', async () => {
   const status = await processStatus('pipeline')
   const done = await run(pipelineSession, first.run_id)
   assert.equal(status.current_task_id, null)
-  assert.equal(status.tasks_done, 6, JSON.stringify(status))
+  assert.equal(status.tasks_done, 8, JSON.stringify(status))
   assert.equal(status.tasks_failed, 0, JSON.stringify(status))
   assert.equal(status.tokens_spent, done.tokens_spent, JSON.stringify(status))
   assert.equal(done.tokens_spent, done.steps.reduce((sum, s) => sum + s.tokens_spent, 0))
-  assert.equal(provider.calls.length, 6)
+  assert.equal(provider.calls.length, 8)
   await page.goto(`${studio}/agents`)
   await expectCard(status)
 })

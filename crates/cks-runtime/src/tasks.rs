@@ -54,6 +54,12 @@ pub fn backoff(retry_count: u32) -> Duration {
     Duration::from_secs(2u64.checked_pow(retry_count).map_or(MAX_BACKOFF_SECONDS, |s| s.min(MAX_BACKOFF_SECONDS)))
 }
 
+/// What a dead-lettered task's error ends with: how many attempts failed.
+pub fn gave_up(attempts: u32) -> String {
+    let plural = if attempts == 1 { "" } else { "s" };
+    format!(" (gave up after {attempts} failed attempt{plural})")
+}
+
 impl TaskQueue {
     pub fn new(store: Arc<dyn Store>, config: QueueConfig) -> Self {
         TaskQueue { store, config }
@@ -103,7 +109,7 @@ impl TaskQueue {
     /// left, dead-lettered once `retry_count` exceeds the limit.
     pub async fn fail(&self, task: TaskRef, retry_count: u32, error: &str) -> Result<Failed, StoreError> {
         if retry_count > self.config.max_retries {
-            let error = format!("{error} (gave up after {retry_count} failed attempts)");
+            let error = format!("{error}{}", gave_up(retry_count));
             return Ok(if self.store.dead_letter_task(task, &error, Some(retry_count)).await? {
                 Failed::DeadLettered
             } else {
@@ -175,7 +181,15 @@ mod tests {
         assert_eq!(queue.fail(TaskRef::any(id), 3, "e3").await.unwrap(), Failed::DeadLettered);
         let dead = queue.get(id).await.unwrap().unwrap();
         assert_eq!(dead.status, TaskStatus::Dead);
-        assert!(dead.last_error.unwrap().starts_with("e3 (gave up after 3"));
+        assert_eq!(dead.last_error.unwrap(), "e3 (gave up after 3 failed attempts)");
         assert_eq!(queue.fail(TaskRef::any(id + 1), 1, "e").await.unwrap(), Failed::NotFound);
+    }
+
+    #[tokio::test]
+    async fn a_task_without_retries_gives_up_after_one_failed_attempt() {
+        let queue = TaskQueue::new(Arc::new(MemoryStore::new()), QueueConfig { max_retries: 0, ..Default::default() });
+        let id = queue.enqueue("t", "s", &json!({}), None).await.unwrap().unwrap();
+        assert_eq!(queue.fail(TaskRef::any(id), 1, "e1").await.unwrap(), Failed::DeadLettered);
+        assert_eq!(queue.get(id).await.unwrap().unwrap().last_error.unwrap(), "e1 (gave up after 1 failed attempt)");
     }
 }

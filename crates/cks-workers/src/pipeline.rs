@@ -153,7 +153,7 @@ impl Failure {
             Recorded::Unchanged => return,
         };
         if let (Outcome::Failed(_), Recorded::DeadLettered, Some(error)) = (&self.outcome, recorded, &mut work.error) {
-            error.push_str(&format!(" (gave up after {} failed attempts)", task.retry_count + 1));
+            error.push_str(&cks_runtime::tasks::gave_up(task.retry_count + 1));
         }
         work.status = status;
         work.dead_letter_task_id = dead;
@@ -346,11 +346,11 @@ impl Job<'_> {
             max_tokens: Some(max_tokens),
             ..ChatRequest::from_prompt(prompt)
         };
-        let what = format!("LLM {} call", self.step.name());
-        let answer = ask_text(&self.worker.ctx, request, self.step.tool(), &what)
+        let answer = ask_text(&self.worker.ctx, request, self.step.tool())
             .await
-            // The message names what failed ("Internal error: LLM Researcher call failed: ...").
-            .map_err(|e| self.retry(e.message))?;
+            // The provider's failure as it is ("provider server error: anthropic (model ..., HTTP
+            // 500): ..."): an outage is no internal error of ours.
+            .map_err(|e| self.retry(format!("LLM {} call failed: {}", self.step.name(), e.message)))?;
         self.spent.fetch_add(answer.tokens, Ordering::Relaxed);
         Ok(answer)
     }
@@ -408,13 +408,14 @@ impl Job<'_> {
     }
 
     /// An update appending this step's entry to an object's `transition_log` and setting its
-    /// `current_status`, as the reference's pipeline records what it did to an object.
+    /// `current_status`, as the reference's pipeline records what it did to an object; `node` is
+    /// the reasoning node that records why, when there is one (`null` in the entry otherwise).
     pub(super) fn transition(
         &self,
         object: &KnowledgeObject,
         action: &str,
         to: &str,
-        node: &str,
+        node: Option<&str>,
         hash: &str,
     ) -> Operation {
         let mut log: Vec<Value> =

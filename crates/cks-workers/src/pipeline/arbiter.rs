@@ -2,14 +2,23 @@
 //! `MutualExclusionRule` or `FunctionalRelationRule` of the graph forbids together) in one LLM
 //! call (JSON): of each contradiction one relation stays and the others are removed, committed with
 //! a `ReasoningNode` recording the decisions and the transitions of the objects involved to
-//! `resolved`. With no such contradiction it asks the model nothing; the run is then complete.
+//! `resolved`. With no such contradiction, or with the same ones arbitrated before, it asks the
+//! model nothing.
+//!
+//! Either way the run ends here: every object of the run the Synthesizer left `awaiting_arbitration`
+//! moves to `resolved` (with the decisions' commit, or in a commit of its own), where the
+//! reference's pipeline leaves an approved object; a rejected one stays `needs_research` unless it
+//! takes part in a contradiction. With nothing to decide and nothing waiting, it commits nothing.
 //!
 //! The reference's Arbiter instead drains the `contradiction_detected` queue the Critic drains too;
 //! here the Critic keeps that queue, and each run arbitrates what concerns its own objects.
 
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
+use cks_core::KnowledgeObject;
+use cks_core::ops::Operation;
 use cks_core::validate::contradictions;
 
 use super::{Failure, Job, Produced, combined_hash, content_hash, neighbourhood, node, pretty, shown};
@@ -21,6 +30,10 @@ set stays, the others are removed. Keep the relation that is better supported: b
 recent information, by higher stated confidence. Answer with one JSON array and nothing else, one entry per \
 contradiction: [{\"contradiction_id\": \"<id>\", \"winner_relation_id\": \"<relation id>\", \"reason\": \"<one \
 sentence>\"}]";
+
+/// Where the Synthesizer leaves the run's approved objects, and where the Arbiter leaves them.
+const WAITING: &str = "awaiting_arbitration";
+const RESOLVED: &str = "resolved";
 
 /// A contradiction the run has to settle: its id, rule code and relations.
 struct Contended {
@@ -67,17 +80,28 @@ pub(super) async fn arbitrate(job: &Job<'_>) -> Result<(), Failure> {
             let verdict_id = format!("arbitration-{short_run}-{}", &hash[..12]);
             let earlier = s.contains(&verdict_id);
             let context = neighbourhood(s, &participants, depth);
-            (contended, relations, objects, verdict_id, earlier, context)
+            let waiting: Vec<Arc<KnowledgeObject>> = scope
+                .iter()
+                .filter_map(|id| s.get(id))
+                .filter(|o| o.structure.get("current_status").and_then(Value::as_str) == Some(WAITING))
+                .cloned()
+                .collect();
+            (contended, relations, objects, verdict_id, earlier, context, waiting)
         })
         .await?;
-    let (contended, relations, objects, verdict_id, earlier, context) = found;
-    if contended.is_empty() {
-        let note = Some("no contradiction touches the run's objects: nothing to arbitrate".to_owned());
-        return job.done(Produced { note, ..Produced::default() }).await;
-    }
-    if earlier {
-        let note = Some("these contradictions were arbitrated before".to_owned());
-        return job.done(Produced { outputs: vec![verdict_id], note, ..Produced::default() }).await;
+    let (contended, relations, objects, verdict_id, earlier, context, waiting) = found;
+    if contended.is_empty() || earlier {
+        let (outputs, note) = if contended.is_empty() {
+            (Vec::new(), "no contradiction touches the run's objects: nothing to arbitrate")
+        } else {
+            (vec![verdict_id.clone()], "these contradictions were arbitrated before")
+        };
+        // Nothing to ask, but the run still ends here: what waits for arbitration is resolved.
+        let arbitrated: HashSet<&str> = objects.iter().map(|o| o.id()).collect();
+        let operations = resolve_waiting(job, &waiting, &arbitrated, &verdict_id);
+        let version_id = if operations.is_empty() { None } else { Some(job.commit(operations, None).await?) };
+        let note = Some(note.to_owned());
+        return job.done(Produced { outputs, note, version_id, ..Produced::default() }).await;
     }
     let shown_contradictions: Vec<Value> = contended
         .iter()
@@ -98,7 +122,7 @@ pub(super) async fn arbitrate(job: &Job<'_>) -> Result<(), Failure> {
     let removed: BTreeSet<&String> =
         contended.iter().flat_map(|c| &c.relation_ids).filter(|id| !winners.contains(id.as_str())).collect();
     let mut operations: Vec<_> =
-        removed.iter().map(|id| cks_core::ops::Operation::RemoveRelation { relation_id: (*id).clone() }).collect();
+        removed.iter().map(|id| Operation::RemoveRelation { relation_id: (*id).clone() }).collect();
     let mut record = job.stamp("arbitration_verdict", Some(&answer));
     let decided: Vec<Value> = contended
         .iter()
@@ -111,10 +135,34 @@ pub(super) async fn arbitrate(job: &Job<'_>) -> Result<(), Failure> {
     record.insert("removed_relation_ids".into(), json!(removed));
     operations.push(node(&verdict_id, "ReasoningNode", "Arbitration of contradictions", record));
     for object in &objects {
-        operations.push(job.transition(object, "arbitrated", "resolved", &verdict_id, &content_hash(object)));
+        operations.push(job.transition(object, "arbitrated", RESOLVED, Some(&verdict_id), &content_hash(object)));
     }
+    let arbitrated: HashSet<&str> = objects.iter().map(|o| o.id()).collect();
+    let uncontested: Vec<_> = waiting.into_iter().filter(|o| !arbitrated.contains(o.id())).collect();
+    operations.extend(resolve_waiting(job, &uncontested, &arbitrated, &verdict_id));
     let version_id = job.commit(operations, Some(&answer)).await?;
     job.done(Produced::answered(vec![verdict_id], version_id, &answer)).await
+}
+
+/// The transitions to `resolved` of the run's objects that wait for arbitration: `arbitrated` (the
+/// verdict named) for those in a contradiction `arbitrated` settles, `uncontested` for the others.
+fn resolve_waiting(
+    job: &Job<'_>,
+    waiting: &[Arc<KnowledgeObject>],
+    arbitrated: &HashSet<&str>,
+    verdict_id: &str,
+) -> Vec<Operation> {
+    waiting
+        .iter()
+        .map(|object| {
+            let hash = content_hash(object);
+            if arbitrated.contains(object.id()) {
+                job.transition(object, "arbitrated", RESOLVED, Some(verdict_id), &hash)
+            } else {
+                job.transition(object, "uncontested", RESOLVED, None, &hash)
+            }
+        })
+        .collect()
 }
 
 /// The model's decision for each contradiction: the relation that stays, and why. Every

@@ -51,7 +51,7 @@ pub(super) async fn research(job: &Job<'_>) -> Result<(), Failure> {
     let operations = vec![
         node(&finding_id, "ReasoningNode", &name, structure),
         link(&finding_id, &object_id, "supports"),
-        job.transition(&object, "researched", "awaiting_review", &finding_id, &hash),
+        job.transition(&object, "researched", "awaiting_review", Some(&finding_id), &hash),
     ];
     let version_id = job.commit(operations, Some(&answer)).await?;
     job.done(Produced::answered(vec![finding_id.clone()], version_id, &answer)).await?;

@@ -62,7 +62,7 @@ pub(super) async fn review(job: &Job<'_>) -> Result<(), Failure> {
     let operations = vec![
         node(&verdict_id, "ReasoningNode", &name, structure),
         link(&verdict_id, &object_id, meaning),
-        job.transition(&object, "reviewed", status, &verdict_id, &hash),
+        job.transition(&object, "reviewed", status, Some(&verdict_id), &hash),
     ];
     let version_id = job.commit(operations, Some(&answer)).await?;
     let produced = Produced { approved: Some(approved), ..Produced::answered(vec![verdict_id], version_id, &answer) };

@@ -101,7 +101,7 @@ pub(super) async fn synthesize(job: &Job<'_>) -> Result<(), Failure> {
         operations.push(link(&synthesis_id, id, "synthesizes"));
     }
     for (object, hash) in objects.iter().zip(&hashes) {
-        operations.push(job.transition(object, "synthesized", "awaiting_arbitration", &synthesis_id, hash));
+        operations.push(job.transition(object, "synthesized", "awaiting_arbitration", Some(&synthesis_id), hash));
     }
     let version_id = job.commit(operations, Some(&answer)).await?;
     let mut outputs = vec![synthesis_id];

@@ -2,6 +2,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cks_core::KnowledgeStructure;
 use cks_runtime::events::EventKind;
 use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::{TaskFilter, TaskStatus};
@@ -48,6 +49,40 @@ async fn troubled(ctx: &ToolContext) -> String {
         rel("c1", &["e", "t"], "contradicts"),
     ];
     session(ctx, structure(objects)).await
+}
+
+/// Earth, the Moon and a theory Earth supports; with `contradicted`, Earth also contradicts the
+/// theory, which a rule forbids (the Moon takes part in no contradiction).
+async fn solar(ctx: &ToolContext, contradicted: bool) -> String {
+    let rule = json!({"relation_type_a": "supports", "relation_type_b": "contradicts"});
+    let mut objects = vec![
+        obj("rule", "MutualExclusionRule", "rule", rule),
+        obj("e", "Planet", "Earth", json!({"note": "third planet"})),
+        obj("m", "Satellite", "Moon", json!({})),
+        obj("t", "Claim", "Theory", json!({})),
+        rel("s1", &["e", "t"], "supports"),
+    ];
+    if contradicted {
+        objects.push(rel("c1", &["e", "t"], "contradicts"));
+    }
+    session(ctx, structure(objects)).await
+}
+
+/// Where a run left object `id`: its `current_status` and its transition log's last entry.
+fn ended(graph: &KnowledgeStructure, id: &str) -> (String, Value) {
+    let object = graph.get(id).unwrap();
+    let last = object.structure["transition_log"].as_array().unwrap().last().unwrap().clone();
+    (object.structure["current_status"].as_str().unwrap().to_owned(), last)
+}
+
+/// Every object a pipeline touched is where the reference's completed runs leave one (`resolved`,
+/// or `needs_research` after a rejection), none waiting for a step that will not come.
+fn assert_settled(graph: &KnowledgeStructure) {
+    for object in graph.objects() {
+        if let Some(status) = object.structure.get("current_status") {
+            assert!(status == "resolved" || status == "needs_research", "{} ends {status}", object.id());
+        }
+    }
 }
 
 async fn wait_for(what: &str, mut done: impl AsyncFnMut() -> bool) {
@@ -207,6 +242,160 @@ async fn a_run_goes_through_its_four_steps_each_committed_and_recorded() {
 }
 
 #[tokio::test]
+async fn a_run_with_no_contradiction_ends_with_its_objects_resolved_or_needing_research() {
+    let provider = ProviderServer::start().await;
+    let ctx = context(&provider, QueueConfig::default());
+    let id = solar(&ctx, false).await;
+    provider.push_all([
+        Reply::Text("Earth is the third planet from the Sun.".into()),
+        Reply::Text("APPROVE: accurate.".into()),
+        Reply::Text("The theory is contested.".into()),
+        Reply::Text("REJECT: too vague.".into()),
+        Reply::Text("{\"objects\": [{\"id\": \"orbit\", \"type\": \"Fact\", \"name\": \"Earth orbits\"}]}".into()),
+    ]);
+    call(&ctx, "start_pipeline", json!({"session_id": id, "object_ids": ["e", "t"]})).await;
+    let processes = Processes::start(ctx.clone(), &pipeline(PipelineConfig::default()));
+    let run = wait_for_run(&ctx, &id, "completed").await;
+    processes.shutdown().await;
+    assert_eq!(provider.requests().len(), 5, "nothing to arbitrate: no arbitration call");
+    assert!(step(&run, "Arbiter")["note"].as_str().unwrap().contains("nothing to arbitrate"), "{run}");
+
+    // The approved object, which the Synthesizer left awaiting arbitration, is resolved; the
+    // rejected one stays where the Reviewer put it, as in the reference.
+    let graph = ctx.runtime.read(&id, |s, _| s.clone()).await.unwrap();
+    let (status, last) = ended(&graph, "e");
+    assert_eq!(status, "resolved");
+    assert_eq!(
+        (&last["agent"], &last["action"], &last["transitioned_to"], &last["reasoning_node_id"]),
+        (&json!("ArbiterAgent"), &json!("uncontested"), &json!("resolved"), &Value::Null)
+    );
+    let (status, last) = ended(&graph, "t");
+    assert_eq!((status.as_str(), &last["agent"]), ("needs_research", &json!("ReviewerAgent")));
+    assert!(graph.get("m").unwrap().structure.get("current_status").is_none(), "not in the run");
+    assert_settled(&graph);
+    // The Arbiter's commit names its step, and no model: none answered.
+    let versions = ctx.runtime.list_versions(&id).await.unwrap();
+    let arbiter: Vec<_> = versions.iter().filter(|v| v.metadata.get("step") == Some(&json!("Arbiter"))).collect();
+    assert_eq!(arbiter.len(), 1);
+    assert!(arbiter[0].metadata.get("model").is_none(), "{:?}", arbiter[0].metadata);
+}
+
+#[tokio::test]
+async fn a_run_where_only_some_objects_are_contradicted_resolves_the_others_too() {
+    let provider = ProviderServer::start().await;
+    let ctx = context(&provider, QueueConfig::default());
+    let id = solar(&ctx, true).await;
+    provider.push_all([
+        Reply::Text("Earth is the third planet from the Sun.".into()),
+        Reply::Text("APPROVE: accurate.".into()),
+        Reply::Text("The Moon orbits Earth.".into()),
+        Reply::Text("APPROVE: accurate.".into()),
+        Reply::Text("The theory is contested.".into()),
+        Reply::Text("REJECT: too vague.".into()),
+        Reply::Text("{\"objects\": [{\"id\": \"orbit\", \"type\": \"Fact\", \"name\": \"Earth orbits\"}]}".into()),
+        Reply::Text("[{\"contradiction_id\": \"c1\", \"winner_relation_id\": \"s1\", \"reason\": \"sourced\"}]".into()),
+    ]);
+    call(&ctx, "start_pipeline", json!({"session_id": id, "object_ids": ["e", "m", "t"]})).await;
+    let processes = Processes::start(ctx.clone(), &pipeline(PipelineConfig::default()));
+    let run = wait_for_run(&ctx, &id, "completed").await;
+    processes.shutdown().await;
+    assert_eq!(provider.requests().len(), 8, "{run}");
+    assert_eq!(
+        (step(&run, "Reviewer")["approved"].clone(), step(&run, "Reviewer")["rejected"].clone()),
+        (json!(["e", "m"]), json!(["t"]))
+    );
+
+    // Earth and the theory take part in the contradiction: arbitrated, the rejected theory too (as
+    // the reference's Arbiter moves every participant). The Moon takes part in none: resolved all
+    // the same, in the same commit.
+    let graph = ctx.runtime.read(&id, |s, _| s.clone()).await.unwrap();
+    let verdict = step(&run, "Arbiter")["outputs"][0].clone();
+    for (object, action, node) in
+        [("e", "arbitrated", &verdict), ("t", "arbitrated", &verdict), ("m", "uncontested", &Value::Null)]
+    {
+        let (status, last) = ended(&graph, object);
+        assert_eq!(status, "resolved", "{object}");
+        assert_eq!(
+            (&last["agent"], &last["action"], &last["reasoning_node_id"]),
+            (&json!("ArbiterAgent"), &json!(action), node),
+            "{object}"
+        );
+    }
+    assert!(graph.contains("s1") && !graph.contains("c1"));
+    assert_settled(&graph);
+    let versions = ctx.runtime.list_versions(&id).await.unwrap();
+    assert_eq!(versions.iter().filter(|v| v.metadata.get("step") == Some(&json!("Arbiter"))).count(), 1);
+}
+
+#[tokio::test]
+async fn a_rerun_whose_contradiction_was_arbitrated_before_still_resolves_its_objects() {
+    let provider = ProviderServer::start().await;
+    let ctx = context(&provider, QueueConfig::default());
+    let id = troubled(&ctx).await;
+    let synthesis =
+        || Reply::Text("{\"objects\": [{\"id\": \"orbit\", \"type\": \"Fact\", \"name\": \"Earth orbits\"}]}".into());
+    provider.push_all([
+        Reply::Text("Earth is the third planet from the Sun.".into()),
+        Reply::Text("APPROVE: accurate.".into()),
+        Reply::Text("The theory is contested.".into()),
+        Reply::Text("REJECT: too vague.".into()),
+        synthesis(),
+        Reply::Text("[{\"contradiction_id\": \"c1\", \"winner_relation_id\": \"s1\", \"reason\": \"sourced\"}]".into()),
+    ]);
+    call(&ctx, "start_pipeline", json!({"session_id": id, "object_ids": ["e", "t"]})).await;
+    let processes = Processes::start(ctx.clone(), &pipeline(PipelineConfig::default()));
+    let first = wait_for_run(&ctx, &id, "completed").await;
+    processes.shutdown().await;
+    let verdict = step(&first, "Arbiter")["outputs"][0].clone();
+
+    // Earth changes and the removed relation comes back: the run started again researches,
+    // reviews and synthesizes Earth anew, and finds the contradiction it arbitrated before.
+    let changed = call(&ctx, "evolve_knowledge", json!({"session_id": id, "operations": [
+        {"type": "update_object", "object_id": "e", "structure_patch": {"note": "the third planet"}, "mode": "merge"},
+        {"type": "add_relation", "identity": {"id": "c1", "type": "Relation", "name": "c1"},
+         "participants": ["e", "t"], "relation_type": "contradicts"},
+    ]}))
+    .await;
+    assert!(changed.get("error").is_none(), "{changed}");
+    provider.push_all([
+        Reply::Text("Earth is the third planet, indeed.".into()),
+        Reply::Text("APPROVE: accurate.".into()),
+        synthesis(),
+    ]);
+    let again = call(&ctx, "start_pipeline", json!({"session_id": id, "object_ids": ["e", "t"]})).await;
+    assert_eq!(again["attempt"], 2, "{again}");
+    let processes = Processes::start(ctx.clone(), &pipeline(PipelineConfig::default()));
+    let rerun = wait_for_run(&ctx, &id, "completed").await;
+    processes.shutdown().await;
+    assert_eq!(provider.requests().len(), 9, "no second arbitration call");
+    let arbiter = step(&rerun, "Arbiter");
+    assert!(arbiter["note"].as_str().unwrap().contains("arbitrated before"), "{rerun}");
+    assert_eq!(arbiter["outputs"], json!([verdict]));
+
+    // Earth, synthesized again, is resolved by the earlier verdict; the theory keeps what the
+    // first run's arbitration left (its rejection was reused, so nothing moved it since).
+    let graph = ctx.runtime.read(&id, |s, _| s.clone()).await.unwrap();
+    let (status, last) = ended(&graph, "e");
+    assert_eq!(status, "resolved");
+    assert_eq!(
+        (&last["agent"], &last["action"], &last["reasoning_node_id"], &last["run_id"]),
+        (&json!("ArbiterAgent"), &json!("arbitrated"), &verdict, &rerun["run_id"])
+    );
+    let actions: Vec<&str> = graph.get("e").unwrap().structure["transition_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["researched", "reviewed", "synthesized", "arbitrated", "researched", "reviewed", "synthesized", "arbitrated"]
+    );
+    assert_eq!(ended(&graph, "t").0, "resolved");
+    assert_settled(&graph);
+}
+
+#[tokio::test]
 async fn a_failing_provider_fails_the_task_retries_it_then_dead_letters_it() {
     let provider = ProviderServer::start().await;
     let queue = QueueConfig { max_retries: 1, ..QueueConfig::default() };
@@ -224,8 +413,10 @@ async fn a_failing_provider_fails_the_task_retries_it_then_dead_letters_it() {
         (run["status"].as_str(), step(&run, "Researcher")["status"].as_str()),
         (Some("running"), Some("active"))
     );
+    // The provider's failure as it is, its status named: an outage is no internal error.
     let error = step(&run, "Researcher")["error"].as_str().unwrap().to_owned();
-    assert!(error.contains("LLM Researcher call failed"), "{error}");
+    assert!(error.starts_with("LLM Researcher call failed: provider server error: anthropic ("), "{error}");
+    assert!(error.contains("HTTP 500") && !error.contains("Internal error"), "{error}");
     let ended = std::iter::from_fn(|| events.try_recv().ok())
         .find_map(|e| match e.kind {
             EventKind::AgentStepCompleted { succeeded, transitioned_to, error, .. } => {
@@ -243,7 +434,10 @@ async fn a_failing_provider_fails_the_task_retries_it_then_dead_letters_it() {
     let researcher = step(&run, "Researcher");
     let dead = ctx.runtime.tasks().get(researcher["dead_letter_task_id"].as_i64().unwrap()).await.unwrap().unwrap();
     assert_eq!((dead.status, dead.retry_count), (TaskStatus::Dead, 2));
-    assert!(researcher["error"].as_str().unwrap().contains("LLM Researcher call failed"));
+    let reason = researcher["error"].as_str().unwrap();
+    assert!(reason.starts_with("LLM Researcher call failed: provider server error") && reason.contains("HTTP 500"));
+    assert!(reason.ends_with(" (gave up after 2 failed attempts)"), "{reason}");
+    assert_eq!(dead.last_error.as_deref(), Some(reason), "the task and the run give the same reason");
     assert_eq!(step(&run, "Reviewer")["status"], "pending");
     let status = call(&ctx, "process_status", json!({"process_kind": "pipeline"})).await;
     assert_eq!((status["status"].as_str(), status["tasks_failed"].as_u64()), (Some("alive"), Some(2)), "{status}");

@@ -47,28 +47,27 @@ pub(crate) async fn ask_json(
     tool: &str,
     what: &str,
 ) -> Result<JsonAnswer, ToolError> {
-    let answer = ask_text(ctx, request, tool, what).await?;
-    let value = parse_json(&answer.text, array)?;
-    Ok(JsonAnswer { value, model: answer.model, provider: answer.provider })
-}
-
-/// Sends `request` and returns the answer's text, with the errors of [`ask_json`].
-pub async fn ask_text(
-    ctx: &ToolContext,
-    request: ChatRequest,
-    tool: &str,
-    what: &str,
-) -> Result<TextAnswer, ToolError> {
-    let failed = |mut error: ToolError| {
+    let answer = ask_text(ctx, request, tool).await.map_err(|mut error| {
         if matches!(error.code, ErrorCode::LlmProviderUnavailable | ErrorCode::LlmCallFailed) {
             error.code = ErrorCode::InternalError;
             error.message = format!("Internal error: {what} failed: {}", error.message);
         }
         error
-    };
-    let client = ctx.llm.client().map_err(failed)?;
+    })?;
+    let value = parse_json(&answer.text, array)?;
+    Ok(JsonAnswer { value, model: answer.model, provider: answer.provider })
+}
+
+/// Sends `request` and returns the answer's text.
+///
+/// Errors: a provider that is not configured is `llm_provider_unavailable`, one that failed
+/// `llm_call_failed`, each with the failure as it is (its class, the provider, the model and the
+/// HTTP status where there was one; `error_kind` tells which); a call the caller gave up on is
+/// `cancelled`.
+pub async fn ask_text(ctx: &ToolContext, request: ChatRequest, tool: &str) -> Result<TextAnswer, ToolError> {
+    let client = ctx.llm.client()?;
     let response = tokio::select! {
-        response = client.chat(request) => response.map_err(|e| failed(llm_error(&e)))?,
+        response = client.chat(request) => response.map_err(|e| llm_error(&e))?,
         () = ctx.cancel.cancelled() => {
             return Err(ToolError::new(ErrorCode::Cancelled, format!("{tool} was cancelled before the model answered.")));
         }
