@@ -166,53 +166,49 @@ fn multiply_avx2(w: &Packed, x: &[f32], rows: usize, out: &mut [f32]) {
 /// the caller was compiled for.
 #[inline(always)]
 fn multiply_portable(w: &Packed, x: &[f32], rows: usize, out: &mut [f32]) {
+    let groups = interleaved(x, rows, w.k);
     for (index, block) in w.blocks.chunks_exact(w.k * COLUMNS).enumerate() {
         let column = index * COLUMNS;
         let width = (w.n - column).min(COLUMNS);
-        let mut start = 0;
-        while start < rows {
-            let count = (rows - start).min(ROWS);
-            match count {
-                4 => block_rows::<4>(block, w.k, x, start, out, w.n, column, width),
-                3 => block_rows::<3>(block, w.k, x, start, out, w.n, column, width),
-                2 => block_rows::<2>(block, w.k, x, start, out, w.n, column, width),
-                _ => block_rows::<1>(block, w.k, x, start, out, w.n, column, width),
+        let (block, _) = block.as_chunks::<COLUMNS>();
+        for (group, inputs) in groups.chunks_exact(w.k).enumerate() {
+            let sums = block_sums(block, inputs);
+            let start = group * ROWS;
+            for (r, sum) in sums.iter().enumerate().take(rows - start) {
+                let row = &mut out[(start + r) * w.n + column..][..width];
+                row.iter_mut().zip(sum).for_each(|(o, s)| *o += s);
             }
-            start += count;
         }
     }
 }
 
+/// `x`'s rows in groups of [`ROWS`], each group `k` elements of its rows side by side (element
+/// `i` of each row, then `i + 1`), the last group padded with rows of zeros.
+fn interleaved(x: &[f32], rows: usize, k: usize) -> Vec<[f32; ROWS]> {
+    let mut groups = vec![[0f32; ROWS]; rows.div_ceil(ROWS) * k];
+    for (row, values) in x.chunks_exact(k).take(rows).enumerate() {
+        let group = &mut groups[row / ROWS * k..][..k];
+        for (element, value) in group.iter_mut().zip(values) {
+            element[row % ROWS] = *value;
+        }
+    }
+    groups
+}
+
+/// One block of columns times one group of rows. Both are walked by iterators, so the loop has
+/// no bounds checks: a check's exit would make the compiler keep the sums in memory, storing
+/// them at every step.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn block_rows<const R: usize>(
-    block: &[f32],
-    k: usize,
-    x: &[f32],
-    start: usize,
-    out: &mut [f32],
-    n: usize,
-    column: usize,
-    width: usize,
-) {
-    let mut sums = [[0f32; COLUMNS]; R];
-    let inputs: [&[f32]; R] = std::array::from_fn(|r| &x[(start + r) * k..][..k]);
-    let block = &block[..k * COLUMNS];
-    // Every index below is in bounds by these lengths, so the loop has no checks (and keeps its
-    // sums in registers).
-    for i in 0..k {
-        let weights: &[f32; COLUMNS] = block[i * COLUMNS..][..COLUMNS].try_into().expect("a block's row");
-        let a: [f32; R] = std::array::from_fn(|r| inputs[r][i]);
-        for r in 0..R {
+fn block_sums(block: &[[f32; COLUMNS]], inputs: &[[f32; ROWS]]) -> [[f32; COLUMNS]; ROWS] {
+    let mut sums = [[0f32; COLUMNS]; ROWS];
+    for (weights, a) in block.iter().zip(inputs) {
+        for r in 0..ROWS {
             for j in 0..COLUMNS {
                 sums[r][j] = a[r].mul_add(weights[j], sums[r][j]);
             }
         }
     }
-    for (r, sum) in sums.iter().enumerate() {
-        let row = &mut out[(start + r) * n + column..][..width];
-        row.iter_mut().zip(sum).for_each(|(o, s)| *o += s);
-    }
+    sums
 }
 
 #[cfg(test)]
