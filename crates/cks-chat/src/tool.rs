@@ -132,6 +132,7 @@ impl Tool for AiChat {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("chat_id", Named::Chat)];
+    const TITLE: &'static str = "Chat with the graph";
     const META: ToolMeta = ToolMeta {
         name: "ai_chat",
         description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \

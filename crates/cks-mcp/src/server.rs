@@ -1,4 +1,4 @@
-//! The protocol-independent core of the server: the tool list with MCP annotations, tool calls
+//! The protocol-independent core of the server: the tool list with titles and MCP annotations, tool calls
 //! through the registry, resources and prompts. The rmcp handler (stdio and streamable HTTP) and
 //! the bare JSON-RPC HTTP form both call into it, so every transport behaves the same.
 
@@ -166,7 +166,7 @@ impl CksServer {
         })
     }
 
-    /// `tools/list` entries: name, description, inputSchema and annotations from the metadata.
+    /// `tools/list` entries: name, title, description, inputSchema and annotations from the metadata.
     pub fn tools(&self) -> &[rmcp::model::Tool] {
         self.tools.get_or_init(|| self.registry.iter().map(tool_entry).collect())
     }
@@ -248,11 +248,17 @@ pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-
 /// One `tools/list` entry.
 fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
     let meta = tool.meta();
-    let annotations = rmcp::model::ToolAnnotations::new()
-        .read_only(meta.read_only())
-        .destructive(meta.destructive)
-        .idempotent(meta.idempotent)
-        .open_world(meta.open_world);
+    let hints = tool.hints();
+    let title = (!hints.title.is_empty()).then(|| hints.title.to_owned());
+    // The title goes in both places: `title` (2025-06-18 on) for hosts that show it, and
+    // `annotations.title` for older revisions and the directories that check it there.
+    let annotations = rmcp::model::ToolAnnotations::from_raw(
+        title.clone(),
+        Some(hints.read_only),
+        Some(hints.destructive),
+        Some(hints.idempotent),
+        Some(hints.open_world),
+    );
     let mut extra = Map::new();
     extra.insert("cks/mutatesGraph".into(), meta.mutates_graph.into());
     extra.insert("cks/createsSession".into(), meta.creates_session.into());
@@ -260,6 +266,7 @@ fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
     let mut entry = rmcp::model::Tool::new_with_raw(meta.name, Some(meta.description.into()), tool.schema().clone())
         .with_annotations(annotations)
         .with_meta(rmcp::model::MetaObject(extra));
+    entry.title = title;
     entry.output_schema = tool.output_schema().cloned();
     entry
 }
@@ -302,8 +309,65 @@ pub fn tool_result(value: Value, structured: bool, large_text_unescaped: bool) -
 
 #[cfg(test)]
 mod tests {
-    use super::tool_result;
-    use serde_json::json;
+    use super::{tool_entry, tool_result};
+    use serde_json::{Value, json};
+    use std::collections::BTreeMap;
+
+    /// The `tools/list` entries of the server's registry (the standard tools and `ai_chat`), by name.
+    fn listed() -> BTreeMap<String, Value> {
+        let mut registry = cks_tools::Registry::standard();
+        registry.register(std::sync::Arc::new(cks_chat::AiChat::default()));
+        registry
+            .iter()
+            .map(|tool| {
+                let entry = serde_json::to_value(tool_entry(tool)).unwrap();
+                (entry["name"].as_str().unwrap().to_owned(), entry)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_listed_tool_has_a_title_and_the_four_hints() {
+        let tools = listed();
+        assert!(tools.len() > 70, "{}", tools.len());
+        for (name, entry) in &tools {
+            let annotations = &entry["annotations"];
+            for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+                assert!(annotations[hint].is_boolean(), "{name} lacks {hint}: {annotations}");
+            }
+            let title = entry["title"].as_str().unwrap_or_default();
+            assert!(!title.trim().is_empty(), "{name} has no title");
+            assert_ne!(title, name, "{name}'s title is its name");
+            assert_eq!(annotations["title"], entry["title"], "{name}");
+        }
+    }
+
+    #[test]
+    fn hints_say_what_the_tools_do() {
+        let tools = listed();
+        let hint = |name: &str, hint: &str| tools[name]["annotations"][hint].as_bool().unwrap();
+        for read in ["query_subgraph", "list_versions", "compare_versions", "get_graph", "export_session"] {
+            assert!(hint(read, "readOnlyHint"), "{read}");
+        }
+        // They change no graph, yet a queue, a sweeper or a file: not read-only.
+        for writes in ["start_agent", "claim_conflict_task", "request_enrichment", "export_storage"] {
+            assert!(!hint(writes, "readOnlyHint"), "{writes}");
+        }
+        for deletes in ["delete_chat", "revert_version", "close_session", "import_storage"] {
+            assert!(hint(deletes, "destructiveHint") && !hint(deletes, "readOnlyHint"), "{deletes}");
+        }
+        for adds in ["create_branch", "clone_graph", "register_graph"] {
+            assert!(!hint(adds, "readOnlyHint"), "{adds}");
+        }
+        for open in ["ai_chat", "construct_knowledge", "ingest_document", "verify_source", "list_llm_models"] {
+            assert!(hint(open, "openWorldHint"), "{open}");
+        }
+        for closed in ["query_subgraph", "evolve_knowledge", "delete_chat", "list_versions"] {
+            assert!(!hint(closed, "openWorldHint"), "{closed}");
+        }
+        assert!(hint("close_session", "idempotentHint") && !hint("evolve_knowledge", "idempotentHint"));
+        assert_eq!(tools["query_subgraph"]["title"], "Query a subgraph");
+    }
 
     #[test]
     fn objects_of_tools_with_an_output_schema_are_structured_and_other_results_are_text_only() {

@@ -110,6 +110,12 @@ fn content_length_messages_are_answered_in_kind_between_plain_lines() {
     assert!(reply.content_length);
     assert_eq!(reply.body["id"], 1);
     assert!(reply.body["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    // Titles and hints reach the wire (server.rs tests what each tool declares).
+    let tools = reply.body["result"]["tools"].as_array().unwrap();
+    let query = tools.iter().find(|t| t["name"] == "query_subgraph").unwrap();
+    assert_eq!(query["title"], "Query a subgraph", "{query}");
+    assert_eq!(query["annotations"]["title"], "Query a subgraph", "{query}");
+    assert_eq!(query["annotations"]["readOnlyHint"], true, "{query}");
     s.line(&ping(json!(2)));
     let reply = s.next();
     assert!(!reply.content_length);

@@ -24,4 +24,4 @@ pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::{ErrorCode, ToolError};
 pub use principal::{Principal, Scope};
 pub use registry::{RegisteredTool, Registry, SharedSchema, UnknownTool};
-pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, Named, SessionCheck, Tool, ToolMeta};
+pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, Hints, Named, SessionCheck, Tool, ToolMeta};

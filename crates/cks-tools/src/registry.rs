@@ -24,7 +24,7 @@ use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::principal::Scope;
 use crate::telemetry::ToolTelemetry;
-use crate::tool::{ArgumentFault, DynTool, Listed, Named, SessionCheck, ToolMeta};
+use crate::tool::{ArgumentFault, DynTool, Hints, Listed, Named, SessionCheck, ToolMeta};
 
 /// A JSON Schema object, shared by everything that publishes it (the MCP tool list, `ai_chat`'s
 /// offers): each is built once, on first use, and never copied.
@@ -102,6 +102,11 @@ impl std::fmt::Debug for RegisteredTool {
 impl RegisteredTool {
     pub fn meta(&self) -> &'static ToolMeta {
         self.meta
+    }
+
+    /// The title and hints a host is told (see [`Hints`]).
+    pub fn hints(&self) -> Hints {
+        self.tool.hints()
     }
 
     /// The published `inputSchema`.

@@ -1,9 +1,10 @@
 //! The tool abstraction: a typed input with a derived JSON Schema, a handler, and metadata.
 //!
 //! A tool is one file: a `#[derive(Deserialize, JsonSchema)]` input struct, a
-//! `#[derive(Serialize, JsonSchema)]` result struct, a unit struct implementing [`Tool`], and its
-//! [`ToolMeta`]. The registry erases both types through [`DynTool`] so that one list can hold
-//! every tool; the derived schemas are published as the tool's `inputSchema` and `outputSchema`.
+//! `#[derive(Serialize, JsonSchema)]` result struct, a unit struct implementing [`Tool`], its
+//! [`ToolMeta`] and its title (what a host is told: [`Hints`]). The registry erases both types
+//! through [`DynTool`] so that one list can hold every tool; the derived schemas are published as
+//! the tool's `inputSchema` and `outputSchema`.
 
 use crate::ErrorCode;
 use async_trait::async_trait;
@@ -154,9 +155,39 @@ pub struct ToolMeta {
 }
 
 impl ToolMeta {
-    /// True when the tool neither changes nor creates anything.
-    pub fn read_only(&self) -> bool {
+    /// True when the tool neither changes nor creates a graph or a session. The access rules read
+    /// this; what a host is told also counts the server's other state ([`Hints::read_only`]).
+    pub const fn read_only(&self) -> bool {
         !self.mutates_graph && !self.creates_session && !self.destructive
+    }
+}
+
+/// What a host is told of a tool before calling it: a title a person reads and the four hints
+/// hosts check. Facts only; the binary writes them as MCP's `title` and `annotations`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hints {
+    /// A short name for people ("Query a subgraph"); empty when the tool declares none.
+    pub title: &'static str,
+    /// Changes nothing: no graph, session, gallery entry, chat, queue, process or file.
+    pub read_only: bool,
+    /// May discard or overwrite what is there, rather than only add to it.
+    pub destructive: bool,
+    /// A second call with the same arguments changes nothing more.
+    pub idempotent: bool,
+    /// Reaches beyond the server: an LLM provider, a web page, another database.
+    pub open_world: bool,
+}
+
+impl Hints {
+    /// The hints of `T`, from its `TITLE`, `CHANGES_SERVER` and `META`.
+    pub const fn of<T: Tool>() -> Hints {
+        Hints {
+            title: T::TITLE,
+            read_only: T::META.read_only() && !T::CHANGES_SERVER,
+            destructive: T::META.destructive,
+            idempotent: T::META.idempotent,
+            open_world: T::META.open_world,
+        }
     }
 }
 
@@ -168,6 +199,13 @@ pub trait Tool: Send + Sync + 'static {
     /// `outputSchema` (a free-form `Value` publishes none).
     type Output: Serialize + JsonSchema + Send + 'static;
     const META: ToolMeta;
+    /// The name a person reads in a host's list of tools ("Query a subgraph"): MCP's `title`.
+    /// Every standard tool gives one (tested); the default, none, only lets a tool be written first.
+    const TITLE: &'static str = "";
+    /// Changes state that [`ToolMeta`] does not declare: the task queue, a sweeper, a file on the
+    /// server's disk, another store. A host is then told the tool is not read-only; the access
+    /// rules still follow `META`.
+    const CHANGES_SERVER: bool = false;
     /// Error codes for argument faults that differ from the generic ones (see [`ArgumentCode`]).
     /// Session arguments need no entry: a malformed one is always `session_not_found`.
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[];
@@ -198,6 +236,8 @@ pub trait Tool: Send + Sync + 'static {
 #[async_trait]
 pub trait DynTool: Send + Sync + 'static {
     fn meta(&self) -> &'static ToolMeta;
+    /// See [`Hints`].
+    fn hints(&self) -> Hints;
     fn input_schema(&self) -> Value;
     fn argument_codes(&self) -> &'static [ArgumentCode];
     fn argument_coercions(&self) -> &'static [(&'static str, Coercion)];
@@ -226,6 +266,10 @@ pub(crate) fn listed<T: Tool>(tool: T) -> Listed {
 impl<T: Tool> DynTool for T {
     fn meta(&self) -> &'static ToolMeta {
         &T::META
+    }
+
+    fn hints(&self) -> Hints {
+        Hints::of::<T>()
     }
 
     fn input_schema(&self) -> Value {

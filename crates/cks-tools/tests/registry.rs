@@ -25,14 +25,22 @@ fn schemas_match_the_committed_snapshot() {
         .iter()
         .map(|t| {
             let m = t.meta();
+            let hints = t.hints();
             json!({
                 "name": m.name,
+                "title": hints.title,
                 "description": m.description,
                 "inputSchema": t.tool.input_schema(),
                 "outputSchema": t.tool.output_schema(),
                 "mutates_graph": m.mutates_graph,
                 "creates_session": m.creates_session,
                 "destructive": m.destructive,
+                "hints": {
+                    "read_only": hints.read_only,
+                    "destructive": hints.destructive,
+                    "idempotent": hints.idempotent,
+                    "open_world": hints.open_world,
+                },
                 "session_fields": m.session_fields,
                 "llm_exposed": m.llm_exposed,
             })
@@ -50,6 +58,30 @@ fn schemas_match_the_committed_snapshot() {
         assert_eq!(Value::Object(Map::clone(t.schema())), t.tool.input_schema(), "{}", t.meta().name);
         let published = t.output_schema().map(|schema| Value::Object(Map::clone(schema)));
         assert_eq!(published, t.tool.output_schema(), "{}", t.meta().name);
+    }
+}
+
+/// Every standard tool has a title of its own, short enough for a host's list, and its hints
+/// agree with what the access rules know of it.
+#[test]
+fn every_tool_is_titled_and_its_hints_agree_with_its_scope() {
+    let registry = Registry::standard();
+    let mut titles = std::collections::BTreeMap::new();
+    for tool in registry.iter() {
+        let (meta, hints) = (tool.meta(), tool.hints());
+        assert!(!hints.title.trim().is_empty(), "{} has no title", meta.name);
+        assert!(hints.title.len() <= 40, "{}'s title is long: {}", meta.name, hints.title);
+        assert!(hints.title.starts_with(char::is_uppercase), "{}: {}", meta.name, hints.title);
+        if let Some(other) = titles.insert(hints.title, meta.name) {
+            panic!("{} and {other} share the title {}", meta.name, hints.title);
+        }
+        // A tool a read-only token may not call changes something; a host hears the same.
+        if cks_tools::Scope::for_tool(meta) > cks_tools::Scope::Read {
+            assert!(!hints.read_only, "{} needs a write scope but is listed read-only", meta.name);
+        }
+        if hints.destructive {
+            assert!(!hints.read_only, "{} is destructive and read-only", meta.name);
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) struct AgentStatus;
 impl Tool for AgentStatus {
     type Input = AgentInput;
     type Output = AgentOutput;
+    const TITLE: &'static str = "Sweeper status";
     const META: ToolMeta = ToolMeta {
         name: "agent_status",
         description: "The status of one background sweeper by 'agent_id' (see list_agents): the same fields as an \

@@ -23,6 +23,7 @@ pub(crate) struct ListAgents;
 impl Tool for ListAgents {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List sweepers";
     const META: ToolMeta = ToolMeta {
         name: "list_agents",
         description: "List the server's background sweepers, which re-check what changed and queue what they \

@@ -11,6 +11,8 @@ pub(crate) struct StartAgent;
 impl Tool for StartAgent {
     type Input = AgentInput;
     type Output = AgentOutput;
+    const TITLE: &'static str = "Start a sweeper";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "start_agent",
         description: "Start a background sweeper by 'agent_id' (see list_agents) on this server: it sweeps at once, \

@@ -11,6 +11,8 @@ pub(crate) struct StopAgent;
 impl Tool for StopAgent {
     type Input = AgentInput;
     type Output = AgentOutput;
+    const TITLE: &'static str = "Stop a sweeper";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "stop_agent",
         description: "Stop a background sweeper by 'agent_id' (see list_agents), after the sweep in progress, if any, \

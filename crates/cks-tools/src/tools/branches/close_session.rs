@@ -27,6 +27,7 @@ pub(crate) struct CloseSession;
 impl Tool for CloseSession {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Close a session";
     const META: ToolMeta = ToolMeta {
         name: "close_session",
         description: "Close a session, typically a branch that has been merged or abandoned. A closed session \

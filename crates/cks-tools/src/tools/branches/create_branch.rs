@@ -37,6 +37,7 @@ impl Tool for CreateBranch {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::malformed("version_id", ErrorCode::BranchFailed)];
+    const TITLE: &'static str = "Create a branch";
     const META: ToolMeta = ToolMeta {
         name: "create_branch",
         description: "Create a branch: a new session that starts from the parent session's current state, or from \

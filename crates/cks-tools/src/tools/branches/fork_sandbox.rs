@@ -96,6 +96,7 @@ impl Tool for ForkSandbox {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("hypothesis", Coercion::Text)];
+    const TITLE: &'static str = "Fork a sandbox";
     const META: ToolMeta = ToolMeta {
         name: "fork_sandbox",
         description: "Fork a sandbox from a session (its current state, or version 'version_id'), optionally apply \

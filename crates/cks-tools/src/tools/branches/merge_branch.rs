@@ -78,6 +78,7 @@ impl Tool for MergeBranch {
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] =
         &[ArgumentCode::missing("source_session_id", ErrorCode::SessionNotFound)];
+    const TITLE: &'static str = "Merge a branch";
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
         description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \
@@ -91,7 +92,8 @@ impl Tool for MergeBranch {
             serialized (up to 2,000 objects unless 'return_structure' is set)}.",
         mutates_graph: true,
         creates_session: false,
-        destructive: false,
+        // The merge brings the source's removals and replacements into the target.
+        destructive: true,
         idempotent: false,
         open_world: false,
         session_fields: &["target_session_id", "source_session_id"],

@@ -57,6 +57,7 @@ pub(crate) struct MergeKnowledge;
 impl Tool for MergeKnowledge {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Merge structures three ways";
     const META: ToolMeta = ToolMeta {
         name: "merge_knowledge",
         description: "Three-way merge of knowledge structures given as JSON: a common ancestor and two branches \

@@ -55,6 +55,7 @@ impl Tool for ShareSession {
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] =
         &[("principals", Coercion::ListOfOne), ("groups", Coercion::ListOfOne), ("remove", Coercion::Truthy)];
+    const TITLE: &'static str = "Share a session";
     const META: ToolMeta = ToolMeta {
         name: "share_session",
         description: "Share a session you own with other principals (their subjects at your issuer) or with \

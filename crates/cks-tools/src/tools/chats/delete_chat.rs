@@ -27,6 +27,7 @@ impl Tool for DeleteChat {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("chat_id", Named::Chat)];
+    const TITLE: &'static str = "Delete a chat";
     const META: ToolMeta = ToolMeta {
         name: "delete_chat",
         description: "Delete a stored chat: its messages and recorded tool calls are gone for good; the changes its \

@@ -47,6 +47,7 @@ impl Tool for GetChat {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("chat_id", Named::Chat)];
+    const TITLE: &'static str = "Read a chat";
     const META: ToolMeta = ToolMeta {
         name: "get_chat",
         description: "A stored chat, whole: {chat_id, session_id, title, messages (as ai_chat returned them after \

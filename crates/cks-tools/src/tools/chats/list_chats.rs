@@ -32,6 +32,7 @@ pub(crate) struct ListChats;
 impl Tool for ListChats {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List chats";
     const META: ToolMeta = ToolMeta {
         name: "list_chats",
         description: "A session's stored chats (started with ai_chat and new_chat: true), most recently updated \

@@ -49,6 +49,7 @@ impl Tool for ApproveResolution {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Approve a resolution";
     const META: ToolMeta = ToolMeta {
         name: "approve_resolution",
         description: "Apply a resolution to a dead-lettered conflict task: 'resolution' is {tool, arguments} (as \

@@ -150,6 +150,7 @@ impl Tool for ArbitrateInferenceConflict {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Arbitrate an inference conflict";
     const META: ToolMeta = ToolMeta {
         name: "arbitrate_inference_conflict",
         description: "Settle an inference conflict: several active InferenceSteps that conclude 'conclusion_id' \
@@ -170,7 +171,8 @@ impl Tool for ArbitrateInferenceConflict {
         creates_session: false,
         destructive: false,
         idempotent: false,
-        open_world: false,
+        // 'auto_resolve' asks the configured LLM.
+        open_world: true,
         session_fields: &["session_id"],
         session_checks: &[SessionCheck::open("session_id")],
         llm_exposed: true,

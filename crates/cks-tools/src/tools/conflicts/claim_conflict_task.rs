@@ -29,6 +29,8 @@ pub(crate) struct ClaimConflictTask;
 impl Tool for ClaimConflictTask {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Claim a conflict task";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "claim_conflict_task",
         description: "Claim the oldest pending conflict task of a type ('gossip_conflict', 'inference_conflict', \

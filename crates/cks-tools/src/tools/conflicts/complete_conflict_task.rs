@@ -30,6 +30,7 @@ impl Tool for CompleteConflictTask {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Complete a conflict task";
     const META: ToolMeta = ToolMeta {
         name: "complete_conflict_task",
         description: "Mark a conflict task (claimed via claim_conflict_task) as resolved: it is removed from the \

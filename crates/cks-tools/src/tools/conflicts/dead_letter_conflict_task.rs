@@ -33,6 +33,8 @@ impl Tool for DeadLetterConflictTask {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Give up on a conflict task";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "dead_letter_conflict_task",
         description: "Give up on a conflict task (claimed via claim_conflict_task) that could not be resolved with \

@@ -44,6 +44,8 @@ impl Tool for FailConflictTask {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Fail a conflict task";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "fail_conflict_task",
         description: "Mark a conflict task (claimed via claim_conflict_task) as failed for a passing reason: it \

@@ -44,6 +44,7 @@ pub(crate) struct ListDeadLetteredConflicts;
 impl Tool for ListDeadLetteredConflicts {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List dead-lettered tasks";
     const META: ToolMeta = ToolMeta {
         name: "list_dead_lettered_conflicts",
         description: "List the tasks given up on (dead_letter_conflict_task, or failed more often than allowed), \

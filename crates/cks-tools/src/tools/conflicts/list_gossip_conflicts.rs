@@ -54,6 +54,7 @@ pub(crate) struct ListGossipConflicts;
 impl Tool for ListGossipConflicts {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List gossip conflicts";
     const META: ToolMeta = ToolMeta {
         name: "list_gossip_conflicts",
         description: "Open gossip_conflict tasks of the conflict queue, oldest first: {conflicts: [{record_id, \

@@ -44,6 +44,8 @@ pub(crate) struct ListInferenceConflicts;
 impl Tool for ListInferenceConflicts {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List inference conflicts";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "list_inference_conflicts",
         description: "Inference conflicts found in the background by the 'inference_staleness' sweeper (active \

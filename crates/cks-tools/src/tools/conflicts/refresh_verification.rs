@@ -61,6 +61,7 @@ impl Tool for RefreshVerification {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Refresh a verification";
     const META: ToolMeta = ToolMeta {
         name: "refresh_verification",
         description: "Resolve a provenance_conflict task (a subject whose newest VerificationRecord was checked longer \

@@ -34,6 +34,8 @@ impl Tool for RejectResolution {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Reject a resolution";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "reject_resolution",
         description: "Decline to resolve a dead-lettered conflict task: it stays dead-lettered, its last error \

@@ -63,6 +63,7 @@ impl Tool for ResolveContradiction {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Resolve a contradiction";
     const META: ToolMeta = ToolMeta {
         name: "resolve_contradiction",
         description: "Contradictions of a session: pairs of relations a MutualExclusionRule \

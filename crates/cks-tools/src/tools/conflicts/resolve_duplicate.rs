@@ -82,6 +82,7 @@ impl Tool for ResolveDuplicate {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Resolve a duplicate";
     const META: ToolMeta = ToolMeta {
         name: "resolve_duplicate",
         description: "Settle a duplicate_candidate task (two objects of one type the duplicates sweeper found \

@@ -76,6 +76,7 @@ impl Tool for ResolveGossipConflict {
     const ARGUMENT_CODES: &'static [ArgumentCode] =
         &[ArgumentCode::missing("source_session_id", ErrorCode::SessionNotFound)];
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Resolve a gossip conflict";
     const META: ToolMeta = ToolMeta {
         name: "resolve_gossip_conflict",
         description: "Settle two sessions' divergent states: three-way merge 'source_session_id' into \
@@ -88,9 +89,11 @@ impl Tool for ResolveGossipConflict {
             merge is committed). LLM failures: internal_error, llm_output_parse_error (with raw_output).",
         mutates_graph: true,
         creates_session: false,
-        destructive: false,
+        // A merge: the source's removals and the chosen sides replace what the target holds.
+        destructive: true,
         idempotent: false,
-        open_world: false,
+        // 'auto_resolve' asks the configured LLM.
+        open_world: true,
         session_fields: &["target_session_id", "source_session_id"],
         session_checks: &[SessionCheck::open("target_session_id"), SessionCheck::exists("source_session_id")],
         llm_exposed: false,

@@ -77,6 +77,7 @@ impl Tool for ResolveTemporalConflict {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Resolve an expired object";
     const META: ToolMeta = ToolMeta {
         name: "resolve_temporal_conflict",
         description: "Deal with an object whose valid_until has passed (a temporal_conflict task): action 'bump' \

@@ -28,6 +28,8 @@ impl Tool for RetryDeadLetter {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Retry a dead-lettered task";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "retry_dead_letter",
         description: "Return a dead-lettered conflict task (see list_dead_lettered_conflicts) to the queue, \

@@ -34,6 +34,7 @@ impl Tool for ReviewDeadLetter {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("task_id", Named::Task)];
+    const TITLE: &'static str = "Review a dead-lettered task";
     const META: ToolMeta = ToolMeta {
         name: "review_dead_letter",
         description: "Review one dead-lettered conflict task: returns {task_id, task_type, session_id, payload, \

@@ -50,6 +50,8 @@ pub(crate) struct RequestEnrichment;
 impl Tool for RequestEnrichment {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Request enrichment";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "request_enrichment",
         description: "Queue an enrichment_request task asking the Enrichment process to search external sources \

@@ -42,6 +42,7 @@ pub(crate) struct DetectContradictions;
 impl Tool for DetectContradictions {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Find contradictions";
     const META: ToolMeta = ToolMeta {
         name: "detect_contradictions",
         description: "Find contradictions in a knowledge structure (a session's with 'session_id', else \

@@ -127,6 +127,7 @@ impl Tool for QuerySubgraph {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("seed_ids", Coercion::ListOfOne)];
+    const TITLE: &'static str = "Query a subgraph";
     const META: ToolMeta = ToolMeta {
         name: "query_subgraph",
         description: "Return the neighbourhood of one or more seed objects in a session's graph (relations are \

@@ -160,6 +160,7 @@ impl Tool for SearchSemantic {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_CODES: &'static [ArgumentCode] = &[ArgumentCode::missing("query", ErrorCode::EmptyQuery)];
+    const TITLE: &'static str = "Search a session";
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
         description: "Find the objects of a session that best match a text query and return their neighbourhood. \

@@ -62,6 +62,7 @@ pub(crate) struct VisualizeGraph;
 impl Tool for VisualizeGraph {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Draw a graph";
     const META: ToolMeta = ToolMeta {
         name: "visualize_graph",
         description: "Draw a session's graph as a Mermaid flowchart ('graph TD'). mode 'structure' (default): \

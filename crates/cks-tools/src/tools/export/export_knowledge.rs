@@ -61,6 +61,7 @@ pub(crate) struct ExportKnowledge;
 impl Tool for ExportKnowledge {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Export as linked data";
     const META: ToolMeta = ToolMeta {
         name: "export_knowledge",
         description: "Export a session's current structure as linked data. format 'json-ld' (default): {format, \

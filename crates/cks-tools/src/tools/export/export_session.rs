@@ -48,6 +48,7 @@ impl Tool for ExportSession {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("include_structures", Coercion::Truthy)];
+    const TITLE: &'static str = "Export a session";
     const META: ToolMeta = ToolMeta {
         name: "export_session",
         description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \

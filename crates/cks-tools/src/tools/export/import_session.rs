@@ -50,6 +50,7 @@ fn invalid_bundle(message: impl Into<String>) -> ToolError {
 impl Tool for ImportSession {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Import a session";
     const META: ToolMeta = ToolMeta {
         name: "import_session",
         description: "Recreate a session from an export_session bundle (from this server or the reference server), \

@@ -118,6 +118,8 @@ impl Tool for CheckComponentVersions {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Check component versions";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "check_component_versions",
         description: "Check whether a registered graph still matches the code it describes: for each 'Component' \

@@ -40,6 +40,7 @@ impl Tool for CheckGraphFreshness {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Check a graph's freshness";
     const META: ToolMeta = ToolMeta {
         name: "check_graph_freshness",
         description: "Check whether a registered graph's entry was updated within the last 7 days (read-only; \

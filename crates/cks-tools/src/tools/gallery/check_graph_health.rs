@@ -113,6 +113,7 @@ impl Tool for CheckGraphHealth {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Score a graph's health";
     const META: ToolMeta = ToolMeta {
         name: "check_graph_health",
         description: "Score a registered graph's health from 0.0 to 1.0 (read-only, no LLM, no network): 0.3 × \

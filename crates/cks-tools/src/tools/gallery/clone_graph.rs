@@ -63,6 +63,7 @@ impl Tool for CloneGraph {
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public", Coercion::Truthy)];
     const NAMED: &'static [(&'static str, Named)] = &[("graph_name", Named::GraphSource), ("copy_name", Named::Graph)];
+    const TITLE: &'static str = "Clone a graph";
     const META: ToolMeta = ToolMeta {
         name: "clone_graph",
         description: "Copy a graph into a new session (its first version holds the copy), given by registered \

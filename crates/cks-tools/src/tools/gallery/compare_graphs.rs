@@ -57,6 +57,7 @@ impl Tool for CompareGraphs {
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("include_relations", Coercion::Truthy)];
     const NAMED: &'static [(&'static str, Named)] = &[("graph_a_name", Named::Graph), ("graph_b_name", Named::Graph)];
+    const TITLE: &'static str = "Compare two graphs";
     const META: ToolMeta = ToolMeta {
         name: "compare_graphs",
         description: "Compare two graphs (read-only): the object ids both have, those only one has, and for \

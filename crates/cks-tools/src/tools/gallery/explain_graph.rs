@@ -48,6 +48,7 @@ impl Tool for ExplainGraph {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Report on a graph";
     const META: ToolMeta = ToolMeta {
         name: "explain_graph",
         description: "A Markdown report of a registered graph (read-only, no LLM): its entry, then sections for \

@@ -29,6 +29,7 @@ impl Tool for GetGraph {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Get a gallery graph";
     const META: ToolMeta = ToolMeta {
         name: "get_graph",
         description: "Look up a graph in the gallery by its exact registered name, to resume work on its session \

@@ -61,6 +61,7 @@ impl Tool for LinkGraphs {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("graph_a_name", Named::Graph), ("graph_b_name", Named::Graph)];
+    const TITLE: &'static str = "Link two graphs";
     const META: ToolMeta = ToolMeta {
         name: "link_graphs",
         description: "Relate an object of graph A ('object_a_id') to an object of graph B ('object_b_id') with a \
@@ -74,7 +75,8 @@ impl Tool for LinkGraphs {
         mutates_graph: true,
         creates_session: false,
         destructive: false,
-        idempotent: false,
+        // A second call is relation_already_exists and writes nothing.
+        idempotent: true,
         open_world: false,
         session_fields: &["graph_a_session_id", "graph_b_session_id"],
         session_checks: &[

@@ -28,6 +28,7 @@ impl Tool for ListGraphs {
     type Input = Input;
     type Output = Listing;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public_only", Coercion::Truthy)];
+    const TITLE: &'static str = "List gallery graphs";
     const META: ToolMeta = ToolMeta {
         name: "list_graphs",
         description: "List the gallery's graphs a caller may discover, most recently updated first: every public \

@@ -87,6 +87,7 @@ impl Tool for MergeGraphs {
         ("base_graph_name", Named::GraphSource),
         ("register_as", Named::Graph),
     ];
+    const TITLE: &'static str = "Merge two graphs";
     const META: ToolMeta = ToolMeta {
         name: "merge_graphs",
         description: "Three-way merge of two graphs into a new session (neither side is changed). Each side and \

@@ -54,6 +54,7 @@ impl Tool for RegisterGraph {
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public", Coercion::Truthy)];
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Name a graph in the gallery";
     const META: ToolMeta = ToolMeta {
         name: "register_graph",
         description: "Give a session's knowledge graph a memorable name in the gallery, so that it can be found \

@@ -31,6 +31,7 @@ impl Tool for SearchGraphs {
     type Input = Input;
     type Output = Listing;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("public_only", Coercion::Truthy)];
+    const TITLE: &'static str = "Search the gallery";
     const META: ToolMeta = ToolMeta {
         name: "search_graphs",
         description: "Search the gallery: the graphs list_graphs would show (public ones, plus the graphs of \

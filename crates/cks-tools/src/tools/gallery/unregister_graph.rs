@@ -28,6 +28,7 @@ impl Tool for UnregisterGraph {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Remove a gallery name";
     const META: ToolMeta = ToolMeta {
         name: "unregister_graph",
         description: "Remove a name from the gallery: get_graph, list_graphs and search_graphs no longer find \
@@ -36,7 +37,8 @@ impl Tool for UnregisterGraph {
         mutates_graph: true,
         creates_session: false,
         destructive: true,
-        idempotent: false,
+        // A second call finds no name and changes nothing.
+        idempotent: true,
         open_world: false,
         session_fields: &[],
         session_checks: &[],

@@ -39,6 +39,7 @@ impl Tool for UpdateGraphLifecycle {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Set a graph's lifecycle";
     const META: ToolMeta = ToolMeta {
         name: "update_graph_lifecycle",
         description: "Move a registered graph to another lifecycle state. Allowed: draft → published or archived; \

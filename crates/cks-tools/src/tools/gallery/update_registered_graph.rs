@@ -116,6 +116,7 @@ impl Tool for UpdateRegisteredGraph {
     type Input = Input;
     type Output = Output;
     const NAMED: &'static [(&'static str, Named)] = &[("name", Named::Graph)];
+    const TITLE: &'static str = "Update a graph from its code";
     const META: ToolMeta = ToolMeta {
         name: "update_registered_graph",
         description: "Bring a registered graph back in line with the code it describes. Checks its components \

@@ -75,6 +75,7 @@ impl Tool for EvolveKnowledge {
         ArgumentCode::malformed("operations", ErrorCode::InvalidOperations),
         ArgumentCode::malformed("extensions", ErrorCode::UnknownExtension),
     ];
+    const TITLE: &'static str = "Evolve a graph";
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
         description: "Apply evolution operations to a session's knowledge structure (or to 'json_data', which \
@@ -87,7 +88,8 @@ impl Tool for EvolveKnowledge {
             (when a removal took relations with it), extensions_applied, diagnostics (warnings)}.",
         mutates_graph: true,
         creates_session: true,
-        destructive: false,
+        // It may remove or replace objects; `destructive_call` says which calls do.
+        destructive: true,
         idempotent: false,
         open_world: false,
         session_fields: &["session_id"],

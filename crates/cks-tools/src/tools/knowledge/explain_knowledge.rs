@@ -79,6 +79,7 @@ pub(crate) struct ExplainKnowledge;
 impl Tool for ExplainKnowledge {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Explain a knowledge structure";
     const META: ToolMeta = ToolMeta {
         name: "explain_knowledge",
         description: "Explain a knowledge structure (a session's with 'session_id', else 'json_data'). Without \

@@ -239,6 +239,7 @@ pub(crate) struct IngestDocument;
 impl Tool for IngestDocument {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Read a web page";
     const META: ToolMeta = ToolMeta {
         name: "ingest_document",
         description: "Fetch a web page (GET, at most 5 MiB, redirects followed up to 3, 5 s; only http/https URLs \

@@ -46,6 +46,7 @@ pub(crate) struct SerializeKnowledge;
 impl Tool for SerializeKnowledge {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Serialize a knowledge structure";
     const META: ToolMeta = ToolMeta {
         name: "serialize_knowledge",
         description: "Return a knowledge structure as a canonical CKS JSON document (sorted keys, two-space \

@@ -118,6 +118,7 @@ pub(crate) struct SuggestEvolution;
 impl Tool for SuggestEvolution {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Plan a change to a graph";
     const META: ToolMeta = ToolMeta {
         name: "suggest_evolution",
         description: "Plan a change to an open session without committing it. Without 'operations': returns \

@@ -64,6 +64,7 @@ impl Tool for ValidateKnowledge {
         ArgumentCode::malformed("extensions", ErrorCode::UnknownExtension),
     ];
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("json_data", Coercion::JsonText)];
+    const TITLE: &'static str = "Validate a knowledge structure";
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
         description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \

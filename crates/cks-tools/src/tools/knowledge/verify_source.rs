@@ -137,6 +137,7 @@ pub(crate) struct VerifySource;
 impl Tool for VerifySource {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Verify a source";
     const META: ToolMeta = ToolMeta {
         name: "verify_source",
         description: "Verify an external source by performing a real HTTP request (HEAD, redirects followed up to 3, \

@@ -93,6 +93,7 @@ pub(crate) struct ConstructKnowledge;
 impl Tool for ConstructKnowledge {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Build knowledge from text";
     const META: ToolMeta = ToolMeta {
         name: "construct_knowledge",
         description: "Turn free-form text into a knowledge structure with one call to the configured LLM \

@@ -44,6 +44,7 @@ pub(crate) struct GetLlmStatus;
 impl Tool for GetLlmStatus {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "LLM provider status";
     const META: ToolMeta = ToolMeta {
         name: "get_llm_status",
         description: "Report which LLM provider construct_knowledge and ai_chat would use now and whether it \

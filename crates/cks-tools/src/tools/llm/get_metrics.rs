@@ -51,6 +51,7 @@ pub(crate) struct GetMetrics;
 impl Tool for GetMetrics {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Server metrics";
     const META: ToolMeta = ToolMeta {
         name: "get_metrics",
         description: "Server metrics since start. 'runtime_metrics': session counts (stored, open, closed, \

@@ -44,6 +44,7 @@ pub(crate) struct ListLlmModels;
 impl Tool for ListLlmModels {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List LLM models";
     const META: ToolMeta = ToolMeta {
         name: "list_llm_models",
         description: "List the models of the LLM provider that construct_knowledge and ai_chat would use now \

@@ -34,6 +34,7 @@ pub(crate) struct ListPipelineRuns;
 impl Tool for ListPipelineRuns {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List pipeline runs";
     const META: ToolMeta = ToolMeta {
         name: "list_pipeline_runs",
         description: "A session's pipeline runs (started with start_pipeline), most recently updated first, at most \

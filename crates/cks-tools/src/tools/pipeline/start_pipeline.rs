@@ -91,6 +91,7 @@ impl Tool for StartPipeline {
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] =
         &[("object_ids", Coercion::ListOfOne), ("schema_version", Coercion::Text)];
+    const TITLE: &'static str = "Start a pipeline run";
     const META: ToolMeta = ToolMeta {
         name: "start_pipeline",
         description: "Queue a pipeline run over a session's objects: for each object the Researcher writes a \

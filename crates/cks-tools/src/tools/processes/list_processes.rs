@@ -23,6 +23,7 @@ pub(crate) struct ListProcesses;
 impl Tool for ListProcesses {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List processes";
     const META: ToolMeta = ToolMeta {
         name: "list_processes",
         description: "Every autonomous process (the Critic, which settles queued conflict tasks), most recently \

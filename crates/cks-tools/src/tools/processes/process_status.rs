@@ -27,6 +27,7 @@ pub(crate) struct ProcessStatus;
 impl Tool for ProcessStatus {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Process status";
     const META: ToolMeta = ToolMeta {
         name: "process_status",
         description: "The most recently started autonomous process of 'process_kind' ('critic'; 'enrichment', \

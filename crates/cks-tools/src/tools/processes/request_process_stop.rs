@@ -28,6 +28,7 @@ pub(crate) struct RequestProcessStop;
 impl Tool for RequestProcessStop {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Stop a process";
     const META: ToolMeta = ToolMeta {
         name: "request_process_stop",
         description: "Ask the most recently started autonomous process of 'process_kind' to stop gracefully: it \

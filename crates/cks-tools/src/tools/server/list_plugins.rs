@@ -47,6 +47,7 @@ pub(crate) struct ListPlugins;
 impl Tool for ListPlugins {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List optional parts";
     const META: ToolMeta = ToolMeta {
         name: "list_plugins",
         description: "List this server's optional parts and whether each works now: 'embeddings' (search by \

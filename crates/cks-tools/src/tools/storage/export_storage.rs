@@ -46,6 +46,8 @@ impl Tool for ExportStorage {
     type Input = Input;
     type Output = Output;
     const ARGUMENT_COERCIONS: &'static [(&'static str, Coercion)] = &[("include_embeddings", Coercion::Truthy)];
+    const TITLE: &'static str = "Back up storage";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "export_storage",
         description: "Export a complete backup of the server's storage (every session with its full version \

@@ -37,6 +37,7 @@ pub(crate) struct ImportStorage;
 impl Tool for ImportStorage {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Restore storage";
     const META: ToolMeta = ToolMeta {
         name: "import_storage",
         description: "Restore a backup written by export_storage into the server's storage. mode 'merge' \

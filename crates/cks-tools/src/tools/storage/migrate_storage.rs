@@ -43,6 +43,8 @@ pub(crate) struct MigrateStorage;
 impl Tool for MigrateStorage {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Migrate storage";
+    const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "migrate_storage",
         description: "Copy all stored data (every session with its full history, the graph registry, the stored chats, \

@@ -38,6 +38,7 @@ pub(crate) struct CompareVersions;
 impl Tool for CompareVersions {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Compare a version with now";
     const META: ToolMeta = ToolMeta {
         name: "compare_versions",
         description: "Diff a historical version of a session (the base, 'target_version_id') against the session's \

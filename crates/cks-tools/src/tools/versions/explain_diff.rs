@@ -61,6 +61,7 @@ pub(crate) struct ExplainDiff;
 impl Tool for ExplainDiff {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Explain what changed";
     const META: ToolMeta = ToolMeta {
         name: "explain_diff",
         description: "Explain in plain English what changed between a historical version of a session \

@@ -40,6 +40,7 @@ pub(crate) struct ListVersions;
 impl Tool for ListVersions {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "List versions";
     const META: ToolMeta = ToolMeta {
         name: "list_versions",
         description: "List every version in a session's history, oldest first. Each entry has version_id, \

@@ -44,6 +44,7 @@ pub(crate) struct RevertVersion;
 impl Tool for RevertVersion {
     type Input = Input;
     type Output = Output;
+    const TITLE: &'static str = "Revert to a version";
     const META: ToolMeta = ToolMeta {
         name: "revert_version",
         description: "Make an earlier version's state the session's current state again. The old state is \
