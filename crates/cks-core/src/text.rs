@@ -740,6 +740,33 @@ pub(crate) fn searchable_text(object: &KnowledgeObject, name_times: usize) -> St
     text
 }
 
+/// An object's text for a sentence encoder: its name (when `named`), its type, then its
+/// structure's values, the shortest first. An encoder reads a text's first few hundred word
+/// pieces and averages them: a title or a label after a long body is cut off or drowned in it.
+pub(crate) fn encoder_text(object: &KnowledgeObject, named: bool) -> String {
+    let mut values: Vec<String> = object
+        .structure
+        .values()
+        .map(|value| {
+            let mut text = String::new();
+            flatten(value, &mut text);
+            text
+        })
+        .collect();
+    // Stable: values of one length keep the structure's order.
+    values.sort_by_key(|value| value.chars().count());
+    let mut text = String::new();
+    if named {
+        text.push_str(&object.identity.name);
+        text.push(' ');
+    }
+    text.push_str(&object.identity.r#type);
+    text.push(' ');
+    values.iter().for_each(|value| text.push_str(value));
+    text.truncate(text.trim_end().len());
+    text
+}
+
 /// How often each term occurs in an object's searchable text (its name counted twice).
 fn term_counts(object: &KnowledgeObject) -> Map<String, u32> {
     let text = searchable_text(object, 2);

@@ -31,7 +31,7 @@ pub use stored::{KeptVectors, StoredVectors};
 use sha2::{Digest, Sha256};
 
 use crate::structure::{ById, Entry};
-use crate::text::searchable_text;
+use crate::text::encoder_text;
 use crate::{ContentHash, KnowledgeObject, KnowledgeStructure};
 
 type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -39,10 +39,23 @@ type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 /// What identifies an embedded text: the first 16 bytes of its SHA-256.
 pub type TextKey = [u8; 16];
 
-/// The text of an object that a model embeds: its name, type and the text of its structure,
-/// in the order the lexical index reads them. `None` for relations, which are not searched.
+/// The text of an object that a model embeds: its name, its type, then its structure's values,
+/// the shortest first (a title before the body it names: `text::encoder_text`). `None` for
+/// relations, which are not searched.
+///
+/// A name that only repeats the object's id ("D1:3", "test-env-pro01a") is left out when the
+/// structure has text: it tells an encoder nothing. Words still find an object by its id.
 pub fn embedding_text(object: &KnowledgeObject) -> Option<String> {
-    (!object.is_relation()).then(|| searchable_text(object, 1))
+    if object.is_relation() {
+        return None;
+    }
+    if object.identity.name == object.id() {
+        let unnamed = encoder_text(object, false);
+        if unnamed.len() > object.identity.r#type.len() {
+            return Some(unnamed);
+        }
+    }
+    Some(encoder_text(object, true))
 }
 
 /// The key of a text.
@@ -56,7 +69,7 @@ pub fn text_key(text: &str) -> TextKey {
 /// How [`embedding_text`] makes an object's text. Keys remembered by object ([`ObjectKey`]) are
 /// good only for the text they were made from: this changes whenever `embedding_text`'s output
 /// does (a test holds one object's key fixed), so keys kept under an older version are not read.
-pub const TEXT_VERSION: u32 = 1;
+pub const TEXT_VERSION: u32 = 2;
 
 /// What identifies an object's content when its text key is remembered: the first 16 bytes of
 /// its content hash (which covers its id, type, name and structure: everything its text is
@@ -837,11 +850,39 @@ mod tests {
         let mut object = crate::testing::node("n1", "Claim", 7);
         object.structure.insert("description", serde_json::json!("Alpha beta, gamma 42."));
         let key = text_key(&embedding_text(&object).unwrap());
+        let mut named_by_id = crate::testing::node("n2", "Claim", 7);
+        named_by_id.identity.name = "n2".into();
+        let key_by_id = text_key(&embedding_text(&named_by_id).unwrap());
         assert_eq!(
-            (TEXT_VERSION, hex::encode(key)),
-            (1, "be17751bbaca0a56f050f5be4169c021".to_owned()),
+            (TEXT_VERSION, hex::encode(key), hex::encode(key_by_id)),
+            (2, "64d3d037b353758e78e1976f008a2453".to_owned(), "e079f99b3c5470cbb638517b4ff27db3".to_owned()),
             "bump TEXT_VERSION"
         );
+    }
+
+    #[test]
+    fn a_name_that_repeats_the_id_is_not_embedded_unless_it_is_all_there_is() {
+        let turn = |name: &str, text: Option<&str>| {
+            let mut structure = serde_json::Map::new();
+            if let Some(text) = text {
+                structure.insert("text".into(), serde_json::json!(text));
+            }
+            KnowledgeObject::new(crate::Identity::new("D1:3", "Utterance", name), structure)
+        };
+        let said = Some("I moved to Bergen in May.");
+        assert_eq!(embedding_text(&turn("D1:3", said)).unwrap(), "Utterance I moved to Bergen in May.");
+        // Named: the name leads.
+        assert_eq!(
+            embedding_text(&turn("Moving day", said)).unwrap(),
+            "Moving day Utterance I moved to Bergen in May."
+        );
+        // Short values before long ones, whatever the keys' order.
+        let mut titled = turn("D1:3", said);
+        titled.structure.insert("a_title", serde_json::json!("Moving"));
+        titled.structure.insert("when", serde_json::json!(2023));
+        assert_eq!(embedding_text(&titled).unwrap(), "Utterance 2023 Moving I moved to Bergen in May.");
+        // Nothing but the id tells it apart: the id stays.
+        assert_eq!(embedding_text(&turn("D1:3", None)).unwrap(), "D1:3 Utterance");
     }
 
     #[test]
