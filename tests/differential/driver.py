@@ -48,6 +48,8 @@ def server_env(data_dir):
         "CKS_MCP_DATA_DIR": data_dir,
         "CKS_MCP_DB_PATH": os.path.join(data_dir, "cks_mcp.db"),
         "CKS_LLM_PROVIDER": "auto",
+        # Ours lists every tool, as the reference does, only when asked (COMPATIBILITY.md, tool-profiles).
+        "CKS_MCP_TOOLS": "all",
         # Nothing listens on the discard port: an "auto" provider looking for Ollama finds none.
         "CKS_OLLAMA_HOST": "http://127.0.0.1:9",
         "PYTHONIOENCODING": "utf-8",

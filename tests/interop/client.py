@@ -191,14 +191,18 @@ async def approval_flow(session: Client, outcome: dict, label: str) -> None:
 
 
 class Updates:
-    """The `notifications/resources/updated` a client of the handshake revision received, by URI."""
+    """The `notifications/resources/updated` a client of the handshake revision received, by URI,
+    and how often it was told its tool list changed."""
 
     def __init__(self):
         self.uris = []
+        self.tool_lists_changed = 0
 
     async def __call__(self, message) -> None:
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
             self.uris.append(message.params.uri)
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self.tool_lists_changed += 1
 
 
 async def changes_and_completions(session: Client, outcome: dict, mode: str, updates: Updates, label: str) -> None:
@@ -241,12 +245,41 @@ async def connected(client: Client, mode: str, label: str) -> None:
     assert client.server_info is not None and client.server_info.name == "cks-mcp", (label, client.server_info)
 
 
+async def profile_flow(session: Client, mode: str, updates: Updates, label: str) -> None:
+    """The default list is the core profile; an unlisted tool is called by name; `find_tools`
+    finds one, which is then called, and (on a revision with sessions) joins the list."""
+    names = {t.name for t in (await session.list_tools()).tools}
+    assert len(names) <= 25 and "find_tools" in names and "list_agents" not in names, (label, sorted(names))
+    assert isinstance(result_of(await session.call_tool("list_processes", {}))["processes"], list), label
+    found = result_of(await session.call_tool("find_tools", {"need": "list the sweepers"}))
+    sweepers = next(t for t in found["tools"] if t["name"] == "list_agents")
+    assert sweepers["inputSchema"]["type"] == "object", (label, sweepers)
+    assert isinstance(result_of(await session.call_tool("list_agents", {}))["agents"], list), label
+    listed = {t.name for t in (await session.list_tools()).tools}
+    if MODES[mode] == "2026-07-28":
+        assert listed == names, (label, listed ^ names)
+    else:
+        assert listed == names | {t["name"] for t in found["tools"]}, (label, listed ^ names)
+        with anyio.fail_after(10):
+            while updates.tool_lists_changed == 0:
+                await anyio.sleep(0.05)
+
+
+async def every_tool_listed(data_dir: str) -> None:
+    """`CKS_MCP_TOOLS=all` lists every tool, as the reference does."""
+    env = {**os.environ, "CKS_MCP_DATA_DIR": data_dir, "CKS_MCP_TOOLS": "all"}
+    async with Client(StdioServerParameters(command=BINARY, args=[], env=env)) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert len(names) > 70 and {"list_agents", "find_tools", "migrate_storage"} <= names, len(names)
+
+
 async def over_stdio(data_dir: str, mode: str, model_env: dict) -> dict:
     env = {**os.environ, **model_env, "CKS_MCP_DATA_DIR": data_dir}
     params = StdioServerParameters(command=BINARY, args=[], env=env)
     updates = Updates()
     async with Client(params, mode=mode, elicitation_callback=approve, message_handler=updates) as session:
         await connected(session, mode, "stdio")
+        await profile_flow(session, mode, updates, f"stdio {mode}")
         outcome = await knowledge_flow(session, f"stdio {mode}")
         await approval_flow(session, outcome, f"stdio {mode}")
         await changes_and_completions(session, outcome, mode, updates, f"stdio {mode}")
@@ -362,6 +395,8 @@ async def main() -> None:
         for mode in MODES:
             await over_stdio(stdio_dir, mode, model_env)
             print(f"stdio {mode}: ok")
+        await every_tool_listed(stdio_dir)
+        print("stdio, every tool listed: ok")
         await over_http(http_dir, model_env)
         print("http: ok")
     model.shutdown()

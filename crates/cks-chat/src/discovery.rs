@@ -1,6 +1,7 @@
 //! `find_tools`: how a chat's model reaches the tools beyond its first offer. Given a need in
 //! words, it answers the few reachable tools whose name and description share the most (and
-//! rarest) words with it, each with its offered schema; those stay offered for the rest of the
+//! rarest) words with it (`cks_tools::discovery`, the ranking of the MCP tool of the same name),
+//! each with its offered schema; those stay offered for the rest of the
 //! conversation (the executor reads them back from the history, [`found_in`]). Without a need, or
 //! when nothing matches, it lists every reachable tool by name and description, a page at a time,
 //! without schemas (which would make the next requests large).
@@ -9,11 +10,10 @@
 //! session, or one not exposed is never found; a found tool runs with every check an offered one
 //! gets (pinning, arguments, approvals).
 
-use std::collections::HashMap;
-
 use serde_json::{Value, json};
 
 use cks_llm::ToolSpec;
+use cks_tools::discovery::{best, tool_words, words};
 use cks_tools::{ErrorCode, ToolError};
 
 use crate::executor::RegistryExecutor;
@@ -49,12 +49,6 @@ impl Need {
     }
 }
 
-/// A text's words as the search compares them (stems, stop words dropped); a tool's name counts
-/// its parts (`visualize_graph` is "visualize graph").
-fn words(text: &str) -> Vec<String> {
-    cks_core::text::tokens(&text.replace('_', " ")).collect()
-}
-
 /// The arguments of a `find_tools` call that it takes: anything else the model wrote (a session
 /// id, say) is dropped, so it is neither used nor recorded.
 pub(crate) fn own_arguments(arguments: &Value) -> Value {
@@ -88,17 +82,17 @@ pub(crate) fn find(executor: &RegistryExecutor, arguments: &Value) -> Value {
         Ok(need) => need,
         Err(error) => return error.to_value(),
     };
-    let mut reachable: Vec<(ToolSpec, Vec<String>)> = executor
+    let mut reachable: Vec<(ToolSpec, cks_tools::discovery::ToolWords)> = executor
         .discoverable()
         .map(|(tool, offer)| {
             let spec = offer.spec(tool);
-            let words = words(&format!("{} {}", spec.name, spec.description));
+            let words = tool_words(&spec.name, &spec.description);
             (spec, words)
         })
         .collect();
     reachable.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     if !need.words.is_empty() {
-        let matched = best(&reachable, &need.words);
+        let matched = best(&reachable, &need.words, MATCHES);
         if !matched.is_empty() {
             let tools: Vec<Value> = matched
                 .into_iter()
@@ -125,35 +119,6 @@ pub(crate) fn find(executor: &RegistryExecutor, arguments: &Value) -> Value {
         "No tool matched that need; here is the list. Call find_tools with other words to get a tool's arguments."
     };
     json!({"tools": listed, "page": need.page, "pages": pages, "note": note})
-}
-
-/// The tools sharing the most of the need's words, rarer words counting more; none without a
-/// shared word. Ties go by name.
-fn best<'a>(reachable: &'a [(ToolSpec, Vec<String>)], need: &[String]) -> Vec<&'a ToolSpec> {
-    let mut documents: HashMap<&str, usize> = HashMap::new();
-    for (_, words) in reachable {
-        let mut seen: Vec<&str> = words.iter().map(String::as_str).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for word in seen {
-            *documents.entry(word).or_default() += 1;
-        }
-    }
-    let total = reachable.len() as f64;
-    let mut scored: Vec<(f64, &ToolSpec)> = reachable
-        .iter()
-        .map(|(spec, words)| {
-            let score: f64 = need
-                .iter()
-                .filter(|w| words.contains(w))
-                .map(|w| (1.0 + total / documents.get(w.as_str()).copied().unwrap_or(1) as f64).ln())
-                .sum();
-            (score, spec)
-        })
-        .filter(|(score, _)| *score > 0.0)
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    scored.into_iter().take(MATCHES).map(|(_, spec)| spec).collect()
 }
 
 /// The tools a `find_tools` result gave with their arguments (a listed page gives none).

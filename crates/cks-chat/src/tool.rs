@@ -135,22 +135,11 @@ impl Tool for AiChat {
     const TITLE: &'static str = "Chat with the graph";
     const META: ToolMeta = ToolMeta {
         name: "ai_chat",
-        description: "One chat turn with an LLM (Ollama, Anthropic, Google Gemini or an OpenAI-compatible endpoint, \
-            chosen by CKS_LLM_PROVIDER) that may call this server's graph tools, server-side, on this session only: \
-            every session argument of every call is pinned to 'session_id'. Send 'prompt' to start, or the previous \
-            'messages' plus a new user message to continue (nothing is stored). Or keep the chat in the server: \
-            'new_chat': true (optional 'title') saves it once the turn has answered and returns its 'chat_id'; then \
-            send 'chat_id' and the next 'prompt' alone, and each answered turn is saved with the chat (list_chats, \
-            get_chat, delete_chat). Returns {reply, tool_calls: [{name, arguments, result, is_error}], messages, \
-            chat_id (stored chats only), usage}; 'truncated': true (with 'truncation_reason') when the turn hit its \
-            iteration cap (8 by default), deadline, token budget, a model repeating itself, or the size bound of its \
-            result. The model may revert the session to an earlier version. Errors: llm_call_failed / \
-            llm_provider_unavailable, still with 'messages' and 'tool_calls' (a failed turn of a stored chat is not \
-            saved); chat_not_found (no such chat in this session); chat_busy (another turn of the chat is running or \
-            was saved first: this one is not saved). With 'approvals': true, a destructive call (revert_version; evolve_knowledge removing or replacing) \
-            waits for the user: the turn stops before running that answer's calls and answers 'pending_approval' \
-            {tool_use_id, name, arguments}, 'messages' ending with that answer; the next request sends 'approval': \
-            {decision: 'approve' or 'reject', reason} with the same 'chat_id' or those 'messages', and no prompt.",
+        description: "One chat turn with the configured LLM, which may call the graph tools on 'session_id' \
+            (and may revert it). Start with 'prompt'; continue with the returned 'messages' plus a new user \
+            message, or with 'chat_id' (from 'new_chat') and the next 'prompt'. Returns {reply, tool_calls, \
+            messages, chat_id, usage}. Errors: llm_call_failed, chat_not_found, chat_busy (turn not saved). With \
+            'approvals', a destructive call stops the turn with 'pending_approval'; send 'approval' and no prompt.",
         mutates_graph: true,
         creates_session: false,
         // The model may call revert_version, which replaces the current state.

@@ -37,7 +37,7 @@ use cks_runtime::store::memory::MemoryStore;
 use cks_runtime::store::sqlite::SqliteOptions;
 use cks_runtime::store::{Store, StoreLocation, StoreOpener};
 use cks_runtime::{Runtime, RuntimeConfig, Sweepers};
-use cks_tools::{LlmAccess, Registry};
+use cks_tools::{LlmAccess, Registry, ToolProfile};
 
 use crate::config::{Cli, Command, Config, Storage};
 use crate::server::CksServer;
@@ -109,6 +109,12 @@ pub fn describe_storage(config: &Config) -> String {
 /// The server on the configured store, before its sweepers, processes and transports start: what
 /// serving and `cks-mcp worker` share.
 pub async fn open_server(config: &Config) -> anyhow::Result<CksServer> {
+    // First what the configuration alone decides, so that a mistake there opens no store.
+    let mut registry = Registry::standard();
+    registry.register_in("chats", Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));
+    let profile = config.env.get(TOOLS_VAR).map_or("", String::as_str);
+    let profile = ToolProfile::parse(profile, &registry).map_err(|e| anyhow::anyhow!("{TOOLS_VAR}: {e}"))?;
+    let registry = Arc::new(registry);
     let store = open_store(config).await?;
     eprintln!("cks-mcp {}: {}", env!("CARGO_PKG_VERSION"), describe_storage(config));
     let secret = config.env.get(secret::SECRET_VAR).map(String::as_str);
@@ -126,15 +132,18 @@ pub async fn open_server(config: &Config) -> anyhow::Result<CksServer> {
     if let Some(embedder) = embedding::open(&config.env)? {
         runtime.enable_embeddings(embedder);
     }
-    let mut registry = Registry::standard();
-    registry.register(Arc::new(AiChat::new(AiChatConfig::from_env(&config.env)?)));
-    let registry = Arc::new(registry);
     let llm = match cks_llm::LlmClient::from_env(|name| config.env.get(name).cloned()) {
         Ok(client) => LlmAccess::Ready(client),
         Err(e) => LlmAccess::Misconfigured(e.to_string()),
     };
-    Ok(CksServer::new(runtime, registry, llm).with_provenance(key).with_fetch_policy(config.fetch.clone()))
+    Ok(CksServer::new(runtime, registry, llm)
+        .with_profile(profile)
+        .with_provenance(key)
+        .with_fetch_policy(config.fetch.clone()))
 }
+
+/// The variable naming the tools `tools/list` offers.
+const TOOLS_VAR: &str = "CKS_MCP_TOOLS";
 
 /// Serves with a resolved configuration.
 pub async fn serve(config: Config) -> anyhow::Result<()> {

@@ -191,6 +191,48 @@ impl CksServer {
 impl CksServer {
     /// Adds a resource to the client's subscriptions, or takes it out: in the session's record
     /// over HTTP, for whichever replica holds the session's stream.
+    /// The tools the client found beyond its profile (none on the stateless revision, which keeps
+    /// nothing between requests).
+    async fn found_tools(&self, context: &RequestContext<RoleServer>) -> std::collections::BTreeSet<String> {
+        if is_stateless(context) {
+            return Default::default();
+        }
+        match sessions::session_of(context) {
+            Some(session) => self.records.found_tools(&session).await,
+            None => self.client().found(),
+        }
+    }
+
+    /// After a `find_tools` call: the tools it found with their schemas join the client's list,
+    /// and a client that follows list changes is told, so a host can offer them to its model.
+    async fn list_found(&self, tool: &str, result: &rmcp::model::CallToolResult, context: &RequestContext<RoleServer>) {
+        if tool != "find_tools" || result.is_error == Some(true) || is_stateless(context) {
+            return;
+        }
+        let names: Vec<String> = result
+            .structured_content
+            .as_ref()
+            .and_then(|found| found["tools"].as_array())
+            .into_iter()
+            .flatten()
+            .filter(|found| found.get("inputSchema").is_some())
+            .filter_map(|found| found["name"].as_str())
+            .filter(|name| self.unlisted(name))
+            .map(str::to_owned)
+            .collect();
+        if names.is_empty() {
+            return;
+        }
+        let added = match sessions::session_of(context) {
+            Some(session) => self.records.add_found_tools(&session, &names).await.unwrap_or(false),
+            None => self.client().add_found(&names),
+        };
+        if added {
+            // A client that went away, or ignores the notification, is not an error here.
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+    }
+
     async fn subscribed(
         &self,
         uri: &str,
@@ -233,7 +275,8 @@ impl ServerHandler for CksServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // Typed, not through `newest_shape`: the entries' schemas are shared, not copied per list.
-        let mut list = ListToolsResult::with_all_items(self.tools().to_vec());
+        let found = self.found_tools(&context).await;
+        let mut list = ListToolsResult::with_all_items(self.listed_tools(&found));
         if is_stateless(&context) {
             list.ttl_ms = Some(FIXED_LIST_TTL_MS);
             list.cache_scope = Some(CacheScope::Private);
@@ -262,6 +305,9 @@ impl ServerHandler for CksServer {
         let response = self.call_asking(&request, options, &context).await?;
         if let (Some(chosen), CallToolResponse::Complete(result)) = (log_level, &response) {
             log_call(&context, chosen, &request.name, started.elapsed(), result).await;
+        }
+        if let CallToolResponse::Complete(result) = &response {
+            self.list_found(&request.name, result, &context).await;
         }
         Ok(response)
     }

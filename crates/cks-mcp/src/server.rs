@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use cks_core::validate::ProvenanceKey;
 use cks_runtime::store::StoreOpener;
 use cks_runtime::{Runtime, Sweepers};
-use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext};
+use cks_tools::{LlmAccess, ProgressSink, RegisteredTool, Registry, ToolContext, ToolProfile};
 use cks_web::fetch::{FetchPolicy, Fetcher};
 
 use crate::json_text::LargeText;
@@ -36,6 +36,8 @@ pub struct CksServer {
     pub stores: Arc<dyn StoreOpener>,
     /// The counters of the Critic running in this process (`get_metrics`).
     pub critic_metrics: Arc<cks_tools::critic_metrics::CriticMetrics>,
+    /// The tools `tools/list` offers (`CKS_MCP_TOOLS`); every tool is callable either way.
+    profile: Arc<ToolProfile>,
     /// The `tools/list` entries, built at the first list (a session that never lists the tools
     /// parses no schema it does not call); their schemas are the registry's own.
     tools: Arc<std::sync::OnceLock<Vec<rmcp::model::Tool>>>,
@@ -56,12 +58,14 @@ pub struct CksServer {
 }
 
 /// What the server keeps of its stdio client between requests: the level it chose for log
-/// messages (`logging/setLevel`) and the resources it subscribed to.
+/// messages (`logging/setLevel`), the resources it subscribed to and the tools it found beyond
+/// its profile (`find_tools`), which its list then offers too.
 #[derive(Debug, Default)]
 pub(crate) struct ClientState {
     #[allow(deprecated)] // logging is deprecated from 2026-07-28 on, and spoken until then
     log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
     pub(crate) subscribed: Arc<crate::subscriptions::Subscribed>,
+    found: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 #[allow(deprecated)]
@@ -72,6 +76,18 @@ impl ClientState {
 
     pub(crate) fn set_log_level(&self, level: rmcp::model::LoggingLevel) {
         *self.log_level.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(level);
+    }
+
+    pub(crate) fn found(&self) -> std::collections::BTreeSet<String> {
+        self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Adds tools found; true when one was new.
+    pub(crate) fn add_found(&self, names: &[String]) -> bool {
+        let mut found = self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = found.len();
+        found.extend(names.iter().cloned());
+        found.len() > before
     }
 }
 
@@ -102,6 +118,7 @@ impl CksServer {
             fetcher: Arc::new(Fetcher::default()),
             stores: Arc::new(crate::stores::Stores::default()),
             critic_metrics: Arc::default(),
+            profile: Arc::new(ToolProfile::All),
             tools: Arc::default(),
             client: Arc::default(),
             calls: Arc::default(),
@@ -110,6 +127,12 @@ impl CksServer {
             states: crate::approvals::States::new(rand::random()),
             large_texts_unescaped: false,
         }
+    }
+
+    /// Lists the tools of `profile` (every tool otherwise).
+    pub fn with_profile(mut self, profile: ToolProfile) -> Self {
+        self.profile = Arc::new(profile);
+        self
     }
 
     /// Fetches what tools are asked to fetch under `policy` (by default public addresses only).
@@ -155,7 +178,7 @@ impl CksServer {
         json!({
             "protocolVersion": requested.filter(|v| SUPPORTED_VERSIONS.contains(v)).unwrap_or(PROTOCOL_VERSION),
             "capabilities": {
-                "tools": {},
+                "tools": {"listChanged": true},
                 "resources": {"subscribe": true},
                 "prompts": {},
                 "completions": {},
@@ -166,9 +189,21 @@ impl CksServer {
         })
     }
 
-    /// `tools/list` entries: name, title, description, inputSchema and annotations from the metadata.
+    /// Every tool's `tools/list` entry: name, title, description, inputSchema and annotations
+    /// from the metadata.
     pub fn tools(&self) -> &[rmcp::model::Tool] {
         self.tools.get_or_init(|| self.registry.iter().map(tool_entry).collect())
+    }
+
+    /// The `tools/list` entries offered: the profile's, and those the client `found` beyond it.
+    pub fn listed_tools(&self, found: &std::collections::BTreeSet<String>) -> Vec<rmcp::model::Tool> {
+        let offered = |tool: &&rmcp::model::Tool| self.profile.offers(&tool.name) || found.contains(tool.name.as_ref());
+        self.tools().iter().filter(offered).cloned().collect()
+    }
+
+    /// Whether the profile leaves `name` out of the list (it stays callable).
+    pub fn unlisted(&self, name: &str) -> bool {
+        !self.profile.offers(name)
     }
 
     /// The context a tool call runs in, before per-call state (progress, cancellation).
@@ -245,7 +280,9 @@ impl CksServer {
 /// Protocol versions we can speak, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// One `tools/list` entry.
+/// One `tools/list` entry. It carries no `outputSchema`: hosts show a model the tool's
+/// description, which says what it answers, and the schemas of every result's shape would double
+/// the list. Results still carry `structuredContent`, which MCP allows without a schema.
 fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
     let meta = tool.meta();
     let hints = tool.hints();
@@ -259,25 +296,19 @@ fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
         Some(hints.idempotent),
         Some(hints.open_world),
     );
-    let mut extra = Map::new();
-    extra.insert("cks/mutatesGraph".into(), meta.mutates_graph.into());
-    extra.insert("cks/createsSession".into(), meta.creates_session.into());
-    extra.insert("cks/sessionFields".into(), meta.session_fields.into());
     let mut entry = rmcp::model::Tool::new_with_raw(meta.name, Some(meta.description.into()), tool.schema().clone())
-        .with_annotations(annotations)
-        .with_meta(rmcp::model::MetaObject(extra));
+        .with_annotations(annotations);
     entry.title = title;
-    entry.output_schema = tool.output_schema().cloned();
     entry
 }
 
 /// Wraps a tool's result: its JSON text as `content[0]` (what the reference sends and cks-studio
-/// parses) and, for a tool that publishes an `outputSchema` (`structured`), the object itself as
-/// `structuredContent`.
+/// parses) and, for a tool whose result is an object with a schema in the registry (`structured`),
+/// the object itself as `structuredContent`.
 ///
-/// MCP requires `structuredContent` only where an `outputSchema` promises it. The one tool without
-/// one, `serialize_knowledge`, returns documents of any size (and sometimes a bare string, which
-/// `structuredContent` cannot carry): its result travels once, as the text, rather than twice.
+/// The one tool without such a schema, `serialize_knowledge`, returns documents of any size (and
+/// sometimes a bare string, which `structuredContent` cannot carry): its result travels once, as
+/// the text, rather than twice.
 ///
 /// A large text (a graph's document) becomes the result's text without a copy: escaped in its own
 /// buffer, or, with `large_text_unescaped`, not escaped at all, for the transport to escape.
@@ -339,6 +370,8 @@ mod tests {
             assert!(!title.trim().is_empty(), "{name} has no title");
             assert_ne!(title, name, "{name}'s title is its name");
             assert_eq!(annotations["title"], entry["title"], "{name}");
+            // Hosts read the description; result schemas would double the list.
+            assert!(entry.get("outputSchema").is_none(), "{name}");
         }
     }
 

@@ -66,6 +66,9 @@ struct Record {
     /// The resources the client subscribed to (`resources/subscribe`).
     #[serde(default)]
     subscriptions: BTreeSet<String>,
+    /// The tools it found beyond its profile (`find_tools`), which its list then offers too.
+    #[serde(default)]
+    found_tools: BTreeSet<String>,
 }
 
 /// The most records kept at once: past it, all are let go and read again as they are needed
@@ -169,6 +172,23 @@ impl StoredSessions {
         Ok(true)
     }
 
+    /// The tools the session's client found beyond its profile.
+    pub(crate) async fn found_tools(&self, session: &str) -> BTreeSet<String> {
+        self.record(session).await.ok().flatten().map(|record| record.found_tools).unwrap_or_default()
+    }
+
+    /// Adds tools the session's client found; true when one was new.
+    pub(crate) async fn add_found_tools(&self, session: &str, names: &[String]) -> Result<bool, SessionStoreError> {
+        let Some(mut record) = self.record(session).await? else { return Ok(false) };
+        let before = record.found_tools.len();
+        record.found_tools.extend(names.iter().cloned());
+        if record.found_tools.len() == before {
+            return Ok(false);
+        }
+        self.save(session, &record).await?;
+        Ok(true)
+    }
+
     async fn subscriptions(&self, session: &str) -> BTreeSet<String> {
         self.record(session).await.ok().flatten().map(|record| record.subscriptions).unwrap_or_default()
     }
@@ -181,8 +201,12 @@ impl SessionStore for StoredSessions {
     }
 
     async fn store(&self, session: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let record =
-            Record { initialize: state.initialize_params.clone(), log_level: None, subscriptions: BTreeSet::new() };
+        let record = Record {
+            initialize: state.initialize_params.clone(),
+            log_level: None,
+            subscriptions: BTreeSet::new(),
+            found_tools: BTreeSet::new(),
+        };
         self.save(session, &record).await
     }
 

@@ -1,5 +1,6 @@
-//! MCP over stdio against the real binary: both framings, answered in kind, batches, and an error
-//! answer (never silence) for unparseable, invalid and over-size messages.
+//! MCP over stdio against the real binary: both framings, answered in kind, batches, an error
+//! answer (never silence) for unparseable, invalid and over-size messages, and the tool list a
+//! profile offers, grown by `find_tools`.
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -22,17 +23,26 @@ struct Server {
 }
 
 fn start(max_message_bytes: Option<usize>) -> Server {
+    start_with(max_message_bytes, None)
+}
+
+/// A server listing the tools of `profile` (`CKS_MCP_TOOLS`; unset: the default).
+fn start_with(max_message_bytes: Option<usize>, profile: Option<&str>) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_cks-mcp"));
     command
         .env("CKS_MCP_DATA_DIR", dir.path())
         .env("CKS_MCP_DB_PATH", ":memory:")
         .env_remove("CKS_MCP_MAX_MESSAGE_BYTES")
+        .env_remove("CKS_MCP_TOOLS")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     if let Some(max) = max_message_bytes {
         command.env("CKS_MCP_MAX_MESSAGE_BYTES", max.to_string());
+    }
+    if let Some(profile) = profile {
+        command.env("CKS_MCP_TOOLS", profile);
     }
     let mut child = command.spawn().unwrap();
     let stdin = child.stdin.take().unwrap();
@@ -88,6 +98,33 @@ impl Server {
     /// The next answer; a server that stays silent fails the test instead of hanging it.
     fn next(&self) -> Reply {
         self.replies.recv_timeout(Duration::from_secs(60)).expect("the server did not answer")
+    }
+
+    /// The answer to request `id`, and the methods of the notifications that came before it.
+    fn answer(&self, id: i64) -> (Value, Vec<String>) {
+        let mut notified = Vec::new();
+        loop {
+            let body = self.next().body;
+            if body["id"] == id {
+                return (body, notified);
+            }
+            notified.extend(body["method"].as_str().map(str::to_owned));
+        }
+    }
+
+    /// The names `tools/list` answers.
+    fn listed(&mut self, id: i64) -> Vec<String> {
+        self.line(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        let (reply, _) = self.answer(id);
+        let tools = reply["result"]["tools"].as_array().unwrap();
+        tools.iter().map(|tool| tool["name"].as_str().unwrap().to_owned()).collect()
+    }
+
+    fn call(&mut self, id: i64, tool: &str, arguments: Value) -> (Value, Vec<String>) {
+        let call = json!({"name": tool, "arguments": arguments});
+        self.line(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
+        let (reply, notified) = self.answer(id);
+        (reply["result"].clone(), notified)
     }
 }
 
@@ -228,4 +265,51 @@ fn a_large_document_arrives_whole_in_every_framing_and_in_a_batch() {
     s.line(&json!([call(4)]));
     let reply = s.next();
     check(&reply.body.as_array().expect("an array answer")[0]);
+}
+
+#[test]
+fn the_default_list_is_core_and_every_tool_stays_callable() {
+    let mut s = start_with(None, None);
+    let listed = s.listed(1);
+    assert!(listed.len() <= 25, "{listed:?}");
+    for core in ["evolve_knowledge", "search_semantic", "revert_version", "ai_chat", "find_tools"] {
+        assert!(listed.contains(&core.to_owned()), "{core} not in {listed:?}");
+    }
+    assert!(!listed.contains(&"list_agents".to_owned()), "{listed:?}");
+    // Unlisted is not unreachable: a client that knows the name calls it.
+    let (result, _) = s.call(2, "list_agents", json!({}));
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(result["structuredContent"]["agents"].is_array(), "{result}");
+
+    let all = start_with(None, Some("all")).listed(1);
+    assert!(all.len() > 70 && all.contains(&"list_agents".to_owned()), "{}", all.len());
+    let chosen = start_with(None, Some("versions, list_agents")).listed(1);
+    assert!(chosen.contains(&"list_agents".to_owned()) && chosen.contains(&"revert_version".to_owned()));
+    assert!(!chosen.contains(&"evolve_knowledge".to_owned()), "{chosen:?}");
+}
+
+#[test]
+fn tools_found_join_the_list_and_the_client_is_told() {
+    let mut s = start_with(None, None);
+    let (found, notified) = s.call(1, "find_tools", json!({"need": "retry a dead-lettered conflict task"}));
+    let tools = found["structuredContent"]["tools"].as_array().unwrap();
+    assert!(tools.len() <= 5, "{found}");
+    let retry = tools.iter().find(|tool| tool["name"] == "retry_dead_letter").expect("retry_dead_letter found");
+    assert_eq!(retry["inputSchema"]["required"], json!(["task_id"]), "{retry}");
+    assert!(retry["title"].is_string() && retry["description"].is_string(), "{retry}");
+    assert!(notified.contains(&"notifications/tools/list_changed".to_owned()), "{notified:?}");
+    let listed = s.listed(2);
+    assert!(listed.contains(&"retry_dead_letter".to_owned()), "{listed:?}");
+    // Found again: the list does not change, so nothing is said.
+    let (_, notified) = s.call(3, "find_tools", json!({"need": "retry a dead-lettered conflict task", "limit": 1}));
+    assert!(notified.is_empty(), "{notified:?}");
+
+    // No need: every other tool by name and title, without schemas, and the list stays as it was.
+    let (every, _) = s.call(4, "find_tools", json!({}));
+    let every = every["structuredContent"]["tools"].as_array().unwrap();
+    assert!(every.len() > 70, "{}", every.len());
+    assert!(every.iter().all(|tool| tool.get("inputSchema").is_none() && tool["title"].is_string()));
+    assert_eq!(s.listed(5), listed);
+    let (refused, _) = s.call(6, "find_tools", json!({"need": "x", "limit": 0}));
+    assert_eq!(refused["isError"], true, "{refused}");
 }

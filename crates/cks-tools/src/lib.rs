@@ -7,9 +7,11 @@
 pub mod context;
 pub mod convert;
 pub mod critic_metrics;
+pub mod discovery;
 pub mod error;
 mod past;
 pub mod principal;
+pub mod profile;
 pub mod provenance;
 pub mod registry;
 pub mod schema;
@@ -23,5 +25,6 @@ pub mod tools;
 pub use context::{LlmAccess, ProgressSink, ToolContext};
 pub use error::{ErrorCode, ToolError};
 pub use principal::{Principal, Scope};
+pub use profile::{ToolProfile, UnknownInProfile};
 pub use registry::{RegisteredTool, Registry, SharedSchema, UnknownTool};
 pub use tool::{ArgumentCode, ArgumentFault, Coercion, DynTool, Hints, Named, SessionCheck, Tool, ToolMeta};

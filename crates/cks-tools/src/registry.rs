@@ -34,6 +34,8 @@ pub type SharedSchema = Arc<Map<String, Value>>;
 pub struct RegisteredTool {
     pub tool: Arc<dyn DynTool>,
     meta: &'static ToolMeta,
+    /// The group it is listed in (`knowledge`, `versions`, ...): what a tool profile can name.
+    group: &'static str,
     /// The committed text of the schemas of a standard tool, parsed on first use instead of derived.
     published: Option<&'static Published>,
     // Built on first use: deriving every tool's schemas ran most of a server's start-up, and a
@@ -100,6 +102,11 @@ impl std::fmt::Debug for RegisteredTool {
 }
 
 impl RegisteredTool {
+    /// The group it is listed in; empty for a tool registered in none.
+    pub fn group(&self) -> &'static str {
+        self.group
+    }
+
     pub fn meta(&self) -> &'static ToolMeta {
         self.meta
     }
@@ -183,26 +190,40 @@ impl Registry {
     /// The standard tool set, in listing order, with its committed schemas.
     pub fn standard() -> Self {
         let mut registry = Registry::default();
-        for Listed { meta, tool } in crate::tools::all() {
-            let published = PUBLISHED.iter().find(|published| published.name == meta.name);
-            registry.add(meta, tool, published);
+        for (group, tools) in crate::tools::groups() {
+            for Listed { meta, tool } in tools {
+                let published = PUBLISHED.iter().find(|published| published.name == meta.name);
+                registry.add(group, meta, tool, published);
+            }
         }
         registry
     }
 
-    /// Adds a tool (used for tools defined in higher crates, such as `ai_chat`).
+    /// Adds a tool (used for tools defined in higher crates, such as `ai_chat`), in no group.
     ///
     /// # Panics
     /// When the name is taken, or (in debug builds; otherwise at the tool's first call) when one
     /// of the tool's schemas does not compile: both are programming errors caught by the tests.
     pub fn register(&mut self, tool: Arc<dyn DynTool>) {
-        self.add(tool.meta(), tool, None);
+        self.register_in("", tool);
     }
 
-    fn add(&mut self, meta: &'static ToolMeta, tool: Arc<dyn DynTool>, published: Option<&'static Published>) {
+    /// Adds a tool in `group` (see [`RegisteredTool::group`]); panics as [`Self::register`].
+    pub fn register_in(&mut self, group: &'static str, tool: Arc<dyn DynTool>) {
+        self.add(group, tool.meta(), tool, None);
+    }
+
+    fn add(
+        &mut self,
+        group: &'static str,
+        meta: &'static ToolMeta,
+        tool: Arc<dyn DynTool>,
+        published: Option<&'static Published>,
+    ) {
         let entry = RegisteredTool {
             tool,
             meta,
+            group,
             published,
             schema: OnceLock::new(),
             output_schema: OnceLock::new(),
@@ -223,8 +244,8 @@ impl Registry {
     /// Adds a tool in place of the one registered under its name, if any (a deployment's own
     /// implementation of a standard tool; the tests' stand-ins).
     pub fn replace(&mut self, tool: Arc<dyn DynTool>) {
-        self.tools.shift_remove(tool.meta().name);
-        self.register(tool);
+        let group = self.tools.shift_remove(tool.meta().name).map_or("", |replaced| replaced.group);
+        self.register_in(group, tool);
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {

@@ -246,7 +246,7 @@ fn json_type_is(value: &Value, t: &Value) -> bool {
 pub fn json_data(_: &mut SchemaGenerator) -> Schema {
     Schema::try_from(json!({
         "type": "string",
-        "description": "A knowledge structure as a JSON string in canonical CKS JSON: {\"version\": \"1.0\", \"objects\": [{\"identity\": {\"id\", \"type\", \"name\"}, \"structure\": {...}}]}. Relations are objects whose structure has 'participants' (object ids) and 'relation_type'."
+        "description": "The structure as CKS JSON text: {version: '1.0', objects: [{identity: {id, type, name}, structure: {...}}]}; a relation's structure has participants (ids) and relation_type."
     }))
     .expect("a schema object")
 }
@@ -261,7 +261,7 @@ pub fn operations(_: &mut SchemaGenerator) -> Schema {
     Schema::try_from(json!({
         "type": "array",
         "items": {"type": "object"},
-        "description": "Evolution operations, each an object with 'type': add_object{identity, structure?}, add_relation{identity, participants, relation_type, structure?}, remove_object{object_id}, remove_relation{relation_id}, update_object{object_id, structure_patch, mode: merge|replace}, rename_object{object_id, new_name}, record_inference{identity, structure}, resolve_inference_conflict{conclusion_id, winner_id}."
+        "description": "Each an object with a 'type': add_object{identity, structure?}, add_relation{identity, participants, relation_type, structure?}, remove_object{object_id}, remove_relation{relation_id}, update_object{object_id, structure_patch, mode: merge|replace}, rename_object{object_id, new_name}, record_inference{identity, structure}, resolve_inference_conflict{conclusion_id, winner_id}."
     }))
     .expect("a schema object")
 }

@@ -156,6 +156,24 @@ async function knowledgeFlow(client, label) {
   assert.equal(after.versions.length, versions.length + 1, `${label}: not reverted`)
 }
 
+/**
+ * The default list is the core profile; an unlisted tool is called by name; find_tools finds one,
+ * which is then called and, on a revision with sessions, joins the list.
+ */
+async function profileFlow(client, spec, label) {
+  const names = (await client.listTools()).tools.map((t) => t.name)
+  assert.ok(names.length <= 25 && names.includes('find_tools') && !names.includes('list_agents'), `${label}: ${names}`)
+  const call = async (name, args) => resultOf(await client.callTool({ name, arguments: args }))
+  assert.ok(Array.isArray((await call('list_processes', {})).processes), label)
+  const found = await call('find_tools', { need: 'list the sweepers' })
+  const sweepers = found.tools.find((t) => t.name === 'list_agents')
+  assert.equal(sweepers?.inputSchema?.type, 'object', `${label}: ${JSON.stringify(found)}`)
+  assert.ok(Array.isArray((await call('list_agents', {})).agents), label)
+  const listed = (await client.listTools()).tools.map((t) => t.name)
+  const expected = spec.revision === '2026-07-28' ? names : [...new Set([...names, ...found.tools.map((t) => t.name)])]
+  assert.deepEqual(new Set(listed), new Set(expected), label)
+}
+
 async function checkConnected(client, spec) {
   assert.equal(client.getServerVersion()?.name, 'cks-mcp')
   if (spec.v2) assert.equal(client.getNegotiatedProtocolVersion(), spec.revision, spec.label)
@@ -168,6 +186,7 @@ async function overStdio(spec, dataDir) {
   await client.connect(transport)
   try {
     await checkConnected(client, spec)
+    await profileFlow(client, spec, `stdio ${spec.label}`)
     await knowledgeFlow(client, `stdio ${spec.label}`)
   } finally {
     await client.close()
@@ -180,6 +199,7 @@ async function overHttp(spec, port) {
   await client.connect(new Transport(new URL(`http://127.0.0.1:${port}/mcp`)))
   try {
     await checkConnected(client, spec)
+    await profileFlow(client, spec, `http ${spec.label}`)
     await knowledgeFlow(client, `http ${spec.label}`)
   } finally {
     await client.close()

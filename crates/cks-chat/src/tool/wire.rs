@@ -4,45 +4,36 @@ use super::*;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Input {
-    /// The session this turn works on; every tool call the model makes is pinned to it.
+    /// The session to work on.
     pub session_id: String,
-    /// The conversation so far (Anthropic Messages shape), as returned by the previous turn. When
-    /// non-empty, `prompt` is ignored. Not with `chat_id`: a stored chat's history is the store's.
+    /// The previous `messages` plus the new user message (not with `chat_id`).
     #[serde(default)]
     #[schemars(schema_with = "messages_schema")]
     pub messages: Vec<Value>,
-    /// Starts a new conversation with this user message (used only when `messages` is empty); with
-    /// `chat_id`, the next user message of that stored chat.
+    /// The user message (starts a chat, or continues `chat_id`).
     pub prompt: Option<String>,
-    /// Continues a stored chat (from an earlier answer's `chat_id`, or list_chats): its stored
-    /// messages are the history, `prompt` the new user message, and the turn is saved with it.
+    /// A stored chat to continue.
     pub chat_id: Option<String>,
-    /// Stores this conversation server-side as a new chat once the turn has answered; the answer
-    /// carries its `chat_id`, to continue it with `chat_id` and `prompt` alone.
+    /// Store the chat; the answer carries its `chat_id`.
     #[serde(default)]
     pub new_chat: bool,
-    /// The title of a new stored chat (with `new_chat`; by default the first user message, cut to
-    /// 80 characters).
+    /// Title of a new stored chat.
     pub title: Option<String>,
-    /// Model to use for this turn, overriding the provider's configured default (the provider
-    /// itself is chosen by CKS_LLM_PROVIDER).
+    /// Model for this turn.
     pub model: Option<String>,
-    /// Ask the user before destructive calls (revert_version; evolve_knowledge removing or replacing):
-    /// when the model makes one, the turn
-    /// stops before running that answer's calls and answers 'pending_approval'; send the decision
-    /// as 'approval' in the next request. Default false (true when 'approval' is given).
+    /// Ask the user before destructive calls: revert_version, evolve_knowledge removals (default
+    /// false).
     pub approvals: Option<bool>,
-    /// The user's decision on the pending call ('pending_approval' of the previous answer), sent on
-    /// the same 'chat_id' or with the returned 'messages' unchanged, without 'prompt'.
+    /// The decision on `pending_approval` (same `chat_id` or returned `messages`).
     pub approval: Option<Approval>,
 }
 
 /// The user's decision on a pending call.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Approval {
-    /// 'approve' runs the call; 'reject' tells the model the user declined it.
+    /// 'approve' runs the call; 'reject' declines it.
     pub decision: ApprovalDecision,
-    /// Why (passed on to the model with a rejection).
+    /// Why (told to the model on reject).
     pub reason: Option<String>,
 }
 

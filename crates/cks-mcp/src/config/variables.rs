@@ -240,6 +240,14 @@ const FIXED: &[Group] = &[
                  (an intranet's documents); every other private, loopback or link-local address is refused",
             ),
             var("CKS_MCP_LOG", LogFilter, Some("warn,cks_tool_call=info"), "Log filter for stderr (tracing syntax)"),
+            var(
+                "CKS_MCP_TOOLS",
+                Text,
+                Some("core"),
+                "The tools a client's list offers: core (the everyday ones), all (every tool, as the reference \
+                 lists them), or tool names and groups, comma-separated. Every tool stays callable by name; \
+                 find_tools finds the rest",
+            ),
         ],
     },
     Group {

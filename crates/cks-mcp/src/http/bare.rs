@@ -76,7 +76,7 @@ async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Prin
     let result = match method.as_str() {
         "initialize" => Ok(CksServer::initialize_result(params.get("protocolVersion").and_then(Value::as_str))),
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": server.tools()})),
+        "tools/list" => Ok(json!({"tools": server.listed_tools(&Default::default())})),
         "tools/call" => {
             let Some(name) = params.get("name").and_then(Value::as_str) else {
                 return Some(error(id, -32602, "Invalid params: missing tool name"));

@@ -18,23 +18,23 @@ pub mod versions;
 
 use crate::tool::Listed;
 
-/// The standard tool set, in `tools/list` order.
-pub(crate) fn all() -> Vec<Listed> {
-    let mut tools = Vec::new();
-    tools.extend(knowledge::tools());
-    tools.extend(versions::tools());
-    tools.extend(branches::tools());
-    tools.extend(explore::tools());
-    tools.extend(export::tools());
-    tools.extend(gallery::tools());
-    tools.extend(llm::tools());
-    tools.extend(chats::tools());
-    tools.extend(conflicts::tools());
-    tools.extend(agents::tools());
-    tools.extend(processes::tools());
-    tools.extend(pipeline::tools());
-    tools.extend(enrichment::tools());
-    tools.extend(storage::tools());
-    tools.extend(server::tools());
-    tools
+/// The standard tool set by group (the names `CKS_MCP_TOOLS` accepts), in `tools/list` order.
+pub(crate) fn groups() -> Vec<(&'static str, Vec<Listed>)> {
+    vec![
+        ("knowledge", knowledge::tools()),
+        ("versions", versions::tools()),
+        ("branches", branches::tools()),
+        ("explore", explore::tools()),
+        ("export", export::tools()),
+        ("gallery", gallery::tools()),
+        ("llm", llm::tools()),
+        ("chats", chats::tools()),
+        ("conflicts", conflicts::tools()),
+        ("agents", agents::tools()),
+        ("processes", processes::tools()),
+        ("pipeline", pipeline::tools()),
+        ("enrichment", enrichment::tools()),
+        ("storage", storage::tools()),
+        ("server", server::tools()),
+    ]
 }

@@ -26,20 +26,12 @@ impl Tool for ListAgents {
     const TITLE: &'static str = "List sweepers";
     const META: ToolMeta = ToolMeta {
         name: "list_agents",
-        description: "List the server's background sweepers, which re-check what changed and queue what they \
-            find as conflict tasks: 'inference_staleness' (inference steps reaching one conclusion with disagreeing \
-            confidence, or citing a superseded step: inference_conflict, also kept for list_inference_conflicts), \
-            'provenance_staleness' (subjects whose newest VerificationRecord is older than the TTL: \
-            provenance_conflict), 'temporal_staleness' (facts whose valid_until passed: temporal_conflict), \
-            'graph_freshness' (registered graphs not updated within 7 days: graph_outdated), 'graph_health' \
-            (registered graphs whose check_graph_health score is below 0.7: health_check), 'contradiction' \
-            (relations a MutualExclusionRule or FunctionalRelationRule forbids: contradiction_detected) and \
-            'duplicates' (objects of one type with the same or similar names, or close meanings: \
-            duplicate_candidate, for resolve_duplicate). Returns \
-            {agents: [{agent_id, kind: 'sweeper', task_type, running, interval_seconds, last_run_at, \
-            last_run_duration_ms, last_result_count, last_sessions_checked (sessions, or graphs for the graph \
-            sweepers), last_error, sweeps_completed}]}; the last_* fields are null before a sweeper's first sweep, \
-            and last_error is null for a caller who cannot reach the session it names.",
+        description: "List the server's background sweepers, which queue what they find as conflict tasks: \
+            inference_staleness (inference_conflict), provenance_staleness (provenance_conflict), temporal_staleness \
+            (temporal_conflict), graph_freshness (graph_outdated), graph_health (health_check), contradiction \
+            (contradiction_detected) and duplicates (duplicate_candidate). Returns {agents: [{agent_id, task_type, \
+            running, interval_seconds, last_run_at, last_result_count, last_error, sweeps_completed}]}; last_* are \
+            null before the first sweep.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -14,9 +14,9 @@ use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session to branch from (the parent).
+    /// The parent session.
     pub(crate) session_id: String,
-    /// Start from this version of the parent instead of its current state.
+    /// Start from this version of the parent (default: its current state).
     pub(crate) version_id: Option<String>,
 }
 
@@ -40,12 +40,10 @@ impl Tool for CreateBranch {
     const TITLE: &'static str = "Create a branch";
     const META: ToolMeta = ToolMeta {
         name: "create_branch",
-        description: "Create a branch: a new session that starts from the parent session's current state, or from \
-            the parent's version 'version_id'. The branch is independent (changes to either side do not affect \
-            the other) and remembers its fork point, so merge_branch can later merge it back into the parent \
-            without being told a merge base. Close it with close_session if it is not needed. An unknown \
-            version_id is 'branch_failed'. Returns {session_id (the branch), parent_session_id, \
-            parent_version_id, message}.",
+        description: "Create a branch: a new, independent session starting from a session's current state or \
+            its version 'version_id'. merge_branch merges it back without being told a base; close_session \
+            drops it. An unknown version_id is 'branch_failed'. Returns {session_id (the branch), \
+            parent_session_id, parent_version_id}.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,

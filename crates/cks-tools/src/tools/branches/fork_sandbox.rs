@@ -22,11 +22,11 @@ use crate::tools::versions::wire_operations;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session to fork (the parent).
+    /// The parent session.
     pub(crate) session_id: String,
-    /// Fork from this version of the parent instead of its current state.
+    /// Fork from this version (default: the current state).
     pub(crate) version_id: Option<String>,
-    /// A short label for the experiment; echoed back and recorded on the sandbox's first version.
+    /// A short label, recorded on the first version.
     pub(crate) hypothesis: Option<String>,
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::operations")]
@@ -99,15 +99,11 @@ impl Tool for ForkSandbox {
     const TITLE: &'static str = "Fork a sandbox";
     const META: ToolMeta = ToolMeta {
         name: "fork_sandbox",
-        description: "Fork a sandbox from a session (its current state, or version 'version_id'), optionally apply \
-            a hypothesis ('operations', applied atomically as the sandbox's first version) and show how the \
-            sandbox differs from its fork point. The parent is never changed. Keep working in the sandbox with \
-            evolve_knowledge, merge it back with merge_branch, or discard it with close_session. If the \
-            operations cannot be applied ('evolution_failed', 'validation_failed') the sandbox is closed again. \
-            Returns {sandbox_session_id, parent_session_id, fork_version_id, operations_applied, version_id, \
-            diff_from_fork_point: {summary: {added_objects, removed_objects, added_relations, removed_relations, \
-            renamed_objects}, operations}, message, hypothesis?, diagnostics? (warnings of the new state)}; a \
-            changed object appears in the diff as a removal plus an addition.",
+        description: "Fork a sandbox from a session (its current state, or 'version_id'), apply optional \
+            'operations' as its first version, and show how it differs from the fork point. The parent never \
+            changes; continue with evolve_knowledge, merge back with merge_branch, or drop it with close_session. \
+            Operations that fail (evolution_failed, validation_failed) close the sandbox. Returns \
+            {sandbox_session_id, version_id, diff_from_fork_point: {summary, operations}}.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,

@@ -16,20 +16,19 @@ use crate::tools::versions::SERIALIZE_LIMIT;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session that receives the changes (must be open).
+    /// The session to merge into (must be open).
     pub(crate) target_session_id: String,
-    /// The branch whose changes are merged in.
+    /// The branch to merge in.
     pub(crate) source_session_id: String,
-    /// The merge base, when the source is not a branch of the target: a version id (of any
-    /// session), or "00000000-0000-0000-0000-000000000000" for the empty structure.
+    /// The base version, only when the source is not a branch of the target
+    /// ("00000000-0000-0000-0000-000000000000": empty).
     pub(crate) base_version_id: Option<String>,
-    /// How to settle conflicts, by object id: "branch_a" (keep the target's version), "branch_b"
-    /// (take the source's), null (leave the object out), or a complete object {identity, structure}.
+    /// Per conflicting object id: "branch_a" (the target's), "branch_b" (the source's), null (leave
+    /// it out) or a whole object {identity, structure}.
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::object")]
     pub(crate) resolutions: Option<Value>,
-    /// Include the serialized merged structure in the result (default: only for structures of at
-    /// most 2,000 objects).
+    /// Include `serialized` in the result (default: only up to 2,000 objects).
     pub(crate) return_structure: Option<bool>,
 }
 
@@ -81,15 +80,11 @@ impl Tool for MergeBranch {
     const TITLE: &'static str = "Merge a branch";
     const META: ToolMeta = ToolMeta {
         name: "merge_branch",
-        description: "Merge a branch session ('source_session_id') into another session ('target_session_id') with \
-            a three-way merge, and commit the result as a new version of the target. The merge base is the \
-            branch's fork point recorded by create_branch; pass 'base_version_id' only when the source is not a \
-            branch of the target. If both sides changed the same object differently nothing is committed and the \
-            result is {merged: false, message, conflicts: [{object_id, target_diff, source_diff}]}; retry with \
-            'resolutions' for those ids. Relations left pointing at a deleted object are dropped and listed in \
-            'dropped_relations' (the reference server dropped them silently). On success returns {merged: true, \
-            session_id, version_id, dropped_relations?, conflicts_resolved?, no_op? (it brought nothing new), \
-            serialized (up to 2,000 objects unless 'return_structure' is set)}.",
+        description: "Three-way merge of a branch ('source_session_id') into 'target_session_id', committed as a \
+            new version of the target; the base is the branch's fork point. If both sides changed an object \
+            differently, nothing is committed and the result is {merged: false, conflicts: [{object_id, \
+            target_diff, source_diff}]}: retry with 'resolutions'. Returns {merged: true, session_id, version_id, \
+            dropped_relations (relations left naming a deleted object), serialized}.",
         mutates_graph: true,
         creates_session: false,
         // The merge brings the source's removals and replacements into the target.

@@ -62,38 +62,32 @@ fn policy() -> String {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
     pub(crate) session_id: String,
-    /// The object whose active InferenceSteps disagree (as explain_knowledge's 'object_id'). Not with
-    /// 'conclusion_ids' or 'stale_premise_ids'.
+    /// The object whose active InferenceSteps disagree. Not with conclusion_ids or stale_premise_ids.
     pub(crate) conclusion_id: Option<String>,
-    /// Batch mode: several disputed conclusions of the session, each answered in 'results'; with
-    /// 'auto_resolve' one LLM call decides all undecided ones, and 'commit' applies every decision in
-    /// one version.
+    /// Batch: several disputed conclusions, each answered in 'results' (one LLM call, one commit).
     pub(crate) conclusion_ids: Option<Vec<String>>,
-    /// Stale-premise mode: ids of active InferenceSteps whose premises cite a superseded step; each
-    /// citation is moved to that step's live successor (no LLM). Not with 'conclusion_id(s)'.
+    /// Active InferenceSteps whose premises cite a superseded step (no LLM). Not with
+    /// conclusion_id(s).
     pub(crate) stale_premise_ids: Option<Vec<String>>,
-    /// Your decision for 'conclusion_id': the step that stays (one of 'active_steps'). No LLM call is
-    /// made.
+    /// The step that stays (one of active_steps); no LLM call.
     pub(crate) winner_id: Option<String>,
-    /// Batch counterpart of 'winner_id': {conclusion_id: winner step id}.
+    /// Batch winner_id: {conclusion_id: step id}.
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::object")]
     pub(crate) winners: Option<Map<String, Value>>,
-    /// Why 'winner_id' wins, kept in the decision.
+    /// Why winner_id wins (kept in the decision).
     pub(crate) reasoning: Option<String>,
-    /// Without a winner given, let the configured LLM decide by the arbitration policy.
+    /// Let the configured LLM decide where no winner is given.
     #[serde(default)]
     pub(crate) auto_resolve: bool,
-    /// Apply the decisions as a new version (checked by inference_confidence_conflict and
-    /// supersession_chain, or supersession_chain for stale premises).
+    /// Apply the decisions as a new version.
     #[serde(default)]
     pub(crate) commit: bool,
-    /// Model for 'auto_resolve' (default CKS_ARBITER_MODEL, else the provider's model).
+    /// Model for auto_resolve (default CKS_ARBITER_MODEL, else the provider's).
     pub(crate) model: Option<String>,
-    /// Output token limit for 'auto_resolve' (default CKS_ARBITER_MAX_TOKENS, 1024).
+    /// Answer token limit for auto_resolve (default CKS_ARBITER_MAX_TOKENS, 1024).
     pub(crate) max_tokens: Option<u32>,
-    /// The inference_conflict task this settles: completed once the commit succeeds (or at once when
-    /// nothing is left to settle).
+    /// The inference_conflict task this settles (completed once committed).
     pub(crate) task_id: Option<i64>,
 }
 
@@ -153,20 +147,13 @@ impl Tool for ArbitrateInferenceConflict {
     const TITLE: &'static str = "Arbitrate an inference conflict";
     const META: ToolMeta = ToolMeta {
         name: "arbitrate_inference_conflict",
-        description: "Settle an inference conflict: several active InferenceSteps that conclude 'conclusion_id' \
-            with disagreeing confidence. Returns {session_id, conclusion_id, conflict, active_steps (ranked by \
-            entrenchment, as explain_knowledge shows them), policy (the criteria to decide by)}; conflict: false with \
-            a message and acknowledged: true when fewer than two steps are active. Decide by passing 'winner_id' (your choice among \
-            active_steps) or 'auto_resolve': true (the configured LLM decides by the policy); the result then has \
-            'decision' {winner_step_id, reasoning, runner_up_ids, confidence_in_decision, model_used} and \
-            'decision_source'. 'commit': true applies it (the other steps become superseded_by the winner) and adds \
-            'commit_result' (evolve_knowledge's answer); commit without a decision is missing_decision. Batch: \
-            'conclusion_ids' (+ 'winners' {conclusion_id: step_id}) answers 'results', one entry per id; \
-            auto_resolve decides the rest in one LLM call and commit applies all in one version. \
-            'stale_premise_ids' (steps whose premises cite a superseded step) moves each such citation to the \
-            live successor, no LLM; 'results' [{step_id, resolved, fixes {old: new}}]. 'task_id' completes that \
-            inference_conflict task once the commit succeeds. LLM failures: internal_error, \
-            llm_output_parse_error (with raw_output), invalid_arbiter_decision (a winner not among the steps).",
+        description: "Settle an inference conflict: active InferenceSteps concluding 'conclusion_id' with \
+            disagreeing confidence. Alone it returns {conflict, active_steps (ranked), policy}. Decide with \
+            'winner_id' or 'auto_resolve' (the configured LLM decides by the policy); the result adds 'decision'. \
+            'commit' applies it (the other steps become superseded_by the winner); commit without a decision is \
+            missing_decision. Batch: 'conclusion_ids' (+ 'winners'), answered in 'results'. 'stale_premise_ids' \
+            instead moves citations of superseded steps to their live successors. LLM errors: \
+            llm_output_parse_error, invalid_arbiter_decision.",
         mutates_graph: true,
         creates_session: false,
         destructive: false,

@@ -19,23 +19,22 @@ use crate::tools::knowledge::verify_source::{VerificationView, required, verify}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session holding the stale VerificationRecord.
+    /// The session holding the stale record.
     pub(crate) session_id: String,
-    /// The stale record (the provenance_conflict task's payload.record_id). It is kept; the new
-    /// record, with a new id, supersedes it.
+    /// The stale record (the task's payload.record_id).
     pub(crate) record_id: String,
-    /// The object the new record verifies, linked by a verified_by relation (payload.subject_id).
+    /// The object the new record verifies (payload.subject_id).
     pub(crate) subject_id: String,
     /// The URL to check again (payload.source_url).
     pub(crate) source_url: String,
-    /// Accepted for the call shape of the other resolution tools; no effect (no LLM is involved).
+    /// No effect (no LLM is involved).
     #[serde(default)]
     #[allow(dead_code)]
     pub(crate) auto_resolve: bool,
-    /// Commit the new record and its relation as a new version (default false: only return them).
+    /// Commit the new record and relation (default false: only return them).
     #[serde(default)]
     pub(crate) commit: bool,
-    /// The provenance_conflict task this resolves: completed once the commit succeeds.
+    /// The provenance_conflict task this resolves (completed once committed).
     pub(crate) task_id: Option<i64>,
 }
 
@@ -64,17 +63,11 @@ impl Tool for RefreshVerification {
     const TITLE: &'static str = "Refresh a verification";
     const META: ToolMeta = ToolMeta {
         name: "refresh_verification",
-        description: "Resolve a provenance_conflict task (a subject whose newest VerificationRecord was checked longer \
-            ago than the provenance_staleness sweeper's TTL) by checking 'source_url' again exactly as verify_source \
-            does and signing a new VerificationRecord for 'subject_id', with its verified_by relation. Returns \
-            {session_id, stale_record_id, subject_id, source_url, new_record, objects: [record, relation], \
-            check_error (when the source did not answer: the record then has no http_status)}. With 'commit': true \
-            both are added as a new version (checked by verification_record) and the evolve_knowledge result is \
-            'commit_result'; 'task_id' names the task this resolves, completed when the commit succeeds \
-            ('task_completed'). The stale record is kept, never edited: a subject is as fresh as its newest record, \
-            so the new one supersedes it and the sweeper does not queue the subject again until that one is stale \
-            too. 'auto_resolve' is accepted and has no effect: nothing here is a judgment call. A URL that may not be \
-            fetched is unsafe_url (with stale_record_id, subject_id, source_url) and nothing is created.",
+        description: "Resolve a provenance_conflict task (a stale VerificationRecord): check 'source_url' again as \
+            verify_source does and sign a new VerificationRecord for 'subject_id', with a verified_by relation; the \
+            stale record is kept, and superseded. Returns {new_record, objects, check_error (the source did not \
+            answer)}; 'commit' adds them as a new version ('commit_result'). A URL that may not be fetched is \
+            unsafe_url. 'auto_resolve' has no effect.",
         mutates_graph: true,
         creates_session: false,
         destructive: false,

@@ -18,13 +18,13 @@ use crate::tool::{Named, SessionCheck, Tool, ToolMeta};
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
     pub(crate) session_id: String,
-    /// The contradictions to resolve, by id (a contradiction_detected task's payload.location, or
-    /// an id from this tool's listing). Without them the tool only lists.
+    /// The contradictions to resolve (ids from the listing, or a contradiction_detected task's
+    /// payload.location).
     pub(crate) contradiction_ids: Option<Vec<String>>,
-    /// Commit the removals as a new version (default false: only propose them).
+    /// Commit the removals (default false: only propose them).
     #[serde(default)]
     pub(crate) commit: bool,
-    /// The conflict task this resolves: completed once the commit succeeds.
+    /// The conflict task this resolves (completed once committed).
     pub(crate) task_id: Option<i64>,
 }
 
@@ -66,16 +66,11 @@ impl Tool for ResolveContradiction {
     const TITLE: &'static str = "Resolve a contradiction";
     const META: ToolMeta = ToolMeta {
         name: "resolve_contradiction",
-        description: "Contradictions of a session: pairs of relations a MutualExclusionRule \
-            {relation_type_a, relation_type_b} forbids between the same two objects, and sources with several \
-            targets of a relation_type a FunctionalRelationRule {relation_type} makes single-valued. Without \
-            'contradiction_ids': lists them, {session_id, contradiction_count, contradictions: [{id, code, severity, \
-            message, relation_ids}]}. With them: resolves each by removing its alphabetically first relation, \
-            {session_id, results: [{contradiction_id, code, removed_relation_id} or {contradiction_id, error: \
-            'contradiction_not_found', message}], operations}; with 'commit': true the removals are committed \
-            (checked by mutual_exclusion and functional_relation) and the evolve_knowledge result is \
-            'commit_result'. 'task_id' names the contradiction_detected task this resolves: it is completed when \
-            the commit succeeds ('task_completed').",
+        description: "A session's contradictions: relations a MutualExclusionRule or FunctionalRelationRule forbids. \
+            Without 'contradiction_ids': lists them, {contradiction_count, contradictions: [{id, code, message, \
+            relation_ids}]}. With them: removes the alphabetically first relation of each, answering {results, \
+            operations} (an unknown id is contradiction_not_found in 'results'); 'commit' commits the removals \
+            ('commit_result').",
         mutates_graph: true,
         creates_session: false,
         destructive: true,

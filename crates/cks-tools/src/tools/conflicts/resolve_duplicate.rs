@@ -44,10 +44,9 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
     /// The duplicate_candidate task to settle.
     pub(crate) task_id: i64,
-    /// 'merge' (the two are one thing) or 'distinct' (two things: never pair them again).
+    /// 'merge' (one thing) or 'distinct' (two things).
     pub(crate) decision: Decision,
-    /// With 'merge': which of the two objects to keep (default: the task's keep_id, the object
-    /// with more relations, or the older).
+    /// With 'merge': the object to keep (default: the task's keep_id).
     pub(crate) keep_id: Option<String>,
 }
 
@@ -85,18 +84,12 @@ impl Tool for ResolveDuplicate {
     const TITLE: &'static str = "Resolve a duplicate";
     const META: ToolMeta = ToolMeta {
         name: "resolve_duplicate",
-        description: "Settle a duplicate_candidate task (two objects of one type the duplicates sweeper found \
-            alike by name or meaning) in one commit of its session. decision 'merge': the object 'keep_id' (default: \
-            the task's keep_id) stays with its identity; every relation naming the other is rewired to it, except \
-            one that would name only the kept object or repeat one of its relations exactly (removed); structure \
-            keys only the other has are copied over (the kept object's values win); the other is removed; the \
-            version's metadata holds merged_ids and merged_into, and older versions still show both. decision \
-            'distinct': a distinct_from relation joins the two, and the sweeper never pairs them again. Returns \
-            {session_id, task_id, decision, object_ids, kept_id, merged_id, rewired_relation_ids, \
-            removed_relation_ids, carried_keys, operations, commit_result, task_completed}; the task is completed \
-            when the commit succeeds. Errors: task_not_found, task_session_mismatch, tool_task_type_mismatch (not a \
-            duplicate_candidate task), object_not_found (an object of the pair is gone since), invalid_parameter \
-            (keep_id not of the pair).",
+        description: "Settle a duplicate_candidate task (two alike objects of one type) in one commit. 'merge': \
+            'keep_id' stays, relations naming the other are rewired to it (exact repeats removed), keys only the \
+            other has are copied over, and the other is removed. 'distinct': a distinct_from relation joins them and \
+            they are never paired again. Returns {decision, kept_id, merged_id, rewired_relation_ids, \
+            removed_relation_ids, commit_result, task_completed}. Errors: task_not_found, tool_task_type_mismatch, \
+            object_not_found (an object of the pair is gone).",
         mutates_graph: true,
         creates_session: false,
         destructive: true,

@@ -32,23 +32,23 @@ something true. Answer with one JSON object mapping each object_id to its resolu
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session that receives the changes (must be open).
+    /// The session to merge into (must be open).
     pub(crate) target_session_id: String,
-    /// The session whose changes are merged in.
+    /// The session to merge in.
     pub(crate) source_session_id: String,
-    /// How to settle each conflicting object: "branch_a" (target's), "branch_b" (source's), null
-    /// (drop it) or a complete object, as merge_branch takes them.
+    /// Per conflicting object id: "branch_a" (target's), "branch_b" (source's), null (drop it) or a
+    /// whole object.
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::object")]
     pub(crate) resolutions: Option<Value>,
-    /// Let the configured LLM settle the conflicts the resolutions leave open.
+    /// Let the configured LLM settle what resolutions leave open.
     #[serde(default)]
     pub(crate) auto_resolve: bool,
-    /// Model for 'auto_resolve' (default: the provider's).
+    /// Model for auto_resolve (default: the provider's).
     pub(crate) model: Option<String>,
-    /// Output token limit for 'auto_resolve' (default CKS_LLM_MAX_TOKENS).
+    /// Answer token limit for auto_resolve (default CKS_LLM_MAX_TOKENS).
     pub(crate) max_tokens: Option<u32>,
-    /// The gossip_conflict task this settles: completed once the merge is committed.
+    /// The gossip_conflict task this settles (completed once merged).
     pub(crate) task_id: Option<i64>,
 }
 
@@ -80,13 +80,10 @@ impl Tool for ResolveGossipConflict {
     const META: ToolMeta = ToolMeta {
         name: "resolve_gossip_conflict",
         description: "Settle two sessions' divergent states: three-way merge 'source_session_id' into \
-            'target_session_id'. With nothing in conflict the merge is committed at once and the result is \
-            merge_branch's {merged: true, session_id, version_id, ...}. Conflicting objects are settled by \
-            'resolutions' (object_id → \"branch_a\" | \"branch_b\" | null | a complete object) or, with \
-            'auto_resolve': true, by the configured LLM ('llm_resolutions' shows its choice); conflicts left open \
-            commit nothing and answer {merged: false, conflicts: [{object_id, target_diff, source_diff}], policy}. \
-            The merge version's metadata names this tool (and 'task_id', a gossip_conflict task completed once the \
-            merge is committed). LLM failures: internal_error, llm_output_parse_error (with raw_output).",
+            'target_session_id', as merge_branch. Conflicts are settled by 'resolutions' or, with 'auto_resolve', by \
+            the configured LLM ('llm_resolutions'); any left open commit nothing and answer {merged: false, \
+            conflicts, policy}. Returns {merged: true, session_id, version_id}. LLM errors: internal_error, \
+            llm_output_parse_error.",
         mutates_graph: true,
         creates_session: false,
         // A merge: the source's removals and the chosen sides replace what the target holds.

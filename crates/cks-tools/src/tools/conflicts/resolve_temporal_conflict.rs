@@ -30,19 +30,18 @@ pub(crate) enum Action {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
     pub(crate) session_id: String,
-    /// The expired fact (a temporal_conflict task's payload.object_id).
+    /// The expired fact (the task's payload.object_id).
     pub(crate) object_id: String,
-    /// bump: extend valid_until by 'extend_by_days' (from now, or from valid_until if later);
-    /// archive: mark archived and drop valid_until; ignore (default): acknowledge, change nothing.
+    /// bump: extend valid_until by extend_by_days (from now, or from valid_until if later);
+    /// archive: mark archived, drop valid_until; ignore (default): change nothing.
     #[serde(default)]
     pub(crate) action: Action,
-    /// Days to extend by, more than 0 (bump only).
+    /// Days to extend by, over 0 (bump only).
     pub(crate) extend_by_days: Option<f64>,
-    /// Commit the change as a new version (default false: only propose it).
+    /// Commit the change (default false: only propose it).
     #[serde(default)]
     pub(crate) commit: bool,
-    /// The temporal_conflict task this resolves: completed once the commit succeeds (or at once for
-    /// ignore).
+    /// The temporal_conflict task this resolves (completed once committed, or at once for ignore).
     pub(crate) task_id: Option<i64>,
 }
 
@@ -80,14 +79,9 @@ impl Tool for ResolveTemporalConflict {
     const TITLE: &'static str = "Resolve an expired object";
     const META: ToolMeta = ToolMeta {
         name: "resolve_temporal_conflict",
-        description: "Deal with an object whose valid_until has passed (a temporal_conflict task): action 'bump' \
-            extends valid_until by 'extend_by_days' (> 0) from the later of now and the old value; 'archive' sets \
-            archived: true and archived_at and removes valid_until; 'ignore' (default) acknowledges and changes \
-            nothing. Returns {session_id, object_id, action, previous_valid_until and new_valid_until (bump), \
-            archived_at (archive), operations (bump, archive), acknowledged (ignore)}; with 'commit': true the change is committed (checked \
-            by temporal_validity) and the evolve_knowledge result is 'commit_result'. 'task_id' names the task \
-            this resolves: completed when the commit succeeds, or at once for ignore ('task_completed'). An unknown \
-            object is object_not_found.",
+        description: "Deal with an object whose valid_until has passed (a temporal_conflict task) by 'action'. \
+            Returns {action, previous_valid_until, new_valid_until, archived_at, operations}; 'commit' commits the \
+            change ('commit_result'). An unknown object is object_not_found.",
         mutates_graph: true,
         creates_session: false,
         destructive: false,

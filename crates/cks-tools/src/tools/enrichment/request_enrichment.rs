@@ -24,8 +24,7 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
     /// The object to find more about.
     pub(crate) object_id: String,
-    /// What to search for instead of the object's name, e.g. 'latest clinical trial results for
-    /// drug X' for an object named 'Drug X'.
+    /// What to search for instead of the object's name.
     pub(crate) query: Option<String>,
 }
 
@@ -54,15 +53,11 @@ impl Tool for RequestEnrichment {
     const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "request_enrichment",
-        description: "Queue an enrichment_request task asking the Enrichment process to search external sources \
-            (Wikipedia and arXiv by default: CKS_ENRICHMENT_ADAPTERS) for more about one object, and commit what \
-            clears its bar — each page as a Document with its parts, a signed VerificationRecord, and an \
-            enriched_by relation from the object — in one commit to the session. Pages a site's robots.txt \
-            disallows, and addresses that are not public, are never fetched. This only queues and answers at \
-            once; the Enrichment process (CKS_EMBED_ENRICHMENT_AGENT) of any server on the store does the work, \
-            and list_processes shows it. 'query' replaces the object's name as the search. Returns {enqueued, \
-            supported: true, session_id, object_id, task_id}; the same request still waiting answers enqueued \
-            false and queues nothing; an object the session does not hold is object_not_found.",
+        description: "Queue a task asking the Enrichment process to search external sources (Wikipedia and arXiv by \
+            default) for more about one object and commit what it finds: each page as a Document, a \
+            VerificationRecord and an enriched_by relation. Answers at once; list_processes shows the process. \
+            Returns {enqueued, task_id}; the same request still waiting queues nothing (enqueued: false); an unknown \
+            object is object_not_found.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

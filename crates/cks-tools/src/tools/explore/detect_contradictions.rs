@@ -19,7 +19,7 @@ const CHECKS: [Extension; 3] =
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// Check this session's current structure (then `json_data` is ignored).
+    /// The session to check (then `json_data` is ignored).
     pub(crate) session_id: Option<String>,
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::json_data")]
@@ -45,12 +45,10 @@ impl Tool for DetectContradictions {
     const TITLE: &'static str = "Find contradictions";
     const META: ToolMeta = ToolMeta {
         name: "detect_contradictions",
-        description: "Find contradictions in a knowledge structure (a session's with 'session_id', else \
-            'json_data'; nothing is stored): two relations between the same objects whose types a \
-            MutualExclusionRule declares exclusive (error), a source with several targets for a relation type a \
-            FunctionalRelationRule declares single-valued (error), and active InferenceSteps giving one conclusion \
-            different confidences (warning). Returns {contradiction_count, contradictions: [{code, severity, \
-            source, message, metadata: {location}}], session_id (when given)}.",
+        description: "Find contradictions in a knowledge structure ('session_id', else 'json_data'; stores \
+            nothing): relation pairs a MutualExclusionRule forbids and extra targets of a relation a \
+            FunctionalRelationRule makes single-valued (errors), and one conclusion given different confidences \
+            (warnings). Returns {contradiction_count, contradictions: [{code, severity, message}]}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -19,37 +19,35 @@ use crate::tool::{Coercion, SessionCheck, Tool, ToolMeta};
 pub(crate) struct Input {
     /// The session to query.
     pub(crate) session_id: String,
-    /// Objects to start from; omitted or empty returns the whole graph.
+    /// Objects to start from (default: the whole graph).
     #[serde(default)]
     pub(crate) seed_ids: Vec<String>,
-    /// Hops to follow from the seeds (default 1; 0 or less returns the seeds alone, as in the
-    /// reference).
+    /// Hops from the seeds (default 1; 0: the seeds alone).
     pub(crate) depth: Option<i64>,
-    /// Follow only relations of these types.
+    /// Follow only these relation types.
     pub(crate) include_relation_types: Option<Vec<String>>,
-    /// Return only objects of these types (seeds are always kept).
+    /// Return only these object types (seeds kept).
     pub(crate) include_object_types: Option<Vec<String>>,
-    /// Approximate token budget (about 4 characters per token); an object that does not fit is
-    /// skipped. 0: no budget.
+    /// Token budget, about 4 characters each (0: none).
     #[schemars(range(min = 0))]
     pub(crate) max_tokens: Option<u64>,
-    /// Most objects to return, seeds included (seeds are always kept). 0: no cap.
+    /// Most objects, seeds included (0: no cap).
     #[schemars(range(min = 0))]
     pub(crate) max_objects: Option<u64>,
-    /// Ranking weight per object type when a budget forces a choice (default 1.0).
+    /// Weight per object type when a cap forces a choice (default 1.0).
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::number_map")]
     pub(crate) type_weights: HashMap<String, f64>,
-    /// Return `{nodes, edges}` instead of canonical JSON.
+    /// Return `subgraph` as {nodes, edges} instead of canonical JSON.
     #[serde(default)]
     pub(crate) compact_mode: bool,
-    /// Keep only non-relation objects whose structure has all these key/value pairs (seeds are kept).
+    /// Keep only objects whose structure has these key/value pairs (seeds kept).
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::object")]
     pub(crate) structure_filters: Option<Map<String, Value>>,
-    /// Read the graph as it was at this version of the session.
+    /// Read the graph as of this version.
     pub(crate) version_id: Option<String>,
-    /// Read the graph as it was at this time (RFC 3339): the last version committed by then.
+    /// Read the graph as of this time (RFC 3339).
     pub(crate) as_of: Option<String>,
 }
 
@@ -130,13 +128,10 @@ impl Tool for QuerySubgraph {
     const TITLE: &'static str = "Query a subgraph";
     const META: ToolMeta = ToolMeta {
         name: "query_subgraph",
-        description: "Return the neighbourhood of one or more seed objects in a session's graph (relations are \
-            hyperedges: every participant reaches every other in one hop), or the whole graph when 'seed_ids' is \
-            empty. Narrow it with include_relation_types / include_object_types / structure_filters, cap it with \
-            max_objects / max_tokens (type_weights rank what to keep). Returns {subgraph (canonical JSON, or \
-            {nodes, edges} with compact_mode), subgraph_root_hash, total_found_nodes, returned_nodes, is_truncated, \
-            truncation_reason, suggested_next_seed}. 'version_id' or 'as_of' (an RFC 3339 time) reads the graph as \
-            it was then; the answer then names the version read.",
+        description: "Return the neighbourhood of 'seed_ids' in a session's graph (a relation's participants \
+            are one hop apart), or the whole graph without seeds. To find objects by text, use \
+            search_semantic. Returns {subgraph, total_found_nodes, returned_nodes, is_truncated, \
+            suggested_next_seed}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -46,28 +46,26 @@ const FIRST_ROUND_VECTOR_WEIGHT: f64 = 0.65;
 pub(crate) struct Input {
     /// The session to search.
     pub(crate) session_id: String,
-    /// What to look for, in words (required, even with `seed_ids`).
+    /// What to look for, in words (required, even with seed_ids).
     pub(crate) query: Option<String>,
     /// Start from these objects instead of searching.
     pub(crate) seed_ids: Option<Vec<String>>,
-    /// How many best matches to expand (default 3).
+    /// Matches to expand (default 3).
     #[schemars(range(min = 1))]
     pub(crate) top_k: Option<u32>,
-    /// Hops to expand around each match (default 1).
+    /// Hops around each match (default 1).
     #[schemars(range(min = 0))]
     pub(crate) depth: Option<u32>,
-    /// Drop matches scoring below this (default 0: keep every match).
+    /// Drop matches scoring below this (default 0).
     pub(crate) min_score: Option<f64>,
-    /// How to rank: `hybrid` (default: words and meaning fused; words alone when embeddings are
-    /// off), `lexical` (BM25 only) or `vector` (meaning only; needs embeddings).
+    /// `hybrid` (default: words and meaning), `lexical` (words only) or `vector` (meaning only;
+    /// needs embeddings).
     pub(crate) mode: Option<Mode>,
-    /// Search the graph as it was at this version of the session.
+    /// Search the graph as of this version.
     pub(crate) version_id: Option<String>,
-    /// Search the graph as it was at this time (RFC 3339): the last version committed by then.
+    /// Search the graph as of this time (RFC 3339).
     pub(crate) as_of: Option<String>,
-    /// Also answer `context`: the best evidence that fits this many tokens (a token counted as
-    /// four characters, rounded up): the matches' texts, then their neighbours', then the next
-    /// best matches', each once.
+    /// Also return `context`: the best evidence that fits this many tokens (4 characters each).
     #[schemars(range(min = 1))]
     pub(crate) max_tokens: Option<u32>,
 }
@@ -163,16 +161,10 @@ impl Tool for SearchSemantic {
     const TITLE: &'static str = "Search a session";
     const META: ToolMeta = ToolMeta {
         name: "search_semantic",
-        description: "Find the objects of a session that best match a text query and return their neighbourhood. \
-            Ranking fuses words (BM25 over each object's name, type and structure text) and meaning (cosine \
-            similarity of embeddings, when the server has an embedding model); 'mode' picks hybrid (default), \
-            lexical or vector. The top_k matches (default 3; 'min_score' drops weaker ones) are expanded 'depth' \
-            hops (default 1) with at most top_k+5 objects. Give 'seed_ids' to skip the search (a non-empty \
-            query is still required: 'empty_query'). Returns {status, matched_seeds, subgraph (canonical \
-            JSON), meta: {total_found_nodes, returned_nodes, is_truncated, suggested_next_seed}, min_score, \
-            scores: {id: score}, ranking: hybrid|bm25|vector, match_scores: {id: {bm25, cosine}}, embeddings: \
-            {model, pending}}; 'not_found' when nothing matches. 'version_id' or 'as_of' (an RFC 3339 time) \
-            searches the graph as it was then; the answer then names the version searched.",
+        description: "Find a session's objects that best match a text 'query' (by words and, when the server \
+            has embeddings, meaning) and return them with their neighbourhood: the top_k matches expanded \
+            'depth' hops, at most top_k+5 objects. 'not_found' when nothing matches. Returns {status, \
+            matched_seeds, subgraph, scores: {id: score}, context (with max_tokens)}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -25,21 +25,20 @@ pub(crate) struct Input {
     /// The session to draw.
     pub(crate) session_id: String,
     #[schemars(
-        description = "'structure' (default): objects joined by their relations. 'inference': the InferenceStep \
-            chains behind beliefs, back to base facts.",
+        description = "'structure' (default) or 'inference'.",
         extend("enum" = ["structure", "inference"])
     )]
     pub(crate) mode: Option<String>,
-    #[schemars(description = "Structure mode: objects to start from (default: every object, no expansion). \
-        Inference mode: objects to explain (default: every conclusion of an active InferenceStep).")]
+    #[schemars(description = "Structure mode: objects to start from (default: all). Inference mode: objects \
+        to explain (default: every conclusion).")]
     pub(crate) seed_ids: Option<Vec<String>>,
-    /// Structure mode: hops to expand from the seeds (default 1).
+    /// Structure mode: hops from the seeds (default 1).
     #[schemars(range(min = 0))]
     pub(crate) depth: Option<u32>,
-    /// Most nodes (objects, and steps in inference mode) to draw (default 20).
+    /// Most nodes to draw (default 20).
     #[schemars(range(min = 0))]
     pub(crate) max_objects: Option<u32>,
-    /// Inference mode: also draw superseded steps (dashed), linked to the step that replaced them.
+    /// Inference mode: also draw superseded steps.
     #[serde(default)]
     pub(crate) include_superseded: bool,
 }
@@ -65,14 +64,10 @@ impl Tool for VisualizeGraph {
     const TITLE: &'static str = "Draw a graph";
     const META: ToolMeta = ToolMeta {
         name: "visualize_graph",
-        description: "Draw a session's graph as a Mermaid flowchart ('graph TD'). mode 'structure' (default): \
-            objects as boxes 'Name (Type)' joined by arrows labelled with the relation type (binary relations; \
-            n-ary ones link their first two participants), starting from 'seed_ids' expanded 'depth' hops or from \
-            every object. mode 'inference': why objects are believed — InferenceSteps as diamonds '{operator}, \
-            confidence {c}' with 'premise' arrows in and a 'concludes' arrow out, citations and (with \
-            include_superseded) superseded steps dashed. At most 'max_objects' nodes (default 20). Labels are \
-            escaped for Mermaid (quotes, brackets, line breaks). Returns {mermaid, total_found_nodes, \
-            returned_nodes, is_truncated}.",
+        description: "Draw a session's graph as a Mermaid flowchart. mode 'structure' (default): objects as \
+            boxes joined by relation arrows, from 'seed_ids' expanded 'depth' hops, or every object. mode \
+            'inference': the InferenceStep chains behind beliefs, back to base facts. Returns {mermaid, \
+            total_found_nodes, returned_nodes, is_truncated}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

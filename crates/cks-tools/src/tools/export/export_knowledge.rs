@@ -64,13 +64,9 @@ impl Tool for ExportKnowledge {
     const TITLE: &'static str = "Export as linked data";
     const META: ToolMeta = ToolMeta {
         name: "export_knowledge",
-        description: "Export a session's current structure as linked data. format 'json-ld' (default): {format, \
-            data: {@context, @graph}}: one @graph node per non-relation object (@id, @type, name, structure \
-            fields) with each relation as a property of its first participant pointing to its second, and a \
-            context mapping the terms to IRIs under http://cks.org/vocab# (cks:) and ids under http://cks.org/. \
-            'turtle': {format, data: Turtle text} of the full graph — rdf:type and rdfs:label per object, \
-            structure fields as literals, relations as resources with cks:participant links plus direct edges \
-            for binary ones. 'rdf-xml' is not supported ('invalid_parameter').",
+        description: "Export a session's current structure as linked data: 'json-ld' (default; data: \
+            {@context, @graph}, one node per object, relations as properties of their first participant) or \
+            'turtle' (data: Turtle text). Another format is 'invalid_parameter'. Returns {format, data}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

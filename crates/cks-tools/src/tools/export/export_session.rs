@@ -34,9 +34,9 @@ const MAX_LINEAGE: usize = 256;
 pub(crate) struct Input {
     /// The session to export.
     pub(crate) session_id: String,
-    /// 'bundle' (default): the full migration document; 'cks': the current structure only.
+    /// 'bundle' (default) or 'cks'.
     pub(crate) format: Option<String>,
-    /// Bundle only: embed every version's reconstructed structure (can be large). Default false.
+    /// Bundle only: embed every version's structure (can be large; default false).
     #[serde(default)]
     pub(crate) include_structures: bool,
 }
@@ -51,15 +51,9 @@ impl Tool for ExportSession {
     const TITLE: &'static str = "Export a session";
     const META: ToolMeta = ToolMeta {
         name: "export_session",
-        description: "Export a session for migration or archiving. format 'bundle' (default): {format, session_id, \
-            bundle, bundle_json (the bundle as one JSON string)} where bundle = {cks_mcp_export, schema_version, \
-            session {session_id, parent_session_id, parent_version_id, closed, created_at, metadata}, lineage \
-            [ancestors, nearest first, up to the nearest one you cannot reach; a parent you cannot reach, and its \
-            version, are null, as are sessions you cannot reach named in metadata], current_structure {root_hash, objects_count, relations_count, \
-            total_objects, cks_json}, version_history {count, include_structures, versions [{version_id, seq, \
-            transaction_id, created_at, state_hash, object_count, metadata, cks_json?}]}}. 'include_structures' \
-            embeds every version's structure (the reference server skipped most); import_session recreates the \
-            session from the bundle. format 'cks': {format, session_id, cks_json}.",
+        description: "Export a session for migration or archiving. 'bundle' (default): {bundle, bundle_json}: the \
+            session, its lineage, current structure and version history, which import_session recreates. 'cks': \
+            {cks_json}, the current structure only.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

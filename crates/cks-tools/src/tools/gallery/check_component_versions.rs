@@ -18,7 +18,7 @@ use crate::tool::{Named, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The registered name of the graph to check, e.g. 'cks-ecosystem'.
+    /// The graph's registered name, e.g. 'cks-ecosystem'.
     pub(crate) name: String,
 }
 
@@ -122,15 +122,11 @@ impl Tool for CheckComponentVersions {
     const CHANGES_SERVER: bool = true;
     const META: ToolMeta = ToolMeta {
         name: "check_component_versions",
-        description: "Check whether a registered graph still matches the code it describes: for each 'Component' \
-            object that records a 'version', fetch the version its code publishes and compare. The code is found \
-            from the component's known name (the CKS ecosystem's own) or its 'repo_url' (a GitHub repository, read \
-            on its main branch); the file is _version.py by default (then pyproject.toml), or what \
-            'version_source' names: package.json, pyproject.toml or Cargo.toml; 'version_url' names the file \
-            itself. Only public addresses are fetched. Returns {found: true, components: [{component, \
-            graph_version, actual_version, status: up_to_date | outdated | ahead | unknown_repo | fetch_failed, \
-            message when no version was found}], checked_at}; {found: false} for an unknown name. The graph is \
-            never changed; the outcome is kept for check_graph_health's version score.",
+        description: "Check whether a registered graph still matches its code: for each Component object recording a \
+            'version', fetch the version its code publishes (from its 'repo_url' on GitHub or its 'version_url'; the \
+            file named by 'version_source': package.json, pyproject.toml or Cargo.toml, default _version.py) and \
+            compare. Changes nothing. Returns {found, components: [{component, graph_version, actual_version, \
+            status: up_to_date | outdated | ahead | unknown_repo | fetch_failed}]}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -23,7 +23,7 @@ use crate::tools::conflicts::store_error;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The registered name of the graph.
+    /// The graph's registered name.
     pub(crate) name: String,
 }
 
@@ -117,13 +117,9 @@ impl Tool for CheckGraphHealth {
     const META: ToolMeta = ToolMeta {
         name: "check_graph_health",
         description: "Score a registered graph's health from 0.0 to 1.0 (read-only, no LLM, no network): 0.3 × \
-            share of the Component objects recording a version that record the one their code published at the \
-            last check_component_versions (or graph_auto_update sweep; none counts before a check, and 1 when \
-            there are no such objects), 0.1 × entry updated within 7 days, 0.3 × no contradictions, 0.2 × share of \
-            VerificationRecords checked within 30 days (1 when there are none), 0.1 × no dead-lettered \
-            conflict tasks of the graph's session (0.5 when there are). Returns {name, session_id, \
-            health_score, metrics: {version_freshness, ttl_freshness, contradictions, verification_coverage, \
-            dead_letter, graph_size}, timestamp}; {found: false} for an unknown name.",
+            component versions current at the last check_component_versions, 0.1 × updated within 7 days, 0.3 × no \
+            contradictions, 0.2 × VerificationRecords checked within 30 days, 0.1 × no dead-lettered tasks. Returns \
+            {name, session_id, health_score, metrics}; {found: false} for an unknown name.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

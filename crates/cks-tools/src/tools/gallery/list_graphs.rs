@@ -12,12 +12,12 @@ use crate::tool::{Coercion, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// Only graphs whose tags contain this text (case-insensitive).
+    /// Only graphs with a tag containing this text (case-insensitive).
     pub(crate) tag: Option<String>,
-    /// Only public graphs, even when 'team' is given.
+    /// Only public graphs, even with 'team'.
     #[serde(default)]
     pub(crate) public_only: bool,
-    /// Also this team's graphs (with an access token: one of the caller's groups).
+    /// Also this team's graphs (with an access token: one of your groups).
     pub(crate) team: Option<String>,
 }
 
@@ -31,13 +31,9 @@ impl Tool for ListGraphs {
     const TITLE: &'static str = "List gallery graphs";
     const META: ToolMeta = ToolMeta {
         name: "list_graphs",
-        description: "List the gallery's graphs a caller may discover, most recently updated first: every public \
-            graph, plus the graphs of 'team' when one is given (never private ones: those are found by exact \
-            name with get_graph). Filter by 'tag' (a case-insensitive substring of the tags) or 'public_only'. \
-            With an access token, team graphs are those of the caller's groups and 'team' only picks one of \
-            them; without one, 'team' is a namespace the caller supplies, not authentication. Returns \
-            {graphs: [{name, session_id, description, tags, created_at, updated_at, public, visibility, team, \
-            source_graph_name, lifecycle_state}]}.",
+        description: "List the gallery graphs you may discover, most recently updated first: every public graph, \
+            plus those of 'team' (private graphs are found by exact name with get_graph). Returns {graphs: [{name, \
+            session_id, description, tags, updated_at, visibility, lifecycle_state}]}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -32,7 +32,7 @@ use crate::tools::llm::construct_knowledge::construct;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The registered name of the graph to update, e.g. 'cks-ecosystem'.
+    /// The graph's registered name, e.g. 'cks-ecosystem'.
     pub(crate) name: String,
 }
 
@@ -119,15 +119,11 @@ impl Tool for UpdateRegisteredGraph {
     const TITLE: &'static str = "Update a graph from its code";
     const META: ToolMeta = ToolMeta {
         name: "update_registered_graph",
-        description: "Bring a registered graph back in line with the code it describes. Checks its components \
-            first, as check_component_versions does: when none is outdated nothing changes and it returns \
-            {updated: false, reason: 'already current'}. Otherwise the configured LLM turns a short account of \
-            each outdated component's release into objects, which are added to the graph's session together \
-            with each component's new 'version', all in one version, and the name is registered again. Returns \
-            {updated: true, components_updated, session_id, version_id}. Nothing is cloned or run, and nothing \
-            changes unless every outdated component was described: with no LLM provider configured it returns \
-            llm_provider_unavailable ('LLM provider required'), and a model's unusable answer is construct_knowledge_failed naming \
-            the component. {found: false} for an unknown name.",
+        description: "Bring a registered graph back in line with its code: for each component \
+            check_component_versions finds outdated, the configured LLM turns its release into objects, added with \
+            the new 'version' in one version. Returns {updated, components_updated, session_id, version_id}; \
+            updated: false when already current, found: false for an unknown name. Needs an LLM (else \
+            llm_provider_unavailable); an unusable answer is construct_knowledge_failed and changes nothing.",
         mutates_graph: true,
         creates_session: false,
         destructive: false,

@@ -29,13 +29,12 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::operations")]
     pub(crate) operations: Option<Value>,
-    /// The session to evolve. Without it, `json_data` becomes a new session first.
+    /// The session to evolve.
     pub(crate) session_id: Option<String>,
-    /// Opt-in constraints the evolved structure must also pass (same names as validate_knowledge).
+    /// Opt-in rules the result must also pass (names as in validate_knowledge).
     #[serde(default)]
     pub(crate) extensions: Vec<String>,
-    /// Include the serialized structure in the result (default: only for structures of at most
-    /// 2,000 objects).
+    /// Include `serialized` in the result (default: only up to 2,000 objects).
     pub(crate) return_structure: Option<bool>,
 }
 
@@ -78,14 +77,10 @@ impl Tool for EvolveKnowledge {
     const TITLE: &'static str = "Evolve a graph";
     const META: ToolMeta = ToolMeta {
         name: "evolve_knowledge",
-        description: "Apply evolution operations to a session's knowledge structure (or to 'json_data', which \
-            becomes a new session) and commit the result as a new version. The batch is atomic: if any operation \
-            fails ('Operation #i: ...') or the result breaks a validation rule, nothing is committed. Operations: \
-            add_object, add_relation, remove_object (removes the relations naming it), remove_relation, \
-            update_object (merge or replace), rename_object, record_inference, resolve_inference_conflict. \
-            Returns {evolved, session_id, version_id, operations_applied, object_count, state_hash, serialized (the \
-            canonical document; up to 2,000 objects unless 'return_structure' is set), cascade_removed_relations \
-            (when a removal took relations with it), extensions_applied, diagnostics (warnings)}.",
+        description: "Apply 'operations' to a session (or to 'json_data', which becomes a new session) and \
+            commit the result as a new version. Atomic: if an operation fails ('Operation #i: ...') or the result \
+            breaks a rule, nothing is committed. remove_object also removes the relations naming it. Returns \
+            {evolved, session_id, version_id, object_count, serialized, cascade_removed_relations, diagnostics}.",
         mutates_graph: true,
         creates_session: true,
         // It may remove or replace objects; `destructive_call` says which calls do.

@@ -22,10 +22,9 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::json_data")]
     pub(crate) json_data: Option<Value>,
-    /// Explain this session's current structure (then `json_data` is ignored).
+    /// The session to explain (then `json_data` is ignored).
     pub(crate) session_id: Option<String>,
-    #[schemars(description = "Explain why this object is believed: the active InferenceStep chains that conclude \
-        it, followed through their premises down to base facts, plus the steps it superseded.")]
+    /// Explain why this object is believed: its inference chains, down to base facts.
     pub(crate) object_id: Option<String>,
 }
 
@@ -82,15 +81,11 @@ impl Tool for ExplainKnowledge {
     const TITLE: &'static str = "Explain a knowledge structure";
     const META: ToolMeta = ToolMeta {
         name: "explain_knowledge",
-        description: "Explain a knowledge structure (a session's with 'session_id', else 'json_data'). Without \
-            'object_id': {object_count (relations included), relation_count, summary: {version, object_count, \
-            relation_count, object_types, relation_types, identities, immutable}}. With 'object_id': why that object \
-            is believed — a tree {object_id, name, type, exists, has_inference, truncated, active_steps: [{step_id, \
-            operator, confidence, justification, alternatives_considered, premises: [same shape, or {object_id, \
-            cites_step: true}]}], superseded_steps, is_truncated, base_facts, step_count}; cycles, repeats and \
-            over-long chains become stubs named by 'truncated'; an unknown object_id gives exists: false. Returns \
-            {session_id, explanation}, or the bare explanation for json_data (read-only: unlike the reference \
-            server, no session is stored).",
+        description: "Explain a knowledge structure ('session_id', else 'json_data'; stores nothing). Without \
+            'object_id': counts and a summary of types. With 'object_id': why that object is \
+            believed, a tree {object_id, exists, active_steps: [{step_id, operator, confidence, \
+            justification, premises: [same shape]}], superseded_steps, base_facts}; an unknown id gives exists: \
+            false. Returns {session_id, explanation} (the bare explanation for json_data).",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

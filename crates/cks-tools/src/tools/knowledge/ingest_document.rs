@@ -37,15 +37,14 @@ const STOP_WORDS: [&str; 44] = [
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The page to read (http or https, on a public address).
+    /// The page to read.
     pub(crate) url: String,
-    /// Build the structure with the configured LLM from what was read, instead of the fixed
-    /// Document / Topic / Metadata / Section / Table / List shape. Default false.
+    /// Let the configured LLM build the structure from the page (default false).
     #[serde(default)]
     pub(crate) use_llm: bool,
-    /// Model to use with use_llm (the provider does not change); default: its configured model.
+    /// Model for use_llm (default: the configured one).
     pub(crate) model: Option<String>,
-    /// Output token limit of the model's answer with use_llm; default: CKS_LLM_MAX_TOKENS, else 4096.
+    /// Answer token limit for use_llm (default: CKS_LLM_MAX_TOKENS, else 4096).
     #[schemars(range(min = 1))]
     pub(crate) max_tokens: Option<u32>,
 }
@@ -242,16 +241,11 @@ impl Tool for IngestDocument {
     const TITLE: &'static str = "Read a web page";
     const META: ToolMeta = ToolMeta {
         name: "ingest_document",
-        description: "Fetch a web page (GET, at most 5 MiB, redirects followed up to 3, 5 s; only http/https URLs \
-            whose host resolves to public addresses, else the error unsafe_url) and read it into a knowledge \
-            structure, returned and not stored: a Document {url, title, description, content_preview}, a Topic per \
-            keyword (mentions), a Metadata object {json_ld, microdata, open_graph, twitter, meta} (has_metadata), \
-            and its Sections {heading, level, content}, Tables {caption, headers, rows} and Lists {ordered, items} \
-            (has_section, has_table, has_list). The Document's id is made from the URL, so the same page gives the \
-            same ids. With use_llm the configured LLM builds the structure from what was read instead. Returns \
-            {url, title, keywords, knowledge_structure (canonical JSON text), object_count (relations included), \
-            relation_count, model_used with use_llm}; add it to a session with evolve_knowledge or \
-            validate_knowledge.",
+        description: "Fetch a web page (http or https on a public address, else unsafe_url; at most 5 MiB) \
+            and read it into a knowledge structure, returned, not stored: a Document, a Topic per keyword, its \
+            Metadata, Sections, Tables and Lists; the same page gives the same ids. With 'use_llm' the configured \
+            LLM builds the structure instead. Returns {url, title, keywords, knowledge_structure (CKS JSON text), \
+            object_count}; store it with evolve_knowledge or validate_knowledge.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

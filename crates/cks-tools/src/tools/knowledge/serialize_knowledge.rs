@@ -19,10 +19,9 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::json_data")]
     pub(crate) json_data: Option<Value>,
-    /// Serialize this session's current structure (then `json_data` is ignored).
+    /// The session to serialize (then `json_data` is ignored).
     pub(crate) session_id: Option<String>,
-    /// Write the document without indentation or line breaks: the same keys and values in the
-    /// same order, about a third smaller. Default false: two-space indent, as the reference writes it.
+    /// No indentation: same content, about a third smaller (default false).
     #[serde(default)]
     pub(crate) compact: bool,
 }
@@ -49,12 +48,9 @@ impl Tool for SerializeKnowledge {
     const TITLE: &'static str = "Serialize a knowledge structure";
     const META: ToolMeta = ToolMeta {
         name: "serialize_knowledge",
-        description: "Return a knowledge structure as a canonical CKS JSON document (sorted keys, two-space \
-            indent, with _cks_format_version, _cks_min_reader_version and _cks_metadata {serialized_at, \
-            cks_core_version}): a session's current state with 'session_id' ({session_id, serialized}), or the \
-            structure given as 'json_data' (the document itself, as a string). 'compact': true writes it without \
-            indentation (same content, about a third smaller). Read-only: unlike the reference server, the \
-            json_data path stores no session. The result travels once, as content[0].text (no structuredContent).",
+        description: "Return a knowledge structure as a canonical CKS JSON document: a session's current \
+            state ('session_id'; returns {session_id, serialized}) or 'json_data' (returns the document text). \
+            Stores nothing.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -25,13 +25,11 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::json_data")]
     pub(crate) json_data: Option<Value>,
-    /// Validate this session's current state instead of `json_data` (when it passes, the check is
-    /// recorded as a version).
+    /// Check this session's current state instead of `json_data`.
     pub(crate) session_id: Option<String>,
-    /// Opt-in constraints for this call, by name (or code): embedding_projection,
-    /// verification_record, type_hierarchy, relation_type, mutual_exclusion, functional_relation,
-    /// inference_referential_integrity, confidence_bounds, supersession_chain,
-    /// inference_confidence_conflict, temporal_validity, claim_integrity.
+    /// Opt-in rules: embedding_projection, verification_record, type_hierarchy, relation_type,
+    /// mutual_exclusion, functional_relation, inference_referential_integrity, confidence_bounds,
+    /// supersession_chain, inference_confidence_conflict, temporal_validity, claim_integrity.
     #[serde(default)]
     pub(crate) extensions: Vec<String>,
 }
@@ -67,13 +65,10 @@ impl Tool for ValidateKnowledge {
     const TITLE: &'static str = "Validate a knowledge structure";
     const META: ToolMeta = ToolMeta {
         name: "validate_knowledge",
-        description: "Validate a knowledge structure: the always-on rules (unique ids, no dangling references, \
-            'derives' relations binary and acyclic) plus any opt-in 'extensions'. Give 'json_data' to validate a \
-            new structure — when valid it is stored as a new session and the result carries its 'session_id' and \
-            first 'version_id' — or 'session_id' to check a session's current state (when it passes, the check is \
-            recorded as a version with the same content). Returns {valid, extensions_applied, diagnostics, \
-            session_id, version_id (when something was recorded)}; an invalid json_data is not stored, so it has \
-            no session_id.",
+        description: "Check a knowledge structure against the always-on rules (unique ids, no dangling \
+            references, binary acyclic 'derives') and any opt-in 'extensions'. Give 'json_data' (a valid one is \
+            stored as a new session) or 'session_id' (a pass is recorded as a version). Returns {valid, \
+            diagnostics, session_id, version_id}.",
         mutates_graph: true,
         creates_session: true,
         destructive: false,

@@ -59,9 +59,9 @@ pub(crate) struct Input {
     pub(crate) text: String,
     /// What to concentrate on, e.g. "causal links between diseases and symptoms".
     pub(crate) hint: Option<String>,
-    /// Model to use with the configured provider (the provider does not change); default: its configured model.
+    /// Model of the configured provider (default: its configured one).
     pub(crate) model: Option<String>,
-    /// Output token limit for the model's answer; default: CKS_LLM_MAX_TOKENS, else 4096.
+    /// Answer token limit (default: CKS_LLM_MAX_TOKENS, else 4096).
     #[schemars(range(min = 1))]
     pub(crate) max_tokens: Option<u32>,
 }
@@ -97,15 +97,10 @@ impl Tool for ConstructKnowledge {
     const META: ToolMeta = ToolMeta {
         name: "construct_knowledge",
         description: "Turn free-form text into a knowledge structure with one call to the configured LLM \
-            provider (CKS_LLM_PROVIDER: auto picks a reachable local Ollama, else Anthropic when \
-            ANTHROPIC_API_KEY is set; google and openai_compatible when chosen). The JSON in the model's answer \
-            is extracted (fences and surrounding prose are tolerated), parsed and validated; only a valid \
-            structure is stored, as a new session. Returns {constructed, session_id, version_id, serialized, \
-            objects_count, relations_count, model_used}. When the answer is unusable nothing is stored and the \
-            error says why (llm_output_parse_error, construct_knowledge_failed for a truncated answer, \
-            cks_parse_error, or validation_failed with 'diagnostics'); when no provider is usable or the \
-            provider fails it is internal_error ('LLM call failed: ...', with 'error_kind'), as in the reference. \
-            'hint' steers what to extract.",
+            and store a valid one as a new session. Returns {constructed, session_id, version_id, serialized, \
+            objects_count, relations_count}. An unusable answer stores nothing and the error says why \
+            (llm_output_parse_error, construct_knowledge_failed when cut off, validation_failed with \
+            'diagnostics'); no usable provider is internal_error ('LLM call failed').",
         mutates_graph: false,
         creates_session: true,
         destructive: false,

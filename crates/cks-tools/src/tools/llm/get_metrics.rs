@@ -54,15 +54,10 @@ impl Tool for GetMetrics {
     const TITLE: &'static str = "Server metrics";
     const META: ToolMeta = ToolMeta {
         name: "get_metrics",
-        description: "Server metrics since start. 'runtime_metrics': session counts (stored, open, closed, \
-            loaded in memory) and totals of versions and objects. 'tool_telemetry': per tool, calls, error \
-            count, success rate, latency average/min/max and p50/p95/p99 over recent calls, and the top error \
-            codes. 'llm_telemetry': LLM provider calls (total_calls, calls_by_provider, calls_by_model, \
-            total_tokens, avg_duration_ms, success_rate, top_errors, plus the recent calls and totals). \
-            'critic_agent_metrics': the reference's critic agent counters by task type (processed, completed, \
-            retried, dead_lettered, lease_lost) of the Critic running in this process, empty when none runs. \
-            Returns {runtime_metrics, tool_telemetry, llm_telemetry, critic_agent_metrics}; all in-process, \
-            nothing persisted.",
+        description: "Server metrics since start, in this process only: runtime_metrics (session, version and object \
+            counts), tool_telemetry (per tool: calls, errors, latency), llm_telemetry (LLM calls, tokens and errors \
+            by provider and model) and critic_agent_metrics (the Critic's task counters). Returns {runtime_metrics, \
+            tool_telemetry, llm_telemetry, critic_agent_metrics}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

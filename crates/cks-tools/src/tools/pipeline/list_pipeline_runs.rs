@@ -15,9 +15,9 @@ const DEFAULT_LIMIT: usize = 50;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session whose runs to list (a sandbox run is listed under its sandbox).
+    /// The session (a sandbox run is listed under its sandbox).
     pub(crate) session_id: String,
-    /// The most runs to return, most recently updated first (default 50; 0 means the default).
+    /// Most runs to return (default 50; 0: the default).
     pub(crate) limit: Option<u32>,
 }
 
@@ -37,15 +37,10 @@ impl Tool for ListPipelineRuns {
     const TITLE: &'static str = "List pipeline runs";
     const META: ToolMeta = ToolMeta {
         name: "list_pipeline_runs",
-        description: "A session's pipeline runs (started with start_pipeline), most recently updated first, at most \
-            'limit' (50). Each run: {run_id, session_id, status ('queued', 'running', 'completed' or 'failed'), \
-            started_at, updated_at, object_ids, steps, mode, schema_version, parent_session_id (a sandbox run's \
-            parent, left out when you cannot reach it), attempt, tokens_spent}; steps are \
-            Researcher, Reviewer, Synthesizer and Arbiter in the order a run goes through them, each {name, status \
-            ('pending', 'active', 'completed' or 'failed'), started_at, completed_at, error, dead_letter_task_id, \
-            outputs (ids of the objects it committed), tokens_spent}, the Reviewer's also approved and rejected \
-            (object ids), and a note when the step had nothing to ask the model. Runs are kept in the store: they \
-            survive restarts and show on every server of the store. Returns {runs, count}.",
+        description: "A session's pipeline runs (from start_pipeline), most recently updated first. Each {run_id, \
+            status (queued, running, completed or failed), object_ids, steps: [{name, status, error, outputs (object \
+            ids)}], attempt, tokens_spent}; the steps are Researcher, Reviewer, Synthesizer and Arbiter. Returns \
+            {runs, count}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

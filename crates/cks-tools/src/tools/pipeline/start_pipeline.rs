@@ -42,17 +42,15 @@ impl Mode {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session whose objects the run covers.
+    /// The session to run on.
     pub(crate) session_id: String,
-    /// The objects to run the pipeline on (each must be an object of the session, not a relation).
-    /// Absent or empty: every object of the session, without its relations and without the nodes
-    /// earlier runs wrote.
+    /// The objects to run on (default: every object, not relations nor earlier runs' nodes; an
+    /// unknown id is object_not_found).
     pub(crate) object_ids: Option<Vec<String>>,
-    /// 'sequential' (default) or 'concurrent': recorded with the run; the pipeline process works
-    /// one task at a time either way.
+    /// 'sequential' (default) or 'concurrent' (only recorded: tasks run one at a time).
     pub(crate) mode: Option<Mode>,
-    /// Run in a sandbox: fork this session first and run on the fork, so the parent changes only
-    /// when the fork is merged back (merge_branch). The objects are this session's.
+    /// Run in a sandbox: fork this session and run on the fork, over its objects (merge back with
+    /// merge_branch).
     pub(crate) parent_session_id: Option<String>,
     /// Folded into the run id (default 'v1').
     pub(crate) schema_version: Option<String>,
@@ -94,17 +92,12 @@ impl Tool for StartPipeline {
     const TITLE: &'static str = "Start a pipeline run";
     const META: ToolMeta = ToolMeta {
         name: "start_pipeline",
-        description: "Queue a pipeline run over a session's objects: for each object the Researcher writes a \
-            finding and the Reviewer approves or rejects it, then the Synthesizer merges the approved findings into \
-            new objects and the Arbiter settles the contradictions among the run's objects; each step is one LLM \
-            call whose output is committed to the session. This only queues (one pipeline_research_request task \
-            per object) and answers at once; the pipeline process (CKS_EMBED_PIPELINE_AGENT) of any server on the \
-            store does the work, and list_pipeline_runs shows its progress. 'object_ids' (default: every object, \
-            not the relations nor the nodes earlier runs wrote; an unknown id is object_not_found); \
-            'parent_session_id' forks that session and runs on the fork. Returns {run_id, mode, \
-            enqueued_objects, status: 'started', supported: true, session_id, sandbox_session_id?, \
-            parent_session_id?, attempt}; the same run still under way answers status 'already_running' and \
-            queues nothing; a session without objects answers status 'no_objects', run_id null.",
+        description: "Queue a pipeline run over a session's objects: per object the Researcher writes a finding and \
+            the Reviewer judges it, then the Synthesizer merges approved findings into new objects and the Arbiter \
+            settles contradictions, each step one LLM call committed to the session. It only queues and answers at \
+            once; a pipeline process does the work, and list_pipeline_runs shows progress. Returns {run_id, status: \
+            'started', enqueued_objects, session_id, sandbox_session_id}; status 'already_running' queues nothing, \
+            'no_objects' when there are none.",
         mutates_graph: false,
         creates_session: true,
         destructive: false,

@@ -26,14 +26,10 @@ impl Tool for ListProcesses {
     const TITLE: &'static str = "List processes";
     const META: ToolMeta = ToolMeta {
         name: "list_processes",
-        description: "Every autonomous process (the Critic, which settles queued conflict tasks), most recently \
-            started first, from the records each keeps in the store — so a server lists the processes of every \
-            server sharing its database. Each: {instance_id (one per start), process_kind, hostname, pid, \
-            liveness_interval_s, started_at, last_heartbeat_at, current_task_id, current_task_type, status ('alive': \
-            a heartbeat within 3 liveness intervals; else 'stopped'), tasks_done, tasks_failed, last_error, \
-            tokens_spent, paused (why it takes no tasks for now: over its hourly LLM token budget), stopped_at}. Records of processes silent for 7 days are dropped. \
-            current_task_id, current_task_type and last_error are null for a caller who cannot reach the session \
-            of the task they concern.",
+        description: "List the autonomous processes (the Critic, which settles queued conflict tasks) of every \
+            server sharing the store, most recently started first. Returns {processes: [{instance_id, process_kind, \
+            hostname, status ('alive' or 'stopped'), current_task_id, tasks_done, tasks_failed, last_error, \
+            tokens_spent, paused (over its hourly token budget)}]}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

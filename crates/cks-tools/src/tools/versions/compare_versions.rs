@@ -12,9 +12,9 @@ use crate::tool::{SessionCheck, Tool, ToolMeta};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
-    /// The session whose current state is compared.
+    /// The session to compare.
     pub(crate) session_id: String,
-    /// The historical version to compare from: the base of the diff (from list_versions).
+    /// The base version (from list_versions).
     pub(crate) target_version_id: String,
 }
 
@@ -41,13 +41,10 @@ impl Tool for CompareVersions {
     const TITLE: &'static str = "Compare a version with now";
     const META: ToolMeta = ToolMeta {
         name: "compare_versions",
-        description: "Diff a historical version of a session (the base, 'target_version_id') against the session's \
-            current state. 'operations' are the evolution operations that turn the base into the current state \
-            (removals first, then additions; a changed object appears as a removal plus an addition, and relations \
-            naming it are re-added too). 'summary' counts the operations by kind (added_objects, removed_objects, \
-            added_relations, removed_relations: a changed object counts as one removal plus one addition) and the \
-            objects whose name changed (renamed_objects; the reference server always reported 0). Returns {session_id, base_version_id, current_version_id, direction: 'base_to_current', \
-            summary, operations}.",
+        description: "Diff an earlier version of a session (the base) against its current state. Returns \
+            {session_id, base_version_id, current_version_id, summary (added, removed and renamed counts), \
+            operations (the evolution operations that turn the base into the current state; a changed object is \
+            a removal plus an addition)}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

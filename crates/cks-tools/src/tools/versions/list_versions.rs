@@ -43,11 +43,9 @@ impl Tool for ListVersions {
     const TITLE: &'static str = "List versions";
     const META: ToolMeta = ToolMeta {
         name: "list_versions",
-        description: "List every version in a session's history, oldest first. Each entry has version_id, \
-            created_at, transaction_id, metadata (which tool committed it, and why; a session named there that you \
-            cannot reach, such as a merge's source, is null), seq (1-based position), \
-            state_hash and object_count. Use a version_id with compare_versions, explain_diff, revert_version or \
-            create_branch. Returns {session_id, versions}.",
+        description: "List a session's versions, oldest first, each {version_id, seq, created_at, metadata \
+            (which tool committed it, and why), state_hash, object_count}. Use a version_id with \
+            compare_versions, revert_version or create_branch. Returns {session_id, versions}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,

@@ -15,10 +15,9 @@ use crate::tool::{SessionCheck, Tool, ToolMeta};
 pub(crate) struct Input {
     /// The session to revert.
     pub(crate) session_id: String,
-    /// The version whose state becomes current again (from list_versions).
+    /// The version to restore (from list_versions).
     pub(crate) target_version_id: String,
-    /// Include the serialized structure in the result (default: only for structures of at most
-    /// 2,000 objects).
+    /// Include `serialized` in the result (default: only up to 2,000 objects).
     pub(crate) return_structure: Option<bool>,
 }
 
@@ -47,11 +46,9 @@ impl Tool for RevertVersion {
     const TITLE: &'static str = "Revert to a version";
     const META: ToolMeta = ToolMeta {
         name: "revert_version",
-        description: "Make an earlier version's state the session's current state again. The old state is \
-            committed as a new version, so nothing is deleted from the history and the revert can itself be \
-            undone. An unknown version is reported as 'version_not_found' (the reference server reported an \
-            internal error). Returns {reverted_to, new_version_id, session_id, object_count, state_hash, \
-            serialized (the canonical document; up to 2,000 objects unless 'return_structure' is set)}.",
+        description: "Make an earlier version's state current again, committed as a new version (the history \
+            keeps everything, so a revert can be undone). An unknown version is 'version_not_found'. Returns \
+            {reverted_to, new_version_id, session_id, object_count, serialized}.",
         mutates_graph: true,
         creates_session: false,
         destructive: true,
