@@ -160,7 +160,7 @@ impl CksServer {
                 "prompts": {},
                 "completions": {},
                 "logging": {},
-                "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
+                "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}, crate::apps::EXTENSION_ID: crate::apps::capability()},
             },
             "serverInfo": Self::server_info(),
         })
@@ -268,6 +268,7 @@ fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
         .with_meta(rmcp::model::MetaObject(extra));
     entry.title = title;
     entry.output_schema = tool.output_schema().cloned();
+    crate::apps::annotate(&mut entry);
     entry
 }
 
