@@ -64,6 +64,10 @@ def result_value(method, response):
     if "error" in response:
         return {"$rpc_error": response["error"].get("code")}
     result = response.get("result")
+    if method == "resources/list" and isinstance(result, dict):
+        # MCP Apps views hold no data, and the reference has none (ledger: apps-view).
+        views = [r for r in result.get("resources") or [] if str(r.get("uri", "")).startswith("ui://")]
+        result = {**result, "resources": [r for r in result.get("resources") or [] if r not in views]}
     if method != "tools/call":
         return result
     content = result.get("content") or []

@@ -4,6 +4,7 @@
 //! Invariant: this is the only crate that knows MCP or HTTP serving.
 
 mod approvals;
+mod apps;
 pub mod auth;
 mod completions;
 pub mod config;

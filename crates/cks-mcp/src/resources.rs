@@ -1,7 +1,8 @@
 //! MCP resources: the session list, a session's canonical JSON, its versions, and one version's
-//! reconstructed structure. Closed sessions are not listed and cannot be read; with a principal,
-//! neither can sessions it may not reach (as for the tools: they are not found), and no resource
-//! names one: a parent it may not reach is null, as is such a session in a version's metadata.
+//! reconstructed structure; and the MCP Apps view (`apps.rs`), which holds no data. Closed
+//! sessions are not listed and cannot be read; with a principal, neither can sessions it may not
+//! reach (as for the tools: they are not found), and no resource names one: a parent it may not
+//! reach is null, as is such a session in a version's metadata.
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Value, json};
@@ -19,8 +20,8 @@ fn internal(e: RuntimeError) -> ErrorData {
     ErrorData::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None)
 }
 
-/// `resources/list`: the session list, then for each open session its structure, its version
-/// list and each of its versions.
+/// `resources/list`: the session list, the MCP Apps view, then for each open session its
+/// structure, its version list and each of its versions.
 pub(crate) async fn list(runtime: &Runtime, principal: Option<&Principal>) -> Result<Value, ErrorData> {
     let failed =
         |e: RuntimeError| ErrorData::new(ErrorCode::INTERNAL_ERROR, format!("Failed to list resources: {e}"), None);
@@ -31,6 +32,7 @@ pub(crate) async fn list(runtime: &Runtime, principal: Option<&Principal>) -> Re
         "description": "All open knowledge sessions with their version counts.",
         "mimeType": "application/json",
     })];
+    resources.push(crate::apps::resource());
     for s in sessions.iter().filter(|s| !s.closed) {
         let sid = &s.session_id;
         if !reaches(runtime, principal, sid).await.map_err(failed)? {
@@ -129,6 +131,9 @@ pub(crate) async fn exists(runtime: &Runtime, uri: &str, principal: Option<&Prin
 
 /// `resources/read`.
 pub(crate) async fn read(runtime: &Runtime, uri: &str, principal: Option<&Principal>) -> Result<Value, ErrorData> {
+    if let Some(view) = crate::apps::read(uri) {
+        return Ok(view);
+    }
     let parts = locate(runtime, uri, principal).await?;
     let map_err = |e| map_err(uri, e);
     let text = match parts.as_slice() {
@@ -193,12 +198,13 @@ mod tests {
             uris,
             [
                 "cks://sessions".to_owned(),
+                crate::apps::URI.to_owned(),
                 format!("cks://sessions/{sid}"),
                 format!("cks://sessions/{sid}/versions"),
                 format!("cks://sessions/{sid}/versions/{version}"),
             ]
         );
-        assert_eq!(listed["resources"][1]["name"], format!("Session {}…", &sid[..8]));
+        assert_eq!(listed["resources"][2]["name"], format!("Session {}…", &sid[..8]));
 
         let sessions = read(&runtime, "cks://sessions", None).await.unwrap();
         let text = sessions["contents"][0]["text"].as_str().unwrap();
@@ -235,7 +241,7 @@ mod tests {
         assert!(read(&runtime, &uri, Some(&b)).await.is_err());
         assert!(exists(&runtime, &format!("{uri}/versions"), Some(&b)).await.is_err());
         let listed = list(&runtime, Some(&b)).await.unwrap();
-        assert_eq!(listed["resources"].as_array().unwrap().len(), 1, "only the session list itself");
+        assert_eq!(listed["resources"].as_array().unwrap().len(), 2, "only the session list and the view");
         let sessions = read(&runtime, "cks://sessions", Some(&b)).await.unwrap();
         assert_eq!(sessions["contents"][0]["text"], "[]");
     }

@@ -183,7 +183,7 @@ impl CksServer {
                 "prompts": {},
                 "completions": {},
                 "logging": {},
-                "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
+                "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}, crate::apps::EXTENSION_ID: crate::apps::capability()},
             },
             "serverInfo": Self::server_info(),
         })
@@ -299,6 +299,7 @@ fn tool_entry(tool: &RegisteredTool) -> rmcp::model::Tool {
     let mut entry = rmcp::model::Tool::new_with_raw(meta.name, Some(meta.description.into()), tool.schema().clone())
         .with_annotations(annotations);
     entry.title = title;
+    crate::apps::annotate(&mut entry);
     entry
 }
 

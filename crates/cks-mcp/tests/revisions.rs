@@ -114,7 +114,8 @@ async fn http_speaks_the_stateless_revision_without_a_session() {
 async fn sessions(s: &TestServer) -> usize {
     let (_, listed, _) = post(s, &request(99, "resources/list", json!({}), STATELESS), STATELESS).await;
     let resources = listed["result"]["resources"].as_array().unwrap();
-    resources.iter().filter(|r| r["uri"].as_str().unwrap().split('/').count() == 4).count()
+    let session = |uri: &str| uri.strip_prefix("cks://sessions/").is_some_and(|id| !id.contains('/'));
+    resources.iter().filter(|r| session(r["uri"].as_str().unwrap())).count()
 }
 
 #[tokio::test]
