@@ -225,12 +225,27 @@ async function startHttp(dataDir, port) {
   throw new Error('HTTP server did not start')
 }
 
+/** With CKS_MCP_TOOLS=all, every tool is listed, as the reference lists them. */
+async function everyToolListed(dataDir) {
+  const env = { ...SERVER_ENV, CKS_MCP_DATA_DIR: dataDir, CKS_MCP_TOOLS: 'all' }
+  const client = clientV1()
+  await client.connect(new StdioV1({ command: BINARY, args: [], env }))
+  try {
+    const names = (await client.listTools()).tools.map((t) => t.name)
+    assert.ok(names.length > 70 && names.includes('list_agents') && names.includes('migrate_storage'), `${names.length}`)
+  } finally {
+    await client.close()
+  }
+}
+
 const dataDir = mkdtempSync(join(tmpdir(), 'cks-interop-ts-'))
 try {
   for (const spec of CLIENTS) {
     await overStdio(spec, join(dataDir, 'stdio'))
     console.log(`stdio ${spec.label}: ok`)
   }
+  await everyToolListed(join(dataDir, 'stdio'))
+  console.log('stdio, every tool listed: ok')
   const port = await freePort()
   const server = await startHttp(join(dataDir, 'http'), port)
   try {
