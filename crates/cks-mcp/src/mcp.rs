@@ -189,8 +189,6 @@ impl CksServer {
 }
 
 impl CksServer {
-    /// Adds a resource to the client's subscriptions, or takes it out: in the session's record
-    /// over HTTP, for whichever replica holds the session's stream.
     /// The tools the client found beyond its profile (none on the stateless revision, which keeps
     /// nothing between requests).
     async fn found_tools(&self, context: &RequestContext<RoleServer>) -> std::collections::BTreeSet<String> {
@@ -233,6 +231,8 @@ impl CksServer {
         }
     }
 
+    /// Adds a resource to the client's subscriptions, or takes it out: in the session's record
+    /// over HTTP, for whichever replica holds the session's stream.
     async fn subscribed(
         &self,
         uri: &str,
