@@ -131,6 +131,7 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
     Router::new()
         .route("/mcp", any(mcp_endpoint))
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/chat/stream", post(chat::chat_stream))
         .route("/events", get(events))
         .route("/events/{session_id}", get(events_for_session))
@@ -328,6 +329,13 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
 /// behind the same checks as every route, so a wrong token shows up here too.
 async fn health() -> Response {
     axum::Json(json!({"status": "ok", "server": "cks-mcp", "version": env!("CARGO_PKG_VERSION")})).into_response()
+}
+
+// ----- /metrics -----
+
+/// The server's metrics for a Prometheus scrape (`metrics.rs`); with OAuth, for the admin scope.
+async fn metrics(State(state): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::render(&state.server)).into_response()
 }
 
 // ----- /mcp -----

@@ -16,6 +16,7 @@ pub mod http;
 pub mod import_reference;
 mod json_text;
 mod mcp;
+mod metrics;
 mod prompts;
 mod resources;
 pub mod secret;

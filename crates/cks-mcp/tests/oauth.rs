@@ -390,6 +390,15 @@ async fn each_scope_lets_through_what_it_allows() {
     assert_eq!(exported["summary"]["sessions"], 1, "{exported}");
     assert!(file.exists());
 
+    // The metrics are the operator's: a reader is refused, the admin scrapes them.
+    let metrics = |token: &str| server.client.get(format!("{}/metrics", server.base)).bearer_auth(token).send();
+    let refused = metrics(&reader).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(challenge(&refused).contains("scope=\"cks:admin\""));
+    let scraped = metrics(&admin).await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    assert!(scraped.text().await.unwrap().contains("cks_tool_calls_total{tool=\"export_storage\",outcome=\"ok\"} 1"));
+
     // The streamable HTTP transport: a session opened with a read token, a write refused in it.
     let mcp = |token: &str, body: Value, session: Option<&str>| {
         let mut request = server

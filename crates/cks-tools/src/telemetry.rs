@@ -1,5 +1,6 @@
-//! Per-tool call telemetry kept by the registry for `get_metrics`: call and error counts, error codes,
-//! and latency (average, min and max over every call; percentiles over a bounded ring of recent calls).
+//! Per-tool call telemetry kept by the registry for `get_metrics` and the server's metrics
+//! endpoint: call and error counts, error codes, and latency (average, min and max over every call;
+//! percentiles over a bounded ring of recent calls; a histogram of fixed buckets, [`ToolCounts`]).
 //!
 //! Invariant: it records only tool names, durations and error codes — never arguments, results or
 //! messages — and its memory is bounded (a fixed ring per tool, a capped set of error codes).
@@ -14,6 +15,10 @@ pub const RECENT_PER_TOOL: usize = 256;
 const ERROR_CODES_PER_TOOL: usize = 32;
 /// Error codes listed in `top_errors`.
 const TOP_ERRORS: usize = 5;
+/// Upper bounds of the latency histogram's buckets, in seconds: from a read of a small graph to a
+/// chat turn with a slow model. Slower calls are counted in none (they are in the total).
+pub const LATENCY_BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0];
 
 #[derive(Debug, Default)]
 struct ToolStats {
@@ -24,6 +29,22 @@ struct ToolStats {
     max_ms: f64,
     recent: VecDeque<f64>,
     errors_by_code: HashMap<String, u64>,
+    /// Calls per bucket of [`LATENCY_BUCKETS`] (each in the first bucket it fits).
+    buckets: [u64; LATENCY_BUCKETS.len()],
+}
+
+/// One tool's totals since the server started, for a metrics scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCounts {
+    pub tool: &'static str,
+    pub calls: u64,
+    pub errors: u64,
+    /// Time spent in its calls, in seconds.
+    pub seconds: f64,
+    /// Calls that took at most each bound of [`LATENCY_BUCKETS`] (cumulative, as histograms count).
+    pub at_most: [u64; LATENCY_BUCKETS.len()],
+    /// Errors by code, at most 33 codes (later ones as `other`), sorted.
+    pub errors_by_code: Vec<(String, u64)>,
 }
 
 /// The recorder. Cheap: one short lock per call.
@@ -47,6 +68,9 @@ impl ToolTelemetry {
             stats.recent.pop_front();
         }
         stats.recent.push_back(duration_ms);
+        if let Some(bucket) = LATENCY_BUCKETS.iter().position(|bound| duration_ms / 1000.0 <= *bound) {
+            stats.buckets[bucket] += 1;
+        }
         if let Some(code) = error {
             stats.errors += 1;
             let key = if stats.errors_by_code.contains_key(code) || stats.errors_by_code.len() < ERROR_CODES_PER_TOOL {
@@ -100,6 +124,35 @@ impl ToolTelemetry {
     }
 }
 
+impl ToolTelemetry {
+    /// Every called tool's totals, sorted by tool.
+    pub fn counts(&self) -> Vec<ToolCounts> {
+        let tools = self.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts: Vec<ToolCounts> = tools
+            .iter()
+            .map(|(tool, s)| {
+                let mut at_most = s.buckets;
+                for i in 1..at_most.len() {
+                    at_most[i] += at_most[i - 1];
+                }
+                let mut errors_by_code: Vec<(String, u64)> =
+                    s.errors_by_code.iter().map(|(code, count)| (code.clone(), *count)).collect();
+                errors_by_code.sort();
+                ToolCounts {
+                    tool,
+                    calls: s.calls,
+                    errors: s.errors,
+                    seconds: s.total_ms / 1000.0,
+                    at_most,
+                    errors_by_code,
+                }
+            })
+            .collect();
+        counts.sort_by_key(|c| c.tool);
+        counts
+    }
+}
+
 /// Nearest-rank percentile of sorted values (0 for none).
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -141,6 +194,24 @@ mod tests {
         assert_eq!(a["top_errors"], json!([{"type": "boom", "count": 3}]));
         assert_eq!(s["tools"]["b"]["success_rate"], 0.0);
         assert_eq!(t.tools.lock().unwrap()["a"].recent.len(), RECENT_PER_TOOL);
+    }
+
+    #[test]
+    fn counts_fill_the_histogram_cumulatively() {
+        let t = ToolTelemetry::default();
+        for ms in [0.2, 0.7, 3.0, 3.0, 90_000.0] {
+            t.record("a", ms, None);
+        }
+        t.record("a", 40.0, Some("session_not_found"));
+        let counts = t.counts();
+        assert_eq!(counts.len(), 1);
+        let a = &counts[0];
+        assert_eq!((a.tool, a.calls, a.errors), ("a", 6, 1));
+        assert!((a.seconds - 90.0469).abs() < 1e-9, "{}", a.seconds);
+        // ≤0.5 ms, ≤1 ms, ≤2.5 ms, ≤5 ms, …, ≤50 ms, …; the 90 s call is in none.
+        assert_eq!(&a.at_most[..7], &[1, 2, 2, 4, 4, 4, 5]);
+        assert_eq!(a.at_most[LATENCY_BUCKETS.len() - 1], 5);
+        assert_eq!(a.errors_by_code, vec![("session_not_found".to_owned(), 1)]);
     }
 
     #[test]

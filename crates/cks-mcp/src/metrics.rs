@@ -1,0 +1,156 @@
+//! `GET /metrics`: what an operator's Prometheus scrapes, in the OpenMetrics text format. Tool
+//! calls by tool and outcome with a latency histogram, error codes, LLM calls and tokens by
+//! provider, loaded sessions, and the embedding queue.
+//!
+//! Invariant: labels hold only tool names, error codes, provider names and outcomes, each from a
+//! bounded set (a tool's error codes are capped by the registry's telemetry); never a session, an
+//! argument, a model's text or a secret.
+
+use std::fmt::Write as _;
+
+use cks_tools::LlmAccess;
+use cks_tools::telemetry::LATENCY_BUCKETS;
+
+use crate::server::CksServer;
+
+/// The scrape's media type.
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The scrape's text.
+pub(crate) fn render(server: &CksServer) -> String {
+    let mut out = String::new();
+    family(&mut out, "cks_build_info", "gauge", "The running server's version.");
+    sample(&mut out, "cks_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1);
+    tools(&mut out, server);
+    llm(&mut out, &server.llm);
+    family(&mut out, "cks_sessions_loaded", "gauge", "Sessions held in memory now.");
+    sample(&mut out, "cks_sessions_loaded", &[], server.runtime.loaded_sessions());
+    if let Some(embeddings) = server.runtime.embeddings() {
+        let status = embeddings.status();
+        family(&mut out, "cks_embedding_queue", "gauge", "Texts waiting for their vector.");
+        sample(&mut out, "cks_embedding_queue", &[], status.queued);
+        family(&mut out, "cks_embedding_texts", "counter", "Texts embedded since the server started.");
+        sample(&mut out, "cks_embedding_texts_total", &[], status.embedded);
+        family(&mut out, "cks_embedding_failures", "counter", "Embedding batches that failed.");
+        sample(&mut out, "cks_embedding_failures_total", &[], status.failures);
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+/// Tool calls: counts by outcome, errors by code, and the latency histogram.
+fn tools(out: &mut String, server: &CksServer) {
+    let counts = server.registry.telemetry().counts();
+    family(out, "cks_tool_calls", "counter", "Tool calls, by tool and outcome.");
+    for c in &counts {
+        sample(out, "cks_tool_calls_total", &[("tool", c.tool), ("outcome", "ok")], c.calls - c.errors);
+        sample(out, "cks_tool_calls_total", &[("tool", c.tool), ("outcome", "error")], c.errors);
+    }
+    family(out, "cks_tool_errors", "counter", "Tool calls that answered a business error, by code.");
+    for c in &counts {
+        for (code, count) in &c.errors_by_code {
+            sample(out, "cks_tool_errors_total", &[("tool", c.tool), ("code", code)], count);
+        }
+    }
+    let name = "cks_tool_call_duration_seconds";
+    family(out, name, "histogram", "Time from a tool call's arguments to its answer.");
+    for c in &counts {
+        for (bound, at_most) in LATENCY_BUCKETS.iter().zip(c.at_most) {
+            sample(out, &format!("{name}_bucket"), &[("tool", c.tool), ("le", &bound.to_string())], at_most);
+        }
+        sample(out, &format!("{name}_bucket"), &[("tool", c.tool), ("le", "+Inf")], c.calls);
+        sample(out, &format!("{name}_sum"), &[("tool", c.tool)], c.seconds);
+        sample(out, &format!("{name}_count"), &[("tool", c.tool)], c.calls);
+    }
+}
+
+/// LLM calls, by provider: counts by outcome, tokens, and time (as a summary's sum and count).
+fn llm(out: &mut String, llm: &LlmAccess) {
+    let LlmAccess::Ready(client) = llm else { return };
+    let telemetry = client.telemetry();
+    family(out, "cks_llm_calls", "counter", "Calls to the LLM provider, by provider and outcome.");
+    for (provider, totals) in &telemetry.by_provider {
+        sample(out, "cks_llm_calls_total", &[("provider", provider), ("outcome", "ok")], totals.ok);
+        sample(out, "cks_llm_calls_total", &[("provider", provider), ("outcome", "error")], totals.errors);
+    }
+    family(out, "cks_llm_tokens", "counter", "Tokens the LLM provider counted, by provider and direction.");
+    for (provider, totals) in &telemetry.by_provider {
+        sample(out, "cks_llm_tokens_total", &[("provider", provider), ("direction", "input")], totals.input_tokens);
+        sample(out, "cks_llm_tokens_total", &[("provider", provider), ("direction", "output")], totals.output_tokens);
+    }
+    let name = "cks_llm_call_duration_seconds";
+    family(out, name, "summary", "Time of LLM calls, retries included, by provider.");
+    for (provider, totals) in &telemetry.by_provider {
+        #[allow(clippy::cast_precision_loss)] // milliseconds stay far below 2^52
+        let seconds = totals.latency_ms as f64 / 1000.0;
+        sample(out, &format!("{name}_sum"), &[("provider", provider)], seconds);
+        sample(out, &format!("{name}_count"), &[("provider", provider)], totals.calls);
+    }
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# TYPE {name} {kind}\n# HELP {name} {help}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (label, text)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{label}=\"{}\"", escaped(text));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+/// A label value as OpenMetrics writes it: backslash, quote and line feed escaped.
+fn escaped(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escaped, render};
+    use std::sync::Arc;
+
+    use cks_runtime::store::memory::MemoryStore;
+    use cks_runtime::{Runtime, RuntimeConfig};
+    use cks_tools::{LlmAccess, Registry};
+
+    #[test]
+    fn a_scrape_counts_calls_and_errors_by_tool() {
+        let registry = Registry::standard();
+        registry.telemetry().record("list_versions", 0.7, None);
+        registry.telemetry().record("list_versions", 3.0, Some("session_not_found"));
+        let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::default()), RuntimeConfig::default()));
+        let server = crate::server::CksServer::new(runtime, Arc::new(registry), LlmAccess::Absent);
+        let text = render(&server);
+        for line in [
+            "cks_tool_calls_total{tool=\"list_versions\",outcome=\"ok\"} 1",
+            "cks_tool_calls_total{tool=\"list_versions\",outcome=\"error\"} 1",
+            "cks_tool_errors_total{tool=\"list_versions\",code=\"session_not_found\"} 1",
+            "cks_tool_call_duration_seconds_bucket{tool=\"list_versions\",le=\"0.001\"} 1",
+            "cks_tool_call_duration_seconds_bucket{tool=\"list_versions\",le=\"0.005\"} 2",
+            "cks_tool_call_duration_seconds_bucket{tool=\"list_versions\",le=\"+Inf\"} 2",
+            "cks_tool_call_duration_seconds_count{tool=\"list_versions\"} 2",
+            "cks_sessions_loaded 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        // Each family is declared once, before its samples.
+        let declared: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+        let mut unique = declared.clone();
+        unique.dedup();
+        assert_eq!(declared, unique);
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escaped("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
