@@ -72,7 +72,9 @@ fn init_logging(config: &Config) {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn,cks_tool_call=info".into()),
         )
-        .with_current_span(false)
+        // The request a line belongs to (`server::request_span`), not the spans around it.
+        .with_current_span(true)
+        .with_span_list(false)
         .init();
 }
 

@@ -35,6 +35,7 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionConte
 use rmcp::{RoleServer, ServerHandler};
 
 use cks_tools::ProgressSink;
+use tracing::Instrument as _;
 
 use crate::server::{CallOptions, CksServer};
 use crate::sessions;
@@ -302,7 +303,12 @@ impl ServerHandler for CksServer {
         }
         let log_level = self.log_level(&context).await;
         let started = std::time::Instant::now();
-        let response = self.call_asking(&request, options, &context).await?;
+        let span = crate::server::request_span(
+            &sessions::request_key(&context.id),
+            sessions::session_of(&context).as_deref(),
+            options.principal.as_deref(),
+        );
+        let response = self.call_asking(&request, options, &context).instrument(span).await?;
         if let (Some(chosen), CallToolResponse::Complete(result)) = (log_level, &response) {
             log_call(&context, chosen, &request.name, started.elapsed(), result).await;
         }

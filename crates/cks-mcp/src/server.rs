@@ -277,6 +277,30 @@ impl CksServer {
     }
 }
 
+/// The span a tool call runs in: its log lines carry the request's id, the MCP session it came in
+/// (over HTTP) and the principal's subject (with OAuth), so one request's lines can be found.
+pub(crate) fn request_span(
+    request_id: &str,
+    mcp_session: Option<&str>,
+    principal: Option<&cks_tools::Principal>,
+) -> tracing::Span {
+    // The tool-call lines' target, so that the filter that lets them through lets it through.
+    let span = tracing::info_span!(
+        target: "cks_tool_call",
+        "request",
+        request_id = request_id,
+        mcp_session = tracing::field::Empty,
+        principal = tracing::field::Empty
+    );
+    if let Some(session) = mcp_session {
+        span.record("mcp_session", session);
+    }
+    if let Some(principal) = principal {
+        span.record("principal", principal.subject.as_str());
+    }
+    span
+}
+
 /// Protocol versions we can speak, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 

@@ -1,6 +1,6 @@
 //! MCP over stdio against the real binary: both framings, answered in kind, batches, an error
 //! answer (never silence) for unparseable, invalid and over-size messages, and the tool list a
-//! profile offers, grown by `find_tools`.
+//! profile offers, grown by `find_tools`; the log lines on stderr, JSON naming their request.
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -312,4 +312,55 @@ fn tools_found_join_the_list_and_the_client_is_told() {
     assert_eq!(s.listed(5), listed);
     let (refused, _) = s.call(6, "find_tools", json!({"need": "x", "limit": 0}));
     assert_eq!(refused["isError"], true, "{refused}");
+}
+
+#[test]
+fn log_lines_are_json_naming_their_request_and_hold_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+        .env("CKS_MCP_DATA_DIR", dir.path())
+        .env("CKS_MCP_DB_PATH", ":memory:")
+        .env("CKS_LLM_PROVIDER", "anthropic")
+        .env("ANTHROPIC_API_KEY", "sk-ant-log-secret")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .env("CKS_LLM_MAX_RETRIES", "0")
+        .env_remove("CKS_MCP_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": "seven", "method": "tools/call",
+            "params": {"name": "list_versions", "arguments": {"session_id": "nope"}}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": {"name": "construct_knowledge", "arguments": {"text": graph}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    // The model cannot be reached: the call fails at once, and the server ends with its input.
+    std::thread::sleep(Duration::from_secs(2));
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!stderr.contains("sk-ant-log-secret"), "{stderr}");
+    let calls: Vec<Value> = stderr
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .filter(|line: &Value| line["target"] == "cks_tool_call")
+        .collect();
+    let call =
+        |tool: &str| calls.iter().find(|line| line["fields"]["tool"] == tool).unwrap_or_else(|| panic!("{stderr}"));
+    let versions = call("list_versions");
+    assert_eq!(versions["span"]["request_id"], "\"seven\"", "{versions}");
+    assert_eq!(versions["fields"]["error"], "session_not_found", "{versions}");
+    let construct = call("construct_knowledge");
+    assert_eq!(construct["span"]["request_id"], "8", "{construct}");
+    assert_eq!(construct["fields"]["outcome"], "error", "{construct}");
 }

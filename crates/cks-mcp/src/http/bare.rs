@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use cks_tools::Principal;
 
@@ -86,8 +87,10 @@ async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Prin
                 None | Some(Value::Null) => None,
                 Some(_) => return Some(error(id, -32602, "Invalid params: 'arguments' must be an object")),
             };
+            let span = crate::server::request_span(&id.to_string(), None, principal.as_deref());
             server
                 .call_tool(name, arguments, CallOptions { principal, ..CallOptions::default() })
+                .instrument(span)
                 .await
                 .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
         }
