@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use cks_runtime::{MergeReport, RuntimeError};
 
 use super::{ConflictEntry, conflicts, merge_error, resolutions};
+use crate::bounds::SERIALIZE_LIMIT;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
-use crate::tools::versions::SERIALIZE_LIMIT;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -28,7 +28,7 @@ pub(crate) struct Input {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::object")]
     pub(crate) resolutions: Option<Value>,
-    /// Include `serialized` in the result (default: only up to 2,000 objects).
+    /// Include `serialized` in the result (default: only up to 2,000 objects and 40 KB).
     pub(crate) return_structure: Option<bool>,
 }
 
@@ -122,8 +122,10 @@ impl Tool for MergeBranch {
             }
         };
         let object_count = committed.version.object_count;
-        let serialized = if input.return_structure.unwrap_or(object_count <= SERIALIZE_LIMIT) {
-            Some(ctx.runtime.read(target, |s, _| crate::convert::client_document(s)).await?)
+        let asked = input.return_structure;
+        // The document is read only when it may be answered.
+        let serialized = if asked.unwrap_or(object_count as usize <= SERIALIZE_LIMIT) {
+            ctx.runtime.read(target, move |s, _| crate::bounds::serialized(s, asked)).await?
         } else {
             None
         };

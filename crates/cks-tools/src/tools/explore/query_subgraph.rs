@@ -4,12 +4,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use cks_core::KnowledgeStructure;
 use cks_core::neighbourhood::Neighbourhoods;
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 
+use crate::bounds::DOCUMENT_BUDGET;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::past;
@@ -28,12 +29,15 @@ pub(crate) struct Input {
     pub(crate) include_relation_types: Option<Vec<String>>,
     /// Return only these object types (seeds kept).
     pub(crate) include_object_types: Option<Vec<String>>,
-    /// Token budget, about 4 characters each (0: none).
+    /// Token budget, about 4 characters each (0: none; default: about 40 KB of answer).
     #[schemars(range(min = 0))]
     pub(crate) max_tokens: Option<u64>,
-    /// Most objects, seeds included (0: no cap).
+    /// Most objects, seeds included (0: no cap; without seeds, default: as many as fit 40 KB).
     #[schemars(range(min = 0))]
     pub(crate) max_objects: Option<u64>,
+    /// Without seeds: objects to skip, in graph order (a `next_offset`).
+    #[serde(default)]
+    pub(crate) offset: u64,
     /// Weight per object type when a cap forces a choice (default 1.0).
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::number_map")]
@@ -64,13 +68,17 @@ pub(crate) struct Output {
     /// Fewer objects were returned than found.
     is_truncated: bool,
     /// `max_objects_exceeded`, `max_tokens_exceeded` or `max_objects_and_max_tokens_exceeded` when
-    /// a budget cut the result.
+    /// a budget cut the result; `answer_size_exceeded` when the default size did (without
+    /// `max_objects` and `max_tokens`, about 40 KB).
     truncation_reason: Option<String>,
     /// The best-ranked object the budget left out: a seed for a follow-up query.
     suggested_next_seed: Option<String>,
     /// The version read, when the past was asked for (`version_id` or `as_of`).
     #[serde(skip_serializing_if = "Option::is_none")]
     version_id: Option<String>,
+    /// Without seeds, when a cap left objects out: the `offset` that continues the graph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
 }
 
 /// Canonical JSON text, or `{nodes, edges}` with `compact_mode`.
@@ -161,22 +169,84 @@ impl Tool for QuerySubgraph {
     }
 }
 
+/// The whole graph, or without `max_objects: 0` a page of it: nodes in graph order from `offset`,
+/// at most `max_objects` of them (by default as many as fit [`DOCUMENT_BUDGET`], estimated), with
+/// the relations among them.
 fn whole(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolError> {
-    answer(structure.clone(), node_count(structure), None, None, input)
+    let total = node_count(structure);
+    if input.max_objects == Some(0) || (input.offset == 0 && input.max_objects.is_none() && !too_large(structure)) {
+        return answer(structure.clone(), total, None, None, input);
+    }
+    let cap = input.max_objects.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    // An object's share of the answer: its canonical text, indented and escaped once more.
+    fn cost(object: &cks_core::KnowledgeObject) -> usize {
+        2 * crate::bounds::json_size(&object.to_value())
+    }
+    let mut nodes =
+        structure.objects().filter(|o| !o.is_relation()).skip(usize::try_from(input.offset).unwrap_or(usize::MAX));
+    let mut chosen: HashSet<&str> = HashSet::new();
+    let (mut used, mut count, mut next) = (0, 0, None);
+    for node in nodes.by_ref() {
+        let relations: Vec<&str> = structure
+            .relations_of(node.id())
+            .iter()
+            .filter_map(|r| Some((r, r.relation()?)))
+            .filter(|(r, rel)| {
+                !chosen.contains(r.id()) && rel.participants.iter().all(|p| *p == node.id() || chosen.contains(p))
+            })
+            .map(|(r, _)| r.id())
+            .collect();
+        let bytes = cost(node) + relations.iter().filter_map(|id| structure.get(id)).map(|r| cost(r)).sum::<usize>();
+        let over_budget = input.max_objects.is_none() && count > 0 && used + bytes > DOCUMENT_BUDGET;
+        if count == cap || over_budget {
+            next = Some(node.id().to_owned());
+            break;
+        }
+        used += bytes;
+        count += 1;
+        chosen.insert(node.id());
+        chosen.extend(relations);
+    }
+    let reason = next
+        .as_ref()
+        .map(|_| if input.max_objects.is_some() { "max_objects_exceeded" } else { "answer_size_exceeded" }.to_owned());
+    let next_offset = next.as_ref().map(|_| input.offset + count as u64);
+    let page = structure.objects().filter(|o| chosen.contains(o.id())).map(|o| cks_core::KnowledgeObject::clone(o));
+    let page = KnowledgeStructure::from_objects(page).unwrap_or_default();
+    let mut output = answer(page, total, reason, next, input)?;
+    output.is_truncated = output.returned_nodes < total;
+    output.next_offset = next_offset;
+    Ok(output)
 }
 
+/// Whether the whole graph's document would outgrow the default size (measured only when the
+/// graph is small enough for that to be in doubt).
+fn too_large(structure: &KnowledgeStructure) -> bool {
+    structure.len() > crate::bounds::SERIALIZE_LIMIT
+        || crate::convert::client_document(structure).len() > DOCUMENT_BUDGET
+}
+
+/// A neighbourhood's default size, without `max_objects` and `max_tokens`: a token budget (the
+/// reference's estimate, about a quarter of an object's characters) whose nodes' document is
+/// about 40 KB.
+const DEFAULT_TOKENS: usize = 3_000;
+
 fn seeded(graph: &dyn Neighbourhoods, depth: usize, input: Input) -> Result<Output, ToolError> {
+    let by_default = input.max_objects.is_none() && input.max_tokens.is_none();
     let query = SubgraphQuery {
         seed_ids: input.seed_ids.clone(),
         depth,
         include_relation_types: input.include_relation_types.clone(),
         include_object_types: input.include_object_types.clone(),
         max_objects: input.max_objects.map(|n| n as usize),
-        max_tokens: input.max_tokens.map(|n| n as usize),
+        max_tokens: input.max_tokens.map(|n| n as usize).or(by_default.then_some(DEFAULT_TOKENS)),
         type_weights: input.type_weights.clone(),
     };
     let result = query_subgraph(graph, &query);
-    let reason = result.truncation_reason.map(|r| format!("{r}_exceeded"));
+    let reason = result.truncation_reason.map(|r| match by_default {
+        true => "answer_size_exceeded".to_owned(),
+        false => format!("{r}_exceeded"),
+    });
     answer(result.structure, result.total_found_nodes, reason, result.suggested_next_seed, input)
 }
 
@@ -209,6 +279,7 @@ fn answer(
         truncation_reason: truncation,
         suggested_next_seed: next_seed,
         version_id: None,
+        next_offset: None,
     })
 }
 
@@ -436,5 +507,79 @@ mod tests {
             json!({"error": "missing_parameter", "message": "Missing required parameter: 'session_id'."})
         );
         assert_eq!(call(&ctx, "query_subgraph", json!({"session_id": "nope"})).await["error"], "session_not_found");
+    }
+
+    #[tokio::test]
+    async fn a_large_graph_without_seeds_is_cut_by_default_and_continues_from_next_offset() {
+        let ctx = context();
+        let mut objects: Vec<_> =
+            (0..600).map(|i| node(&format!("n{i:03}"), "Claim", "N", json!({"text": "x".repeat(60)}))).collect();
+        objects.extend(
+            (0..599).map(|i| relation(&format!("r{i:03}"), &[&format!("n{i:03}"), &format!("n{:03}", i + 1)], "next")),
+        );
+        let (sid, _) = session(&ctx, json!(objects)).await;
+        let all =
+            call(&ctx, "query_subgraph", json!({"session_id": sid, "max_objects": 0, "compact_mode": true})).await;
+        assert_eq!((all["returned_nodes"].as_u64(), all["is_truncated"].as_bool()), (Some(600), Some(false)));
+        assert_eq!(all["subgraph"]["edges"].as_array().unwrap().len(), 599);
+        assert!(all.get("next_offset").is_none());
+        let (mut nodes, mut edges, mut offset) = (0, 0, json!(0));
+        while !offset.is_null() {
+            let page = call(&ctx, "query_subgraph", json!({"session_id": sid, "offset": offset})).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < 64 * 1024, "{}", page["returned_nodes"]);
+            assert_eq!(page["total_found_nodes"], 600);
+            let more = page.get("next_offset").is_some();
+            assert_eq!(page["truncation_reason"], if more { json!("answer_size_exceeded") } else { json!(null) });
+            assert_eq!(page["is_truncated"], true);
+            let sub: serde_json::Value = serde_json::from_str(page["subgraph"].as_str().unwrap()).unwrap();
+            let objects = sub["objects"].as_array().unwrap();
+            let returned = objects.iter().filter(|o| o["identity"]["type"] != "Relation").count();
+            assert_eq!(page["returned_nodes"], returned);
+            if more {
+                assert_eq!(page["suggested_next_seed"], format!("n{:03}", nodes + returned));
+            }
+            nodes += returned;
+            edges += objects.len() - returned;
+            offset = page.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert_eq!(nodes, 600);
+        assert!(edges > 590, "only the relations across pages are left out: {edges}");
+        let capped =
+            call(&ctx, "query_subgraph", json!({"session_id": sid, "max_objects": 5, "compact_mode": true})).await;
+        assert_eq!(capped["subgraph"]["nodes"].as_array().unwrap().len(), 5);
+        assert_eq!(
+            (capped["next_offset"].as_u64(), capped["truncation_reason"].as_str()),
+            (Some(5), Some("max_objects_exceeded"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_neighbourhood_is_cut_by_default_unless_a_budget_is_given() {
+        let ctx = context();
+        let mut objects = vec![node("hub", "Hub", "Hub", json!({}))];
+        objects.extend((0..600).map(|i| node(&format!("s{i:03}"), "Claim", "S", json!({"text": "x".repeat(60)}))));
+        objects.extend((0..600).map(|i| relation(&format!("r{i:03}"), &["hub", &format!("s{i:03}")], "has")));
+        let (sid, _) = session(&ctx, json!(objects)).await;
+        let cut = call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["hub"]})).await;
+        assert!(serde_json::to_string(&cut).unwrap().len() < 64 * 1024);
+        assert_eq!(cut["total_found_nodes"], 601);
+        assert_eq!(
+            (cut["is_truncated"].as_bool(), cut["truncation_reason"].as_str()),
+            (Some(true), Some("answer_size_exceeded"))
+        );
+        assert!(cut["suggested_next_seed"].is_string());
+        for budget in [json!({"max_tokens": 0}), json!({"max_objects": 0}), json!({"max_objects": 1000})] {
+            let mut args = json!({"session_id": sid, "seed_ids": ["hub"], "compact_mode": true});
+            args.as_object_mut().unwrap().extend(budget.as_object().unwrap().clone());
+            let all = call(&ctx, "query_subgraph", args).await;
+            assert_eq!(
+                (all["returned_nodes"].as_u64(), all["is_truncated"].as_bool()),
+                (Some(601), Some(false)),
+                "{budget}"
+            );
+        }
+        let tokens =
+            call(&ctx, "query_subgraph", json!({"session_id": sid, "seed_ids": ["hub"], "max_tokens": 100})).await;
+        assert_eq!(tokens["truncation_reason"], "max_tokens_exceeded");
     }
 }

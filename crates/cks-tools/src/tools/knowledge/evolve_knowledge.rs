@@ -3,7 +3,7 @@
 //!
 //! The reference returns the whole serialized structure after every commit; for large graphs that
 //! would make a one-object commit cost as much as a full export, so `serialized` is included only
-//! up to [`SERIALIZE_LIMIT`] objects unless the caller asks (`return_structure`).
+//! up to [`SERIALIZE_LIMIT`] objects and 40 KB of text unless the caller asks (`return_structure`).
 
 use crate::ErrorCode;
 use schemars::JsonSchema;
@@ -14,12 +14,12 @@ use cks_core::ops::{Operation, parse_operations};
 use cks_runtime::{CommitRequest, NewSession};
 
 use crate::context::ToolContext;
-use crate::convert::{BriefDiagnostic, brief_diagnostics, client_document, extensions, parse_json_data};
+use crate::convert::{BriefDiagnostic, brief_diagnostics, extensions, parse_json_data};
 use crate::error::ToolError;
 use crate::tool::{ArgumentCode, SessionCheck, Tool, ToolMeta};
 
-/// Results include the serialized structure by default up to this many objects.
-pub(crate) const SERIALIZE_LIMIT: usize = 2_000;
+/// Previews include the serialized structure by default up to this many objects.
+pub(crate) use crate::bounds::SERIALIZE_LIMIT;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct Input {
@@ -34,7 +34,7 @@ pub(crate) struct Input {
     /// Opt-in rules the result must also pass (names as in validate_knowledge).
     #[serde(default)]
     pub(crate) extensions: Vec<String>,
-    /// Include `serialized` in the result (default: only up to 2,000 objects).
+    /// Include `serialized` in the result (default: only up to 2,000 objects and 40 KB).
     pub(crate) return_structure: Option<bool>,
 }
 
@@ -173,12 +173,11 @@ pub async fn commit_operations(
         .with_extensions(extensions)
         .with_provenance((*ctx.provenance).clone());
     let committed = ctx.runtime.commit(&session_id, request).await?;
-    let include = return_structure.unwrap_or(committed.version.object_count as usize <= SERIALIZE_LIMIT);
     let (serialized, cascade_removed_relations) = ctx
         .runtime
         .read(&session_id, |s, _| {
             let gone = linked.into_iter().filter(|id| !s.contains(id)).collect::<Vec<_>>();
-            (include.then(|| client_document(s)), gone)
+            (crate::bounds::serialized(s, return_structure), gone)
         })
         .await?;
     Ok(Output {
@@ -335,5 +334,23 @@ mod tests {
         let bad_data =
             call(&ctx, "evolve_knowledge", json!({"json_data": "{oops", "operations": [{"type": "fly"}]})).await;
         assert_eq!(bad_data["error"], "invalid_json");
+    }
+
+    #[tokio::test]
+    async fn a_document_over_40_kb_is_left_out_unless_asked_for() {
+        let ctx = context();
+        let objects = (0..300).map(|i| obj(&format!("n{i}"), "Claim", "N", json!({"text": "x".repeat(150)}))).collect();
+        let id = session(&ctx, structure(objects)).await;
+        let change = |extra: Value| {
+            let mut args = json!({"session_id": id, "operations": [
+                {"type": "update_object", "object_id": "n1", "structure_patch": {"k": 1}}]});
+            args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            args
+        };
+        let cut = call(&ctx, "evolve_knowledge", change(json!({}))).await;
+        assert!(cut.get("serialized").is_none() && cut["object_count"] == 300, "{}", keys(&cut).join(","));
+        assert!(serde_json::to_string(&cut).unwrap().len() < 1024);
+        let asked = call(&ctx, "evolve_knowledge", change(json!({"return_structure": true}))).await;
+        assert!(asked["serialized"].as_str().unwrap().len() > crate::bounds::DOCUMENT_BUDGET);
     }
 }

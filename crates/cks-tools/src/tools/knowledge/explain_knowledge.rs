@@ -26,6 +26,11 @@ pub(crate) struct Input {
     pub(crate) session_id: Option<String>,
     /// Explain why this object is believed: its inference chains, down to base facts.
     pub(crate) object_id: Option<String>,
+    /// Most `identities` to list (0: all; default: as many as fit 48 KB).
+    pub(crate) limit: Option<u64>,
+    /// Identities to skip (a `next_offset`).
+    #[serde(default)]
+    pub(crate) offset: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -66,10 +71,16 @@ pub(crate) struct StructureSummary {
     object_types: Vec<String>,
     /// Distinct relation types, sorted.
     relation_types: Vec<String>,
-    /// Every object id, in structure order.
+    /// Every object id, in structure order (a page of them when `truncated`).
     identities: Vec<String>,
     /// Always true: explaining never changes the structure.
     immutable: bool,
+    /// True when identities were left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    /// The `offset` that continues `identities`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
 }
 
 pub(crate) struct ExplainKnowledge;
@@ -98,34 +109,36 @@ impl Tool for ExplainKnowledge {
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
         let object_id = input.object_id.filter(|s| !s.is_empty());
+        let page = (input.offset, input.limit);
         if let Some(session_id) = input.session_id.filter(|s| !s.is_empty()) {
-            let explanation = ctx.runtime.read(&session_id, |s, _| explain(s, object_id.as_deref())).await?;
+            let explanation = ctx.runtime.read(&session_id, |s, _| explain(s, object_id.as_deref(), page)).await?;
             return Ok(Output::Session { session_id, explanation });
         }
         let json_data = input.json_data.ok_or_else(|| ToolError::missing_parameter("json_data"))?;
         let structure = parse_json_data(json_data)?;
         crate::provenance::require_verified(ctx, &structure, "explain")?;
-        Ok(Output::Bare(explain(&structure, object_id.as_deref())))
+        Ok(Output::Bare(explain(&structure, object_id.as_deref(), page)))
     }
 }
 
-fn explain(structure: &KnowledgeStructure, object_id: Option<&str>) -> Explanation {
+fn explain(structure: &KnowledgeStructure, object_id: Option<&str>, page: (u64, Option<u64>)) -> Explanation {
     match object_id {
         Some(id) => match inference::explain(structure, id) {
             Value::Object(tree) => Explanation::Belief(tree),
             _ => unreachable!("an explanation is an object"),
         },
-        None => Explanation::Structure(summary(structure)),
+        None => Explanation::Structure(summary(structure, page)),
     }
 }
 
 /// The reference's structure-wide explanation.
-fn summary(structure: &KnowledgeStructure) -> StructureExplanation {
+fn summary(structure: &KnowledgeStructure, (offset, limit): (u64, Option<u64>)) -> StructureExplanation {
     let object_count = structure.len() as u64;
     let relation_count = structure.relations().count() as u64;
     let object_types: BTreeSet<&str> = structure.objects().map(|o| o.identity.r#type.as_str()).collect();
     let relation_types: BTreeSet<&str> =
         structure.relations().filter_map(|r| r.relation()).map(|r| r.relation_type).collect();
+    let identities = crate::bounds::page_by(structure.ids().collect(), offset, limit, |id| id.len() + 3);
     StructureExplanation {
         object_count,
         relation_count,
@@ -135,8 +148,10 @@ fn summary(structure: &KnowledgeStructure) -> StructureExplanation {
             relation_count,
             object_types: object_types.into_iter().map(str::to_owned).collect(),
             relation_types: relation_types.into_iter().map(str::to_owned).collect(),
-            identities: structure.ids().map(str::to_owned).collect(),
+            truncated: identities.truncated(),
+            identities: identities.items.into_iter().map(str::to_owned).collect(),
             immutable: true,
+            next_offset: identities.next_offset,
         },
     }
 }
@@ -211,5 +226,29 @@ mod tests {
         assert_eq!(missing["active_steps"], json!([]));
         assert_eq!(call(&ctx, "explain_knowledge", json!({})).await["error"], "missing_parameter");
         assert_eq!(call(&ctx, "explain_knowledge", json!({"session_id": "x"})).await["error"], "session_not_found");
+    }
+
+    #[tokio::test]
+    async fn a_long_list_of_identities_is_cut_by_default_and_continues_from_next_offset() {
+        let ctx = context();
+        let objects = (0..3000).map(|i| obj(&format!("object-number-{i:05}"), "Thing", "T", json!({}))).collect();
+        let id = session(&ctx, structure(objects)).await;
+        let all = call(&ctx, "explain_knowledge", json!({"session_id": id, "limit": 0})).await;
+        assert_eq!(all["explanation"]["summary"]["identities"].as_array().unwrap().len(), 3000);
+        assert!(all["explanation"]["summary"].get("truncated").is_none());
+        let mut seen = Vec::new();
+        let mut offset = json!(0);
+        while !offset.is_null() {
+            let page = call(&ctx, "explain_knowledge", json!({"session_id": id, "offset": offset})).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+            let summary = &page["explanation"]["summary"];
+            assert_eq!(summary["object_count"], 3000);
+            assert_eq!(summary.get("truncated").is_some(), summary.get("next_offset").is_some());
+            seen.extend(summary["identities"].as_array().unwrap().clone());
+            offset = summary.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert_eq!(seen, *all["explanation"]["summary"]["identities"].as_array().unwrap());
+        let first = call(&ctx, "explain_knowledge", json!({"session_id": id})).await;
+        assert_eq!(first["explanation"]["summary"]["truncated"], true);
     }
 }

@@ -16,6 +16,11 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
     /// The base version (from list_versions).
     pub(crate) target_version_id: String,
+    /// Most operations to return (0: all; default: as many as fit 48 KB).
+    pub(crate) limit: Option<u64>,
+    /// Operations to skip (a `next_offset`).
+    #[serde(default)]
+    pub(crate) offset: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -30,6 +35,12 @@ pub(crate) struct Output {
     summary: ChangeCounts,
     /// Evolution operations in wire form (as evolve_knowledge takes them).
     operations: Vec<Value>,
+    /// True when operations were left out (`summary` counts them all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    /// The `offset` that continues the list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
 }
 
 pub(crate) struct CompareVersions;
@@ -44,7 +55,7 @@ impl Tool for CompareVersions {
         description: "Diff an earlier version of a session (the base) against its current state. Returns \
             {session_id, base_version_id, current_version_id, summary (added, removed and renamed counts), \
             operations (the evolution operations that turn the base into the current state; a changed object is \
-            a removal plus an addition)}.",
+            a removal plus an addition; at most 48 KB unless 'limit': then truncated, next_offset)}.",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -63,16 +74,19 @@ impl Tool for CompareVersions {
                 (summary, operations, info.latest_version_id.clone())
             })
             .await?;
+        let operations = match operations {
+            Value::Array(operations) => crate::bounds::page(operations, input.offset, input.limit),
+            _ => unreachable!("wire operations are a list"),
+        };
         Ok(Output {
             session_id: input.session_id,
             base_version_id: input.target_version_id,
             current_version_id,
             direction: "base_to_current".into(),
             summary,
-            operations: match operations {
-                Value::Array(operations) => operations,
-                _ => unreachable!("wire operations are a list"),
-            },
+            truncated: operations.truncated(),
+            next_offset: operations.next_offset,
+            operations: operations.items,
         })
     }
 }
@@ -162,5 +176,42 @@ mod tests {
         ctx.runtime.close(&sid).await.unwrap();
         let closed = call(&ctx, "compare_versions", json!({"session_id": sid, "target_version_id": first})).await;
         assert_eq!(closed["error"], "session_not_found", "a closed session is gone");
+    }
+
+    #[tokio::test]
+    async fn a_large_diff_is_cut_by_default_and_continues_from_next_offset() {
+        let ctx = context();
+        let (sid, first) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let added: Vec<_> = (0..600)
+            .map(|i| {
+                json!({"type": "add_object", "identity": {"id": format!("n{i:03}"), "type": "Claim", "name": "N"},
+                            "structure": {"text": "x".repeat(100)}})
+            })
+            .collect();
+        evolve(&ctx, &sid, json!(added)).await;
+        let args = |extra: serde_json::Value| {
+            let mut args = json!({"session_id": sid, "target_version_id": first});
+            args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            args
+        };
+        let all = call(&ctx, "compare_versions", args(json!({"limit": 0}))).await;
+        assert_eq!(all["operations"].as_array().unwrap().len(), 600);
+        assert!(all.get("truncated").is_none() && all.get("next_offset").is_none());
+        let mut collected = Vec::new();
+        let mut offset = json!(0);
+        while !offset.is_null() {
+            let page = call(&ctx, "compare_versions", args(json!({"offset": offset}))).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+            assert_eq!(page["summary"]["added_objects"], 600, "the counts are whole");
+            assert_eq!(page.get("truncated").is_some(), page.get("next_offset").is_some());
+            collected.extend(page["operations"].as_array().unwrap().clone());
+            offset = page.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert!(collected.len() == 600 && collected == *all["operations"].as_array().unwrap());
+        let first_page = call(&ctx, "compare_versions", args(json!({}))).await;
+        assert_eq!(first_page["truncated"], true);
+        let limited = call(&ctx, "compare_versions", args(json!({"limit": 10, "offset": 595}))).await;
+        assert_eq!(limited["operations"].as_array().unwrap().len(), 5);
+        assert!(limited.get("next_offset").is_none());
     }
 }

@@ -24,6 +24,11 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
     /// The historical version to compare the current state against (from list_versions).
     pub(crate) target_version_id: String,
+    /// Most `details` entries to return, all lists together (0: all; default: as many as fit 48 KB).
+    pub(crate) limit: Option<u64>,
+    /// Entries to skip, counted across the lists in their order (a `next_offset`).
+    #[serde(default)]
+    pub(crate) offset: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -34,6 +39,13 @@ pub(crate) struct Output {
     /// What changed, in plain English ("No changes detected." when nothing did).
     summary: String,
     details: Details,
+    /// True when `details` entries were left out (the summary's counts are whole; its lists of
+    /// names are then cut short).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    /// The `offset` that continues the entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
 }
 
 /// Per-id entries `{id, action, type, name, structure | changes}` (`changes` maps each differing
@@ -83,16 +95,35 @@ impl Tool for ExplainDiff {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
-        let (summary, details) = ctx
+        let (offset, limit) = (input.offset, input.limit);
+        let (summary, details, next_offset) = ctx
             .runtime
-            .read_against(&input.session_id, &input.target_version_id, |base, current, _| explain(base, current))
+            .read_against(&input.session_id, &input.target_version_id, move |base, current, _| {
+                explain(base, current, offset, limit)
+            })
             .await?;
-        Ok(Output { session_id: input.session_id, base_version_id: input.target_version_id, summary, details })
+        Ok(Output {
+            session_id: input.session_id,
+            base_version_id: input.target_version_id,
+            summary,
+            details,
+            truncated: next_offset.map(|_| true),
+            next_offset,
+        })
     }
 }
 
-/// The summary text and the details object.
-fn explain(base: Base<'_>, current: &KnowledgeStructure) -> (String, Details) {
+/// Names a cut summary lists per kind of change.
+const NAMES_WHEN_CUT: usize = 20;
+
+/// The summary text, the details object (the page of its entries from `offset`) and the offset
+/// that continues them.
+fn explain(
+    base: Base<'_>,
+    current: &KnowledgeStructure,
+    offset: u64,
+    limit: Option<u64>,
+) -> (String, Details, Option<u64>) {
     let changed = summarize_from(base, current);
     let entries = |ids: &[String]| -> Vec<Value> {
         let sorted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
@@ -160,22 +191,60 @@ fn explain(base: Base<'_>, current: &KnowledgeStructure) -> (String, Details) {
         })
         .collect();
 
+    let lists = [
+        added_objects,
+        removed_objects,
+        modified_objects,
+        added_relations,
+        removed_relations,
+        modified_relations,
+        relinked_relations,
+        renamed_objects,
+        added_inference_steps,
+    ];
+    let tagged: Vec<(usize, &Value)> =
+        lists.iter().enumerate().flat_map(|(i, list)| list.iter().map(move |e| (i, e))).collect();
+    let page = crate::bounds::page_by(tagged, offset, limit, |(_, e)| crate::bounds::json_size(e));
+    let cut = page.next_offset.is_some() || offset > 0;
+    let mut paged: [Vec<Value>; 9] = Default::default();
+    for (i, entry) in page.items {
+        paged[i].push(entry.clone());
+    }
+    let next_offset = page.next_offset;
+    // The summary below reads the whole lists; the answer carries the page.
+    let [
+        added_objects,
+        removed_objects,
+        modified_objects,
+        added_relations,
+        removed_relations,
+        modified_relations,
+        relinked_relations,
+        renamed_objects,
+        added_inference_steps,
+    ] = &lists;
+
     let mut parts: Vec<String> = Vec::new();
-    let listing = |entries: &[Value]| {
-        entries.iter().map(|e| format!("{} ({})", text(&e["name"]), text(&e["type"]))).collect::<Vec<_>>().join(", ")
+    // A cut answer names at most NAMES_WHEN_CUT per kind, and counts the rest.
+    let shown = |entries: &[Value], each: &dyn Fn(&Value) -> String, separator: &str| {
+        let names = if cut { &entries[..entries.len().min(NAMES_WHEN_CUT)] } else { entries };
+        let mut listed = names.iter().map(each).collect::<Vec<_>>().join(separator);
+        if names.len() < entries.len() {
+            listed.push_str(&format!("{separator}… ({} more)", entries.len() - names.len()));
+        }
+        listed
     };
+    let listing = |entries: &[Value]| shown(entries, &|e| format!("{} ({})", text(&e["name"]), text(&e["type"])), ", ");
     if !added_objects.is_empty() {
-        parts.push(format!("Added {} object(s): {}", added_objects.len(), listing(&added_objects)));
+        parts.push(format!("Added {} object(s): {}", added_objects.len(), listing(added_objects)));
     }
     if !removed_objects.is_empty() {
-        parts.push(format!("Removed {} object(s): {}", removed_objects.len(), listing(&removed_objects)));
+        parts.push(format!("Removed {} object(s): {}", removed_objects.len(), listing(removed_objects)));
     }
     if !modified_objects.is_empty() {
-        parts.push(format!("Modified {} object(s): {}", modified_objects.len(), listing(&modified_objects)));
+        parts.push(format!("Modified {} object(s): {}", modified_objects.len(), listing(modified_objects)));
     }
-    for (list, verb) in
-        [(&added_relations, "Added"), (&removed_relations, "Removed"), (&modified_relations, "Modified")]
-    {
+    for (list, verb) in [(added_relations, "Added"), (removed_relations, "Removed"), (modified_relations, "Modified")] {
         if !list.is_empty() {
             parts.push(format!("{verb} {} relation(s)", list.len()));
         }
@@ -188,18 +257,28 @@ fn explain(base: Base<'_>, current: &KnowledgeStructure) -> (String, Details) {
         ));
     }
     if !renamed_objects.is_empty() {
-        let renames: Vec<String> =
-            renamed_objects.iter().map(|r| format!("{} → {}", text(&r["id"]), text(&r["new_name"]))).collect();
-        parts.push(format!("Renamed {} object(s): {}", renamed_objects.len(), renames.join(", ")));
+        let renames = shown(renamed_objects, &|r| format!("{} → {}", text(&r["id"]), text(&r["new_name"])), ", ");
+        parts.push(format!("Renamed {} object(s): {}", renamed_objects.len(), renames));
     }
     if !added_inference_steps.is_empty() {
-        let steps: Vec<String> = added_inference_steps.iter().map(describe_inference).collect();
-        parts.push(format!("Recorded {} inference(s): {}", added_inference_steps.len(), steps.join("; ")));
+        let steps = shown(added_inference_steps, &describe_inference, "; ");
+        parts.push(format!("Recorded {} inference(s): {}", added_inference_steps.len(), steps));
     }
     if parts.is_empty() {
         parts.push("No changes detected.".into());
     }
 
+    let [
+        added_objects,
+        removed_objects,
+        modified_objects,
+        added_relations,
+        removed_relations,
+        modified_relations,
+        relinked_relations,
+        renamed_objects,
+        added_inference_steps,
+    ] = paged;
     let details = Details {
         added_objects,
         removed_objects,
@@ -211,7 +290,7 @@ fn explain(base: Base<'_>, current: &KnowledgeStructure) -> (String, Details) {
         renamed_objects,
         added_inference_steps,
     };
-    (parts.join(" "), details)
+    (parts.join(" "), details, next_offset)
 }
 
 fn object<'s>(structure: &'s KnowledgeStructure, id: &str) -> Option<&'s KnowledgeObject> {
@@ -406,5 +485,41 @@ mod tests {
         assert_eq!(unknown["error"], "version_not_found");
         let no_session = call(&ctx, "explain_diff", json!({"session_id": "nope", "target_version_id": first})).await;
         assert_eq!(no_session["error"], "session_not_found");
+    }
+
+    #[tokio::test]
+    async fn a_large_diff_is_cut_by_default_and_continues_from_next_offset() {
+        let ctx = context();
+        let (sid, first) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let added: Vec<_> = (0..600)
+            .map(|i| {
+                json!({"type": "add_object", "identity": {"id": format!("n{i:03}"), "type": "Claim", "name": "N"},
+                            "structure": {"text": "x".repeat(100)}})
+            })
+            .collect();
+        evolve(&ctx, &sid, json!(added)).await;
+        let args = |extra: serde_json::Value| {
+            let mut args = json!({"session_id": sid, "target_version_id": first});
+            args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            args
+        };
+        let all = call(&ctx, "explain_diff", args(json!({"limit": 0}))).await;
+        assert_eq!(id(&all["details"]["added_objects"]).len(), 600);
+        assert!(all.get("truncated").is_none() && all.get("next_offset").is_none());
+        assert!(!all["summary"].as_str().unwrap().contains("more)"));
+        let mut collected = Vec::new();
+        let mut offset = json!(0);
+        while !offset.is_null() {
+            let page = call(&ctx, "explain_diff", args(json!({"offset": offset}))).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+            let summary = page["summary"].as_str().unwrap();
+            assert!(summary.starts_with("Added 600 object(s)") && summary.ends_with("… (580 more)"), "{summary}");
+            assert_eq!(page.get("truncated").is_some(), page.get("next_offset").is_some());
+            collected.extend(page["details"]["added_objects"].as_array().unwrap().clone());
+            offset = page.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert!(collected.len() == 600 && collected == *all["details"]["added_objects"].as_array().unwrap());
+        let first_page = call(&ctx, "explain_diff", args(json!({}))).await;
+        assert_eq!(first_page["truncated"], true);
     }
 }

@@ -12,6 +12,11 @@ use crate::tool::{SessionCheck, Tool, ToolMeta};
 pub(crate) struct Input {
     /// The session whose history to list.
     pub(crate) session_id: String,
+    /// Most versions to return (0: all; default: as many as fit 48 KB).
+    pub(crate) limit: Option<u64>,
+    /// Versions to skip, oldest first (a `next_offset`).
+    #[serde(default)]
+    pub(crate) offset: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -19,6 +24,12 @@ pub(crate) struct Output {
     session_id: String,
     /// Oldest first.
     versions: Vec<VersionEntry>,
+    /// True when newer versions were left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    /// The `offset` that continues the list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -57,8 +68,13 @@ impl Tool for ListVersions {
     };
 
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Output, ToolError> {
+        let listed = ctx.runtime.list_versions(&input.session_id).await?;
+        let page = crate::bounds::page_by(listed, input.offset, input.limit, |v| {
+            // The entry's bytes, near enough: its metadata and about 300 for the rest.
+            300 + crate::bounds::json_size(&v.metadata)
+        });
         let mut versions = Vec::new();
-        for mut v in ctx.runtime.list_versions(&input.session_id).await? {
+        for mut v in page.items {
             // A merge's source, say, may be a session the caller does not reach.
             ctx.hide_unreachable_sessions(&mut v.metadata).await?;
             versions.push(VersionEntry {
@@ -71,7 +87,8 @@ impl Tool for ListVersions {
                 object_count: v.object_count,
             });
         }
-        Ok(Output { session_id: input.session_id, versions })
+        let (truncated, next_offset) = (page.next_offset.map(|_| true), page.next_offset);
+        Ok(Output { session_id: input.session_id, versions, truncated, next_offset })
     }
 }
 
@@ -134,5 +151,32 @@ mod tests {
             unknown,
             json!({"error": "session_not_found", "message": "Session 'nope' not found.", "session_id": "nope"})
         );
+    }
+
+    #[tokio::test]
+    async fn a_long_history_is_cut_by_default_and_continues_from_next_offset() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        for i in 0..250 {
+            evolve(&ctx, &sid, json!([{"type": "update_object", "object_id": "a", "structure_patch": {"n": i}}])).await;
+        }
+        let all = call(&ctx, "list_versions", json!({"session_id": sid, "limit": 0})).await;
+        assert_eq!(all["versions"].as_array().unwrap().len(), 251);
+        assert_eq!(keys(&all), ["session_id", "versions"]);
+        let mut seen = Vec::new();
+        let mut offset = json!(0);
+        while !offset.is_null() {
+            let page = call(&ctx, "list_versions", json!({"session_id": sid, "offset": offset})).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+            assert_eq!(page.get("truncated").is_some(), page.get("next_offset").is_some());
+            seen.extend(page["versions"].as_array().unwrap().iter().map(|v| v["seq"].as_u64().unwrap()));
+            offset = page.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert_eq!(seen, (1..=251).collect::<Vec<u64>>());
+        let first = call(&ctx, "list_versions", json!({"session_id": sid})).await;
+        assert_eq!(first["truncated"], true);
+        let two = call(&ctx, "list_versions", json!({"session_id": sid, "limit": 2, "offset": 249})).await;
+        assert_eq!(two["versions"].as_array().unwrap().len(), 2);
+        assert!(two.get("next_offset").is_none());
     }
 }

@@ -23,10 +23,6 @@ pub(crate) fn tools() -> Vec<Listed> {
     ]
 }
 
-/// Results include the serialized structure by default up to this many objects (as
-/// `evolve_knowledge` does).
-pub(crate) const SERIALIZE_LIMIT: u64 = 2_000;
-
 /// Operations in wire form.
 pub(crate) fn wire_operations(operations: &[Operation]) -> Value {
     operations.iter().map(Operation::to_value).collect()

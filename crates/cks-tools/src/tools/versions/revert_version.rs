@@ -5,9 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::SERIALIZE_LIMIT;
+use crate::bounds::SERIALIZE_LIMIT;
 use crate::context::ToolContext;
-use crate::convert::client_document;
 use crate::error::ToolError;
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
@@ -17,7 +16,7 @@ pub(crate) struct Input {
     pub(crate) session_id: String,
     /// The version to restore (from list_versions).
     pub(crate) target_version_id: String,
-    /// Include `serialized` in the result (default: only up to 2,000 objects).
+    /// Include `serialized` in the result (default: only up to 2,000 objects and 40 KB).
     pub(crate) return_structure: Option<bool>,
 }
 
@@ -66,8 +65,10 @@ impl Tool for RevertVersion {
         }
         let metadata = ctx.version_metadata(Self::META.name, [("operation", json!("revert"))]);
         let committed = ctx.runtime.revert(&input.session_id, &input.target_version_id, metadata).await?;
-        let serialized = if input.return_structure.unwrap_or(committed.version.object_count <= SERIALIZE_LIMIT) {
-            Some(ctx.runtime.read(&input.session_id, |s, _| client_document(s)).await?)
+        let asked = input.return_structure;
+        // The document is read only when it may be answered.
+        let serialized = if asked.unwrap_or(committed.version.object_count as usize <= SERIALIZE_LIMIT) {
+            ctx.runtime.read(&input.session_id, move |s, _| crate::bounds::serialized(s, asked)).await?
         } else {
             None
         };
