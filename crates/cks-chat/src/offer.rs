@@ -34,10 +34,11 @@ pub struct ChatTool {
 pub const CHAT_TOOLS: &[ChatTool] = &[
     ChatTool {
         name: "query_subgraph",
-        description: "Read the objects and relations of the graph. Without arguments it returns the whole graph: use \
-            it to list or count objects. With 'seed_ids' it returns those objects and everything related to them: \
-            use it for 'what relates to X' (find X's id with search_semantic if you do not know it).",
-        arguments: &["seed_ids", "depth", "include_relation_types", "include_object_types", "max_objects"],
+        description: "Read the objects and relations of the graph. Without arguments it returns the graph, or its \
+            first part when large (pass its 'next_offset' as 'offset' for more): use it to list or count objects. With 'seed_ids' \
+            it returns those objects and everything related to them: use it for 'what relates to X' (find X's id \
+            with search_semantic if you do not know it).",
+        arguments: &["seed_ids", "depth", "include_relation_types", "include_object_types", "max_objects", "offset"],
         // Nodes and typed edges read far more easily than a canonical document inside a string.
         switched_on: &["compact_mode"],
     },

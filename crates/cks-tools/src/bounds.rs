@@ -5,7 +5,8 @@
 //!
 //! Storage and export tools answer the whole graph by definition and are not bounded here.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use cks_core::KnowledgeStructure;
 
@@ -37,6 +38,41 @@ impl<T> Page<T> {
     pub(crate) fn truncated(&self) -> Option<bool> {
         self.next_offset.map(|_| true)
     }
+
+    /// What the answer says of the items left out.
+    pub(crate) fn cut(&self) -> Cut {
+        Cut { truncated: self.truncated(), next_offset: self.next_offset }
+    }
+}
+
+// A list's page in a tool's input (flattened into it): `limit` and `offset`. Not a doc comment:
+// the schema would take it as the whole input's description.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub(crate) struct Paging {
+    /// Most items to return (0: all; default: as many as fit 48 KB).
+    pub(crate) limit: Option<u64>,
+    /// Items to skip (a `next_offset`).
+    #[serde(default)]
+    pub(crate) offset: u64,
+}
+
+impl Paging {
+    /// The page of `items` these arguments ask for, sized by compact JSON.
+    pub(crate) fn page<T: Serialize>(&self, items: Vec<T>) -> Page<T> {
+        page(items, self.offset, self.limit)
+    }
+}
+
+// What an answer says when its page left items out (flattened into it): `truncated: true` and
+// the `offset` that goes on; both absent when nothing was left out. Not a doc comment, as above.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub(crate) struct Cut {
+    /// True when items were left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+    /// The `offset` that continues the list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<u64>,
 }
 
 /// Pages `items` (see [`Page`]); `size` tells an item's bytes in the answer.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use cks_runtime::store::{TaskFilter, TaskStatus};
 
 use super::{ConflictType, TaskView, store_error, timestamp};
+use crate::bounds::{Cut, Paging};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::{Tool, ToolMeta};
@@ -19,6 +20,8 @@ pub(crate) struct Input {
     pub(crate) task_type: Option<ConflictType>,
     /// Only dead-lettered tasks of this session (default: every session).
     pub(crate) session_id: Option<String>,
+    #[serde(flatten)]
+    pub(crate) paging: Paging,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -34,8 +37,11 @@ pub(crate) struct DeadTask {
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Output {
     tasks: Vec<DeadTask>,
+    /// All the dead-lettered tasks found, listed or not.
     count: usize,
     supported: bool,
+    #[serde(flatten)]
+    cut: Cut,
 }
 
 pub(crate) struct ListDeadLetteredConflicts;
@@ -52,7 +58,7 @@ impl Tool for ListDeadLetteredConflicts {
             enrichment request); optionally only one conflict task_type ('gossip_conflict', 'inference_conflict', \
             'contradiction_detected', 'temporal_conflict', 'provenance_conflict' or 'duplicate_candidate') or one session. Read-only. \
             Returns {tasks: [{task_id, task_type, session_id, payload, retry_count, last_error, created_at}], count, \
-            supported: true}.",
+            supported: true}, tasks a page of about 48 KB by default (limit, offset; next_offset when cut).",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -80,7 +86,9 @@ impl Tool for ListDeadLetteredConflicts {
                 task: TaskView::from(task),
             })
             .collect();
-        Ok(Output { count: tasks.len(), tasks, supported: true })
+        let count = tasks.len();
+        let page = input.paging.page(tasks);
+        Ok(Output { count, cut: page.cut(), tasks: page.items, supported: true })
     }
 }
 
@@ -120,5 +128,31 @@ mod tests {
         let inference = call(&ctx, "list_dead_lettered_conflicts", json!({"task_type": "inference_conflict"})).await;
         assert_eq!(ids(&inference), [json!(a)]);
         assert_eq!(ids(&call(&ctx, "list_dead_lettered_conflicts", json!({})).await), ids(&all), "nothing drained");
+    }
+
+    #[tokio::test]
+    async fn a_long_inbox_comes_a_page_at_a_time() {
+        let ctx = context();
+        let mut queued = Vec::new();
+        for i in 0..400 {
+            let id = queue(&ctx, "inference_conflict", "s1", json!({"note": "x".repeat(200), "i": i})).await;
+            assert!(ctx.runtime.tasks().dead_letter(TaskRef::any(id), "gave up").await.unwrap());
+            queued.push(json!(id));
+        }
+        let mut seen = Vec::new();
+        let mut offset = json!(0);
+        while !offset.is_null() {
+            let page = call(&ctx, "list_dead_lettered_conflicts", json!({"offset": offset})).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+            assert_eq!(page["count"], 400, "the count is the whole inbox's");
+            seen.extend(page["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].clone()));
+            offset = page.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert_eq!(seen, queued);
+        let first = call(&ctx, "list_dead_lettered_conflicts", json!({})).await;
+        assert_eq!(first["truncated"], true);
+        let all = call(&ctx, "list_dead_lettered_conflicts", json!({"limit": 0})).await;
+        assert_eq!(all["tasks"].as_array().unwrap().len(), 400);
+        assert!(all.get("truncated").is_none());
     }
 }

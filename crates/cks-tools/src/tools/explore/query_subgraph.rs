@@ -171,7 +171,7 @@ impl Tool for QuerySubgraph {
 
 /// The whole graph, or without `max_objects: 0` a page of it: nodes in graph order from `offset`,
 /// at most `max_objects` of them (by default as many as fit [`DOCUMENT_BUDGET`], estimated), with
-/// the relations among them.
+/// each relation whose last participant is among them (so every relation comes on one page).
 fn whole(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolError> {
     let total = node_count(structure);
     if input.max_objects == Some(0) || (input.offset == 0 && input.max_objects.is_none() && !too_large(structure)) {
@@ -182,8 +182,11 @@ fn whole(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolErr
     fn cost(object: &cks_core::KnowledgeObject) -> usize {
         2 * crate::bounds::json_size(&object.to_value())
     }
-    let mut nodes =
-        structure.objects().filter(|o| !o.is_relation()).skip(usize::try_from(input.offset).unwrap_or(usize::MAX));
+    let skipped = usize::try_from(input.offset).unwrap_or(usize::MAX);
+    // A relation comes on the page of its last participant: those on earlier pages count as there.
+    let earlier: HashSet<&str> =
+        structure.objects().filter(|o| !o.is_relation()).take(skipped).map(|o| o.id()).collect();
+    let mut nodes = structure.objects().filter(|o| !o.is_relation()).skip(skipped);
     let mut chosen: HashSet<&str> = HashSet::new();
     let (mut used, mut count, mut next) = (0, 0, None);
     for node in nodes.by_ref() {
@@ -192,7 +195,8 @@ fn whole(structure: &KnowledgeStructure, input: Input) -> Result<Output, ToolErr
             .iter()
             .filter_map(|r| Some((r, r.relation()?)))
             .filter(|(r, rel)| {
-                !chosen.contains(r.id()) && rel.participants.iter().all(|p| *p == node.id() || chosen.contains(p))
+                !chosen.contains(r.id())
+                    && rel.participants.iter().all(|p| *p == node.id() || chosen.contains(p) || earlier.contains(p))
             })
             .map(|(r, _)| r.id())
             .collect();
@@ -523,7 +527,7 @@ mod tests {
         assert_eq!((all["returned_nodes"].as_u64(), all["is_truncated"].as_bool()), (Some(600), Some(false)));
         assert_eq!(all["subgraph"]["edges"].as_array().unwrap().len(), 599);
         assert!(all.get("next_offset").is_none());
-        let (mut nodes, mut edges, mut offset) = (0, 0, json!(0));
+        let (mut nodes, mut edges, mut offset) = (0, Vec::new(), json!(0));
         while !offset.is_null() {
             let page = call(&ctx, "query_subgraph", json!({"session_id": sid, "offset": offset})).await;
             assert!(serde_json::to_string(&page).unwrap().len() < 64 * 1024, "{}", page["returned_nodes"]);
@@ -539,11 +543,15 @@ mod tests {
                 assert_eq!(page["suggested_next_seed"], format!("n{:03}", nodes + returned));
             }
             nodes += returned;
-            edges += objects.len() - returned;
+            let relations = objects.iter().filter(|o| o["identity"]["type"] == "Relation");
+            edges.extend(relations.map(|o| o["identity"]["id"].as_str().unwrap().to_owned()));
             offset = page.get("next_offset").cloned().unwrap_or_default();
         }
         assert_eq!(nodes, 600);
-        assert!(edges > 590, "only the relations across pages are left out: {edges}");
+        let listed = edges.len();
+        edges.sort();
+        edges.dedup();
+        assert_eq!((listed, edges.len()), (599, 599), "every relation on exactly one page, across pages too");
         let capped =
             call(&ctx, "query_subgraph", json!({"session_id": sid, "max_objects": 5, "compact_mode": true})).await;
         assert_eq!(capped["subgraph"]["nodes"].as_array().unwrap().len(), 5);

@@ -19,6 +19,8 @@ pub(crate) struct Input {
     pub(crate) public_only: bool,
     /// Also this team's graphs (with an access token: one of your groups).
     pub(crate) team: Option<String>,
+    #[serde(flatten)]
+    pub(crate) paging: crate::bounds::Paging,
 }
 
 pub(crate) struct ListGraphs;
@@ -33,7 +35,8 @@ impl Tool for ListGraphs {
         name: "list_graphs",
         description: "List the gallery graphs you may discover, most recently updated first: every public graph, \
             plus those of 'team' (private graphs are found by exact name with get_graph). Returns {graphs: [{name, \
-            session_id, description, tags, updated_at, visibility, lifecycle_state}]}.",
+            session_id, description, tags, updated_at, visibility, lifecycle_state}]}, a page of about 48 KB by default \
+            (limit, offset; next_offset when cut).",
         mutates_graph: false,
         creates_session: false,
         destructive: false,
@@ -47,6 +50,6 @@ impl Tool for ListGraphs {
     async fn run(&self, ctx: &ToolContext, input: Input) -> Result<Listing, ToolError> {
         let filter =
             GraphFilter { public_only: input.public_only, team: given(input.team), tag: given(input.tag), query: None };
-        listing(ctx, filter).await
+        listing(ctx, filter, &input.paging).await
     }
 }

@@ -141,23 +141,30 @@ async fn read_open<R>(
     ctx.runtime.read(session_id, |s, _| f(s)).await.ok()
 }
 
-/// The entries a listing or search returns, most recently updated first.
+/// The entries a listing or search returns, most recently updated first: a page of them.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Listing {
     graphs: Vec<GraphRecord>,
+    #[serde(flatten)]
+    cut: crate::bounds::Cut,
 }
 
-impl From<Vec<GraphEntry>> for Listing {
-    fn from(entries: Vec<GraphEntry>) -> Self {
-        Listing { graphs: entries.into_iter().map(GraphRecord::from).collect() }
+impl Listing {
+    fn page(entries: Vec<GraphEntry>, paging: &crate::bounds::Paging) -> Self {
+        let page = paging.page(entries.into_iter().map(GraphRecord::from).collect());
+        Listing { cut: page.cut(), graphs: page.items }
     }
 }
 
 /// The graphs a listing or search shows. Without a principal, as `filter` says (its team is the
 /// caller's word). With one, team graphs are those of the principal's groups (the token's groups
 /// claim): a `team` argument only picks one of them, and names no other team.
-pub(crate) async fn listing(ctx: &crate::ToolContext, filter: GraphFilter) -> Result<Listing, ToolError> {
-    let Some(principal) = &ctx.principal else { return Ok(ctx.runtime.graphs(&filter).await?.into()) };
+pub(crate) async fn listing(
+    ctx: &crate::ToolContext,
+    filter: GraphFilter,
+    paging: &crate::bounds::Paging,
+) -> Result<Listing, ToolError> {
+    let Some(principal) = &ctx.principal else { return Ok(Listing::page(ctx.runtime.graphs(&filter).await?, paging)) };
     let mut entries = ctx.runtime.graphs(&GraphFilter { team: None, ..filter.clone() }).await?;
     if !filter.public_only {
         let teams = principal.groups.iter().filter(|group| filter.team.as_ref().is_none_or(|team| team == *group));
@@ -171,7 +178,7 @@ pub(crate) async fn listing(ctx: &crate::ToolContext, filter: GraphFilter) -> Re
     }
     entries.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.name.cmp(&b.name)));
     hide_unreadable_sources(ctx, &mut entries).await?;
-    Ok(entries.into())
+    Ok(Listing::page(entries, paging))
 }
 
 /// A graph the principal may read without reaching its session: a public one, or one of its team.
@@ -627,5 +634,32 @@ mod tests {
         assert_eq!(unknown["error"], "graph_not_found");
         let bad = call(&ctx, "update_graph_lifecycle", json!({"name": "g", "state": "retired"})).await;
         assert_eq!(bad["error"], "invalid_parameter");
+    }
+
+    #[tokio::test]
+    async fn a_large_gallery_comes_a_page_at_a_time() {
+        let ctx = context();
+        let (sid, _) = session(&ctx, json!([node("a", "Claim", "A", json!({}))])).await;
+        let description = "a graph of planets and the probes that visited them ".repeat(8);
+        for i in 0..300 {
+            let name = format!("graph {i:03}");
+            let args = json!({"name": name, "session_id": sid, "description": description, "public": true});
+            assert_eq!(call(&ctx, "register_graph", args).await["registered"], true);
+        }
+        let all = call(&ctx, "list_graphs", json!({"limit": 0})).await;
+        assert_eq!(names(&all).len(), 300);
+        let mut seen = Vec::new();
+        let mut offset = json!(0);
+        while !offset.is_null() {
+            let page = call(&ctx, "list_graphs", json!({"offset": offset})).await;
+            assert!(serde_json::to_string(&page).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+            seen.extend(names(&page).into_iter().map(str::to_owned));
+            offset = page.get("next_offset").cloned().unwrap_or_default();
+        }
+        assert_eq!(seen, names(&all), "the pages, in order, are the whole list");
+        assert_eq!(call(&ctx, "list_graphs", json!({})).await["truncated"], true);
+        let found = call(&ctx, "search_graphs", json!({"query": "graph 2", "limit": 3, "offset": 1})).await;
+        assert_eq!(names(&found).len(), 3);
+        assert_eq!(found["next_offset"], 4);
     }
 }

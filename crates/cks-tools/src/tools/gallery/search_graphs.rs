@@ -22,6 +22,8 @@ pub(crate) struct Input {
     pub(crate) public_only: bool,
     /// Also this team's graphs (with an access token: one of the caller's groups).
     pub(crate) team: Option<String>,
+    #[serde(flatten)]
+    pub(crate) paging: crate::bounds::Paging,
 }
 
 pub(crate) struct SearchGraphs;
@@ -36,7 +38,7 @@ impl Tool for SearchGraphs {
         name: "search_graphs",
         description: "Search the gallery: the graphs list_graphs would show (public ones, plus the graphs of \
             'team' when given) whose name, description or tags contain 'query' (case-insensitive), most recently \
-            updated first. An empty query is 'empty_query'. Returns {graphs: [...]} with the entries of \
+            updated first. An empty query is 'empty_query'. Returns {graphs: [...]} with the entries and pages of \
             list_graphs.",
         mutates_graph: false,
         creates_session: false,
@@ -59,6 +61,6 @@ impl Tool for SearchGraphs {
             tag: given(input.tag),
             query: Some(query.to_owned()),
         };
-        listing(ctx, filter).await
+        listing(ctx, filter, &input.paging).await
     }
 }

@@ -15,6 +15,7 @@ use cks_core::KnowledgeStructure;
 use cks_core::validate::{Extension, Severity, Validated, ValidationOptions, ValidationReport, validate};
 use cks_runtime::{CommitRequest, NewSession};
 
+use crate::bounds::{Cut, Paging};
 use crate::context::ToolContext;
 use crate::convert::{FullDiagnostic, extensions, full_diagnostics, parse_json_data};
 use crate::error::ToolError;
@@ -32,6 +33,8 @@ pub(crate) struct Input {
     /// supersession_chain, inference_confidence_conflict, temporal_validity, claim_integrity.
     #[serde(default)]
     pub(crate) extensions: Vec<String>,
+    #[serde(flatten)]
+    pub(crate) paging: Paging,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -49,6 +52,8 @@ pub(crate) struct Output {
     /// that a session passed.
     #[serde(skip_serializing_if = "Option::is_none")]
     version_id: Option<String>,
+    #[serde(flatten)]
+    cut: Cut,
 }
 
 pub(crate) struct ValidateKnowledge;
@@ -68,7 +73,8 @@ impl Tool for ValidateKnowledge {
         description: "Check a knowledge structure against the always-on rules (unique ids, no dangling \
             references, binary acyclic 'derives') and any opt-in 'extensions'. Give 'json_data' (a valid one is \
             stored as a new session) or 'session_id' (a pass is recorded as a version). Returns {valid, \
-            diagnostics, session_id, version_id}.",
+            diagnostics, session_id, version_id}; diagnostics a page of about 48 KB by default (limit, offset; \
+            next_offset when cut).",
         mutates_graph: true,
         creates_session: true,
         destructive: false,
@@ -95,10 +101,12 @@ impl Tool for ValidateKnowledge {
             } else {
                 None
             };
+            let page = input.paging.page(diagnostics);
             return Ok(Output {
                 valid,
                 extensions_applied: input.extensions,
-                diagnostics,
+                cut: page.cut(),
+                diagnostics: page.items,
                 session_id: Some(session_id),
                 version_id,
             });
@@ -113,8 +121,15 @@ impl Tool for ValidateKnowledge {
             Err(invalid) => invalid,
         };
         let (valid, diagnostics) = judge(ctx, structure, report);
-        let mut result =
-            Output { valid, extensions_applied: input.extensions, diagnostics, session_id: None, version_id: None };
+        let page = input.paging.page(diagnostics);
+        let mut result = Output {
+            valid,
+            extensions_applied: input.extensions,
+            cut: page.cut(),
+            diagnostics: page.items,
+            session_id: None,
+            version_id: None,
+        };
         if valid && let Ok(structure) = checked {
             let first_version = ctx.version_metadata(Self::META.name, [("operation", json!("validate"))]);
             let info = ctx
@@ -269,5 +284,28 @@ mod tests {
         // Unsigned, so the server's provenance check reports it too.
         assert!(diagnostics.iter().any(|d| d["source"] == "mcp"), "{result}");
         assert!(result.get("session_id").is_none());
+    }
+
+    #[tokio::test]
+    async fn many_diagnostics_come_a_page_at_a_time() {
+        let ctx = context();
+        // 3,000 relations to objects that do not exist: one error each, and nothing stored.
+        let mut objects = vec![obj("a", "Claim", "A", json!({}))];
+        objects.extend((0..3_000).map(|i| rel(&format!("r{i}"), &["a", &format!("missing{i}")], "supports")));
+        let data = structure(objects).to_string();
+        let sessions = ctx.runtime.list_sessions().await.unwrap().len();
+        let first = call(&ctx, "validate_knowledge", json!({"json_data": data})).await;
+        assert_eq!(first["valid"], false);
+        assert_eq!(first["truncated"], true);
+        assert!(serde_json::to_string(&first).unwrap().len() < crate::bounds::ANSWER_BUDGET + 4096);
+        let all = call(&ctx, "validate_knowledge", json!({"json_data": data, "limit": 0})).await;
+        let whole = all["diagnostics"].as_array().unwrap();
+        assert!(whole.len() >= 3_000, "{}", whole.len());
+        assert!(all.get("next_offset").is_none());
+        let next = first["next_offset"].as_u64().unwrap();
+        assert_eq!(next as usize, first["diagnostics"].as_array().unwrap().len());
+        let second = call(&ctx, "validate_knowledge", json!({"json_data": data, "offset": next, "limit": 5})).await;
+        assert_eq!(second["diagnostics"].as_array().unwrap()[..], whole[next as usize..next as usize + 5]);
+        assert_eq!(ctx.runtime.list_sessions().await.unwrap().len(), sessions, "an invalid structure is not stored");
     }
 }
