@@ -53,7 +53,7 @@ impl Bed {
             };
             router(server, config)
         });
-        Bed { calls, app, background: background }
+        Bed { calls, app, background }
     }
 
     /// A collector that takes every export and answers as one does.
@@ -69,8 +69,7 @@ impl Bed {
     fn subscriber(&self, env: &[(&str, String)]) -> (tracing::Dispatch, cks_mcp::telemetry::Telemetry) {
         let env: HashMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
         let writer = tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::sink);
-        let (subscriber, telemetry) =
-            cks_mcp::telemetry::subscriber(&env, self.background.handle(), writer).unwrap();
+        let (subscriber, telemetry) = cks_mcp::telemetry::subscriber(&env, self.background.handle(), writer).unwrap();
         (tracing::Dispatch::new(subscriber), telemetry)
     }
 

@@ -132,6 +132,7 @@ pub fn subscriber(
             .with_filter(filter)
             .boxed(),
         LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(false)
             .event_format(WithTraceIds { inner: format::format().with_ansi(false), json: false })
             .with_writer(log)
             .with_filter(filter)

@@ -676,9 +676,14 @@ async fn a_session_belongs_to_its_principal_until_shared() {
         .filter(|line| line["target"] == "cks_tool_call")
         .collect();
     let by = |who: &str, tool: &str| {
-        calls.iter().any(|l| l["span"]["principal"] == who && l["fields"]["tool"] == tool && l["span"]["request_id"].is_string())
+        calls.iter().any(|l| {
+            l["span"]["principal"] == who && l["fields"]["tool"] == tool && l["span"]["request_id"].is_string()
+        })
     };
-    assert!(by("alice", "share_session") && by("bob", "evolve_knowledge") && by("carol", "serialize_knowledge"), "{log}");
+    assert!(
+        by("alice", "share_session") && by("bob", "evolve_knowledge") && by("carol", "serialize_knowledge"),
+        "{log}"
+    );
     for token in [&alice, &bob, &carol] {
         assert!(!log.contains(token.as_str()));
     }

@@ -325,6 +325,7 @@ fn log_lines_are_json_naming_their_request_and_hold_no_key() {
         .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
         .env("CKS_LLM_MAX_RETRIES", "0")
         .env_remove("CKS_MCP_LOG")
+        .env_remove("CKS_MCP_LOG_FORMAT")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

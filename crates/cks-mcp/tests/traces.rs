@@ -63,7 +63,10 @@ impl Receiver {
                     content_type,
                     body: body.to_vec(),
                 });
-                ([(header::CONTENT_TYPE, "application/x-protobuf")], ExportTraceServiceResponse::default().encode_to_vec())
+                (
+                    [(header::CONTENT_TYPE, "application/x-protobuf")],
+                    ExportTraceServiceResponse::default().encode_to_vec(),
+                )
             }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -291,9 +294,8 @@ async fn an_ai_chat_turn_is_one_trace_under_the_parent_its_meta_names() {
     provider.push(Reply::ToolCalls(vec![ToolCall::new("evolve_knowledge", json!({"operations": add}))]));
     provider.push(Reply::Text("ANSWER-TEXT-55".into()));
     let meta = json!({"traceparent": traceparent(TRACE, PARENT), "tracestate": "caller=1"});
-    let chat = server
-        .call("ai_chat", json!({"session_id": session, "prompt": "add a note PROMPT-TEXT-91"}), Some(meta))
-        .await;
+    let chat =
+        server.call("ai_chat", json!({"session_id": session, "prompt": "add a note PROMPT-TEXT-91"}), Some(meta)).await;
     assert_eq!(chat["reply"], "ANSWER-TEXT-55", "{chat}");
     assert_eq!(chat["tool_calls"][0]["is_error"], false, "{chat}");
 
@@ -439,7 +441,10 @@ async fn over_http_the_headers_name_the_parent_and_meta_wins() {
     let spans = receiver.spans();
     let by_trace = |trace: &str| spans.iter().find(|s| s.trace_id == trace).unwrap_or_else(|| panic!("{spans:#?}"));
     let from_header = by_trace(header_trace);
-    assert_eq!((from_header.name.as_str(), from_header.parent.as_str()), ("tools/call list_versions", "aaaaaaaaaaaaaaaa"));
+    assert_eq!(
+        (from_header.name.as_str(), from_header.parent.as_str()),
+        ("tools/call list_versions", "aaaaaaaaaaaaaaaa")
+    );
     assert!(from_header.failed, "a business error marks the span: {from_header:#?}");
     assert_eq!(from_header.attributes["error.type"], "session_not_found");
     assert_eq!(spans.iter().filter(|s| s.trace_id == header_trace).count(), 1, "the second call's header lost");
@@ -459,7 +464,8 @@ async fn without_an_endpoint_nothing_is_sent_and_no_line_names_a_trace() {
     let (receiver, _collector) = Receiver::start().await;
     let dir = tempfile::tempdir().unwrap();
     // The headers alone configure nothing.
-    let env = [("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=abc".to_owned()), ("OTEL_EXPORTER_OTLP_ENDPOINT", String::new())];
+    let env =
+        [("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=abc".to_owned()), ("OTEL_EXPORTER_OTLP_ENDPOINT", String::new())];
     let mut server = Server::start(dir.path(), &env, &[]).await;
     let meta = json!({"traceparent": traceparent(TRACE, PARENT)});
     let created = server.call("validate_knowledge", json!({"json_data": graph()}), Some(meta)).await;
