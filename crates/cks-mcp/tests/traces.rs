@@ -395,6 +395,7 @@ async fn over_http_the_headers_name_the_parent_and_meta_wins() {
     let header_trace = "11111111111111111111111111111111";
     let meta_trace = "22222222222222222222222222222222";
     let stateless_trace = "33333333333333333333333333333333";
+    let fallback_trace = "44444444444444444444444444444444";
     // The bare JSON-RPC form: the header's parent; then a `_meta` that wins over a header.
     for (body, parent) in [
         (call(1, "list_versions", None), traceparent(header_trace, "aaaaaaaaaaaaaaaa")),
@@ -404,6 +405,11 @@ async fn over_http_the_headers_name_the_parent_and_meta_wins() {
         ),
         // Not a traceparent: ignored, the call is served and starts its own trace.
         (call(3, "list_versions", None), "00-not-a-trace-parent".to_owned()),
+        // A `_meta` value that does not parse leaves the header's.
+        (
+            call(5, "list_versions", Some(json!({"traceparent": "garbage", "tracestate": 7}))),
+            traceparent(fallback_trace, "eeeeeeeeeeeeeeee"),
+        ),
     ] {
         let reply: Value = http
             .post(format!("{base}/mcp"))
@@ -449,11 +455,12 @@ async fn over_http_the_headers_name_the_parent_and_meta_wins() {
     assert_eq!(from_header.attributes["error.type"], "session_not_found");
     assert_eq!(spans.iter().filter(|s| s.trace_id == header_trace).count(), 1, "the second call's header lost");
     assert_eq!(by_trace(meta_trace).parent, "bbbbbbbbbbbbbbbb");
+    assert_eq!(by_trace(fallback_trace).parent, "eeeeeeeeeeeeeeee");
     let stateless = by_trace(stateless_trace);
     assert_eq!((stateless.name.as_str(), stateless.parent.as_str()), ("tools/call list_sessions", "dddddddddddddddd"));
     let listed = spans.iter().filter(|s| s.name == "tools/call list_versions").count();
     let own = spans.iter().filter(|s| s.name == "tools/call list_versions" && s.parent.is_empty()).count();
-    assert_eq!((listed, own), (3, 1), "{spans:#?}");
+    assert_eq!((listed, own), (4, 1), "{spans:#?}");
     for line in call_lines(&stderr) {
         assert!(line["trace_id"].as_str().is_some_and(|id| id.len() == 32), "{line}");
     }
