@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use opentelemetry::KeyValue;
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry::trace::{Status, TraceContextExt as _, TracerProvider as _};
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
@@ -66,11 +67,8 @@ pub fn tracing_on() -> bool {
     tracing::dispatcher::get_default(|dispatch| dispatch.is::<TracesOn>())
 }
 
-/// The subscriber [`init`] installs: the log's layer, and the trace layer when configured.
-pub type TelemetrySubscriber = tracing_subscriber::layer::Layered<Vec<BoxedLayer>, tracing_subscriber::Registry>;
-
-/// One layer of [`TelemetrySubscriber`].
-pub type BoxedLayer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+/// One layer of the subscriber with traces on.
+type BoxedLayer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
 
 /// The installed telemetry; [`Telemetry::finish`] sends the spans still waiting.
 #[derive(Debug)]
@@ -101,8 +99,8 @@ enum LogFormat {
 /// Installs the subscriber: the log on stderr, and the trace exporter when an endpoint is
 /// configured. `runtime` runs the exporter's sends.
 pub fn init(config: &Config, runtime: &tokio::runtime::Handle) -> anyhow::Result<Telemetry> {
-    let (subscriber, telemetry) = subscriber(&config.env, runtime, BoxMakeWriter::new(std::io::stderr))?;
-    subscriber.try_init().map_err(|e| anyhow::anyhow!("installing the log: {e}"))?;
+    let (dispatch, telemetry) = subscriber(&config.env, runtime, BoxMakeWriter::new(std::io::stderr))?;
+    dispatch.try_init().map_err(|e| anyhow::anyhow!("installing the log: {e}"))?;
     Ok(telemetry)
 }
 
@@ -111,16 +109,34 @@ pub fn subscriber(
     env: &HashMap<String, String>,
     runtime: &tokio::runtime::Handle,
     log: BoxMakeWriter,
-) -> anyhow::Result<(TelemetrySubscriber, Telemetry)> {
+) -> anyhow::Result<(tracing::Dispatch, Telemetry)> {
     let get = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
     let format = match get("CKS_MCP_LOG_FORMAT") {
         Some(v) if v.eq_ignore_ascii_case("text") => LogFormat::Text,
         _ => LogFormat::Json,
     };
     let filter = EnvFilter::try_new(get("CKS_MCP_LOG").unwrap_or(DEFAULT_FILTER))
-        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
-        // The trace-only spans stay out of the log: a line names its request, whatever runs inside.
-        .and(filter_fn(|meta| !(meta.is_span() && meta.target() == TRACE_TARGET)));
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let Some(endpoint) = endpoint(&get) else {
+        // Without traces, the log alone, as plain as it can be: one filter for every layer, and
+        // the trace-only spans off.
+        let mut filter = filter;
+        if let Ok(off) = format!("{TRACE_TARGET}=off").parse() {
+            filter = filter.add_directive(off);
+        }
+        let logged = tracing_subscriber::registry().with(filter);
+        let dispatch = match format {
+            LogFormat::Json => tracing::Dispatch::new(logged.with(
+                tracing_subscriber::fmt::layer().json().with_current_span(true).with_span_list(false).with_writer(log),
+            )),
+            LogFormat::Text => {
+                tracing::Dispatch::new(logged.with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(log)))
+            }
+        };
+        return Ok((dispatch, Telemetry { provider: None }));
+    };
+    // The trace-only spans stay out of the log: a line names its request, whatever runs inside.
+    let filter = filter.and(filter_fn(|meta| !(meta.is_span() && meta.target() == TRACE_TARGET)));
     let log: BoxedLayer = match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .fmt_fields(format::JsonFields::new())
@@ -138,27 +154,22 @@ pub fn subscriber(
             .with_filter(filter)
             .boxed(),
     };
-    let mut layers = vec![log];
-    let provider = match endpoint(&get) {
-        Some(endpoint) => {
-            let provider = provider(&endpoint, &get, runtime)?;
-            let traced = tracing_opentelemetry::layer()
-                .with_tracer(provider.tracer("cks-mcp"))
-                .with_location(false)
-                .with_threads(false)
-                .with_target(false)
-                .with_tracked_inactivity(false)
-                .with_filter(filter_fn(|meta| {
-                    meta.is_span() && (meta.target() == TRACE_TARGET || meta.target() == TOOL_CALL_TARGET)
-                }))
-                .boxed();
-            layers.push(traced);
-            layers.push(Box::new(TracesOn));
-            Some(provider)
-        }
-        None => None,
-    };
-    Ok((tracing_subscriber::registry().with(layers), Telemetry { provider }))
+    let provider = provider(&endpoint, &get, runtime)?;
+    let traced = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("cks-mcp"))
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        // Nothing here reads OpenTelemetry's current context (a span's parent is its `tracing`
+        // parent), so entering a span need not set it.
+        .with_context_activation(false)
+        .with_filter(filter_fn(|meta| {
+            meta.is_span() && (meta.target() == TRACE_TARGET || meta.target() == TOOL_CALL_TARGET)
+        }))
+        .boxed();
+    let layers: Vec<BoxedLayer> = vec![log, traced, Box::new(TracesOn)];
+    Ok((tracing::Dispatch::new(tracing_subscriber::registry().with(layers)), Telemetry { provider: Some(provider) }))
 }
 
 /// The traces URL: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else
@@ -188,7 +199,7 @@ fn provider<'a>(
         .map_err(|e| anyhow::anyhow!("the trace exporter (OTEL_EXPORTER_OTLP_ENDPOINT): {e}"))?;
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(get("OTEL_SERVICE_NAME").unwrap_or("cks-mcp").to_owned())
-        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build();
     Ok(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
 }
@@ -333,10 +344,15 @@ pub(crate) fn trace_call(span: &tracing::Span, tool: &str, carrier: Carrier<'_>)
     if let Some(parent) = from_meta.into_iter().chain(from_headers).find(|cx| cx.span().span_context().is_valid()) {
         let _ = span.set_parent(parent);
     }
-    span.set_attribute("mcp.method.name", "tools/call");
-    span.set_attribute("gen_ai.operation.name", "execute_tool");
-    span.set_attribute("gen_ai.tool.name", tool.to_owned());
-    span.context().span().update_name(format!("tools/call {tool}"));
+    // Started here, with its parent; named and described on the started span in one visit.
+    let cx = span.context();
+    let started = cx.span();
+    started.update_name(format!("tools/call {tool}"));
+    started.set_attributes([
+        KeyValue::new("mcp.method.name", "tools/call"),
+        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+    ]);
 }
 
 /// Marks a tool call's span as failed with the business error `code`.
