@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use cks_llm::{ContentBlock, Message, ToolSpec};
 use cks_tools::{ErrorCode, RegisteredTool, Registry, ToolContext, ToolError};
@@ -288,7 +289,21 @@ impl ToolExecutor for RegistryExecutor {
             ctx.audit.insert("model".into(), json!(origin.model));
         }
         let (registry, owned_name, owned_args) = (self.registry.clone(), name.to_owned(), arguments.clone());
-        let call = tokio::spawn(async move { registry.invoke(&owned_name, owned_args, &ctx).await });
+        // The call's own span, for traces only (`cks_trace`), under the turn's; the task it runs in
+        // keeps both, so its log line still names the request.
+        let span = tracing::info_span!(
+            target: "cks_trace",
+            "tool_call",
+            otel.name = format!("execute_tool {name}").as_str(),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = name,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let traced = span.clone();
+        let call = tokio::spawn(
+            async move { registry.invoke(&owned_name, owned_args, &ctx).await }.instrument(span).in_current_span(),
+        );
         let outcome = match tokio::time::timeout(time_left, call).await {
             Ok(Ok(Ok(outcome))) => outcome,
             Ok(Ok(Err(unknown))) => Err(ToolError::new(ErrorCode::UnknownOrDisallowedTool, unknown.to_string())),
@@ -305,6 +320,10 @@ impl ToolExecutor for RegistryExecutor {
         let timed_out = matches!(&outcome, Err(error) if error.code == ErrorCode::DeadlineExceeded);
         let result = outcome.unwrap_or_else(|error| error.to_value());
         let is_error = result.get("error").is_some();
+        if let Some(code) = result.get("error").and_then(Value::as_str) {
+            traced.record("error.type", code);
+            traced.record("otel.status_code", "error");
+        }
         // A call that ran out of time may still commit: count it as a change.
         let changed_state = mutates && (!is_error || timed_out);
         Execution { arguments, result, is_error, changed_state }

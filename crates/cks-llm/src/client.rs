@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::config::{LlmConfig, ProviderChoice, check_model_name, provider_help};
 use crate::conversation::{ChatRequest, ChatResponse, ProviderKind, Usage};
@@ -179,12 +180,14 @@ impl LlmClient {
             );
             return result;
         }
+        let span = self.call_span("chat", kind, &settings.model);
         let result = match providers::encode_chat(kind, &request, config.provider_config(kind), &settings) {
             Ok((call, ctx)) => {
                 let Outcome { result, retries, whole_answer } = self
                     .inner
                     .transport
                     .execute(kind, &settings.model, &call, Decoder::Chat { ctx: &ctx, stream, deltas: options.deltas })
+                    .instrument(span.clone())
                     .await;
                 let result = result.and_then(|p| match p {
                     Payload::Chat(mut r) => {
@@ -201,7 +204,34 @@ impl LlmClient {
         let usage = result.as_ref().map(|r| r.usage).unwrap_or_default();
         let wire = Wire { streamed: stream, whole_answer };
         self.record(started, clock, Some(kind), &settings.model, wire, Operation::Chat, usage, retries, &result);
+        close_span(&span, usage, retries, &result);
         result
+    }
+
+    /// The span of one call to the provider, for traces only (`cks_trace`): the operation, the
+    /// provider and the model (redacted as every text that leaves this crate), never a key, a
+    /// prompt or an answer. A disabled span (traces off) costs nothing more.
+    fn call_span(&self, operation: &'static str, kind: ProviderKind, model: &str) -> tracing::Span {
+        let span = tracing::info_span!(
+            target: "cks_trace",
+            "llm_call",
+            otel.name = tracing::field::Empty,
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = operation,
+            gen_ai.provider.name = kind.as_str(),
+            gen_ai.request.model = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            "cks.llm.retries" = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            let model = self.inner.transport.redactor().redact(model);
+            span.record("otel.name", format!("{operation} {model}").as_str());
+            span.record("gen_ai.request.model", model.as_str());
+        }
+        span
     }
 
     /// The provider that answers calls now: the configured one, or the `auto` choice (Ollama if it answers
@@ -313,8 +343,9 @@ impl LlmClient {
             return Ok(c.models.clone());
         }
         let call = providers::encode_list_models(kind, pc);
+        let span = self.call_span("list_models", kind, &pc.model);
         let Outcome { result, retries, .. } =
-            self.inner.transport.execute(kind, &pc.model, &call, Decoder::Models).await;
+            self.inner.transport.execute(kind, &pc.model, &call, Decoder::Models).instrument(span.clone()).await;
         let result = result.and_then(|p| match p {
             Payload::Models(m) => Ok(m),
             Payload::Chat(_) | Payload::Embeddings(_) => Err(internal(kind, &pc.model)),
@@ -330,6 +361,7 @@ impl LlmClient {
             retries,
             &result,
         );
+        close_span(&span, Usage::default(), retries, &result);
         let models = result?;
         if !config.models_ttl.is_zero() {
             *self.inner.models.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(CachedModels {
@@ -370,6 +402,20 @@ impl LlmClient {
                 Err(e) => CallOutcome::Error(e.kind()),
             },
         });
+    }
+}
+
+/// Records a call's tokens, retries and outcome on its span.
+fn close_span<T>(span: &tracing::Span, usage: Usage, retries: u32, result: &Result<T, LlmError>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    span.record("cks.llm.retries", retries);
+    if let Err(e) = result {
+        span.record("error.type", e.kind().as_str());
+        span.record("otel.status_code", "error");
     }
 }
 

@@ -73,6 +73,24 @@ pub enum ErrorKind {
     NotConfigured,
 }
 
+impl ErrorKind {
+    /// The class's name, as telemetry writes it (`rate_limited`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Auth => "auth",
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Overloaded => "overloaded",
+            ErrorKind::Server => "server",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::MalformedResponse => "malformed_response",
+            ErrorKind::StreamError => "stream_error",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::NotConfigured => "not_configured",
+        }
+    }
+}
+
 /// Where an error happened and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ErrorContext {

@@ -401,7 +401,7 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         // A streamable-HTTP client opening a session: rmcp owns the session from here on.
         return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
     }
-    let (status, reply) = bare::handle(&state.server, &bytes, principal).await;
+    let (status, reply) = bare::handle(&state.server, &bytes, principal, &parts.headers).await;
     (status, [(header::CONTENT_TYPE, "application/json")], reply.unwrap_or_else(|| "{}".into())).into_response()
 }
 

@@ -1,7 +1,7 @@
 //! The cks-mcp server: configuration, logging, the runtime on its store, and the transports
 //! (MCP over stdio and HTTP). The `cks-mcp` binary is a thin `main` over [`run`].
 //!
-//! Invariant: this is the only crate that knows MCP or HTTP serving.
+//! Invariant: this is the only crate that knows MCP, HTTP serving or OpenTelemetry.
 
 mod approvals;
 mod apps;
@@ -27,6 +27,7 @@ pub mod storage_commands;
 pub mod stores;
 mod subscriptions;
 mod tasks;
+pub mod telemetry;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -49,33 +50,20 @@ pub fn run() -> anyhow::Result<()> {
     let cli = Cli::from_args();
     let env: HashMap<String, String> = std::env::vars().collect();
     let config = Config::resolve(&cli, env)?;
-    init_logging(&config);
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    match &cli.command {
-        Some(Command::ImportReference(args)) => return runtime.block_on(import_reference::run(args, &config)),
-        Some(Command::ExportStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
-        Some(Command::ImportStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
-        Some(Command::MigrateStorage(args)) => return runtime.block_on(storage_commands::run(args, &config)),
-        Some(Command::Worker(args)) => return runtime.block_on(worker::run(args, &config)),
-        Some(Command::Serve) | None => {}
-    }
-    runtime.block_on(serve(config))
-}
-
-fn init_logging(config: &Config) {
-    // Tool-call lines by default; library chatter only when it matters.
-    let filter = config.env.get("CKS_MCP_LOG").cloned().unwrap_or_else(|| "warn,cks_tool_call=info".into());
-    tracing_subscriber::fmt()
-        .json()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn,cks_tool_call=info".into()),
-        )
-        // The request a line belongs to (`server::request_span`), not the spans around it.
-        .with_current_span(true)
-        .with_span_list(false)
-        .init();
+    let telemetry = telemetry::init(&config, runtime.handle())?;
+    let ran = match &cli.command {
+        Some(Command::ImportReference(args)) => runtime.block_on(import_reference::run(args, &config)),
+        Some(Command::ExportStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::ImportStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::MigrateStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::Worker(args)) => runtime.block_on(worker::run(args, &config)),
+        Some(Command::Serve) | None => runtime.block_on(serve(config)),
+    };
+    // The last spans leave while the runtime that sends them still runs.
+    telemetry.finish();
+    ran
 }
 
 /// Opens the configured store (creating or migrating its schema).

@@ -298,17 +298,24 @@ impl ServerHandler for CksServer {
         let options = CallOptions { progress, cancel: context.ct.clone(), principal };
         let _running = sessions::session_of(&context)
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
-        if crate::tasks::runs_as_task(&request, &context) {
-            return self.start_task(request, options.principal).await;
-        }
-        let log_level = self.log_level(&context).await;
-        let started = std::time::Instant::now();
+        let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| &parts.headers);
         let span = crate::server::request_span(
             &sessions::request_key(&context.id),
             sessions::session_of(&context).as_deref(),
             options.principal.as_deref(),
+            &request.name,
+            crate::telemetry::Carrier { meta: Some(&context.meta), headers },
         );
-        let response = self.call_asking(&request, options, &context).instrument(span).await?;
+        if crate::tasks::runs_as_task(&request, &context) {
+            // The task's work stays in the call's span (and trace).
+            return self.start_task(request, options.principal).instrument(span).await;
+        }
+        let log_level = self.log_level(&context).await;
+        let started = std::time::Instant::now();
+        let response = self.call_asking(&request, options, &context).instrument(span.clone()).await?;
+        if let CallToolResponse::Complete(result) = &response {
+            crate::server::note_outcome(&span, result);
+        }
         if let (Some(chosen), CallToolResponse::Complete(result)) = (log_level, &response) {
             log_call(&context, chosen, &request.name, started.elapsed(), result).await;
         }

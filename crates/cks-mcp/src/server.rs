@@ -278,11 +278,15 @@ impl CksServer {
 }
 
 /// The span a tool call runs in: its log lines carry the request's id, the MCP session it came in
-/// (over HTTP) and the principal's subject (with OAuth), so one request's lines can be found.
+/// (over HTTP) and the principal's subject (with OAuth), so one request's lines can be found. When
+/// traces are on, it is the call's span (`tools/call <tool>`), a child of the trace `carrier`
+/// names, if any (`telemetry::trace_call`).
 pub(crate) fn request_span(
     request_id: &str,
     mcp_session: Option<&str>,
     principal: Option<&cks_tools::Principal>,
+    tool: &str,
+    carrier: crate::telemetry::Carrier<'_>,
 ) -> tracing::Span {
     // The tool-call lines' target, so that the filter that lets them through lets it through.
     let span = tracing::info_span!(
@@ -298,7 +302,16 @@ pub(crate) fn request_span(
     if let Some(principal) = principal {
         span.record("principal", principal.subject.as_str());
     }
+    crate::telemetry::trace_call(&span, tool, carrier);
     span
+}
+
+/// Marks `span` (a tool call's) failed when `result` is a business error, for its trace.
+pub(crate) fn note_outcome(span: &tracing::Span, result: &CallToolResult) {
+    if result.is_error == Some(true) && crate::telemetry::tracing_on() {
+        let code = result.structured_content.as_ref().and_then(|v| v.get("error")).and_then(Value::as_str);
+        crate::telemetry::call_failed(span, code.unwrap_or("tool_error"));
+    }
 }
 
 /// Protocol versions we can speak, newest first.

@@ -23,6 +23,7 @@ use rmcp::service::RequestContext;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use cks_runtime::tasks::now_ms;
 
@@ -173,7 +174,7 @@ impl CksServer {
         };
         self.save_task(&id, &record).await?;
         let created = record.detailed(&id, now).task;
-        tokio::spawn(self.clone().run_task(id, record, request, principal));
+        tokio::spawn(self.clone().run_task(id, record, request, principal).in_current_span());
         Ok(CreateTaskResult::new(created).into())
     }
 

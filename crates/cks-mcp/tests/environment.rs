@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cks_mcp::config::variables;
 
-const PREFIXES: &[&str] = &["CKS_", "ANTHROPIC_", "GOOGLE_", "OPENAI_", "OLLAMA_"];
+const PREFIXES: &[&str] = &["CKS_", "ANTHROPIC_", "GOOGLE_", "OPENAI_", "OLLAMA_", "OTEL_"];
 
 fn workspace_crates() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

@@ -666,4 +666,25 @@ async fn a_session_belongs_to_its_principal_until_shared() {
     server.call(&bob, "evolve_knowledge", json!({"session_id": session, "operations": [rename]})).await;
     let history = server.call(&alice, "list_versions", json!({"session_id": session})).await;
     assert!(history.to_string().contains("\"bob\""), "the version names who made it: {history}");
+
+    // Each call's log line names its request and the principal who made it, never a token.
+    let log = server.stderr();
+    let calls: Vec<Value> = log
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .filter(|line| line["target"] == "cks_tool_call")
+        .collect();
+    let by = |who: &str, tool: &str| {
+        calls.iter().any(|l| {
+            l["span"]["principal"] == who && l["fields"]["tool"] == tool && l["span"]["request_id"].is_string()
+        })
+    };
+    assert!(
+        by("alice", "share_session") && by("bob", "evolve_knowledge") && by("carol", "serialize_knowledge"),
+        "{log}"
+    );
+    for token in [&alice, &bob, &carol] {
+        assert!(!log.contains(token.as_str()));
+    }
 }

@@ -325,6 +325,7 @@ fn log_lines_are_json_naming_their_request_and_hold_no_key() {
         .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
         .env("CKS_LLM_MAX_RETRIES", "0")
         .env_remove("CKS_MCP_LOG")
+        .env_remove("CKS_MCP_LOG_FORMAT")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -363,4 +364,52 @@ fn log_lines_are_json_naming_their_request_and_hold_no_key() {
     let construct = call("construct_knowledge");
     assert_eq!(construct["span"]["request_id"], "8", "{construct}");
     assert_eq!(construct["fields"]["outcome"], "error", "{construct}");
+}
+
+#[test]
+fn log_lines_are_text_when_asked_and_hold_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cks-mcp"))
+        .env("CKS_MCP_DATA_DIR", dir.path())
+        .env("CKS_MCP_DB_PATH", ":memory:")
+        .env("CKS_LLM_PROVIDER", "anthropic")
+        .env("ANTHROPIC_API_KEY", "sk-ant-text-log-secret")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .env("CKS_LLM_MAX_RETRIES", "0")
+        .env("CKS_MCP_LOG_FORMAT", "text")
+        .env_remove("CKS_MCP_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let graph = json!({"objects": [{"identity": {"id": "a", "type": "T", "name": "A"}}]}).to_string();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "list_versions", "arguments": {"session_id": "nope"}}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": {"name": "construct_knowledge", "arguments": {"text": graph}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!stderr.contains("sk-ant-text-log-secret"), "{stderr}");
+    let calls: Vec<&str> = stderr.lines().filter(|line| line.contains("cks_tool_call")).collect();
+    assert_eq!(calls.len(), 2, "{stderr}");
+    for line in &calls {
+        assert!(serde_json::from_str::<Value>(line).is_err(), "not JSON: {line}");
+        assert!(!line.contains("trace_id"), "no trace without an endpoint: {line}");
+    }
+    let versions = calls.iter().find(|line| line.contains("list_versions")).unwrap();
+    assert!(versions.contains("INFO") && versions.contains("request{request_id=\"7\"}"), "{versions}");
+    assert!(versions.contains("error=\"session_not_found\""), "{versions}");
 }

@@ -36,6 +36,7 @@ use cks_core::vectors::{
 };
 use cks_embed::{EmbedError, Embedder};
 use tokio::sync::{OnceCell, mpsc, watch};
+use tracing::Instrument as _;
 
 use crate::events::EventKind;
 use crate::runtime::Runtime;
@@ -289,10 +290,29 @@ impl Embeddings {
     /// Fails when the embedder has not answered within [`QUERY_WAIT`].
     pub async fn embed_query(&self, text: &str) -> Result<Option<Vector>, EmbedError> {
         let texts = [text.to_owned()];
+        let span = self.batch_span(1);
         let vectors = tokio::time::timeout(QUERY_WAIT, self.embedder.embed(&texts))
+            .instrument(span.clone())
             .await
-            .map_err(|_| EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())))??;
+            .map_err(|_| EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())))
+            .and_then(|embedded| embedded);
+        let vectors = failed_on(&span, vectors)?;
         Ok(vectors.first().and_then(|v| Vector::quantize(v)))
+    }
+
+    /// The span of one embedding batch, for traces only (`cks_trace`): the model and how many
+    /// texts, never the texts.
+    fn batch_span(&self, texts: usize) -> tracing::Span {
+        tracing::info_span!(
+            target: "cks_trace",
+            "embed",
+            otel.name = format!("embeddings {}", self.model()).as_str(),
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "embeddings",
+            gen_ai.request.model = self.model(),
+            "cks.texts" = texts,
+            "error.type" = tracing::field::Empty,
+        )
     }
 
     /// Settles `structure`'s vector index against the vectors known now and queues what it
@@ -400,7 +420,8 @@ impl Embeddings {
     /// Embeds one batch, keeps it in the store, then makes it known.
     async fn embed_batch(&self, batch: &[(TextKey, String)]) -> Result<(), EmbedError> {
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
-        let vectors = self.embedder.embed(&texts).await?;
+        let span = self.batch_span(texts.len());
+        let vectors = failed_on(&span, self.embedder.embed(&texts).instrument(span.clone()).await)?;
         if vectors.len() != batch.len() {
             return Err(EmbedError::Provider(format!("{} vectors for {} texts", vectors.len(), batch.len())));
         }
@@ -431,6 +452,14 @@ impl Embeddings {
         self.generation.send_modify(|g| *g += 1);
         Ok(())
     }
+}
+
+/// `result`, its failure noted on `span`.
+fn failed_on<T>(span: &tracing::Span, result: Result<T, EmbedError>) -> Result<T, EmbedError> {
+    if result.is_err() {
+        span.record("error.type", "embedding_failed").record("otel.status_code", "error");
+    }
+    result
 }
 
 /// The keeper: writes the keys settles made to the store, what has arrived by then in one save.

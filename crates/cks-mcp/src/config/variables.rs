@@ -59,6 +59,8 @@ use Form::{LogFilter, Networks, Origins, Port, Text, Url};
 
 /// The synchronous modes offered for the SQLite store.
 pub const SYNCHRONOUS_MODES: &[&str] = &["normal", "full"];
+/// The log formats (`CKS_MCP_LOG_FORMAT`).
+pub const LOG_FORMATS: &[&str] = &["json", "text"];
 /// The values of an on/off switch.
 pub const SWITCH: &[&str] = &["on", "off"];
 /// The words the reference reads as yes or no.
@@ -241,6 +243,13 @@ const FIXED: &[Group] = &[
             ),
             var("CKS_MCP_LOG", LogFilter, Some("warn,cks_tool_call=info"), "Log filter for stderr (tracing syntax)"),
             var(
+                "CKS_MCP_LOG_FORMAT",
+                Form::OneOf(LOG_FORMATS),
+                Some("json"),
+                "json: one JSON object per log line (with the request's ids, and its trace's when traced); text: \
+                 lines for a person to read",
+            ),
+            var(
                 "CKS_MCP_TOOLS",
                 Text,
                 Some("core"),
@@ -248,6 +257,30 @@ const FIXED: &[Group] = &[
                  lists them), or tool names and groups, comma-separated. Every tool stays callable by name; \
                  find_tools finds the rest",
             ),
+        ],
+    },
+    Group {
+        heading: "Traces (OpenTelemetry over OTLP/HTTP; off unless an endpoint is set)",
+        variables: &[
+            var(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                Url,
+                None,
+                "The OTLP/HTTP receiver (an OpenTelemetry Collector) traces go to, at <endpoint>/v1/traces",
+            ),
+            var(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                Url,
+                None,
+                "The receiver's traces URL itself, used as it is (wins over OTEL_EXPORTER_OTLP_ENDPOINT)",
+            ),
+            var(
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                Text,
+                None,
+                "Headers sent with each export, as key=value pairs separated by commas (a receiver's API key)",
+            ),
+            var("OTEL_SERVICE_NAME", Text, Some("cks-mcp"), "The service name the spans carry"),
         ],
     },
     Group {
@@ -774,6 +807,8 @@ mod tests {
         assert!(bad("CKS_MCP_ALLOWED_ORIGINS", "https://a.example, b.example").contains("'b.example'"));
         assert!(bad("CKS_MCP_LOG", "warn,=[").contains("CKS_MCP_LOG"));
         assert!(bad("CKS_MCP_SQLITE_SYNCHRONOUS", "extra").contains("one of normal, full"));
+        assert!(bad("CKS_MCP_LOG_FORMAT", "xml").contains("one of json, text"));
+        assert!(bad("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318").contains("http://"));
     }
 
     #[test]

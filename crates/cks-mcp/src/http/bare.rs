@@ -7,7 +7,7 @@ use tracing::Instrument as _;
 
 use cks_tools::Principal;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use rmcp::model::ErrorData;
 
 use crate::server::{CallOptions, CksServer};
@@ -24,15 +24,21 @@ pub(super) async fn handle(
     server: &CksServer,
     body: &[u8],
     principal: Option<Arc<Principal>>,
+    headers: &HeaderMap,
 ) -> (StatusCode, Option<String>) {
     let message: Value = match serde_json::from_slice(body) {
         Ok(message) => message,
         Err(_) => return (StatusCode::BAD_REQUEST, Some(error(Value::Null, -32700, "Parse error").to_string())),
     };
-    (StatusCode::OK, answer(server, message, principal).await)
+    (StatusCode::OK, answer(server, message, principal, headers).await)
 }
 
-async fn answer(server: &CksServer, message: Value, principal: Option<Arc<Principal>>) -> Option<String> {
+async fn answer(
+    server: &CksServer,
+    message: Value,
+    principal: Option<Arc<Principal>>,
+    headers: &HeaderMap,
+) -> Option<String> {
     match message {
         Value::Array(batch) if batch.is_empty() => {
             Some(error(Value::Null, -32600, "Invalid Request: empty batch").to_string())
@@ -40,13 +46,13 @@ async fn answer(server: &CksServer, message: Value, principal: Option<Arc<Princi
         Value::Array(batch) => {
             let mut replies = Vec::new();
             for message in batch {
-                if let Some(reply) = dispatch(server, message, principal.clone()).await {
+                if let Some(reply) = dispatch(server, message, principal.clone(), headers).await {
                     replies.push(reply);
                 }
             }
             (!replies.is_empty()).then(|| Value::Array(replies).to_string())
         }
-        message => dispatch(server, message, principal).await.map(|r| r.to_string()),
+        message => dispatch(server, message, principal, headers).await.map(|r| r.to_string()),
     }
 }
 
@@ -62,7 +68,12 @@ fn from_error_data(id: Value, e: ErrorData) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": body})
 }
 
-async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Principal>>) -> Option<Value> {
+async fn dispatch(
+    server: &CksServer,
+    message: Value,
+    principal: Option<Arc<Principal>>,
+    headers: &HeaderMap,
+) -> Option<Value> {
     let Value::Object(mut request) = message else { return Some(error(Value::Null, -32600, "Invalid Request")) };
     let Some(Value::String(method)) = request.remove("method") else {
         // A response from the client, or garbage: neither needs an answer here.
@@ -87,12 +98,17 @@ async fn dispatch(server: &CksServer, message: Value, principal: Option<Arc<Prin
                 None | Some(Value::Null) => None,
                 Some(_) => return Some(error(id, -32602, "Invalid params: 'arguments' must be an object")),
             };
-            let span = crate::server::request_span(&id.to_string(), None, principal.as_deref());
+            let meta = params.get("_meta").and_then(Value::as_object);
+            let carrier = crate::telemetry::Carrier { meta, headers: Some(headers) };
+            let span = crate::server::request_span(&id.to_string(), None, principal.as_deref(), name, carrier);
             server
                 .call_tool(name, arguments, CallOptions { principal, ..CallOptions::default() })
-                .instrument(span)
+                .instrument(span.clone())
                 .await
-                .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+                .map(|result| {
+                    crate::server::note_outcome(&span, &result);
+                    serde_json::to_value(result).unwrap_or(Value::Null)
+                })
         }
         "resources/list" => server.list_resources(principal.as_deref()).await,
         "resources/templates/list" => Ok(json!({"resourceTemplates": crate::resources::templates()})),

@@ -2,11 +2,36 @@
 //! compare-and-swap on the session head and the retry after a lost race.
 
 use super::*;
+use tracing::Instrument as _;
 
 impl Runtime {
     /// Commits a change as a new version, retrying with jittered backoff when another writer
     /// moved the head first.
     pub async fn commit(&self, id: &str, request: CommitRequest) -> Result<Committed, RuntimeError> {
+        // For traces only (`cks_trace`): which session, how much was asked and what came of it;
+        // never the operations themselves.
+        let span = tracing::info_span!(
+            target: "cks_trace",
+            "commit",
+            otel.status_code = tracing::field::Empty,
+            "cks.session.id" = id,
+            "cks.operations" = match &request.edit {
+                Some(Edit::Operations(operations)) => operations.len(),
+                Some(Edit::Replace { .. }) | None => 0,
+            },
+            "cks.replace" = matches!(request.edit, Some(Edit::Replace { .. })),
+            "cks.version" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+        );
+        let committed = self.commit_with_retries(id, request).instrument(span.clone()).await;
+        match &committed {
+            Ok(committed) => span.record("cks.version", committed.version.seq),
+            Err(e) => span.record("error.type", e.code()).record("otel.status_code", "error"),
+        };
+        committed
+    }
+
+    async fn commit_with_retries(&self, id: &str, request: CommitRequest) -> Result<Committed, RuntimeError> {
         let session = self.session(id).await?;
         let attempts = self.config.max_commit_attempts.max(1);
         for attempt in 0..attempts {
