@@ -41,7 +41,7 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     }
 
     /// Readies what the first embedding needs (a local model's vocabulary), so the first query does
-    /// not wait for it. Called once, off the async workers, as search by meaning starts; a
+    /// not wait for it. Called once, off the async workers, when a session first settles; a
     /// failure here is reported again by [`Embedder::embed`].
     fn prepare(&self) -> Result<(), EmbedError> {
         Ok(())

@@ -8,7 +8,8 @@
 //! A local model is a directory whose `model.json` says its format: a transformer
 //! (`cks-transformer`) or a static table (`cks-static`). Its manifests, and a transformer's
 //! weights' header, are read at start-up (so a wrong setting or a damaged model stops the server
-//! with a message naming it); its weights or table only when search by meaning starts.
+//! with a message naming it); its weights or table in the background when a session's vectors
+//! first settle (its first change or search), not at start.
 //!
 //! A provider is reached at the base URL and with the key its chat calls use (`CKS_OLLAMA_HOST`,
 //! `CKS_OPENAI_BASE_URL` and `CKS_OPENAI_API_KEY`, `CKS_GOOGLE_BASE_URL` and `CKS_GOOGLE_API_KEY`),

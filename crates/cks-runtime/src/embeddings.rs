@@ -25,7 +25,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -100,6 +100,8 @@ pub struct Embeddings {
     embedded: AtomicU64,
     /// Embedder failures so far.
     failures: AtomicU64,
+    /// Whether the model was asked to ready itself ([`Self::prepare_soon`]).
+    prepared: AtomicBool,
 }
 
 /// What [`Embeddings::status`] reports.
@@ -135,6 +137,7 @@ impl Embeddings {
             queued: Mutex::default(),
             embedded: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            prepared: AtomicBool::new(false),
         });
         tokio::spawn(work(Arc::downgrade(&embeddings), receiver));
         tokio::spawn(keep_keys(embeddings.store.clone(), Arc::downgrade(&embeddings), keeping));
@@ -328,9 +331,26 @@ impl Embeddings {
         let mut synced =
             index.sync_known(structure, self.model(), generation, Remembered { vectors: &vectors, keys: &keys });
         drop((vectors, keys));
+        self.prepare_soon();
         self.enqueue(&synced.to_embed);
         self.remember(std::mem::take(&mut synced.new_keys));
         f(&index, &synced)
+    }
+
+    /// Readies the model in the background the first time a session settles (a search by
+    /// meaning or a batch may follow), not at start: a server that never holds a session never
+    /// loads it (tens of MB), and its first answers do not share the cores with the load.
+    fn prepare_soon(&self) {
+        if self.prepared.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let embedder = self.embedder.clone();
+        runtime.spawn_blocking(move || {
+            if let Err(e) = embedder.prepare() {
+                tracing::warn!(error = %e, "embedding model not readied; the first search tries again");
+            }
+        });
     }
 
     /// Keeps keys a settle made, here and (by the keeper, in the background) in the store.
@@ -548,15 +568,9 @@ impl Runtime {
             .clone();
         if started {
             tokio::spawn(follow(Arc::downgrade(self), self.subscribe()));
-            // The model is readied now, not at the first search. The stored vectors are read when
-            // first needed: by a session loaded without a kept vector index (as it loads), or by
-            // a change to settle.
-            let embedder = embeddings.embedder.clone();
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = embedder.prepare() {
-                    tracing::warn!(error = %e, "embedding model not readied; the first search tries again");
-                }
-            });
+            // The model is readied when a session first settles, and the stored vectors are read
+            // when first needed: by a session loaded without a kept vector index (as it loads),
+            // or by a change to settle.
         }
         embeddings
     }
