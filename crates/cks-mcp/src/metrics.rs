@@ -23,6 +23,10 @@ pub(crate) fn render(server: &CksServer) -> String {
     sample(&mut out, "cks_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1);
     tools(&mut out, server);
     llm(&mut out, &server.llm);
+    let commits = server.runtime.commit_times();
+    let name = "cks_commit_duration_seconds";
+    family(&mut out, name, "histogram", "Time a commit took, retries included, failed ones too.");
+    histogram(&mut out, name, None, &commits.at_most, commits.count, commits.seconds);
     family(&mut out, "cks_sessions_loaded", "gauge", "Sessions held in memory now.");
     sample(&mut out, "cks_sessions_loaded", &[], server.runtime.loaded_sessions());
     if let Some(embeddings) = server.runtime.embeddings() {
@@ -55,13 +59,31 @@ fn tools(out: &mut String, server: &CksServer) {
     let name = "cks_tool_call_duration_seconds";
     family(out, name, "histogram", "Time from a tool call's arguments to its answer.");
     for c in &counts {
-        for (bound, at_most) in LATENCY_BUCKETS.iter().zip(c.at_most) {
-            sample(out, &format!("{name}_bucket"), &[("tool", c.tool), ("le", &bound.to_string())], at_most);
-        }
-        sample(out, &format!("{name}_bucket"), &[("tool", c.tool), ("le", "+Inf")], c.calls);
-        sample(out, &format!("{name}_sum"), &[("tool", c.tool)], c.seconds);
-        sample(out, &format!("{name}_count"), &[("tool", c.tool)], c.calls);
+        histogram(out, name, Some(("tool", c.tool)), &c.at_most, c.calls, c.seconds);
     }
+}
+
+/// One histogram's samples (`label` on each): its cumulative buckets, `+Inf`, sum and count.
+fn histogram(
+    out: &mut String,
+    name: &str,
+    label: Option<(&str, &str)>,
+    at_most: &[u64; LATENCY_BUCKETS.len()],
+    count: u64,
+    seconds: f64,
+) {
+    let base: Vec<(&str, &str)> = label.into_iter().collect();
+    let bucket = format!("{name}_bucket");
+    for (bound, at_most) in LATENCY_BUCKETS.iter().map(f64::to_string).zip(at_most) {
+        let mut labels = base.clone();
+        labels.push(("le", &bound));
+        sample(out, &bucket, &labels, at_most);
+    }
+    let mut labels = base.clone();
+    labels.push(("le", "+Inf"));
+    sample(out, &bucket, &labels, count);
+    sample(out, &format!("{name}_sum"), &base, seconds);
+    sample(out, &format!("{name}_count"), &base, count);
 }
 
 /// LLM calls, by provider: counts by outcome, tokens, and time (as a summary's sum and count).
@@ -137,6 +159,8 @@ mod tests {
             "cks_tool_call_duration_seconds_bucket{tool=\"list_versions\",le=\"0.005\"} 2",
             "cks_tool_call_duration_seconds_bucket{tool=\"list_versions\",le=\"+Inf\"} 2",
             "cks_tool_call_duration_seconds_count{tool=\"list_versions\"} 2",
+            "cks_commit_duration_seconds_bucket{le=\"+Inf\"} 0",
+            "cks_commit_duration_seconds_count 0",
             "cks_sessions_loaded 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");

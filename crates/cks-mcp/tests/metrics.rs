@@ -36,6 +36,9 @@ async fn a_scrape_counts_tool_calls_errors_and_llm_calls() {
     let graph = json!({"objects": [{"identity": {"id": "a", "type": "Claim", "name": "Sky is green"}}]});
     let created = mcp.call("validate_knowledge", json!({"json_data": graph.to_string()})).await;
     let session = created["session_id"].as_str().unwrap().to_owned();
+    let update = json!([{"type": "update_object", "object_id": "a", "structure_patch": {"checked": true}}]);
+    let evolved = mcp.call("evolve_knowledge", json!({"session_id": session, "operations": update})).await;
+    assert!(evolved["version_id"].is_string(), "{evolved}");
     let missing = mcp.call("list_versions", json!({"session_id": "no-such-session"})).await;
     assert_eq!(missing["error"], "session_not_found", "{missing}");
     provider.push(Reply::text("The sky is said to be green.").with_usage(11, 7));
@@ -62,6 +65,10 @@ async fn a_scrape_counts_tool_calls_errors_and_llm_calls() {
         sample(&scrape, &format!("cks_llm_tokens_total{{provider=\"anthropic\",direction=\"{direction}\"}}"))
     };
     assert_eq!((tokens("input"), tokens("output")), (Some(11.0), Some(7.0)), "{scrape}");
+    let commits = sample(&scrape, "cks_commit_duration_seconds_count");
+    assert_eq!(sample(&scrape, "cks_commit_duration_seconds_bucket{le=\"+Inf\"}"), commits, "{scrape}");
+    assert!(commits.is_some_and(|n| n >= 1.0), "the evolve_knowledge commit: {scrape}");
+    assert!(sample(&scrape, "cks_commit_duration_seconds_sum").is_some_and(|s| s > 0.0), "{scrape}");
     assert!(scrape.ends_with("# EOF\n"));
     for secret in ["sk-ant-e2e-secret", session.as_str(), "green", "no-such-session"] {
         assert!(!scrape.contains(secret), "the scrape holds {secret}");

@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod gallery;
 pub mod health;
+pub mod histogram;
 pub mod import;
 pub mod locator;
 pub mod pipeline_runs;

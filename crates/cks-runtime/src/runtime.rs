@@ -206,6 +206,8 @@ pub struct Runtime {
     pub(crate) embeddings: std::sync::OnceLock<Arc<crate::embeddings::Embeddings>>,
     /// Indexes being kept in the background ([`Runtime::finish_saving`]).
     saving: Arc<in_flight::InFlight>,
+    /// How long commits took, retries included.
+    commit_times: crate::histogram::Histogram,
 }
 
 /// The most objects [`Runtime::read_neighbourhood`] reads from a store before it loads the
@@ -292,7 +294,13 @@ impl Runtime {
             gallery: Default::default(),
             embeddings: Default::default(),
             saving: Default::default(),
+            commit_times: Default::default(),
         }
+    }
+
+    /// How long commits took so far (the successful and the failed), for metrics.
+    pub fn commit_times(&self) -> crate::histogram::HistogramCounts {
+        self.commit_times.counts()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -15,10 +15,8 @@ pub const RECENT_PER_TOOL: usize = 256;
 const ERROR_CODES_PER_TOOL: usize = 32;
 /// Error codes listed in `top_errors`.
 const TOP_ERRORS: usize = 5;
-/// Upper bounds of the latency histogram's buckets, in seconds: from a read of a small graph to a
-/// chat turn with a slow model. Slower calls are counted in none (they are in the total).
-pub const LATENCY_BUCKETS: [f64; 14] =
-    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0];
+/// The latency histogram's buckets, the same for tool calls and commits.
+pub use cks_runtime::histogram::LATENCY_BUCKETS;
 
 #[derive(Debug, Default)]
 struct ToolStats {

@@ -23,7 +23,9 @@ impl Runtime {
             "cks.version" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
         );
+        let started = std::time::Instant::now();
         let committed = self.commit_with_retries(id, request).instrument(span.clone()).await;
+        self.commit_times.record(started.elapsed());
         match &committed {
             Ok(committed) => span.record("cks.version", committed.version.seq),
             Err(e) => span.record("error.type", e.code()).record("otel.status_code", "error"),
