@@ -5,7 +5,7 @@
 //! Messages, OpenAI-compatible chat completions, Google Gemini `generateContent` and Ollama `/api/chat`, each
 //! streaming and not. Tests queue [`Reply`]s; each request to a chat endpoint pops the next one and gets it
 //! rendered in the wire format of the endpoint that was hit, so one script works for every provider. Replies can
-//! be answers (text, tool calls, both) or faults (rate limits, overload, server errors, garbage, truncated bodies,
+//! be answers (text, tool calls, both, or the JSON of a structured answer: [`Reply::Json`]) or faults (rate limits, overload, server errors, garbage, truncated bodies,
 //! errors in the middle of a stream, dropped connections), and a streamed request can be answered with the whole
 //! non-streamed JSON body, as some gateways do ([`Reply::NotStreamed`]). Every request is recorded, and each
 //! endpoint makes the strict request checks of the real API (see the provider modules), answering client bugs

@@ -21,6 +21,12 @@ pub enum Reply {
     ToolCalls(Vec<ToolCall>),
     /// Text followed by tool calls in one answer.
     TextAndToolCalls(String, Vec<ToolCall>),
+    /// A structured answer: the JSON value a model gives a request that asks for an output schema. Anthropic,
+    /// when the request forces a tool (`tool_choice: {"type": "tool", "name": …}`), answers as the real API does: one
+    /// `tool_use` block calling that tool with the value as its input (a non-object wrapped as `{"value": …}`, as
+    /// for [`ToolCall::arguments`]) and stop reason `tool_use`. Everywhere else the answer is the value's JSON
+    /// text, as a text answer.
+    Json(Value),
     /// Sets the input and output token counts reported for the wrapped reply (the outermost wins when nested;
     /// without it: [`DEFAULT_USAGE`]).
     Usage(Box<Reply>, u32, u32),
@@ -121,10 +127,17 @@ impl Reply {
                 other => {
                     let (input_tokens, output_tokens) = usage.unwrap_or(DEFAULT_USAGE);
                     let answer = |text: Option<String>, calls: Vec<ToolCall>| {
-                        Outcome::Answer(Answer { text, calls, input_tokens, output_tokens })
+                        Outcome::Answer(Answer { text, calls, json: None, input_tokens, output_tokens })
                     };
                     let outcome = match other {
                         Reply::Text(t) => answer(Some(t), Vec::new()),
+                        Reply::Json(v) => Outcome::Answer(Answer {
+                            text: Some(v.to_string()),
+                            calls: Vec::new(),
+                            json: Some(v),
+                            input_tokens,
+                            output_tokens,
+                        }),
                         Reply::ToolCalls(c) => answer(None, c),
                         Reply::TextAndToolCalls(t, c) => answer(Some(t), c),
                         Reply::Status { status, headers, body } => {
@@ -206,6 +219,8 @@ pub(crate) enum Outcome {
 pub(crate) struct Answer {
     pub(crate) text: Option<String>,
     pub(crate) calls: Vec<ToolCall>,
+    /// [`Reply::Json`]'s value (`text` is then its JSON text): what a forced tool's call carries.
+    pub(crate) json: Option<Value>,
     pub(crate) input_tokens: u32,
     pub(crate) output_tokens: u32,
 }
@@ -214,7 +229,7 @@ impl Answer {
     /// The canned answer used for [`Reply::Truncated`] and the partial chunks of [`Reply::ErrorMidStream`].
     pub(crate) fn canned(text: &str) -> Answer {
         let (input_tokens, output_tokens) = DEFAULT_USAGE;
-        Answer { text: Some(text.to_owned()), calls: Vec::new(), input_tokens, output_tokens }
+        Answer { text: Some(text.to_owned()), calls: Vec::new(), json: None, input_tokens, output_tokens }
     }
 }
 
@@ -253,6 +268,17 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_json_reply_is_its_text_and_keeps_its_value() {
+        let value = serde_json::json!({"a": [1, 2]});
+        let Resolved { outcome, .. } = Reply::Json(value.clone()).with_usage(5, 6).resolve();
+        let Outcome::Answer(a) = outcome else { panic!() };
+        assert_eq!(a.text.as_deref(), Some("{\"a\":[1,2]}"));
+        assert_eq!(a.json, Some(value));
+        assert!(a.calls.is_empty());
+        assert_eq!((a.input_tokens, a.output_tokens), (5, 6));
     }
 
     #[test]

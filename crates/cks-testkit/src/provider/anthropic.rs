@@ -28,7 +28,12 @@
 //!    `tool_use` of an assistant message that is followed by another message is answered by a `tool_result` in
 //!    that next message (the real API's two messages);
 //! 10. every `tools[]` entry that has an `input_schema` has a name matching `^[a-zA-Z0-9_-]{1,128}$` and an
-//!     object-typed schema.
+//!     object-typed schema;
+//! 11. `tool_choice`, when present, is an object whose `type` is `auto`, `any`, `tool` or `none`, comes with a
+//!     non-empty `tools` list, and with `type: "tool"` has a `name` naming one of those tools.
+//!
+//! A [`crate::Reply::Json`] answers a request that forces a tool (`tool_choice` of type `tool`) as the real API
+//! does: one `tool_use` block calling that tool, its input the scripted value, stop reason `tool_use`.
 
 use serde_json::{Map, Value, json};
 
@@ -129,6 +134,7 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
         return Err(bad(format!("{extra}: Extra inputs are not permitted")));
     }
     check_tools(body)?;
+    check_tool_choice(body)?;
 
     // Per message: role, content shape, blocks.
     let mut blocks_per_msg: Vec<Vec<&Map<String, Value>>> = Vec::new();
@@ -270,6 +276,43 @@ fn check_tools(body: &Map<String, Value>) -> Result<(), Rendered> {
     Ok(())
 }
 
+fn check_tool_choice(body: &Map<String, Value>) -> Result<(), Rendered> {
+    let Some(choice) = body.get("tool_choice") else { return Ok(()) };
+    let ty = choice.get("type").and_then(Value::as_str).unwrap_or("");
+    if !["auto", "any", "tool", "none"].contains(&ty) {
+        return Err(bad(format!(
+            "tool_choice: Input tag '{ty}' found using 'type' does not match any of the expected tags: 'auto', \
+             'any', 'tool', 'none'"
+        )));
+    }
+    let names: Vec<&str> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("name").and_then(Value::as_str))
+        .collect();
+    if names.is_empty() {
+        return Err(bad("tool_choice: tool_choice may only be specified while providing tools"));
+    }
+    if ty == "tool" {
+        let Some(name) = choice.get("name").and_then(Value::as_str) else {
+            return Err(bad("tool_choice.tool.name: Field required"));
+        };
+        if !names.contains(&name) {
+            return Err(bad(format!("tool_choice.tool.name: Tool '{name}' not found in provided tools")));
+        }
+    }
+    Ok(())
+}
+
+/// The tool a request forces (`tool_choice: {"type": "tool", "name": …}`).
+fn forced_tool<'a>(ctx: &'a Ctx<'_>) -> Option<&'a str> {
+    let choice = ctx.body.get("tool_choice")?;
+    (choice.get("type")? == "tool").then_some(())?;
+    choice.get("name")?.as_str()
+}
+
 enum Block {
     Text(String),
     /// `raw`: the scripted arguments were a JSON string, streamed verbatim as the `partial_json` fragments.
@@ -282,6 +325,11 @@ enum Block {
 }
 
 fn blocks(ctx: &Ctx<'_>, a: &Answer) -> Vec<Block> {
+    if let (Some(value), Some(name)) = (&a.json, forced_tool(ctx)) {
+        // A forced tool is answered by its call alone: no text beside it.
+        let id = format!("toolu_testkit_{:04}", ctx.shared.next_id());
+        return vec![Block::ToolUse { id, name: name.to_owned(), input: args_object(value), raw: None }];
+    }
     let mut out = Vec::new();
     if let Some(t) = &a.text
         && (has_text(a) || a.calls.is_empty())
@@ -302,7 +350,7 @@ fn message_id(ctx: &Ctx<'_>) -> String {
 
 pub(crate) fn answer(ctx: &Ctx<'_>, a: &Answer) -> Rendered {
     let blocks = blocks(ctx, a);
-    let stop_reason = if a.calls.is_empty() { "end_turn" } else { "tool_use" };
+    let stop_reason = if blocks.iter().any(|b| matches!(b, Block::ToolUse { .. })) { "tool_use" } else { "end_turn" };
     let id = message_id(ctx);
     if ctx.mode == Mode::Json {
         let content: Vec<Value> = blocks

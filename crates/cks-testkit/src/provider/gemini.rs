@@ -39,7 +39,16 @@
 //! 5. every `functionResponse.response` is a JSON object (a string or array is rejected, as the protobuf `Struct`
 //!    it is);
 //! 6. a `user` turn holding `functionResponse` parts right after a `model` turn holding `functionCall` parts has as
-//!    many responses as there were calls.
+//!    many responses as there were calls;
+//! 7. structured output (`generationConfig`): `responseSchema` and `responseJsonSchema` are not both set; either
+//!    one needs `responseMimeType` `application/json` (`text/x.enum` also goes with `responseSchema`), as the
+//!    spec says; `responseSchema` is Google's `Schema` and checked as `parameters` are (3.); `responseJsonSchema`
+//!    is JSON Schema of which Google documents only some keywords as supported (`$id`, `$defs`, `$ref`,
+//!    `$anchor`, `type`, `format`, `title`, `description`, `enum`, `items`, `prefixItems`, `minItems`,
+//!    `maxItems`, `minimum`, `maximum`, `anyOf`, `oneOf`, `properties`, `additionalProperties`, `required`,
+//!    `propertyOrdering`) and, beside `$ref`, only keywords starting with `$`: this server rejects anything else at
+//!    every depth, stricter than the API is known to be, so that a client cannot come to rely on a keyword
+//!    Gemini does not apply.
 //!
 //! Embeddings (`POST …/models/{model}:batchEmbedContents`): `{"embeddings":[{"values":[f32]}]}`, one per request
 //! in request order ([`super::embedding`] of the request's text parts joined by newlines, in
@@ -143,6 +152,7 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
         _ => return Err(bad("* GenerateContentRequest.contents: contents is not specified")),
     };
     check_tools(body)?;
+    check_output_schema(body)?;
     for (i, c) in contents.iter().enumerate() {
         match c.get("role").map(|r| r.as_str()) {
             None | Some(Some("user" | "model")) => {}
@@ -213,6 +223,103 @@ fn check_tools(body: &Map<String, Value>) -> Result<(), Rendered> {
             }
             if let Some(params) = d.get("parameters") {
                 check_schema(params, &format!("{field}.parameters"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The keywords Google documents as supported in `generationConfig.responseJsonSchema`.
+const JSON_SCHEMA_KEYS: &[&str] = &[
+    "$id",
+    "$defs",
+    "$ref",
+    "$anchor",
+    "type",
+    "format",
+    "title",
+    "description",
+    "enum",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "additionalProperties",
+    "required",
+    "propertyOrdering",
+];
+
+fn check_output_schema(body: &Map<String, Value>) -> Result<(), Rendered> {
+    let Some(config) = body.get("generationConfig").and_then(Value::as_object) else { return Ok(()) };
+    let mime = config.get("responseMimeType").and_then(Value::as_str);
+    match (config.get("responseSchema"), config.get("responseJsonSchema")) {
+        (Some(_), Some(_)) => Err(bad(
+            "* GenerateContentRequest.generation_config.response_json_schema: response_schema must be omitted when \
+             response_json_schema is set.",
+        )),
+        (Some(schema), None) => {
+            if !matches!(mime, Some("application/json" | "text/x.enum")) {
+                return Err(bad("* GenerateContentRequest.generation_config.response_mime_type: a compatible \
+                     response_mime_type (application/json or text/x.enum) must be set with response_schema."));
+            }
+            check_schema(schema, "generation_config.response_schema")
+        }
+        (None, Some(schema)) => {
+            if mime != Some("application/json") {
+                return Err(bad("* GenerateContentRequest.generation_config.response_mime_type: response_mime_type \
+                     application/json is required with response_json_schema."));
+            }
+            check_json_schema(schema, "generation_config.response_json_schema")
+        }
+        (None, None) => Ok(()),
+    }
+}
+
+/// A `responseJsonSchema` and its sub-schemas use only the documented keywords (boolean schemas pass).
+fn check_json_schema(schema: &Value, field: &str) -> Result<(), Rendered> {
+    let obj = match schema {
+        Value::Bool(_) => return Ok(()),
+        Value::Object(obj) => obj,
+        _ => return Err(bad_field(field, format!("{field}: a schema must be an object or a boolean."))),
+    };
+    if let Some(k) = obj.keys().find(|k| !JSON_SCHEMA_KEYS.contains(&k.as_str())) {
+        return Err(bad_field(
+            field,
+            format!(
+                "{field}: \"{k}\" is not among the JSON Schema keywords Gemini supports in response_json_schema \
+                 (cks-testkit rejects it; the API documents it as unsupported)."
+            ),
+        ));
+    }
+    if obj.contains_key("$ref")
+        && let Some(k) = obj.keys().find(|k| !k.starts_with('$'))
+    {
+        return Err(bad_field(
+            field,
+            format!("{field}: \"{k}\" beside \"$ref\": if $ref is set, only properties starting with $ may be set."),
+        ));
+    }
+    for key in ["properties", "$defs"] {
+        if let Some(map) = obj.get(key).and_then(Value::as_object) {
+            for (name, sub) in map {
+                check_json_schema(sub, &format!("{field}.{key}[{name}]"))?;
+            }
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = obj.get(key) {
+            check_json_schema(sub, &format!("{field}.{key}"))?;
+        }
+    }
+    for key in ["prefixItems", "anyOf", "oneOf"] {
+        if let Some(list) = obj.get(key).and_then(Value::as_array) {
+            for (k, sub) in list.iter().enumerate() {
+                check_json_schema(sub, &format!("{field}.{key}[{k}]"))?;
             }
         }
     }

@@ -17,7 +17,8 @@
 //! 2. `messages` is an array ("messages is required");
 //! 3. every message has a `role` among `system`, `user`, `assistant`, `tool`;
 //! 4. assistant `tool_calls[].function.arguments` are JSON objects (the Go server cannot unmarshal a string into
-//!    its arguments map).
+//!    its arguments map);
+//! 5. `format`, when present, is `"json"` or a JSON schema (an object).
 //!
 //! Embeddings (`POST /api/embed`): `{"model","embeddings":[[f32]],"total_duration","load_duration",
 //! "prompt_eval_count"}`, one vector per input in input order ([`super::embedding`], in `dimensions` dimensions
@@ -53,6 +54,11 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return Err(error(400, "messages is required"));
     };
+    match body.get("format") {
+        None | Some(Value::Object(_)) => {}
+        Some(Value::String(f)) if f == "json" => {}
+        Some(other) => return Err(error(400, &format!("invalid format: {other}: expected \"json\" or a JSON schema"))),
+    }
     for (i, m) in messages.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if !["system", "user", "assistant", "tool"].contains(&role) {

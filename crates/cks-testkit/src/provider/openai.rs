@@ -25,7 +25,10 @@
 //! 3. assistant `tool_calls[].function.arguments` are strings (the real API rejects objects);
 //! 4. every `tool` message has a string `tool_call_id` that answers an id of the `tool_calls` of the assistant
 //!    message just before the run of tool messages it belongs to;
-//! 5. every assistant `tool_calls` id is answered by one of the `tool` messages that follow it.
+//! 5. every assistant `tool_calls` id is answered by one of the `tool` messages that follow it;
+//! 6. `response_format`, when present, has a `type` among `text`, `json_object`, `json_schema`; `json_schema`
+//!    needs a `json_schema` object with a `name` matching `^[a-zA-Z0-9_-]{1,64}$`, an object `schema` when it
+//!    has one, and a boolean or null `strict`.
 //!
 //! Embeddings: `{"object":"list","data":[{"object":"embedding","index","embedding"}],"model","usage"}`, one
 //! entry per input in input order ([`super::embedding`], in `dimensions` dimensions when the request asks;
@@ -97,6 +100,7 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
             }
         }
     }
+    check_response_format(body)?;
     // Tool messages answer the assistant message before their run; that message's calls are all answered.
     let ids = |m: &Value| -> Vec<String> {
         m.get("tool_calls")
@@ -152,6 +156,49 @@ pub(crate) fn validate(ctx: &Ctx<'_>) -> Result<(), Rendered> {
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+fn check_response_format(body: &serde_json::Map<String, Value>) -> Result<(), Rendered> {
+    let Some(format) = body.get("response_format") else { return Ok(()) };
+    let ty = format.get("type").and_then(Value::as_str).unwrap_or("");
+    if !["text", "json_object", "json_schema"].contains(&ty) {
+        return Err(bad(
+            Some("response_format.type"),
+            format!("Invalid value: '{ty}'. Supported values are: 'json_object', 'json_schema', and 'text'."),
+        ));
+    }
+    if ty != "json_schema" {
+        return Ok(());
+    }
+    let Some(spec) = format.get("json_schema").and_then(Value::as_object) else {
+        return Err(bad(
+            Some("response_format.json_schema"),
+            "Missing required parameter: 'response_format.json_schema'.",
+        ));
+    };
+    let name = spec.get("name").and_then(Value::as_str).unwrap_or("");
+    let name_ok =
+        (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !name_ok {
+        return Err(bad(
+            Some("response_format.json_schema.name"),
+            "Invalid 'response_format.json_schema.name': string does not match pattern. Expected a string that \
+             matches the pattern '^[a-zA-Z0-9_-]+$' of at most 64 characters.",
+        ));
+    }
+    if spec.get("schema").is_some_and(|v| !v.is_object()) {
+        return Err(bad(
+            Some("response_format.json_schema.schema"),
+            "Invalid type for 'response_format.json_schema.schema': expected an object.",
+        ));
+    }
+    if spec.get("strict").is_some_and(|v| !v.is_boolean() && !v.is_null()) {
+        return Err(bad(
+            Some("response_format.json_schema.strict"),
+            "Invalid type for 'response_format.json_schema.strict': expected a boolean.",
+        ));
     }
     Ok(())
 }

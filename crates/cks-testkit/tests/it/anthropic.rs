@@ -315,3 +315,66 @@ async fn string_arguments_stream_verbatim_as_partial_json() {
         .collect();
     assert_eq!(partial, "{\"city\": \"Os");
 }
+
+/// The fixture's first turn, its weather tool forced.
+fn forcing(stream: bool) -> Value {
+    let mut body = request(stream);
+    body["tool_choice"] = json!({ "type": "tool", "name": "get_weather" });
+    body
+}
+
+#[tokio::test]
+async fn json_reply_answers_a_forced_tool_with_its_call() {
+    let server = ProviderServer::start().await;
+    let value = json!({ "city": "Oslo", "days": [1, 2] });
+    server.push_all([Reply::Json(value.clone()), Reply::Json(value.clone()), Reply::Json(json!([1, 2]))]);
+    let v = post(&server, PATH, AUTH, &forcing(false)).await.json();
+    assert_eq!(v["stop_reason"], "tool_use");
+    let content = v["content"].as_array().unwrap();
+    assert_eq!(content.len(), 1, "a forced tool's call comes alone: {v}");
+    assert_eq!(content[0]["type"], "tool_use");
+    assert_eq!(content[0]["name"], "get_weather");
+    assert_eq!(content[0]["input"], value);
+    assert!(content[0]["id"].as_str().unwrap().starts_with("toolu_"));
+
+    let events = parse_sse(&post(&server, PATH, AUTH, &forcing(true)).await.text);
+    let start = events.iter().map(|e| e.json()).find(|e| e["type"] == "content_block_start").unwrap();
+    assert_eq!(start["content_block"]["name"], "get_weather");
+    let partial: String = events
+        .iter()
+        .map(|e| e.json())
+        .filter(|e| e["delta"]["type"] == "input_json_delta")
+        .map(|e| e["delta"]["partial_json"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&partial).unwrap(), value);
+    let delta = events.iter().map(|e| e.json()).find(|e| e["type"] == "message_delta").unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+
+    // Without a forced tool the value is plain text.
+    let v = call(&server, false).await.json();
+    assert_eq!(v["content"], json!([{ "type": "text", "text": "[1,2]" }]));
+    assert_eq!(v["stop_reason"], "end_turn");
+}
+
+#[tokio::test]
+async fn tool_choice_must_name_an_offered_tool() {
+    let server = ProviderServer::start().await;
+    server.push(Reply::text("kept"));
+    let mut b = forcing(false);
+    b["tool_choice"]["name"] = json!("get_time");
+    let msg = rejected(&server, AUTH, &b, 400, "invalid_request_error").await;
+    assert!(msg.contains("get_time") && msg.contains("not found"), "{msg}");
+    let mut b = forcing(false);
+    b["tool_choice"].as_object_mut().unwrap().remove("name");
+    assert!(rejected(&server, AUTH, &b, 400, "invalid_request_error").await.contains("name"));
+    let mut b = forcing(false);
+    b.as_object_mut().unwrap().remove("tools");
+    let msg = rejected(&server, AUTH, &b, 400, "invalid_request_error").await;
+    assert!(msg.contains("only be specified while providing tools"), "{msg}");
+    let mut b = forcing(false);
+    b["tool_choice"] = json!({ "type": "required" });
+    assert!(rejected(&server, AUTH, &b, 400, "invalid_request_error").await.contains("'required'"));
+    assert_eq!(server.pending(), 1);
+    let got = post(&server, PATH, AUTH, &forcing(false)).await;
+    assert_eq!(got.status, 200, "{}", got.text);
+}

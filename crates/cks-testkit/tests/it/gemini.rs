@@ -301,3 +301,50 @@ async fn function_response_must_be_an_object_and_key_is_required() {
     assert!(reqs.iter().all(|r| r.provider == Some(Provider::Gemini)));
     assert_eq!(reqs.last().unwrap().query.as_deref(), Some("key=k"));
 }
+
+fn with_output(config: Value) -> Value {
+    let mut b = crate::fixture("gemini_request_turn1");
+    b.as_object_mut().unwrap().remove("tools");
+    b.as_object_mut().unwrap().remove("toolConfig");
+    b["generationConfig"] = config;
+    b
+}
+
+#[tokio::test]
+async fn output_schemas_need_the_json_mime_type_and_supported_keywords() {
+    let server = ProviderServer::start().await;
+    let value = json!({ "city": "Oslo" });
+    server.push(Reply::Json(value.clone()));
+    let schema = json!({ "type": "object", "properties": { "city": { "type": "string" } }, "required": ["city"],
+                         "additionalProperties": false });
+    let json_mime = |key: &str, schema: Value| json!({ "responseMimeType": "application/json", key: schema });
+
+    let msg = rejected(&server, &with_output(json!({ "responseJsonSchema": schema }))).await;
+    assert!(msg.contains("response_mime_type"), "{msg}");
+    let mut both = json_mime("responseJsonSchema", schema.clone());
+    both["responseSchema"] = json!({ "type": "OBJECT" });
+    assert!(rejected(&server, &with_output(both)).await.contains("response_schema must be omitted"));
+    // responseSchema is Google's Schema: additionalProperties is no field of it.
+    let msg = rejected(&server, &with_output(json_mime("responseSchema", schema.clone()))).await;
+    assert!(msg.contains("Unknown name \"additionalProperties\""), "{msg}");
+    for (kw, bad) in [
+        ("$schema", json!({ "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object" })),
+        ("const", json!({ "type": "object", "properties": { "c": { "const": "x" } } })),
+        ("pattern", json!({ "type": "array", "items": { "type": "string", "pattern": "^a" } })),
+        ("description", json!({ "anyOf": [{ "$ref": "#/$defs/a", "description": "d" }], "$defs": { "a": {} } })),
+    ] {
+        let msg = rejected(&server, &with_output(json_mime("responseJsonSchema", bad))).await;
+        assert!(msg.contains(&format!("\"{kw}\"")), "{kw}: {msg}");
+    }
+    assert_eq!(server.pending(), 1);
+
+    // Property names are no keywords; the documented keywords pass.
+    let ok = json!({ "type": "object", "$defs": { "d": { "type": "integer", "minimum": 0 } },
+                     "properties": { "pattern": { "$ref": "#/$defs/d" }, "city": { "type": ["string", "null"] },
+                                     "l": { "type": "array", "prefixItems": [true], "items": { "enum": [1, 2] } } },
+                     "additionalProperties": { "type": "string" }, "required": ["city"] });
+    let got = post(&server, PATH, AUTH, &with_output(json_mime("responseJsonSchema", ok))).await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    let text = parts(&got.json())[0]["text"].as_str().unwrap().to_owned();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+}

@@ -169,3 +169,25 @@ async fn strict_checks_and_tags() {
     assert_eq!(got.json(), crate::fixture("ollama_tags"));
     assert!(server.requests().iter().all(|r| r.provider == Some(Provider::Ollama)));
 }
+
+#[tokio::test]
+async fn format_is_json_or_a_schema_and_a_json_reply_is_the_content() {
+    let server = ProviderServer::start().await;
+    server.push_all([Reply::Json(json!({ "a": 1 })), Reply::Json(json!([true]))]);
+    let mut b = request(Some(false));
+    b["format"] = json!("yaml");
+    let got = post(&server, PATH, &[], &b).await;
+    assert_eq!(got.status, 400);
+    assert!(got.json()["error"].as_str().unwrap().contains("invalid format"));
+    b["format"] = json!(["json"]);
+    assert_eq!(post(&server, PATH, &[], &b).await.status, 400);
+    assert_eq!(server.pending(), 2);
+
+    b["format"] = json!({ "type": "object", "properties": { "a": { "type": "integer" } } });
+    let got = post(&server, PATH, &[], &b).await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    assert_eq!(got.json()["message"]["content"], "{\"a\":1}");
+    b["format"] = json!("json");
+    let got = post(&server, PATH, &[], &b).await;
+    assert_eq!(got.json()["message"]["content"], "[true]");
+}

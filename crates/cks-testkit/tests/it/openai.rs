@@ -295,3 +295,38 @@ async fn string_arguments_are_sent_verbatim_to_script_malformed_json() {
     let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| e.json()).collect();
     assert_eq!(rebuild_calls(&chunks)[&0].2, "{\"city\": \"Os");
 }
+
+#[tokio::test]
+async fn response_format_is_checked_and_a_json_reply_is_the_content() {
+    let server = ProviderServer::start().await;
+    let value = json!({ "city": "Oslo", "temp": 4 });
+    server.push(Reply::Json(value.clone()));
+    let format = json!({ "type": "json_schema",
+                         "json_schema": { "name": "weather", "schema": { "type": "object" }, "strict": false } });
+    let with = |format: Value| {
+        let mut b = request(false);
+        b["response_format"] = format;
+        b
+    };
+    let mut f = format.clone();
+    f["type"] = json!("json");
+    assert!(rejected(&server, &with(f)).await.contains("'json_schema'"));
+    let mut f = format.clone();
+    f.as_object_mut().unwrap().remove("json_schema");
+    assert!(rejected(&server, &with(f)).await.contains("response_format.json_schema"));
+    let mut f = format.clone();
+    f["json_schema"]["name"] = json!("the weather");
+    assert!(rejected(&server, &with(f)).await.contains("name"));
+    let mut f = format.clone();
+    f["json_schema"]["schema"] = json!("object");
+    assert!(rejected(&server, &with(f)).await.contains("expected an object"));
+    let mut f = format.clone();
+    f["json_schema"]["strict"] = json!("no");
+    assert!(rejected(&server, &with(f)).await.contains("strict"));
+    assert_eq!(server.pending(), 1);
+
+    let got = post(&server, PATH, AUTH, &with(format)).await;
+    assert_eq!(got.status, 200, "{}", got.text);
+    let content = got.json()["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+    assert_eq!(serde_json::from_str::<Value>(&content).unwrap(), value);
+}
