@@ -290,12 +290,68 @@ pub struct ChatRequest {
     /// Sampling temperature.
     #[serde(default)]
     pub temperature: Option<f32>,
+    /// Ask the model for one JSON value matching this JSON Schema. The answer's text
+    /// ([`ChatResponse::text`]) is then that JSON, whichever provider answers. A request may not both offer
+    /// `tools` and ask for an output schema: the client refuses it before sending anything (on Anthropic
+    /// the schema travels as a forced tool, which would shut the offered tools out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSchema>,
 }
 
 impl ChatRequest {
     /// A request with one user message and nothing else set.
     pub fn from_prompt(prompt: impl Into<String>) -> Self {
         ChatRequest { messages: vec![Message::user(prompt)], ..ChatRequest::default() }
+    }
+
+    /// What is wrong with this request before any provider sees it: an output schema beside tools, or an
+    /// output schema whose name or schema no provider would take.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let Some(output) = &self.output else { return Ok(()) };
+        if !self.tools.is_empty() {
+            return Err(format!(
+                "the request offers {} tool(s) and asks for the output schema {:?}; a request may do one or the \
+                 other: send the tools without `output`, or ask for the JSON without tools",
+                self.tools.len(),
+                output.name
+            ));
+        }
+        output.check()
+    }
+}
+
+/// The shape of the answer a request asks for ([`ChatRequest::output`]): one JSON value matching `schema`.
+///
+/// Providers that follow the schema answer exactly that JSON as the answer's text. One that ignores it still
+/// answers text, so a caller should parse the text (and may still have to find the JSON inside it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    /// The schema's name (`^[a-zA-Z0-9_-]{1,64}$`, which every provider accepts), e.g. `knowledge_structure`;
+    /// providers show it to the model.
+    pub name: String,
+    /// The JSON Schema (an object) the answer must match. Adapters adapt it per provider on the way out only.
+    pub schema: Value,
+}
+
+impl OutputSchema {
+    /// An output schema named `name`.
+    pub fn new(name: impl Into<String>, schema: Value) -> Self {
+        OutputSchema { name: name.into(), schema }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let name_ok = (1..=64).contains(&self.name.len())
+            && self.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(format!(
+                "the output schema's name {:?} must be 1 to 64 ASCII letters, digits, '_' or '-'",
+                self.name
+            ));
+        }
+        if !self.schema.is_object() {
+            return Err(format!("the output schema {:?} must be a JSON Schema object", self.name));
+        }
+        Ok(())
     }
 }
 
@@ -392,6 +448,30 @@ mod tests {
              "provider_state": {"provider": "google", "thought_signature": "sig"}}]});
         let m: Message = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_value(&m).unwrap(), v);
+    }
+
+    #[test]
+    fn an_output_schema_is_optional_in_json_and_checked_before_sending() {
+        let plain: ChatRequest = serde_json::from_value(json!({"messages": []})).unwrap();
+        assert_eq!(plain.output, None);
+        assert!(serde_json::to_value(&plain).unwrap().get("output").is_none());
+        let mut req = ChatRequest::from_prompt("hi");
+        req.output = Some(OutputSchema::new("answer_1", json!({"type": "object"})));
+        let back: ChatRequest = serde_json::from_value(serde_json::to_value(&req).unwrap()).unwrap();
+        assert_eq!(back, req);
+        assert_eq!(req.check(), Ok(()));
+        for name in ["", "a b", "ä", &"x".repeat(65)] {
+            let mut bad = req.clone();
+            bad.output.as_mut().unwrap().name = name.to_owned();
+            assert!(bad.check().unwrap_err().contains("name"), "{name:?}");
+        }
+        let mut bad = req.clone();
+        bad.output.as_mut().unwrap().schema = json!(true);
+        assert!(bad.check().unwrap_err().contains("JSON Schema object"));
+        let mut both = req.clone();
+        both.tools.push(ToolSpec { name: "f".into(), description: String::new(), input_schema: json!({}) });
+        let why = both.check().unwrap_err();
+        assert!(why.contains("1 tool(s)") && why.contains("answer_1"), "{why}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `cks-llm`: the LLM client used by `ai_chat` and `construct_knowledge`.
 //!
 //! - [`conversation`]: the provider-neutral, Anthropic-shaped conversation ([`Message`], [`ContentBlock`],
-//!   [`ChatRequest`], [`ChatResponse`]); provider-private data rides inside blocks as [`ProviderState`].
+//!   [`ChatRequest`], [`ChatResponse`]); provider-private data rides inside blocks as [`ProviderState`]; a
+//!   request may ask for a JSON answer matching an [`OutputSchema`].
 //! - `providers`: four adapters (Anthropic, OpenAI-compatible, Gemini, Ollama) that only translate.
 //! - `http`: the one HTTP layer — timeouts, bounded jittered retries, SSE/NDJSON streams, redaction.
 //! - [`config`]: provider selection and settings from an injected environment.
@@ -41,8 +42,8 @@ pub use config::{
     HttpConfig, LlmConfig, MAX_MODEL_NAME_LEN, ProviderChoice, ProviderConfig, RetryPolicy, check_model_name,
 };
 pub use conversation::{
-    ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, ProviderState, Role, StopReason, ToolCall,
-    ToolResult, ToolSpec, Usage,
+    ChatRequest, ChatResponse, ContentBlock, Message, OutputSchema, ProviderKind, ProviderState, Role, StopReason,
+    ToolCall, ToolResult, ToolSpec, Usage,
 };
 pub use embeddings::{EmbedderError, ProviderEmbedder, default_embedding_model, embedding_providers};
 pub use error::{ErrorContext, ErrorKind, LlmError};

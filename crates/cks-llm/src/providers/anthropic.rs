@@ -2,16 +2,29 @@
 //! so this adapter mostly filters: it drops other providers' state and reasoning, empty text blocks (the
 //! API rejects them), and merges consecutive same-role messages with tool results first (every `tool_use`
 //! must be answered at the start of the very next user message).
+//!
+//! Structured output: the Messages API has no response format, so an output schema becomes one tool named
+//! after it, its `input_schema` the schema, and `tool_choice` forcing that tool. Tool inputs are objects:
+//! a schema that does not describe an object (`"type": "object"`) is wrapped as the one required property
+//! `value` (its `$defs`/`definitions` moved to the wrapper, where its references point). The tool's call comes
+//! back as the answer's text: the input (or its `value`) as JSON in one text block, so callers never see that
+//! tool. Any text beside the call (a forced tool gets none in practice) is dropped, so the text is the JSON
+//! alone; reasoning blocks stay. When streaming, the JSON is shown once the call is complete.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Adapter, Auto, Key, Variable};
-use super::{CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object};
+use super::{
+    AnswerTool, CallSettings, DecodeCtx, ErrorInfo, Fault, HttpCall, Method, ModelInfo, StreamDecoder, as_object,
+};
 use crate::config::ProviderConfig;
-use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, Message, ProviderKind, Role, StopReason, Usage};
+use crate::conversation::{
+    ChatRequest, ChatResponse, ContentBlock, Message, OutputSchema, ProviderKind, Role, StopReason, Usage,
+};
 use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::stream::{Frame, Framing};
 
@@ -38,7 +51,7 @@ pub(crate) const ADAPTER: Adapter = Adapter {
     help: "anthropic (ANTHROPIC_API_KEY, CKS_ANTHROPIC_MODEL or CKS_LLM_MODEL, ANTHROPIC_BASE_URL)",
     unreachable_hint: None,
     auto: Auto::WhenKeyed,
-    encode: |request, config, settings, _| encode(request, config, settings),
+    encode: |request, config, settings, ctx| encode(request, config, settings, ctx),
     decode,
     framing: Framing::Sse,
     stream: |ctx| Box::new(Stream::new(ctx)),
@@ -62,7 +75,7 @@ struct Request<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ToolChoice>,
+    tool_choice: Option<ToolChoice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -70,16 +83,73 @@ struct Request<'a> {
 }
 
 #[derive(Serialize)]
-struct ToolChoice {
+struct ToolChoice<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
 }
 
 #[derive(Serialize)]
 struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: &'a Value,
+    input_schema: Cow<'a, Value>,
+}
+
+/// What the forced answer tool tells the model.
+const ANSWER_TOOL_DESCRIPTION: &str =
+    "Give your answer by calling this tool once: its input is the answer, as the schema describes it.";
+
+/// The tool carrying an output schema's answer, and how to read its call back.
+fn answer_tool(output: &OutputSchema) -> (WireTool<'_>, AnswerTool) {
+    let is_object = output.schema.get("type").and_then(Value::as_str) == Some("object");
+    let input_schema = if is_object {
+        Cow::Borrowed(&output.schema)
+    } else {
+        let mut inner = output.schema.clone();
+        let mut wrapper = serde_json::json!({"type": "object", "required": ["value"]});
+        // References are resolved from the document's root, which is now the wrapper.
+        for key in ["$defs", "definitions"] {
+            if let Some(defs) = inner.as_object_mut().and_then(|m| m.remove(key)) {
+                wrapper[key] = defs;
+            }
+        }
+        wrapper["properties"] = serde_json::json!({ "value": inner });
+        Cow::Owned(wrapper)
+    };
+    let tool = WireTool { name: &output.name, description: ANSWER_TOOL_DESCRIPTION, input_schema };
+    (tool, AnswerTool { name: output.name.clone(), wrapped: !is_object })
+}
+
+/// The answer a call of the answer tool carries, as JSON text.
+fn answer_text(input: &Value, tool: &AnswerTool) -> String {
+    let answer = if tool.wrapped { input.get("value").unwrap_or(input) } else { input };
+    answer.to_string()
+}
+
+/// The answer tool's call turned into the answer's text (see the module doc); other content as it is when
+/// the model did not call it.
+fn answer_from_tool(content: Vec<ContentBlock>, tool: Option<&AnswerTool>) -> Vec<ContentBlock> {
+    let Some(tool) = tool else { return content };
+    let called = |b: &ContentBlock| matches!(b, ContentBlock::ToolUse { name, .. } if *name == tool.name);
+    if !content.iter().any(called) {
+        return content;
+    }
+    let mut answered = false;
+    content
+        .into_iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { name, input, .. } if name == tool.name && !answered => {
+                answered = true;
+                Some(ContentBlock::text(answer_text(&input, tool)))
+            }
+            ContentBlock::Text { .. } => None,
+            // A second call of the answer tool answers nothing more.
+            ContentBlock::ToolUse { ref name, .. } if *name == tool.name => None,
+            other => Some(other),
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -104,11 +174,12 @@ impl WireBlock<'_> {
     }
 }
 
-/// Build the request.
+/// Build the request. An output schema becomes the forced answer tool, which `ctx` learns.
 pub(crate) fn encode(
     request: &ChatRequest,
     config: &ProviderConfig,
     settings: &CallSettings,
+    ctx: &mut DecodeCtx,
 ) -> Result<HttpCall, LlmError> {
     let mut messages: Vec<WireMessage<'_>> = Vec::new();
     for m in &request.messages {
@@ -133,17 +204,27 @@ pub(crate) fn encode(
             "the conversation has no non-empty message to send",
         )));
     }
+    let mut tools: Vec<WireTool<'_>> = request
+        .tools
+        .iter()
+        .map(|t| WireTool { name: &t.name, description: &t.description, input_schema: Cow::Borrowed(&t.input_schema) })
+        .collect();
+    let tool_choice = match &request.output {
+        Some(output) => {
+            let (tool, answer) = answer_tool(output);
+            tools.push(tool);
+            ctx.answer_tool = Some(answer);
+            Some(ToolChoice { kind: "tool", name: Some(&output.name) })
+        }
+        None => (!tools.is_empty()).then_some(ToolChoice { kind: "auto", name: None }),
+    };
     let body = Request {
         model: &settings.model,
         max_tokens: settings.max_tokens,
         system: request.system.as_deref().filter(|s| !s.is_empty()),
         messages,
-        tools: request
-            .tools
-            .iter()
-            .map(|t| WireTool { name: &t.name, description: &t.description, input_schema: &t.input_schema })
-            .collect(),
-        tool_choice: (!request.tools.is_empty()).then_some(ToolChoice { kind: "auto" }),
+        tools,
+        tool_choice,
         temperature: request.temperature.map(super::schema::round_f32),
         stream: settings.stream,
     };
@@ -279,6 +360,7 @@ pub(crate) fn decode(body: &[u8], ctx: &mut DecodeCtx) -> Result<ChatResponse, F
         });
     }
     let content = r.content.into_iter().filter_map(|b| block_from_wire(b, ctx)).collect();
+    let content = answer_from_tool(content, ctx.answer_tool.as_ref());
     Ok(ChatResponse {
         message: Message { role: Role::Assistant, content },
         stop_reason: stop_reason(r.stop_reason.as_deref()),
@@ -441,6 +523,33 @@ impl Stream {
     }
 }
 
+/// A streamed tool input: its fragments parsed once, at the end; none (or only empty ones) means `{}`.
+fn streamed_input(json: &str, placeholder: &Value) -> Result<Value, Fault> {
+    let input = if json.trim().is_empty() {
+        as_object(placeholder)
+    } else {
+        serde_json::from_str::<Value>(json)
+            .map_err(|e| Fault::malformed(format!("tool input fragments are not JSON ({e})")))?
+    };
+    Ok(as_object(&input))
+}
+
+impl Stream {
+    /// Shows the answer an answer tool's complete call carries: the same text [`answer_from_tool`] makes it.
+    fn show_answer(&self, shown: &mut String) {
+        let Some(tool) = &self.ctx.answer_tool else { return };
+        let call = self.blocks.values().find_map(|p| match p {
+            Partial::ToolUse { name, json, placeholder, .. } if *name == tool.name => Some((json, placeholder)),
+            _ => None,
+        });
+        if let Some((json, placeholder)) = call
+            && let Ok(input) = streamed_input(json, placeholder)
+        {
+            shown.push_str(&answer_text(&input, tool));
+        }
+    }
+}
+
 impl StreamDecoder for Stream {
     fn on_frame(&mut self, frame: Frame, shown: &mut String) -> Result<bool, Fault> {
         let Frame::Event { data, .. } = frame else { return Ok(false) };
@@ -499,6 +608,7 @@ impl StreamDecoder for Stream {
             }
             Event::MessageStop => {
                 self.done = true;
+                self.show_answer(shown);
                 return Ok(true);
             }
             Event::Error { error } => {
@@ -525,17 +635,11 @@ impl StreamDecoder for Stream {
             match p {
                 Partial::Text(text) => content.push(ContentBlock::text(text)),
                 Partial::ToolUse { id, name, json, placeholder } => {
-                    // Fragments are parsed once, at the end; none (or only empty ones) means `{}`.
-                    let input = if json.trim().is_empty() {
-                        as_object(&placeholder)
-                    } else {
-                        serde_json::from_str::<Value>(&json)
-                            .map_err(|e| Fault::malformed(format!("tool input fragments are not JSON ({e})")))?
-                    };
+                    let input = streamed_input(&json, &placeholder)?;
                     content.push(ContentBlock::ToolUse {
                         id: this.ctx.ids.accept(id.as_deref()),
                         name,
-                        input: as_object(&input),
+                        input,
                         provider_state: None,
                     });
                 }
@@ -546,6 +650,7 @@ impl StreamDecoder for Stream {
                 Partial::Other => {}
             }
         }
+        let content = answer_from_tool(content, this.ctx.answer_tool.as_ref());
         Ok(ChatResponse {
             message: Message { role: Role::Assistant, content },
             stop_reason: stop_reason(this.stop.as_deref()),
@@ -567,7 +672,7 @@ mod tests {
     fn encodes_the_fixture_requests() {
         let cfg = config(KIND);
         let req = weather_turn1();
-        let call = encode(&req, &cfg, &settings("claude-sonnet-4-5", 1024)).unwrap();
+        let call = encode(&req, &cfg, &settings("claude-sonnet-4-5", 1024), &mut ctx_for(&req, "m")).unwrap();
         assert_eq!(call.url, "http://provider.test/v1/messages");
         assert!(call.headers.contains(&("anthropic-version", "2023-06-01".into())));
         assert!(call.headers.contains(&("x-api-key", "test-key-anthropic".into())));
@@ -579,7 +684,7 @@ mod tests {
         assert_eq!(body, expected);
 
         let req = weather_turn2(&tool_use_from_fixture(KIND));
-        let body = encode(&req, &cfg, &settings("claude-sonnet-4-5", 1024)).unwrap().body.unwrap();
+        let body = encode(&req, &cfg, &settings("claude-sonnet-4-5", 1024), &mut ctx_for(&req, "m")).unwrap().body.unwrap();
         assert_valid(KIND, &body);
         let expected = fixture_json("anthropic_request_turn2.json");
         assert_eq!(body["messages"][1], expected["messages"][1]);
@@ -631,7 +736,7 @@ mod tests {
             },
         ];
         let req = ChatRequest { messages: history, tools: vec![weather_tool()], ..ChatRequest::default() };
-        let body = encode(&req, &config(KIND), &settings("m", 10)).unwrap().body.unwrap();
+        let body = encode(&req, &config(KIND), &settings("m", 10), &mut ctx_for(&req, "m")).unwrap().body.unwrap();
         assert_valid(KIND, &body);
         let text = body.to_string();
         assert!(!text.contains("provider_state") && !text.contains("sig-") && !text.contains("thinking"), "{text}");
@@ -656,6 +761,102 @@ mod tests {
         assert_eq!(f.kind, ErrorKind::StreamError);
         assert_eq!(f.retryable, Some(true));
         assert!(f.message.contains("overloaded_error"));
+    }
+
+    fn weather_report() -> OutputSchema {
+        OutputSchema::new(
+            "weather_report",
+            json!({"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
+                   "required": ["city", "temp"]}),
+        )
+    }
+
+    #[test]
+    fn an_output_schema_is_a_forced_tool() {
+        let mut req = ChatRequest::from_prompt("Weather in Oslo as JSON");
+        req.output = Some(weather_report());
+        let mut ctx = ctx_for(&req, "m");
+        let body = encode(&req, &config(KIND), &settings("m", 100), &mut ctx).unwrap().body.unwrap();
+        assert_valid(KIND, &body);
+        assert_eq!(
+            body["tools"],
+            json!([{"name": "weather_report", "description": ANSWER_TOOL_DESCRIPTION,
+                    "input_schema": weather_report().schema}])
+        );
+        assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "weather_report"}));
+        assert_eq!(ctx.answer_tool, Some(AnswerTool { name: "weather_report".into(), wrapped: false }));
+
+        // A schema of something other than an object is wrapped, its definitions moved to the wrapper.
+        req.output = Some(OutputSchema::new(
+            "cities",
+            json!({"type": "array", "items": {"$ref": "#/$defs/City"}, "$defs": {"City": {"type": "string"}}}),
+        ));
+        let mut ctx = ctx_for(&req, "m");
+        let body = encode(&req, &config(KIND), &settings("m", 100), &mut ctx).unwrap().body.unwrap();
+        assert_valid(KIND, &body);
+        assert_eq!(
+            body["tools"][0]["input_schema"],
+            json!({"type": "object", "required": ["value"], "$defs": {"City": {"type": "string"}},
+                   "properties": {"value": {"type": "array", "items": {"$ref": "#/$defs/City"}}}})
+        );
+        assert!(ctx.answer_tool.unwrap().wrapped);
+    }
+
+    #[test]
+    fn the_answer_tool_call_comes_back_as_the_text() {
+        let mut req = ChatRequest::from_prompt("Weather in Oslo as JSON");
+        req.output = Some(weather_report());
+        let mut ctx = ctx_for(&req, "m");
+        encode(&req, &config(KIND), &settings("m", 100), &mut ctx).unwrap();
+        let answer = json!({"content": [
+            {"type": "thinking", "thinking": "t", "signature": "s"},
+            {"type": "text", "text": "Here it is:"},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather_report", "input": {"city": "Oslo", "temp": 4}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 2}});
+        let r = crate::providers::decode_chat(KIND, answer.to_string().as_bytes(), &mut ctx.clone()).unwrap();
+        assert_eq!(r.text(), r#"{"city":"Oslo","temp":4}"#);
+        assert!(!r.has_tool_calls());
+        assert_eq!(r.stop_reason, StopReason::EndTurn);
+        assert!(matches!(r.message.content[0], ContentBlock::Thinking { .. }), "reasoning stays");
+        assert_eq!(r.message.content.len(), 2);
+
+        // A wrapped answer is unwrapped.
+        let mut wrapped = ctx.clone();
+        wrapped.answer_tool = Some(AnswerTool { name: "weather_report".into(), wrapped: true });
+        let answer = json!({"content": [{"type": "tool_use", "id": "toolu_1", "name": "weather_report",
+                                         "input": {"value": [1, "two"]}}], "stop_reason": "tool_use"});
+        let r = crate::providers::decode_chat(KIND, answer.to_string().as_bytes(), &mut wrapped).unwrap();
+        assert_eq!(r.text(), r#"[1,"two"]"#);
+
+        // A server that ignored the forced tool answered text: it stays text.
+        let answer = json!({"content": [{"type": "text", "text": "{\"city\": \"Oslo\"}"}], "stop_reason": "end_turn"});
+        let r = crate::providers::decode_chat(KIND, answer.to_string().as_bytes(), &mut ctx.clone()).unwrap();
+        assert_eq!(r.text(), "{\"city\": \"Oslo\"}");
+
+        // Without an output schema a call of that name is a tool call like any other.
+        let answer = json!({"content": [{"type": "tool_use", "id": "toolu_1", "name": "weather_report", "input": {}}]});
+        let r = crate::providers::decode_chat(KIND, answer.to_string().as_bytes(), &mut ctx_for(&req, "m")).unwrap();
+        assert!(r.has_tool_calls());
+    }
+
+    #[test]
+    fn a_streamed_answer_tool_call_is_shown_and_returned_as_the_text() {
+        let mut req = ChatRequest::from_prompt("Weather in Oslo as JSON");
+        req.output = Some(weather_report());
+        let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{}}}\n\n\
+            event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"weather_report\",\"input\":{}}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \\\"Os\"}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"lo\\\", \\\"temp\\\": 4}\"}}\n\n\
+            event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+            event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n\
+            event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut ctx = ctx_for(&req, "m");
+        encode(&req, &config(KIND), &settings("m", 100), &mut ctx).unwrap();
+        let (shown, r) = decode_stream_with(KIND, ctx, stream);
+        let r = r.unwrap();
+        assert_eq!(r.text(), r#"{"city":"Oslo","temp":4}"#);
+        assert_eq!(shown.concat(), r.text());
+        assert!(!r.has_tool_calls());
     }
 
     #[test]

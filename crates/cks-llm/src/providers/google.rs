@@ -12,6 +12,13 @@
 //! - tool calls of the current turn that Gemini did not produce (history from another provider) get
 //!   Google's documented placeholder signature, since thinking models reject unsigned calls there.
 //!
+//! Structured output: `generationConfig.responseMimeType: "application/json"` with the schema as
+//! `responseJsonSchema`, which takes JSON Schema, rather than `responseSchema`, Google's OpenAPI-subset
+//! `Schema` (deprecated in the published spec, and lossy: it has no `$ref`, `additionalProperties` or
+//! `prefixItems`). Google documents only some JSON Schema keywords as supported there, so the schema is
+//! cut down to those on the way out (see `schema.rs`): unsupported keywords are dropped, `const` becomes a
+//! one-value `enum`, `allOf` is merged, `definitions` become `$defs`. The answer is the candidate's text.
+//!
 //! Embeddings: `POST {base}/models/{model}:batchEmbedContents` with one `{model: "models/{model}", content:
 //! {parts: [{text}]}}` per text (each request must name the URL's model), at most 100 to a call (the API's
 //! limit), answered by `{embeddings: [{values}]}` in the order of the requests.
@@ -159,6 +166,10 @@ struct GenerationConfig {
     max_output_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_json_schema: Option<Value>,
 }
 
 /// A function name Gemini accepts: starts with a letter or `_`, then letters, digits, `_ . : -`, at most 64.
@@ -304,6 +315,8 @@ pub(crate) fn encode(
         generation_config: GenerationConfig {
             max_output_tokens: settings.max_tokens,
             temperature: request.temperature.map(super::schema::round_f32),
+            response_mime_type: request.output.is_some().then_some("application/json"),
+            response_json_schema: request.output.as_ref().map(|o| super::schema::gemini_response_schema(&o.schema)),
         },
     };
     let body = serde_json::to_value(&body).map_err(|e| fail(format!("cannot encode request: {e}")))?;
@@ -944,6 +957,25 @@ data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\",\"thoughtSignatur
     }
 
     #[test]
+    fn an_output_schema_is_a_json_response_schema() {
+        let schema = json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                            "properties": {"city": {"type": "string", "minLength": 1}}, "required": ["city"],
+                            "additionalProperties": false});
+        let mut req = ChatRequest::from_prompt("Which city?");
+        req.output = Some(OutputSchema::new("city", schema));
+        let body = encode_req(&req).0.body.unwrap();
+        assert_valid(KIND, &body);
+        assert_eq!(
+            body["generationConfig"],
+            json!({"maxOutputTokens": 1024, "responseMimeType": "application/json",
+                   "responseJsonSchema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                          "required": ["city"], "additionalProperties": false}})
+        );
+        let body = encode_req(&weather_turn1()).0.body.unwrap();
+        assert_eq!(body["generationConfig"], json!({"maxOutputTokens": 1024}));
+    }
+
+    #[test]
     fn error_bodies() {
         let info = parse_error(fixture_body("gemini_error_rate_limit.json").as_bytes());
         assert_eq!(info.kind, Some(ErrorKind::RateLimited));
@@ -959,5 +991,5 @@ data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\",\"thoughtSignatur
         assert_eq!(parse_error(daily).retryable, Some(false));
     }
 
-    use crate::conversation::{ToolResult, ToolSpec};
+    use crate::conversation::{OutputSchema, ToolResult, ToolSpec};
 }

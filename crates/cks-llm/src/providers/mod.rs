@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::config::ProviderConfig;
 use crate::conversation::{ChatRequest, ChatResponse, ContentBlock, ProviderState};
-use crate::error::{ErrorKind, LlmError};
+use crate::error::{ErrorContext, ErrorKind, LlmError};
 use crate::stream::{Frame, Framing};
 
 /// Declares the adapter modules, [`ProviderKind`] with one variant per provider, and the lookup of
@@ -264,13 +264,26 @@ pub struct ModelInfo {
     pub provider: ProviderKind,
 }
 
-/// Context for decoding one answer: the model asked for, the ids already used in the conversation, and
-/// the wire-name → tool-name map when a provider needed names changed.
+/// Context for decoding one answer: the model asked for, the ids already used in the conversation, the
+/// wire-name → tool-name map when a provider needed names changed, and the tool carrying a structured
+/// answer when an adapter had to make one up.
 #[derive(Debug, Clone)]
 pub(crate) struct DecodeCtx {
     pub(crate) model: String,
     pub(crate) ids: IdAllocator,
     pub(crate) tool_names: HashMap<String, String>,
+    pub(crate) answer_tool: Option<AnswerTool>,
+}
+
+/// A tool an adapter forced on the model to carry the answer an output schema asks for (where the provider
+/// has no other way to ask for one). Its call comes back to the caller as the answer's text, never as a call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AnswerTool {
+    /// The tool's name.
+    pub(crate) name: String,
+    /// Whether the answer sits in the input's `value` property (tool inputs are objects; other answers are
+    /// wrapped).
+    pub(crate) wrapped: bool,
 }
 
 impl DecodeCtx {
@@ -283,7 +296,7 @@ impl DecodeCtx {
                 }
             }
         }
-        DecodeCtx { model: model.to_owned(), ids, tool_names: HashMap::new() }
+        DecodeCtx { model: model.to_owned(), ids, tool_names: HashMap::new(), answer_tool: None }
     }
 
     /// The declared name for a name the provider used.
@@ -359,6 +372,7 @@ pub(crate) fn encode_chat(
     config: &ProviderConfig,
     settings: &CallSettings,
 ) -> Result<(HttpCall, DecodeCtx), LlmError> {
+    request.check().map_err(|why| LlmError::BadRequest(ErrorContext::new(kind, &settings.model, why)))?;
     let mut ctx = DecodeCtx::new(request, &settings.model);
     let call = (adapter(kind).encode)(request, config, settings, &mut ctx)?;
     Ok((call, ctx))

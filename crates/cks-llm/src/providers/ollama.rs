@@ -4,6 +4,9 @@
 //! `done_reason` (always `"stop"`). Each result is its own `tool` message with `tool_name`, the documented
 //! field every version reads. Ollama's `thinking` text travels back only to Ollama.
 //!
+//! Structured output: the schema as the request's `format` (Ollama constrains the answer to it); the answer
+//! is the message's `content` as for any text.
+//!
 //! Embeddings: `POST {CKS_OLLAMA_HOST}/api/embed` with `{model, input: [texts]}`, answered by
 //! `{model, embeddings: [[f32]]}` in the order of the inputs. `truncate` is left at its default (true):
 //! a text longer than the model's context is embedded by its beginning rather than refused.
@@ -62,6 +65,8 @@ struct Request<'a> {
     tools: Vec<WireTool<'a>>,
     stream: bool,
     options: Options,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<&'a Value>,
 }
 
 #[derive(Serialize)]
@@ -186,6 +191,7 @@ pub(crate) fn encode(
             num_predict: settings.max_tokens,
             temperature: request.temperature.map(super::schema::round_f32),
         },
+        format: request.output.as_ref().map(|o| &o.schema),
     };
     let body = serde_json::to_value(&body).map_err(|e| fail(format!("cannot encode request: {e}")))?;
     Ok(HttpCall {
@@ -429,6 +435,7 @@ pub(crate) fn decode_embed(body: &[u8]) -> Result<Vec<Vec<f32>>, Fault> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::OutputSchema;
     use crate::providers::test_support::*;
     use serde_json::json;
 
@@ -483,6 +490,18 @@ mod tests {
         let f = decode_stream(KIND, &weather_turn1(), &fixture("ollama_stream_error_midstream.ndjson")).unwrap_err();
         assert_eq!(f.kind, ErrorKind::StreamError);
         assert!(f.message.contains("an error was encountered while running the model"));
+    }
+
+    #[test]
+    fn an_output_schema_is_the_format() {
+        let schema = json!({"type": "array", "items": {"type": "string"}});
+        let mut req = ChatRequest::from_prompt("Three cities");
+        req.output = Some(OutputSchema::new("cities", schema.clone()));
+        let body = encode(&req, &config(KIND), &settings("m", 5)).unwrap().body.unwrap();
+        assert_valid(KIND, &body);
+        assert_eq!(body["format"], schema);
+        let body = encode(&weather_turn1(), &config(KIND), &settings("m", 5)).unwrap().body.unwrap();
+        assert!(body.get("format").is_none());
     }
 
     #[test]

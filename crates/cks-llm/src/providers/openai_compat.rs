@@ -9,6 +9,12 @@
 //! per result, right after the assistant message. DeepSeek's `reasoning_content` travels back in a
 //! thinking block and, once a conversation has any, is sent on every assistant message (DeepSeek requires it).
 //!
+//! Structured output: `response_format: {type: "json_schema", json_schema: {name, schema, strict: false}}`.
+//! Not strict, because strict mode accepts only a subset of JSON Schema (every property required,
+//! `additionalProperties: false` everywhere, some keywords refused) and answers any other schema with a 400,
+//! while a caller's schema is arbitrary; without it the schema still shapes the answer, which is the
+//! message's `content` as for any text.
+//!
 //! Embeddings: `POST {base}/embeddings` with `{model, input: [texts], encoding_format: "float"}` (the format
 //! named, as the official SDK always names one, so a server whose default differs still answers floats),
 //! answered by `{data: [{index, embedding}]}`, put in order by `index`.
@@ -81,6 +87,22 @@ struct Request<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat<'a>>,
+}
+
+#[derive(Serialize)]
+struct ResponseFormat<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: JsonSchemaFormat<'a>,
+}
+
+#[derive(Serialize)]
+struct JsonSchemaFormat<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
 }
 
 #[derive(Serialize)]
@@ -228,6 +250,10 @@ pub(crate) fn encode(
         temperature: request.temperature.map(super::schema::round_f32),
         stream: settings.stream,
         stream_options: settings.stream.then_some(StreamOptions { include_usage: true }),
+        response_format: request.output.as_ref().map(|o| ResponseFormat {
+            kind: "json_schema",
+            json_schema: JsonSchemaFormat { name: &o.name, schema: &o.schema, strict: false },
+        }),
     };
     let body = serde_json::to_value(&body).map_err(|e| fail(format!("cannot encode request: {e}")))?;
     Ok(HttpCall {
@@ -723,6 +749,7 @@ impl StreamDecoder for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::OutputSchema;
     use crate::providers::test_support::*;
     use serde_json::json;
 
@@ -828,6 +855,21 @@ data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
         assert_eq!(f.kind, ErrorKind::StreamError);
         let s = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
         assert_eq!(decode_stream(KIND, &weather_turn1(), s).unwrap_err(), Fault::truncated_stream());
+    }
+
+    #[test]
+    fn an_output_schema_is_a_json_schema_response_format() {
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let mut req = ChatRequest::from_prompt("Which city?");
+        req.output = Some(OutputSchema::new("city", schema.clone()));
+        let body = encode(&req, &config(KIND), &settings("m", 5)).unwrap().body.unwrap();
+        assert_valid(KIND, &body);
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": false}})
+        );
+        let body = encode(&weather_turn1(), &config(KIND), &settings("m", 5)).unwrap().body.unwrap();
+        assert!(body.get("response_format").is_none());
     }
 
     #[test]

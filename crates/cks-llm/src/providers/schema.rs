@@ -1,5 +1,7 @@
-//! Tool-schema adaptation for Gemini, applied on the way out only (the caller's schemas are never changed).
+//! Schema adaptation for Gemini, applied on the way out only (the caller's schemas are never changed): tool
+//! parameters, and output schemas.
 //!
+//! Tool parameters:
 //! Gemini's `FunctionDeclaration.parameters` is Google's `Schema` message (an OpenAPI 3.0 subset backed by
 //! protobuf), not JSON Schema: any keyword it does not know fails the whole request with 400 "Cannot find
 //! field". So the schema is rebuilt from an allowlist rather than by deleting known-bad keys: `$ref` is
@@ -7,6 +9,15 @@
 //! `type: [X, "null"]` becomes `type: X, nullable: true`, `const` becomes a one-value `enum`, formats Gemini
 //! rejects are dropped, arrays get `items`, and types are written in the proto's upper case. Property *names*
 //! are never treated as keywords (a property called `default` survives).
+//!
+//! Output schemas go to `generationConfig.responseJsonSchema`, which takes JSON Schema but of which Google
+//! documents only some keywords as supported (listed in [`RESPONSE_KEYWORDS`]), and beside `$ref` only
+//! keywords starting with `$`. The schema keeps its structure (`$ref`s, `anyOf`, `additionalProperties` stay) and
+//! loses the rest, at every depth: `const` becomes a one-value `enum`, `allOf` members are merged into their
+//! schema (a lone `$ref` member stands for it; `$ref` members beside others are dropped), `definitions` become
+//! `$defs` (and `#/definitions/` references `#/$defs/`), tuple `items` (an array) become `prefixItems`, and
+//! every other keyword (`$schema`, `pattern`, `minLength`, `exclusiveMinimum`, `not`, ...) is dropped, so the
+//! model is only ever held to constraints Gemini applies. Property names are never treated as keywords.
 
 use serde_json::{Map, Value, json};
 
@@ -209,6 +220,115 @@ fn collapse(src: &Map<String, Value>) -> Option<Value> {
     changed.then_some(Value::Object(base))
 }
 
+/// The JSON Schema keywords Google documents as supported in `generationConfig.responseJsonSchema`.
+pub(crate) const RESPONSE_KEYWORDS: &[&str] = &[
+    "$id",
+    "$defs",
+    "$ref",
+    "$anchor",
+    "type",
+    "format",
+    "title",
+    "description",
+    "enum",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "additionalProperties",
+    "required",
+    "propertyOrdering",
+];
+
+/// The Gemini `responseJsonSchema` for an output schema (see the module doc).
+pub(crate) fn gemini_response_schema(schema: &Value) -> Value {
+    let Value::Object(src) = schema else {
+        // `true`/`false` schemas are JSON Schema too, and have no keywords to cut.
+        return schema.clone();
+    };
+    let mut src = src.clone();
+    if let Some(Value::Array(members)) = src.remove("allOf") {
+        merge_all_of(&mut src, members);
+    }
+    if let Some(Value::Object(defs)) = src.remove("definitions") {
+        let target = src.entry("$defs").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(target) = target {
+            for (name, def) in defs {
+                target.entry(name).or_insert(def);
+            }
+        }
+    }
+    if let Some(Value::String(r)) = src.get_mut("$ref")
+        && let Some(rest) = r.strip_prefix("#/definitions/")
+    {
+        *r = format!("#/$defs/{rest}");
+    }
+    if let Some(c) = src.remove("const") {
+        src.entry("enum").or_insert_with(|| json!([c]));
+    }
+    if let Some(Value::Array(tuple)) = src.get("items").cloned() {
+        src.remove("items");
+        src.entry("prefixItems").or_insert(Value::Array(tuple));
+    }
+    let has_ref = src.contains_key("$ref");
+    let mut out = Map::new();
+    for (key, value) in src {
+        if !RESPONSE_KEYWORDS.contains(&key.as_str()) || (has_ref && !key.starts_with('$')) {
+            continue;
+        }
+        let value = match (key.as_str(), value) {
+            ("properties" | "$defs", Value::Object(map)) => {
+                Value::Object(map.iter().map(|(name, s)| (name.clone(), gemini_response_schema(s))).collect())
+            }
+            ("items" | "additionalProperties", sub) => gemini_response_schema(&sub),
+            ("prefixItems" | "anyOf" | "oneOf", Value::Array(list)) => {
+                Value::Array(list.iter().map(gemini_response_schema).collect())
+            }
+            (_, other) => other,
+        };
+        out.insert(key, value);
+    }
+    Value::Object(out)
+}
+
+/// `allOf` folded into its schema: properties and required names added up, other keywords filled in where the
+/// schema has none. A lone `$ref` member stands for the whole; one beside other members cannot be merged
+/// without resolving it, and is dropped.
+fn merge_all_of(schema: &mut Map<String, Value>, members: Vec<Value>) {
+    let alone = members.len() == 1;
+    for member in members {
+        let Value::Object(member) = member else { continue };
+        if member.contains_key("$ref") && !alone {
+            continue;
+        }
+        for (key, value) in member {
+            match (key.as_str(), schema.get_mut(&key), value) {
+                ("properties", Some(Value::Object(mine)), Value::Object(more)) => {
+                    for (name, sub) in more {
+                        mine.entry(name).or_insert(sub);
+                    }
+                }
+                ("required", Some(Value::Array(mine)), Value::Array(more)) => {
+                    for name in more {
+                        if !mine.contains(&name) {
+                            mine.push(name);
+                        }
+                    }
+                }
+                (_, None, value) => {
+                    schema.insert(key, value);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 /// An `f32` as the shortest `f64` that prints like it (`0.7`, not `0.699999988079071`).
 pub(crate) fn round_f32(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
@@ -262,6 +382,48 @@ mod tests {
             "$defs": {"N": {"type": "object", "properties": {"child": {"$ref": "#/$defs/N"}}}}});
         let out = gemini_parameters(&schema);
         assert!(out.to_string().len() < 10_000);
+    }
+
+    #[test]
+    fn output_schemas_keep_gemini_keywords_and_lose_the_rest() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "Report", "type": "object", "additionalProperties": false,
+            "definitions": {"Op": {"type": "object", "properties": {"kind": {"const": "add"}}, "not": {}}},
+            "$defs": {"Tag": {"type": "string", "pattern": "^t", "minLength": 1}},
+            "properties": {
+                "pattern": {"type": ["string", "null"], "examples": ["a"], "$comment": "c", "format": "date-time"},
+                "ops": {"type": "array", "items": {"$ref": "#/definitions/Op", "description": "dropped"}, "uniqueItems": true},
+                "pair": {"type": "array", "items": [{"type": "integer", "exclusiveMinimum": 0}, {"$ref": "#/$defs/Tag"}]},
+                "n": {"anyOf": [{"type": "integer", "minimum": 0, "multipleOf": 2}, {"type": "null"}]},
+                "both": {"allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                                   {"properties": {"b": {"type": "number"}}, "required": ["b"]},
+                                   {"$ref": "#/$defs/Tag"}]},
+                "one": {"allOf": [{"$ref": "#/$defs/Tag"}], "description": "a tag"},
+                "map": {"type": "object", "additionalProperties": {"type": "integer", "maximum": 9, "default": 1},
+                        "propertyNames": {"pattern": "^x"}}
+            },
+            "required": ["pattern"]
+        });
+        assert_eq!(
+            gemini_response_schema(&schema),
+            json!({
+                "title": "Report", "type": "object", "additionalProperties": false,
+                "$defs": {"Tag": {"type": "string"},
+                          "Op": {"type": "object", "properties": {"kind": {"enum": ["add"]}}}},
+                "properties": {
+                    "pattern": {"type": ["string", "null"], "format": "date-time"},
+                    "ops": {"type": "array", "items": {"$ref": "#/$defs/Op"}},
+                    "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/Tag"}]},
+                    "n": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+                    "both": {"properties": {"a": {"type": "string"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+                    "one": {"$ref": "#/$defs/Tag"},
+                    "map": {"type": "object", "additionalProperties": {"type": "integer", "maximum": 9}}
+                },
+                "required": ["pattern"]
+            })
+        );
+        assert_eq!(gemini_response_schema(&json!(true)), json!(true));
     }
 
     #[test]

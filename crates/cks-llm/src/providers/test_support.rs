@@ -108,7 +108,16 @@ pub(crate) fn decode_stream_shown(
     req: &ChatRequest,
     body: &str,
 ) -> (Vec<String>, Result<ChatResponse, Fault>) {
-    let (framing, mut dec) = stream_decoder(kind, ctx_for(req, "m"));
+    decode_stream_with(kind, ctx_for(req, "m"), body)
+}
+
+/// [`decode_stream_shown`] with a decoding context of the caller's (one an encoder filled in).
+pub(crate) fn decode_stream_with(
+    kind: ProviderKind,
+    ctx: DecodeCtx,
+    body: &str,
+) -> (Vec<String>, Result<ChatResponse, Fault>) {
+    let (framing, mut dec) = stream_decoder(kind, ctx);
     let mut framer = Framer::new(framing);
     let mut shown = Vec::new();
     let mut frame = |dec: &mut Box<dyn super::StreamDecoder>, f| {
