@@ -6,8 +6,11 @@
 
 mod common;
 
+use std::sync::Mutex;
+
 use cks_llm::{
-    ChatOptions, ChatResponse, ContentBlock, LlmClient, Message, ProviderKind, Role, StopReason, ToolResult, Usage,
+    ChatOptions, ChatRequest, ChatResponse, ContentBlock, ErrorKind, LlmClient, Message, OutputSchema, ProviderKind,
+    Role, StopReason, ToolResult, Usage,
 };
 use cks_testkit::{ProviderServer, Reply, ToolCall};
 use common::*;
@@ -342,4 +345,143 @@ async fn status_list_models_and_auto_selection() {
     let r = client.chat(req).await.unwrap();
     assert_eq!(r.provider, ProviderKind::Ollama);
     assert_eq!(chat_requests(&server).last().unwrap().body["model"], "my-model:7b");
+}
+
+/// A request for a JSON answer matching `schema`, without tools.
+fn structured(messages: Vec<Message>, name: &str, schema: &Value) -> ChatRequest {
+    ChatRequest {
+        system: Some("You are terse.".into()),
+        messages,
+        max_tokens: Some(256),
+        output: Some(OutputSchema::new(name, schema.clone())),
+        ..ChatRequest::default()
+    }
+}
+
+/// One call, streamed with a text sink when `stream`: the answer and the text the sink was shown.
+async fn chat_shown(client: &LlmClient, request: ChatRequest, stream: bool) -> (ChatResponse, String) {
+    let shown = Mutex::new(String::new());
+    let sink = |delta: &str| shown.lock().unwrap().push_str(delta);
+    let options = ChatOptions { deltas: stream.then_some(&sink as &dyn cks_llm::DeltaSink), ..ChatOptions::default() };
+    let r = client.chat_with(request, options).await.unwrap();
+    (r, shown.into_inner().unwrap())
+}
+
+/// The output schema travels where each provider expects it, the request validates against the provider's
+/// published schema, and the answer's text is the JSON the server returned (on Anthropic, the forced tool's
+/// input), which the next turn sends back as plain text.
+#[tokio::test]
+async fn structured_output_through_each_wire_format() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "temp": {"type": "number"},
+                       "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["city", "temp"],
+        "additionalProperties": false
+    });
+    let answer = json!({"city": "Oslo", "temp": 4.5, "tags": ["snow", "wind"]});
+    for kind in ProviderKind::ALL {
+        for stream in MODES {
+            let server = ProviderServer::start().await;
+            server.push(Reply::Json(answer.clone()));
+            server.push(Reply::text("You are welcome."));
+            let client = client(kind, &server);
+            let mut history = vec![Message::user("Weather in Oslo, as a report")];
+            let request = structured(history.clone(), "weather_report", &schema);
+            let (r, shown) = chat_shown(&client, request, stream).await;
+            assert_eq!(serde_json::from_str::<Value>(&r.text()).unwrap(), answer, "{kind} stream={stream}");
+            assert_eq!(r.message.content, vec![ContentBlock::text(answer.to_string())], "{kind} stream={stream}");
+            assert!(!r.has_tool_calls(), "{kind}: the answer tool never reaches the caller");
+            assert_eq!(r.stop_reason, StopReason::EndTurn, "{kind} stream={stream}");
+            if stream {
+                assert_eq!(shown, r.text(), "{kind}: the text shown while streaming is the answer's");
+            }
+            let sent = &chat_requests(&server)[0].body;
+            match kind {
+                ProviderKind::Anthropic => {
+                    assert_eq!(sent["tool_choice"], json!({"type": "tool", "name": "weather_report"}));
+                    let tools = sent["tools"].as_array().unwrap();
+                    assert_eq!(tools.len(), 1);
+                    assert_eq!((&tools[0]["name"], &tools[0]["input_schema"]), (&json!("weather_report"), &schema));
+                }
+                ProviderKind::OpenaiCompatible => assert_eq!(
+                    sent["response_format"],
+                    json!({"type": "json_schema",
+                           "json_schema": {"name": "weather_report", "schema": schema, "strict": false}})
+                ),
+                ProviderKind::Google => {
+                    assert_eq!(sent["generationConfig"]["responseMimeType"], "application/json");
+                    assert_eq!(sent["generationConfig"]["responseJsonSchema"], schema);
+                    assert!(sent["generationConfig"].get("responseSchema").is_none());
+                }
+                ProviderKind::Ollama => assert_eq!(sent["format"], schema),
+            }
+            history.push(r.message);
+            history.push(Message::user("Thanks"));
+            let r = chat(&client, &round_trip(&history), stream).await;
+            assert_eq!(r.text(), "You are welcome.", "{kind} stream={stream}");
+            assert_eq!(assert_requests_valid(&server), 2, "{kind} stream={stream}");
+        }
+    }
+}
+
+/// An answer that is not an object: Anthropic's forced tool takes an object, so the schema is wrapped there
+/// and the answer unwrapped; the others carry the schema as it is.
+#[tokio::test]
+async fn structured_output_of_a_list() {
+    let schema = json!({"type": "array", "items": {"$ref": "#/$defs/City"},
+                        "$defs": {"City": {"type": "string", "minLength": 1}}});
+    let answer = json!(["Oslo", "Bergen"]);
+    for kind in ProviderKind::ALL {
+        for stream in MODES {
+            let server = ProviderServer::start().await;
+            server.push(Reply::Json(answer.clone()));
+            let request = structured(vec![Message::user("Two cities")], "cities", &schema);
+            let (r, _) = chat_shown(&client(kind, &server), request, stream).await;
+            assert_eq!(r.text(), r#"["Oslo","Bergen"]"#, "{kind} stream={stream}");
+            let sent = &chat_requests(&server)[0].body;
+            if kind == ProviderKind::Anthropic {
+                assert_eq!(sent["tools"][0]["input_schema"]["properties"]["value"]["type"], "array");
+                assert_eq!(sent["tools"][0]["input_schema"]["$defs"], schema["$defs"]);
+            }
+            if kind == ProviderKind::Google {
+                // Gemini does not document `minLength` for response schemas: it is left out.
+                assert_eq!(sent["generationConfig"]["responseJsonSchema"]["$defs"]["City"], json!({"type": "string"}));
+            }
+            assert_eq!(assert_requests_valid(&server), 1);
+        }
+    }
+}
+
+/// A server that ignores the schema answers text, which reaches the caller unchanged.
+#[tokio::test]
+async fn structured_output_ignored_by_the_server_is_plain_text() {
+    let text = "Sure! {\"city\": \"Oslo\", \"temp\": 4}";
+    for kind in ProviderKind::ALL {
+        let server = ProviderServer::start().await;
+        server.push(Reply::text(text));
+        let request = structured(vec![Message::user("Weather")], "weather", &json!({"type": "object"}));
+        let r = client(kind, &server).chat(request).await.unwrap();
+        assert_eq!(r.text(), text, "{kind}");
+        assert_requests_valid(&server);
+    }
+}
+
+/// Tools and an output schema in one request are refused before anything is sent.
+#[tokio::test]
+async fn tools_beside_an_output_schema_are_refused() {
+    for kind in ProviderKind::ALL {
+        let server = ProviderServer::start().await;
+        let mut req = request(vec![Message::user("Weather in Oslo?")]);
+        req.output = Some(OutputSchema::new("weather", json!({"type": "object"})));
+        let e = client(kind, &server).chat(req).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{kind}: {e}");
+        let message = e.to_string();
+        assert!(message.contains("tool") && message.contains("\"weather\""), "{kind}: {message}");
+        // A bad name is refused the same way.
+        let req = structured(vec![Message::user("x")], "the weather", &json!({"type": "object"}));
+        let e = client(kind, &server).chat(req).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{kind}: {e}");
+        assert!(chat_requests(&server).is_empty(), "{kind}: nothing was sent");
+    }
 }
