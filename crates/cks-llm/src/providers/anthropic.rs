@@ -9,7 +9,8 @@
 //! `value` (its `$defs`/`definitions` moved to the wrapper, where its references point). The tool's call comes
 //! back as the answer's text: the input (or its `value`) as JSON in one text block, so callers never see that
 //! tool. Any text beside the call (a forced tool gets none in practice) is dropped, so the text is the JSON
-//! alone; reasoning blocks stay. When streaming, the JSON is shown once the call is complete.
+//! alone; reasoning blocks stay. When streaming, text is held back until the answer is complete, and then
+//! shown as the answer has it (the JSON, or the text of a model that did not call the tool).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -535,17 +536,33 @@ fn streamed_input(json: &str, placeholder: &Value) -> Result<Value, Fault> {
 }
 
 impl Stream {
-    /// Shows the answer an answer tool's complete call carries: the same text [`answer_from_tool`] makes it.
-    fn show_answer(&self, shown: &mut String) {
+    /// Whether text is held back until the answer is complete: with an answer tool, whether any text
+    /// belongs to the answer is known only at the end (its call's JSON replaces text beside it).
+    fn holds_text(&self) -> bool {
+        self.ctx.answer_tool.is_some()
+    }
+
+    /// Shows, once the answer is complete, the text held back: the JSON of the answer tool's call, or the
+    /// text of an answer that did not call it; the same text [`answer_from_tool`] leaves.
+    fn show_held_text(&self, shown: &mut String) {
         let Some(tool) = &self.ctx.answer_tool else { return };
         let call = self.blocks.values().find_map(|p| match p {
             Partial::ToolUse { name, json, placeholder, .. } if *name == tool.name => Some((json, placeholder)),
             _ => None,
         });
-        if let Some((json, placeholder)) = call
-            && let Ok(input) = streamed_input(json, placeholder)
-        {
-            shown.push_str(&answer_text(&input, tool));
+        match call {
+            Some((json, placeholder)) => {
+                if let Ok(input) = streamed_input(json, placeholder) {
+                    shown.push_str(&answer_text(&input, tool));
+                }
+            }
+            None => {
+                for p in self.blocks.values() {
+                    if let Partial::Text(text) = p {
+                        shown.push_str(text);
+                    }
+                }
+            }
         }
     }
 }
@@ -564,7 +581,9 @@ impl StreamDecoder for Stream {
             Event::ContentBlockStart { index, content_block } => {
                 let partial = match content_block {
                     RespBlock::Text { text } => {
-                        shown.push_str(&text);
+                        if !self.holds_text() {
+                            shown.push_str(&text);
+                        }
                         Partial::Text(text)
                     }
                     RespBlock::ToolUse { id, name, input } => {
@@ -578,7 +597,10 @@ impl StreamDecoder for Stream {
             }
             Event::ContentBlockDelta { index, delta } => match (self.blocks.get_mut(&index), delta) {
                 (Some(Partial::Text(t)), BlockDelta::TextDelta { text }) => {
-                    shown.push_str(&text);
+                    // `holds_text`, read through the field: `self.blocks` is borrowed.
+                    if self.ctx.answer_tool.is_none() {
+                        shown.push_str(&text);
+                    }
                     t.push_str(&text);
                 }
                 (Some(Partial::ToolUse { json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
@@ -608,7 +630,7 @@ impl StreamDecoder for Stream {
             }
             Event::MessageStop => {
                 self.done = true;
-                self.show_answer(shown);
+                self.show_held_text(shown);
                 return Ok(true);
             }
             Event::Error { error } => {
@@ -852,11 +874,22 @@ mod tests {
             event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         let mut ctx = ctx_for(&req, "m");
         encode(&req, &config(KIND), &settings("m", 100), &mut ctx).unwrap();
-        let (shown, r) = decode_stream_with(KIND, ctx, stream);
+        let (shown, r) = decode_stream_with(KIND, ctx.clone(), stream);
         let r = r.unwrap();
         assert_eq!(r.text(), r#"{"city":"Oslo","temp":4}"#);
-        assert_eq!(shown.concat(), r.text());
+        assert_eq!(shown, [r.text()], "shown once, when complete");
         assert!(!r.has_tool_calls());
+
+        // Text beside the call is never shown; the text of a model that did not call the tool is, at the end.
+        let text = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+            event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Done.\"}}\n\n";
+        let (start, rest) = stream.split_at(stream.find("event: message_delta").unwrap());
+        let (shown, r) = decode_stream_with(KIND, ctx.clone(), &format!("{start}{text}{rest}"));
+        assert_eq!(r.unwrap().text(), r#"{"city":"Oslo","temp":4}"#);
+        assert_eq!(shown.concat(), r#"{"city":"Oslo","temp":4}"#);
+        let only_text = format!("{}{text}{rest}", &start[..start.find("event: content_block_start").unwrap()]);
+        let (shown, r) = decode_stream_with(KIND, ctx, &only_text);
+        assert_eq!((shown, r.unwrap().text()), (vec!["Done.".to_owned()], "Done.".to_owned()));
     }
 
     #[test]
