@@ -494,6 +494,8 @@ pub async fn continue_turn(
                     tools: specs.clone(),
                     max_tokens: config.max_tokens,
                     temperature: None,
+                    // A turn offers tools; a structured answer would shut them out.
+                    output: None,
                 };
                 let text_sink = TextToObserver(observer);
                 let answer = async {
