@@ -26,7 +26,7 @@ use clap::Parser;
 
 use crate::client::ServerCommand;
 use crate::report::{RESULTS, Recorder, compare_table, markdown_table, read_jsonl, replace_between_markers};
-use crate::scenarios::{BeirPlan, Bench, LocomoPlan, MODES, Plan};
+use crate::scenarios::{BeirPlan, Bench, LocomoPlan, MODES, MatchingPlan, Plan};
 
 /// The BEIR group's modes when --modes is not given.
 const BEIR_MODES: [&str; 3] = ["lexical", "hybrid", "vector"];
@@ -140,6 +140,13 @@ struct Cli {
     /// as with --locomo.
     #[arg(long, value_name = "DIR", value_delimiter = ',', conflicts_with_all = ["soak_minutes", "replicas", "compare"])]
     beir: Vec<PathBuf>,
+    /// Instead of the benchmark: the entity-matching group on this directory (`tableA.csv`,
+    /// `tableB.csv`, `test.csv` in the DeepMatcher layout, read in place); repeat the flag or
+    /// separate directories with commas to run several. Both tables one session, each left record
+    /// of a labelled pair asked through `find_duplicates`; prints precision, recall and F1 of the
+    /// match class.
+    #[arg(long, value_name = "DIR", value_delimiter = ',', conflicts_with_all = ["soak_minutes", "replicas", "compare", "locomo", "beir"])]
+    er: Vec<PathBuf>,
     /// With --beir: only the first N judged queries of each data set [all].
     #[arg(long, value_name = "N", requires = "beir")]
     beir_queries: Option<usize>,
@@ -300,6 +307,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         eprintln!("cks-bench: replicas on PostgreSQL ({plan:?})");
         let postgres = postgres.as_ref().expect("--replicas runs on PostgreSQL");
         replicas::run(&command, postgres, &plan, &work, &mut recorder).await?;
+    } else if !cli.er.is_empty() {
+        let server = recorder.server.clone();
+        eprintln!("cks-bench: entity matching, {server} on {} ({:?})", command.program, cli.er);
+        let mut bench = Bench::new(command.clone(), plan, work.clone(), &mut recorder);
+        let table = bench.matching(&MatchingPlan { dirs: cli.er.clone() }).await?;
+        println!("\n{table}");
+        if let Some(path) = &cli.markdown {
+            std::fs::write(path, &table).with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(());
     } else if cli.locomo.is_some() || !cli.beir.is_empty() {
         let modes = |default: &[&str]| -> Vec<String> {
             let mut modes: Vec<String> = Vec::new();

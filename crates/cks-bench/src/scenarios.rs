@@ -1,7 +1,8 @@
 //! The end-to-end measurements, each on its own server process and fresh data directory: start-up
 //! and queries here, `ai_chat` in `scenarios/chat.rs`, graph scale and restarts in
 //! `scenarios/scale.rs`, and the retrieval groups, LoCoMo (`--locomo`) in `scenarios/locomo.rs` and
-//! BEIR (`--beir`) in `scenarios/beir.rs`, with what they share in `scenarios/retrieval.rs`.
+//! BEIR (`--beir`) in `scenarios/beir.rs`, with what they share in `scenarios/retrieval.rs`; entity
+//! matching (`--er`) in `scenarios/matching.rs`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -22,11 +23,13 @@ use crate::report::{Recorder, not_reached, outcome, quantile, size_label};
 mod beir;
 mod chat;
 mod locomo;
+mod matching;
 mod retrieval;
 mod scale;
 
 pub(crate) use beir::BeirPlan;
 pub(crate) use locomo::LocomoPlan;
+pub(crate) use matching::MatchingPlan;
 pub(crate) use retrieval::MODES;
 
 /// What to measure, and how much.

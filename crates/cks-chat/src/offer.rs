@@ -201,6 +201,26 @@ pub const DISCOVERABLE: &[ChatTool] = &[
         switched_on: &[],
     },
     ChatTool {
+        name: "remember",
+        description: "Remember a text (a note, a fact the user tells): its people, places, things and facts go into \
+            the graph, matched to objects already there, and a fact that replaces an old one ends it.",
+        arguments: &["text", "source", "observed_at"],
+        switched_on: &[],
+    },
+    ChatTool {
+        name: "forget_episode",
+        description: "Undo what one remembered text added ('episode_id' from remember).",
+        arguments: &["episode_id"],
+        switched_on: &[],
+    },
+    ChatTool {
+        name: "find_duplicates",
+        description: "Find objects that are likely the same thing (for one 'object_id', or the whole graph), each \
+            pair judged same, review or different.",
+        arguments: &["object_id", "min_score", "limit"],
+        switched_on: &[],
+    },
+    ChatTool {
         name: "list_pipeline_runs",
         description: "List the runs of the processing pipeline on this graph.",
         arguments: &["limit"],

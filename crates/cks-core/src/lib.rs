@@ -13,6 +13,7 @@ pub mod inference;
 pub mod json;
 mod kinds;
 pub mod linked_data;
+pub mod matching;
 pub mod merge;
 pub mod nearby;
 pub mod neighbourhood;

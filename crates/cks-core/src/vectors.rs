@@ -672,6 +672,11 @@ impl VectorIndex {
         (query.dims() == self.dims).then(|| query.cosine(&self.vectors[row]))
     }
 
+    /// An object's vector, when it has one.
+    pub fn vector(&self, id: &str) -> Option<&Vector> {
+        self.rows.get(id).map(|&row| &self.vectors[row])
+    }
+
     /// The similarity of two objects, when both have a vector.
     pub fn similarity(&self, a: &str, b: &str) -> Option<f32> {
         let (a, b) = (*self.rows.get(a)?, *self.rows.get(b)?);

@@ -10,6 +10,7 @@ pub mod convert;
 pub mod critic_metrics;
 pub mod discovery;
 pub mod error;
+pub mod memory;
 mod past;
 pub mod principal;
 pub mod profile;

@@ -9,7 +9,10 @@
 //! - `functional_relation`: the truthy `relation_type`s of `FunctionalRelationRule` objects are
 //!   single-valued. Binary relations of those types are indexed `type → source → target →
 //!   relation` (last relation per target wins). For each type, then source, in sorted order: more
-//!   than one distinct target is one error, located at the smallest kept relation id.
+//!   than one distinct target is one error, located at the smallest kept relation id. A relation
+//!   with a truthy `ended_by` (a fact another fact replaced: it holds until its `valid_until`) is
+//!   history, not a current value, and is not counted. The reference has no such field, so its
+//!   graphs are judged as it judges them.
 //!
 //! Decision: only string rule values are read (a non-string can never equal a relation type).
 
@@ -125,6 +128,9 @@ fn mutual_exclusions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     out
 }
 
+/// The key of a relation a later fact ended (it names that fact).
+pub const ENDED_BY: &str = "ended_by";
+
 fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     let mut out = Vec::new();
     let functional: HashSet<&str> = structure
@@ -139,6 +145,9 @@ fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     let mut targets: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, &str>>> = BTreeMap::new();
     for relation_type in functional {
         for object in structure.relations_of_type(relation_type) {
+            if object.structure.get(ENDED_BY).is_some_and(|v| truthy_str(Some(v)).is_some()) {
+                continue;
+            }
             if let Some((source, target)) = object.relation().as_ref().and_then(binary) {
                 targets.entry(relation_type).or_default().entry(source).or_default().insert(target, object.id());
             }
@@ -174,7 +183,7 @@ fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
 mod tests {
     use super::super::Extension;
     use super::super::test_support::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn mutual_exclusion_flags_the_same_ordered_pair() {
@@ -236,6 +245,30 @@ mod tests {
                 "Source 'earth' has 2 distinct targets via functional relation_type 'orbits': ['mars', 'sun']. A FunctionalRelationRule declares this relation_type single-valued per source."
             )])
         );
+    }
+
+    #[test]
+    fn an_ended_relation_is_not_a_current_value() {
+        let rule = json!({"identity": {"id": "fr", "type": "FunctionalRelationRule", "name": "fr"},
+                          "structure": {"relation_type": "lives_in"}});
+        let relation = |id: &str, target: &str, extra: Value| {
+            let mut structure = json!({"participants": ["ann", target], "relation_type": "lives_in"});
+            structure.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!({"identity": {"id": id, "type": "Fact", "name": id}, "structure": structure})
+        };
+        let node = |id: &str| json!({"identity": {"id": id, "type": "T", "name": id}, "structure": {}});
+        let objects = |old: Value| {
+            json!({"objects": [node("ann"), node("oslo"), node("bergen"), rule.clone(), old,
+                               relation("new", "bergen", json!({}))]})
+        };
+        let ended = crate::json::parse_value(objects(relation(
+            "old",
+            "oslo",
+            json!({"valid_until": "2026-05-01", "ended_by": "new"}),
+        )));
+        assert!(super::contradictions(&ended.unwrap()).is_empty());
+        let current = crate::json::parse_value(objects(relation("old", "oslo", json!({"valid_until": "2026-05-01"}))));
+        assert_eq!(super::contradictions(&current.unwrap()).len(), 1, "a valid_until alone ends nothing");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::session::SessionInfo;
 use crate::store::{TaskFilter, TaskStatus};
 use crate::versions::VersionSource;
 
-pub use duplicates::{DISTINCT_FROM, DUPLICATE_CANDIDATE};
+pub use duplicates::{DISTINCT_FROM, DUPLICATE_CANDIDATE, queue_pairs};
 
 /// One kind of background check.
 pub(crate) trait Sweep: Send + Sync + 'static {

@@ -10,6 +10,7 @@ pub mod export;
 pub mod gallery;
 pub mod knowledge;
 pub mod llm;
+pub mod memory;
 pub mod pipeline;
 pub mod processes;
 pub mod server;
@@ -28,6 +29,7 @@ pub(crate) fn groups() -> Vec<(&'static str, Vec<Listed>)> {
         ("export", export::tools()),
         ("gallery", gallery::tools()),
         ("llm", llm::tools()),
+        ("memory", memory::tools()),
         ("chats", chats::tools()),
         ("conflicts", conflicts::tools()),
         ("agents", agents::tools()),

@@ -1,6 +1,7 @@
-//! Graph exploration: subgraph queries, search, drawing, contradiction checks.
+//! Graph exploration: subgraph queries, search, drawing, contradiction and duplicate checks.
 
 pub(crate) mod detect_contradictions;
+mod find_duplicates;
 mod query_subgraph;
 mod search_semantic;
 mod visualize_graph;
@@ -13,5 +14,6 @@ pub(crate) fn tools() -> Vec<Listed> {
         listed(search_semantic::SearchSemantic),
         listed(visualize_graph::VisualizeGraph),
         listed(detect_contradictions::DetectContradictions),
+        listed(find_duplicates::FindDuplicates),
     ]
 }
