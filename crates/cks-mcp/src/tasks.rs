@@ -30,8 +30,15 @@ use cks_runtime::tasks::now_ms;
 use crate::server::{CallOptions, CksServer};
 
 /// The tools whose calls become tasks for a client that can follow them.
-pub(crate) const LONG_TOOLS: [&str; 6] =
-    ["ai_chat", "construct_knowledge", "start_pipeline", "export_storage", "import_storage", "migrate_storage"];
+pub(crate) const LONG_TOOLS: [&str; 7] = [
+    "ai_chat",
+    "construct_knowledge",
+    "remember",
+    "start_pipeline",
+    "export_storage",
+    "import_storage",
+    "migrate_storage",
+];
 /// Where task records live among the store's settings.
 const RECORD: &str = "mcp_task.";
 /// The transport-session name cancellations of tasks travel under (see `sessions::Calls`).

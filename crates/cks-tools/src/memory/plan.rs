@@ -46,6 +46,18 @@ pub struct Episode {
     pub observed_at: String,
     /// SHA-256 of the text, hex.
     pub content_hash: String,
+    /// A long text is remembered part by part, one commit each: this part and how many there are
+    /// (the episode records `parts` and `parts_done` until the last is in).
+    pub part: (usize, usize),
+}
+
+/// How far an episode already in a graph got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Known {
+    pub id: String,
+    /// Parts committed; all of them when the episode is complete.
+    pub parts_done: usize,
+    pub complete: bool,
 }
 
 /// An object as a report names it.
@@ -100,6 +112,20 @@ pub struct Report {
     pub superseded: Vec<Superseded>,
     pub review: Vec<Review>,
     pub dropped: Vec<DroppedItem>,
+}
+
+impl Report {
+    /// Adds what a later part of the same text did.
+    pub fn extend(&mut self, other: Report) {
+        self.created.extend(other.created);
+        self.matched.extend(other.matched);
+        self.updated.extend(other.updated);
+        self.facts_added.extend(other.facts_added);
+        self.facts_confirmed.extend(other.facts_confirmed);
+        self.superseded.extend(other.superseded);
+        self.review.extend(other.review);
+        self.dropped.extend(other.dropped);
+    }
 }
 
 /// Something of the answer not stored, and why.
@@ -158,18 +184,33 @@ impl<'a> Planner<'a> {
 
     fn run(mut self, extraction: &Extraction) -> Plan {
         let episode = self.episode;
-        let mut fields = Structure::new();
-        fields.insert("text", json!(episode.text));
-        if let Some(source) = &episode.source {
-            fields.insert("source", json!(source));
+        let (part, parts) = episode.part;
+        if self.structure.contains(&episode.id) {
+            let mut fields = Structure::new();
+            fields.insert("parts_done", json!(part + 1));
+            self.operations.push(Operation::UpdateObject {
+                object_id: episode.id.clone(),
+                structure_patch: fields,
+                mode: PatchMode::Merge,
+            });
+        } else {
+            let mut fields = Structure::new();
+            fields.insert("text", json!(episode.text));
+            if let Some(source) = &episode.source {
+                fields.insert("source", json!(source));
+            }
+            fields.insert("observed_at", json!(episode.observed_at));
+            fields.insert("content_hash", json!(episode.content_hash));
+            if parts > 1 {
+                fields.insert("parts", json!(parts));
+                fields.insert("parts_done", json!(part + 1));
+            }
+            self.operations.push(Operation::AddObject {
+                identity: Identity::new(episode.id.as_str(), EPISODE, episode.name.as_str()),
+                structure: fields,
+            });
         }
-        fields.insert("observed_at", json!(episode.observed_at));
-        fields.insert("content_hash", json!(episode.content_hash));
         self.taken.insert(episode.id.clone());
-        self.operations.push(Operation::AddObject {
-            identity: Identity::new(episode.id.as_str(), EPISODE, episode.name.as_str()),
-            structure: fields,
-        });
         for entity in &extraction.entities {
             self.entity(entity);
         }
@@ -388,14 +429,21 @@ impl<'a> Planner<'a> {
     fn link(&mut self) {
         let episode = self.episode.id.clone();
         let links = std::mem::take(&mut self.links);
-        for (n, (id, role, previous)) in links.into_iter().enumerate() {
+        let mut n = 0;
+        for (id, role, previous) in links {
             let mut fields = Structure::new();
             fields.insert("role", json!(role));
             if let Some(previous) = previous {
                 fields.insert("previous", Value::Object(previous));
             }
-            let link = format!("{episode}-{}", n + 1);
-            self.taken.insert(link.clone());
+            // Numbered on from the links of the episode's earlier parts.
+            let link = loop {
+                n += 1;
+                let link = format!("{episode}-{n}");
+                if !self.structure.contains(&link) && self.taken.insert(link.clone()) {
+                    break link;
+                }
+            };
             self.operations.push(Operation::AddRelation {
                 identity: Identity::new(link.as_str(), "Relation", LEARNED_FROM),
                 participants: vec![id, episode.clone()],
@@ -418,13 +466,22 @@ fn truthy(value: &Value) -> bool {
     !matches!(value, Value::Null | Value::Bool(false)) && value != &json!("")
 }
 
-/// The episodes of `structure` by content hash (to tell a text already remembered).
-pub fn episode_with_hash<'s>(structure: &'s KnowledgeStructure, hash: &str) -> Option<&'s str> {
-    structure
+/// The episode of `structure` with this content hash (a text remembered before), and how far it got.
+pub fn episode_with_hash(structure: &KnowledgeStructure, hash: &str) -> Option<Known> {
+    let episode = structure
         .objects_of_type(EPISODE)
         .into_iter()
-        .find(|e| e.structure.get("content_hash").and_then(Value::as_str) == Some(hash))
-        .map(|e| e.id())
+        .find(|e| e.structure.get("content_hash").and_then(Value::as_str) == Some(hash))?;
+    let count = |key: &str| episode.structure.get(key).and_then(Value::as_u64).map(|n| n as usize);
+    let (parts, done) = (count("parts"), count("parts_done"));
+    Some(Known {
+        id: episode.id().to_owned(),
+        parts_done: done.unwrap_or(1),
+        complete: match (parts, done) {
+            (Some(parts), Some(done)) => done >= parts,
+            _ => true,
+        },
+    })
 }
 
 /// What an episode's links say: by role, the ids linked.

@@ -22,6 +22,7 @@ fn episode(n: u32, at: &str) -> Episode {
         source: None,
         observed_at: at.to_owned(),
         content_hash: format!("{n:064}"),
+        part: (0, 1),
     }
 }
 

@@ -3,6 +3,11 @@
 //! facts that replace current ones end them, and everything is linked to the text's `Episode`
 //! (`memory::plan`). Entities the matcher cannot tell apart from an object are created and left
 //! to a person as `duplicate_candidate` tasks. The same text remembered twice changes nothing.
+//!
+//! A long text (a document) is split into parts at paragraph ends, each extracted and committed
+//! in turn (progress reported after each; a client that speaks MCP Tasks follows it as a task).
+//! The episode records how many parts are in: a call that fails part-way says so, keeps what is
+//! committed, and the same text sent again goes on from the next part.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,7 +26,10 @@ use crate::memory::{self, extraction::Extraction};
 use crate::tool::{SessionCheck, Tool, ToolMeta};
 
 /// The longest text one call takes, in characters.
-pub(crate) const MAX_TEXT_CHARS: usize = 20_000;
+pub(crate) const MAX_TEXT_CHARS: usize = 200_000;
+
+/// The most characters of a text one extraction reads.
+pub(crate) const PART_CHARS: usize = 6_000;
 
 /// The characters of the text an episode's name shows.
 const NAME_CHARS: usize = 60;
@@ -30,7 +38,8 @@ const NAME_CHARS: usize = 60;
 pub(crate) struct Input {
     /// The session whose graph learns the text.
     pub(crate) session_id: String,
-    /// What to remember: a note, a message, a paragraph (at most 20,000 characters).
+    /// What to remember: a note, a message, a document (at most 200,000 characters; a long one is
+    /// remembered part by part).
     pub(crate) text: String,
     /// Where the text comes from (a URL, a conversation, a person).
     pub(crate) source: Option<String>,
@@ -51,6 +60,9 @@ pub(crate) struct Output {
     version_id: Option<String>,
     /// True when this text was remembered before: nothing changed.
     already_remembered: bool,
+    /// The parts a long text was remembered in (absent for a text of one part).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parts: Option<usize>,
     /// What changed: created, matched, updated, facts_added, facts_confirmed, superseded, review
     /// (new objects left to a person with their candidates), dropped (parts of the answer not
     /// stored, and why).
@@ -103,40 +115,106 @@ impl Tool for Remember {
             )));
         }
         let observed_at = observed_at(input.observed_at.as_deref())?;
-        let episode = episode(text, input.source.filter(|s| !s.trim().is_empty()), observed_at);
+        let parts = split(text, PART_CHARS);
+        let mut episode = episode(text, input.source.filter(|s| !s.trim().is_empty()), observed_at);
         let session_id = input.session_id;
-        let known = ctx
-            .runtime
-            .read(&session_id, |s, _| plan::episode_with_hash(s, &episode.content_hash).map(str::to_owned))
-            .await?;
-        if let Some(episode_id) = known {
-            return Ok(Output {
-                session_id,
-                episode_id,
-                version_id: None,
-                already_remembered: true,
-                report: Report::default(),
-                review_task_ids: Vec::new(),
-                model_used: None,
-                provider: None,
-            });
+        let known = ctx.runtime.read(&session_id, |s, _| plan::episode_with_hash(s, &episode.content_hash)).await?;
+        let first = match &known {
+            Some(known) if known.complete => {
+                return Ok(Output {
+                    session_id,
+                    episode_id: known.id.clone(),
+                    version_id: None,
+                    already_remembered: true,
+                    parts: (parts.len() > 1).then_some(parts.len()),
+                    report: Report::default(),
+                    review_task_ids: Vec::new(),
+                    model_used: None,
+                    provider: None,
+                });
+            }
+            Some(known) => known.parts_done,
+            None => 0,
+        };
+        let mut report = Report::default();
+        let mut version_id = None;
+        let mut answered = None;
+        let mut review_task_ids = Vec::new();
+        for (index, part) in parts.iter().enumerate().skip(first) {
+            episode.part = (index, parts.len());
+            let done = async {
+                let extracted = memory::extract(ctx, part, input.model.clone(), Self::META.name).await?;
+                let (version, part_report) =
+                    commit(ctx, &session_id, &episode, &extracted.extraction, extracted.dropped).await?;
+                Ok::<_, ToolError>((version, part_report, extracted.model, extracted.provider))
+            }
+            .await;
+            let (version, part_report, model, provider) = done.map_err(|error| {
+                if parts.len() == 1 {
+                    return error;
+                }
+                let message = format!(
+                    "{} Parts 1 to {index} of {} are remembered; the same text sent again goes on from part {}.",
+                    error.message,
+                    parts.len(),
+                    index + 1
+                );
+                ToolError { message, ..error }
+                    .with("episode_id", episode.id.as_str())
+                    .with("parts", parts.len())
+                    .with("parts_done", index)
+            })?;
+            let pairs: Vec<(String, String)> = part_report
+                .review
+                .iter()
+                .flat_map(|r| r.candidates.iter().map(|c| (r.id.clone(), c.clone())))
+                .collect();
+            review_task_ids.extend(cks_runtime::sweepers::queue_pairs(&ctx.runtime, &session_id, &pairs).await?);
+            report.extend(part_report);
+            version_id = Some(version);
+            answered = Some((model, provider));
+            if let Some(progress) = &ctx.progress {
+                progress.report(
+                    (index + 1) as f64,
+                    Some(parts.len() as f64),
+                    Some(format!("part {} of {} remembered", index + 1, parts.len())),
+                );
+            }
         }
-        let extracted = memory::extract(ctx, text, input.model, Self::META.name).await?;
-        let (version_id, report) = commit(ctx, &session_id, &episode, &extracted.extraction, extracted.dropped).await?;
-        let pairs: Vec<(String, String)> =
-            report.review.iter().flat_map(|r| r.candidates.iter().map(|c| (r.id.clone(), c.clone()))).collect();
-        let review_task_ids = cks_runtime::sweepers::queue_pairs(&ctx.runtime, &session_id, &pairs).await?;
+        let (model, provider) = answered.unzip();
         Ok(Output {
             session_id,
             episode_id: episode.id,
-            version_id: Some(version_id),
+            version_id,
             already_remembered: false,
+            parts: (parts.len() > 1).then_some(parts.len()),
             report,
             review_task_ids,
-            model_used: Some(extracted.model),
-            provider: Some(extracted.provider.to_owned()),
+            model_used: model,
+            provider: provider.map(str::to_owned),
         })
     }
+}
+
+/// `text` in parts of at most `limit` characters, cut after a paragraph where one ends in time,
+/// else after a sentence, else at a space, else anywhere.
+pub(crate) fn split(text: &str, limit: usize) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut rest = text.trim();
+    while rest.chars().count() > limit {
+        let end = rest.char_indices().nth(limit).map_or(rest.len(), |(i, _)| i);
+        let window = &rest[..end];
+        let cut = ["\n\n", ". ", "\n", " "]
+            .iter()
+            .find_map(|mark| window.rfind(mark).filter(|&i| i > 0).map(|i| i + mark.len()))
+            .unwrap_or(end);
+        parts.push(rest[..cut].trim());
+        rest = rest[cut..].trim_start();
+    }
+    if !rest.is_empty() {
+        parts.push(rest);
+    }
+    parts
 }
 
 /// Plans on the session as it is and commits; planned again once when a concurrent commit made
@@ -198,6 +276,7 @@ fn episode(text: &str, source: Option<String>, observed_at: String) -> Episode {
         source,
         observed_at,
         content_hash,
+        part: (0, 1),
     }
 }
 

@@ -11,6 +11,18 @@ fn observed_times_read_rfc_3339_or_a_date() {
     assert_eq!((e.name.as_str(), e.content_hash.len()), ("Alice moved.", 64));
 }
 
+#[test]
+fn long_texts_split_after_paragraphs_then_sentences() {
+    let text = "First paragraph, short.\n\nSecond one. It has two sentences.\n\nThird.";
+    assert_eq!(split(text, 1000), [text]);
+    assert_eq!(split(text, 40), ["First paragraph, short.", "Second one. It has two sentences.", "Third."]);
+    assert_eq!(split("One. Two. Three.", 10), ["One. Two.", "Three."]);
+    assert_eq!(split("abcdefghij", 4), ["abcd", "efgh", "ij"], "no place to cut: cut anyway");
+    let long = "é".repeat(25);
+    assert!(split(&long, 10).iter().all(|p| p.chars().count() <= 10), "characters, not bytes");
+    assert!(split("  \n ", 10).is_empty());
+}
+
 mod with_a_model {
     use serde_json::{Value, json};
 
@@ -185,5 +197,37 @@ mod with_a_model {
         assert!(after.same_content(&before), "the graph is as it was before the text");
         let missing = call(&ctx, "forget_episode", json!({"session_id": id, "episode_id": episode})).await;
         assert_eq!(missing["error"], "object_not_found");
+    }
+
+    #[tokio::test]
+    async fn a_long_text_goes_in_part_by_part_and_a_failed_part_is_said_and_resumed() {
+        let server = ProviderServer::start().await;
+        let ctx = llm_context(&llm_env("openai_compatible", &server.base_url()));
+        let id = session(&ctx, structure(vec![])).await;
+        let paragraph = |who: &str| format!("{who} works at Acme. {}", "Filler words about the work. ".repeat(200));
+        let text = [paragraph("Ann"), paragraph("Ben"), paragraph("Cat")].join("\n\n");
+        let person = |who: &str| {
+            Reply::Json(json!({"entities": [{"name": who, "type": "Person"}, {"name": "Acme", "type": "Company"}],
+                               "facts": [{"subject": who, "predicate": "works_at", "object": "Acme"}]}))
+        };
+        server.push_all([person("Ann"), person("Ben"), Reply::text("no"), Reply::text("still no")]);
+        let failed = call(&ctx, "remember", json!({"session_id": id, "text": text})).await;
+        assert_eq!(failed["error"], "llm_output_parse_error", "{failed}");
+        assert_eq!((failed["parts"].as_u64(), failed["parts_done"].as_u64()), (Some(3), Some(2)));
+        assert!(failed["message"].as_str().unwrap().contains("Parts 1 to 2 of 3 are remembered"));
+        let versions = ctx.runtime.info(&id).await.unwrap().version_count;
+        assert_eq!(versions, 3, "two parts committed, one each");
+
+        // The same text again goes on from part 3; then it is complete.
+        server.push(person("Cat"));
+        let done = call(&ctx, "remember", json!({"session_id": id, "text": text})).await;
+        assert_eq!(done["parts"], 3, "{done}");
+        assert_eq!(ids(&done["created"]), ["cat"], "only the last part was read again");
+        assert_eq!(ids(&done["matched"]), ["acme"]);
+        assert_eq!(server.requests().len(), 5);
+        let again = call(&ctx, "remember", json!({"session_id": id, "text": text})).await;
+        assert_eq!(again["already_remembered"], true);
+        let staff = ctx.runtime.read(&id, |s, _| s.relations_of_type("works_at").len()).await.unwrap();
+        assert_eq!(staff, 3);
     }
 }
