@@ -9,7 +9,8 @@ reply afterwards. What a weak model can be held to is asserted (the run fails ot
   - every turn ends, within the tool-call cap, with a result rather than an error;
   - at least one tool ran without error over the run;
   - no other session changed;
-  - a turn's `messages` go back in as the next turn's input.
+  - a turn's `messages` go back in as the next turn's input;
+  - `remember` of a few short texts commits valid knowledge or fails with a clear error.
 What it cannot be held to is measured and printed, task by task: right or not, the tools called,
 the prompt tokens of each request, seconds per turn.
 
@@ -247,6 +248,44 @@ SUITE = [
 ]
 
 
+# Short texts to remember (`remember`): the model must commit valid knowledge or fail clearly.
+TEXTS = [
+    "Grace Hopper met Ada Lovelace's notes in 1944; she later led the COBOL team.",
+    "Charles Babbage moved from London to Paris. He now works on the Difference Engine.",
+]
+# What a failed `remember` may say: the model's answer unusable, or the model unreachable.
+CLEAR_ERRORS = {"llm_output_parse_error", "llm_call_failed", "llm_provider_unavailable", "validation_failed"}
+
+
+def remember_texts(check):
+    """Each text remembered on a fresh copy of GRAPH: a success commits one version holding its
+    episode, on a graph that still validates; a failure is one of CLEAR_ERRORS and changes nothing.
+    Returns one row per text."""
+    rows = []
+    for text in TEXTS:
+        session = check.call("validate_knowledge", {"json_data": json.dumps(GRAPH)})["session_id"]
+        before = check.state(session)
+        started = time.monotonic()
+        result = check.call("remember", {"session_id": session, "text": text})
+        seconds = time.monotonic() - started
+        after = check.state(session)
+        if isinstance(result, dict) and "error" in result:
+            assert result["error"] in CLEAR_ERRORS, f"remember failed unclearly: {result}"
+            assert result.get("message"), f"a failure says why: {result}"
+            assert after == before, "a failed remember changed the graph"
+            rows.append({"text": text, "outcome": result["error"], "seconds": seconds})
+            continue
+        assert isinstance(result, dict) and result.get("version_id"), f"remember answered no version: {result}"
+        assert after[0] == before[0] + 1, "a remembered text is one commit"
+        assert result["episode_id"] in by_id(after[1]), "the episode is stored"
+        valid = check.call("validate_knowledge", {"session_id": session})
+        assert valid.get("valid") is True, f"remember left an invalid graph: {valid}"
+        made = len(result["created"]) + len(result["facts_added"])
+        rows.append({"text": text, "outcome": f"committed: {made} created, {len(result['matched'])} matched",
+                     "seconds": seconds})
+    return rows
+
+
 def run_suite(check, only=None):
     """Every task of SUITE (or those named in `only`) once; returns one row per task."""
     rows = []
@@ -331,6 +370,9 @@ def main():
 
         failed = [r["task"] for r in rows if r["failed"]]
         assert not failed, f"turns ended in an error instead of a result: {failed}"
+        if not args.only:
+            for row in remember_texts(check):
+                print(f"remember {row['text'][:40]!r}…: {row['outcome']} ({row['seconds']:.0f} s)")
         assert any(not c["is_error"] for r in rows for c in r["calls"]), "no offered tool ran without error"
         assert check.state(other) == other_before, "another session changed"
 

@@ -29,8 +29,8 @@ pub const CORE: &[&str] = &[
     "revert_version",
     "create_branch",
     "merge_branch",
-    // Knowledge from text and the web, and a model working on the graph.
-    "construct_knowledge",
+    // Memory from text and the web, and a model working on the graph.
+    "remember",
     "ingest_document",
     "ai_chat",
     // Out, and across graphs.
