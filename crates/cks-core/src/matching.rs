@@ -37,7 +37,7 @@ mod pairs;
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::KnowledgeStructure;
 use crate::object::KnowledgeObject;
@@ -121,6 +121,20 @@ impl Evidence {
 
     fn similar_name(&self) -> bool {
         self.name_similarity >= NAME_SIMILARITY && self.numbers_agree
+    }
+
+    /// The figures behind the reasons, rounded to three places: `name_similarity`, `cosine` when
+    /// known, and `conflict` (`{field, values}`) when a field tells the two apart.
+    pub fn scores(&self) -> serde_json::Map<String, Value> {
+        let mut scores = serde_json::Map::new();
+        scores.insert("name_similarity".into(), json!(round(self.name_similarity)));
+        if let Some(cosine) = self.cosine {
+            scores.insert("cosine".into(), json!(round(f64::from(cosine))));
+        }
+        if let Some((field, x, y)) = &self.conflict {
+            scores.insert("conflict".into(), json!({"field": field, "values": [x, y]}));
+        }
+        scores
     }
 
     /// The strongest evidence as one number in [0, 1].
@@ -341,6 +355,11 @@ fn mark_ambiguous(found: &mut [Candidate]) {
             candidate.decision = Decision::Review;
         }
     }
+}
+
+/// `x` to three decimal places, as answers show scores.
+pub fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 /// A name folded for comparison: lower case, every run of other characters than letters and

@@ -116,13 +116,6 @@ pub(crate) fn payload(structure: &KnowledgeStructure, pair: &Pair) -> Value {
         (relations(a), std::cmp::Reverse(pair.positions[0])) >= (relations(b), std::cmp::Reverse(pair.positions[1]));
     let (keep, merge) = if a_first { (a, b) } else { (b, a) };
     let evidence = &pair.evidence;
-    let mut scores = serde_json::Map::new();
-    if evidence.name_similarity > 0.0 {
-        scores.insert("name_similarity".into(), json!(round(evidence.name_similarity)));
-    }
-    if let Some(cosine) = evidence.cosine {
-        scores.insert("cosine".into(), json!(round(f64::from(cosine))));
-    }
     let object = |id: &str| {
         let o = structure.get(id).expect("a pair names objects of the structure");
         json!({"id": id, "name": o.identity.name.as_str(), "type": o.identity.r#type.as_str(), "relation_count": relations(id)})
@@ -133,16 +126,12 @@ pub(crate) fn payload(structure: &KnowledgeStructure, pair: &Pair) -> Value {
         "objects": [object(a), object(b)],
         "type": ty,
         "reasons": evidence.reasons(),
-        "scores": scores,
-        "score": round(pair.score),
+        "scores": evidence.scores(),
+        "score": matching::round(pair.score),
         "decision": pair.decision.as_str(),
         "keep_id": keep,
         "merge_id": merge,
     })
-}
-
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

@@ -229,7 +229,8 @@ fn check_tools(body: &Map<String, Value>) -> Result<(), Rendered> {
     Ok(())
 }
 
-/// The keywords Google documents as supported in `generationConfig.responseJsonSchema`.
+/// The keywords Google documents as supported in `generationConfig.responseJsonSchema`. Written out
+/// here from Google's reference, not taken from the client: the server checks the client.
 const JSON_SCHEMA_KEYS: &[&str] = &[
     "$id",
     "$defs",

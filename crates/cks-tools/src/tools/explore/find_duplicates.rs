@@ -170,26 +170,14 @@ fn pair(
     score: f64,
 ) -> Map<String, Value> {
     let brief = |o: &KnowledgeObject| json!({"id": o.id(), "type": o.identity.r#type.as_str(), "name": o.identity.name.as_str()});
-    let mut scores = Map::new();
-    scores.insert("name_similarity".into(), json!(round(evidence.name_similarity)));
-    if let Some(cosine) = evidence.cosine {
-        scores.insert("cosine".into(), json!(round(f64::from(cosine))));
-    }
-    if let Some((field, x, y)) = &evidence.conflict {
-        scores.insert("conflict".into(), json!({"field": field, "values": [x, y]}));
-    }
     let mut value = Map::new();
     value.insert("object_ids".into(), json!([a.id(), b.id()]));
     value.insert("objects".into(), json!([brief(a), brief(b)]));
-    value.insert("score".into(), json!(round(score)));
+    value.insert("score".into(), json!(matching::round(score)));
     value.insert("decision".into(), json!(decision.as_str()));
     value.insert("reasons".into(), json!(evidence.reasons()));
-    value.insert("scores".into(), Value::Object(scores));
+    value.insert("scores".into(), Value::Object(evidence.scores()));
     value
-}
-
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]
