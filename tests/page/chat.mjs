@@ -49,6 +49,11 @@ const provider = await startProvider(process.env.PROVIDER_URL, ({ prompt, result
       return results.length ? `Mars: ${results[0].is_error ? 'not removed' : 'removed'}.` : { tools: [{ name: 'evolve_knowledge', input: { operations: [{ type: 'remove_object', object_id: 'mars' }] } }] }
     case 'Remove Venus.':
       return results.length ? `Venus: ${results[0].is_error ? 'not removed' : 'removed'}.` : { tools: [{ name: 'evolve_knowledge', input: { operations: [{ type: 'remove_object', object_id: 'venus' }] } }] }
+    // `remember` on a message: the model's extraction (an Anthropic server that ignores the forced
+    // tool answers the JSON as text, which is read as well).
+    case 'Extract the entities and facts of this text.\n\nText:\nAdd Mars, please.':
+      return JSON.stringify({ entities: [{ name: 'Mars', type: 'Planet' }, { name: 'Sun', type: 'Star' }],
+        facts: [{ subject: 'Mars', predicate: 'orbits', object: 'Sun' }] })
     case 'Tell me a long story.':
       return 'Once upon a time the Sun had planets that went round and round and round for a very long time.'
     default:
@@ -181,6 +186,18 @@ await check(page, 'a commit the chat makes redraws the graph from the session’
   assert.equal(stored.length, 1, 'both turns are in the one stored chat')
   assert.ok(stored[0].message_count >= 8, `${stored[0].message_count} messages`)
   countBefore = stored[0].message_count
+})
+
+await check(page, 'a message remembered from the page lands in the graph as an episode', async () => {
+  const message = page.locator('#log .msg.user', { hasText: 'Add Mars, please.' })
+  await message.getByRole('button', { name: 'Remember' }).click()
+  await page.locator('#notices .notice.remembered', { hasText: 'Remembered:' }).waitFor()
+  const text = await page.locator('#notices .notice.remembered').textContent()
+  assert.match(text, /0 new, 2 already known, 0 facts/, 'Mars and the Sun matched; the orbit is already there')
+  const episodes = await server.call('query_subgraph', { session_id: session, include_object_types: ['Episode'], compact_mode: true })
+  assert.equal(JSON.stringify(episodes).includes('Add Mars, please.'), true, 'the episode holds the message')
+  await message.getByRole('button', { name: 'Remember' }).click()
+  await page.locator('#notices .notice.remembered', { hasText: 'Already remembered' }).waitFor()
 })
 
 await check(page, 'after a reload the chat is among the past chats, opens whole, and goes on', async () => {

@@ -781,9 +781,36 @@
     const body = el('div', { class: `msg ${role}` }, el('span', { class: 'who', text: role === 'user' ? 'You' : 'Assistant' }))
     const content = el('span', { class: 'content', text })
     body.append(content)
+    if (role === 'user') {
+      const button = el('button', { type: 'button', class: 'remember', text: 'Remember', title: 'Remember this message in the graph',
+        onclick: () => rememberMessage(text, button) })
+      body.append(button)
+    }
     $('log').append(el('li', {}, body))
     scrollLog()
     return { body, content }
+  }
+
+  /** `remember`: the message's people, places and facts into the session's graph. */
+  async function rememberMessage(text, button) {
+    button.disabled = true
+    notice('warn', 'Remembering…')
+    try {
+      const result = await callTool('remember', { session_id: state.session, text })
+      if (result.error) throw new Error(`${result.error}: ${result.message}`)
+      if (result.already_remembered) {
+        notice('remembered', 'Already remembered: nothing changed.')
+        return
+      }
+      const count = (key) => (result[key] || []).length
+      notice('remembered', `Remembered: ${count('created')} new, ${count('matched')} already known, ` +
+        `${count('facts_added')} facts, ${count('superseded')} ended, ${count('review')} to review.`)
+      scheduleGraphRefresh('remember')
+    } catch (error) {
+      notice('failure', `Not remembered: ${error.message || error}`)
+    } finally {
+      button.disabled = false
+    }
   }
 
   /** A collapsible card for one tool call; `update` fills in its result. */
