@@ -198,6 +198,11 @@ await check(page, 'a message remembered from the page lands in the graph as an e
   assert.equal(JSON.stringify(episodes).includes('Add Mars, please.'), true, 'the episode holds the message')
   await message.getByRole('button', { name: 'Remember' }).click()
   await page.locator('#notices .notice.remembered', { hasText: 'Already remembered' }).waitFor()
+  // Taken back, so the steps after see the graph as it was.
+  const found = await server.call('query_subgraph', { session_id: session, include_object_types: ['Episode'], compact_mode: true })
+  const forgotten = await server.call('forget_episode', { session_id: session, episode_id: found.subgraph.nodes[0].id })
+  assert.deepEqual(forgotten.removed, [], 'nothing new was made, so nothing but the episode goes')
+  await until('the graph without the episode', async () => (await graphData()).nodes === '4')
 })
 
 await check(page, 'after a reload the chat is among the past chats, opens whole, and goes on', async () => {

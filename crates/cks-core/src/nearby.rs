@@ -111,12 +111,29 @@ pub struct Nearby<'a> {
     structure: &'a KnowledgeStructure,
     /// Whether the graph's order counts ([`OrderEvidence::holds`]).
     ordered: bool,
+    /// Whether relations a later fact ended ([`ended`]) are passed over.
+    current: bool,
+}
+
+/// Whether `object` is a fact a later one ended (a truthy `ended_by`): history, not what holds now.
+pub fn ended(object: &crate::KnowledgeObject) -> bool {
+    match object.structure.get(crate::validate::ENDED_BY) {
+        None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => false,
+        Some(serde_json::Value::String(by)) => !by.is_empty(),
+        Some(_) => true,
+    }
 }
 
 impl<'a> Nearby<'a> {
     /// `ordered`: whether the graph's order is evidence (see [`OrderEvidence`]).
     pub fn new(structure: &'a KnowledgeStructure, ordered: bool) -> Nearby<'a> {
-        Nearby { structure, ordered }
+        Nearby { structure, ordered, current: false }
+    }
+
+    /// The same, through current relations only: an ended fact links nothing.
+    pub fn current_only(mut self) -> Nearby<'a> {
+        self.current = true;
+        self
     }
 
     /// `id`'s neighbours: the other participants of its relations (up to [`MAX_RELATED`]), then,
@@ -127,7 +144,12 @@ impl<'a> Nearby<'a> {
         let Some(at) = structure.index_of(id) else { return Vec::new() };
         let Some(entry) = structure.entry_at(at).filter(|entry| !entry.is_relation()) else { return Vec::new() };
         let mut found: Vec<&'a str> = Vec::new();
-        let related = structure.relations_of(id).iter().filter_map(|r| r.relation()).flat_map(|r| r.participants);
+        let related = structure
+            .relations_of(id)
+            .iter()
+            .filter(|r| !(self.current && ended(r)))
+            .filter_map(|r| r.relation())
+            .flat_map(|r| r.participants);
         for other in related {
             if found.len() == MAX_RELATED {
                 break;
@@ -226,5 +248,22 @@ mod tests {
         // Within two places, of its type: not the note between.
         assert_eq!(ordered.of("t2"), vec!["t1", "t0", "t3"]);
         assert_eq!(ordered.of("t0"), vec!["far", "t1", "t2"]);
+    }
+
+    #[test]
+    fn an_ended_relation_links_nothing_for_what_is_current() {
+        let mut ended_relation = relation("old", "t0", "oslo");
+        ended_relation.structure.insert(crate::validate::ENDED_BY, serde_json::json!("new"));
+        let objects = vec![
+            object("t0", "Person"),
+            object("oslo", "City"),
+            object("bergen", "City"),
+            ended_relation,
+            relation("new", "t0", "bergen"),
+        ];
+        let structure = KnowledgeStructure::from_objects(objects).unwrap();
+        assert!(ended(structure.get("old").unwrap()) && !ended(structure.get("new").unwrap()));
+        assert_eq!(Nearby::new(&structure, false).of("t0"), vec!["oslo", "bergen"], "everything ever stated");
+        assert_eq!(Nearby::new(&structure, false).current_only().of("t0"), vec!["bergen"]);
     }
 }

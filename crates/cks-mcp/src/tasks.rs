@@ -6,7 +6,8 @@
 //! `mcp_task.`, so every replica on the store answers for it and a restart keeps a finished
 //! result. The process running a task refreshes the record's heartbeat while it works; a working
 //! task whose heartbeat is older than [`STALE`] (its server stopped) reads as failed. A task
-//! started by a principal is found only by that principal (or `cks:admin`). A
+//! started by a principal is found only by that principal (or `cks:admin`). The call's progress
+//! reports (`remember`'s parts, `ai_chat`'s round trips) become the task's `statusMessage`. A
 //! cancellation reaches the process running the task as any cancelled call's does (an event every
 //! process on the store receives). Records are kept for [`TTL`] after creation, then forgotten.
 
@@ -71,6 +72,22 @@ struct Record {
     /// Who started it, when an access token named them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     principal: Option<cks_runtime::access::PrincipalId>,
+    /// The call's last progress report, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status_message: Option<String>,
+}
+
+/// A task's call reports progress into a channel its runner reads.
+struct TaskProgress(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl cks_tools::context::ProgressSink for TaskProgress {
+    fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let text = message.unwrap_or_else(|| match total {
+            Some(total) => format!("{progress} of {total}"),
+            None => format!("{progress}"),
+        });
+        let _ = self.0.send(text);
+    }
 }
 
 impl Record {
@@ -98,9 +115,12 @@ impl Record {
             (TaskStatus::Cancelled, _, _) => TaskPayload::Cancelled,
             _ => TaskPayload::Working,
         };
-        let task = Task::new(id, payload.status(), &self.created_at, &self.updated_at)
+        let mut task = Task::new(id, payload.status(), &self.created_at, &self.updated_at)
             .with_ttl_ms(TTL.as_millis() as u64)
             .with_poll_interval_ms(POLL_INTERVAL_MS);
+        if let Some(message) = &self.status_message {
+            task = task.with_status_message(message.clone());
+        }
         DetailedTask::new(task, payload)
     }
 
@@ -178,6 +198,7 @@ impl CksServer {
             result: None,
             error: None,
             principal: principal.as_ref().map(|principal| principal.id()),
+            status_message: None,
         };
         self.save_task(&id, &record).await?;
         let created = record.detailed(&id, now).task;
@@ -195,22 +216,32 @@ impl CksServer {
     ) {
         let token = CancellationToken::new();
         let _running = self.calls.run(SCOPE.to_owned(), id.clone(), token.clone());
-        let options = CallOptions { progress: None, cancel: token.clone(), principal };
+        let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+        let progress: Arc<dyn cks_tools::context::ProgressSink> = Arc::new(TaskProgress(progress));
+        let options = CallOptions { progress: Some(progress), cancel: token.clone(), principal };
         let call = CksServer::call_tool(&self, &request.name, request.arguments, options);
         tokio::pin!(call);
         let mut beat = tokio::time::interval(HEARTBEAT);
         beat.tick().await;
         let outcome = loop {
-            tokio::select! {
+            let saved = tokio::select! {
                 outcome = &mut call => break outcome,
-                _ = beat.tick() => {
-                    record.heartbeat_ms = now_ms();
-                    if let Err(e) = self.save_task(&id, &record).await {
-                        tracing::warn!(task = %id, error = %e.message, "task heartbeat not saved");
-                    }
+                _ = beat.tick() => "heartbeat",
+                Some(message) = reports.recv() => {
+                    record.status_message = Some(message);
+                    record.updated_at = cks_runtime::runtime::now();
+                    "progress"
                 }
+            };
+            record.heartbeat_ms = now_ms();
+            if let Err(e) = self.save_task(&id, &record).await {
+                tracing::warn!(task = %id, what = saved, error = %e.message, "task record not saved");
             }
         };
+        // Reports made just before the call returned.
+        while let Ok(message) = reports.try_recv() {
+            record.status_message = Some(message);
+        }
         record.updated_at = cks_runtime::runtime::now();
         record.heartbeat_ms = now_ms();
         match outcome {
@@ -290,6 +321,7 @@ mod tests {
             result: Some(error_object(ErrorCode(1), "r")),
             error: Some(error_object(ErrorCode(2), "e")),
             principal: None,
+            status_message: None,
         }
     }
 

@@ -149,3 +149,39 @@ async fn a_handshake_client_that_declares_the_extension_gets_tasks_too() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_long_text_remembered_as_a_task_says_how_far_it_got() {
+    let provider = ProviderServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::spawn(dir.path(), &provider_env("anthropic", &provider.base_url()), &[]).await;
+    let sid = session(&mut mcp).await;
+    let paragraph = |who: &str| format!("{who} works at Acme. {}", "More about the work there. ".repeat(200));
+    let text = [paragraph("Ann"), paragraph("Ben"), paragraph("Cat")].join("\n\n");
+    let person = |who: &str| {
+        Reply::Json(json!({"entities": [{"name": who, "type": "Person"}, {"name": "Acme", "type": "Company"}],
+                           "facts": [{"subject": who, "predicate": "works_at", "object": "Acme"}]}))
+    };
+    provider.push_all([person("Ann"), person("Ben"), person("Cat").delayed(Duration::from_secs(2))]);
+    let created = call(&mut mcp, "remember", json!({"session_id": sid, "text": text}), true).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+
+    // While the last part waits for the model, the task says the first two are in.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = request(&mut mcp, "tasks/get", json!({"taskId": id}), true).await;
+        if got["result"]["statusMessage"] == "part 2 of 3 remembered" {
+            assert_eq!(got["result"]["status"], "working", "{got}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress seen: {got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let done = settled(&mut mcp, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(result["parts"], 3, "{done}");
+    assert_eq!(result["created"].as_array().map(Vec::len), Some(4), "Ann, Acme, Ben, Cat: {done}");
+    assert_eq!(done["statusMessage"], "part 3 of 3 remembered");
+}

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cks_core::fusion::{self, Fused};
-use cks_core::nearby::{Nearby, OrderEvidence};
+use cks_core::nearby::{Nearby, OrderEvidence, ended};
 use cks_core::subgraph::{SubgraphQuery, query_subgraph};
 use cks_core::vectors::Vector;
 use cks_core::{KnowledgeStructure, vectors::VectorIndex};
@@ -68,6 +68,16 @@ pub(crate) struct Input {
     /// Also return `context`: the best evidence that fits this many tokens (4 characters each).
     #[schemars(range(min = 1))]
     pub(crate) max_tokens: Option<u32>,
+    /// `current`: leave out facts a later one ended (`ended_by`); `all`: everything ever stated.
+    /// Default: `current` with `max_tokens`, else `all`.
+    pub(crate) validity: Option<Validity>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Validity {
+    Current,
+    All,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -300,6 +310,16 @@ impl Search {
                 (Vec::new(), Some(ranked), Some(used), ordered)
             }),
         };
+        let current = self.input.validity.unwrap_or(match self.input.max_tokens {
+            Some(_) => Validity::Current,
+            None => Validity::All,
+        }) == Validity::Current;
+        let ranked = ranked.map(|mut ranked| {
+            if current {
+                ranked.fused.retain(|(id, _, _)| structure.get(id).is_none_or(|o| !ended(o)));
+            }
+            ranked
+        });
         let mut ranked_all = Vec::new();
         let (seeds, scores, match_scores, ranking) = match ranked {
             None => (seeds, None, None, None),
@@ -325,7 +345,8 @@ impl Search {
         let (context, context_tokens) = match self.input.max_tokens {
             Some(budget) => {
                 let nearby = Nearby::new(structure, ordered);
-                let (pieces, used) = budgeted(structure, &ranked_all, top_k, &nearby, budget as usize);
+                let nearby = if current { nearby.current_only() } else { nearby };
+                let (pieces, used) = budgeted(structure, &ranked_all, top_k, &nearby, budget as usize, current);
                 (Some(pieces), Some(used))
             }
             None => (None, None),
@@ -468,13 +489,14 @@ fn tokens(text: &str) -> usize {
 /// The evidence that fits `budget` tokens: the first `top_k` matches, then their neighbours
 /// (their relations' other ends, and the objects beside them where the order counts), then the
 /// rest of the ranking. Each object once; a piece too large for what is left is passed over for
-/// smaller ones after it.
+/// smaller ones after it. With `current`, facts a later one ended are left out.
 fn budgeted(
     structure: &KnowledgeStructure,
     ranked: &[(String, f64)],
     top_k: usize,
     nearby: &Nearby<'_>,
     budget: usize,
+    current: bool,
 ) -> (Vec<Evidence>, usize) {
     let scores: HashMap<&str, f64> = ranked.iter().map(|(id, score)| (id.as_str(), *score)).collect();
     let (matches, rest) = ranked.split_at(top_k.min(ranked.len()));
@@ -490,7 +512,7 @@ fn budgeted(
     let mut used = 0;
     for (id, score, via) in order {
         let Some(object) = structure.get(id) else { continue };
-        if !seen.insert(id) {
+        if !seen.insert(id) || (current && ended(object)) {
             continue;
         }
         let text = cks_core::vectors::embedding_text(object)
@@ -949,5 +971,56 @@ mod tests {
             call(&ctx, "search_semantic", json!({"session_id": "x", "query": "a"})).await["error"],
             "session_not_found"
         );
+    }
+
+    #[tokio::test]
+    async fn what_is_current_leaves_out_facts_a_later_one_ended() {
+        let ctx = context();
+        let id = session(
+            &ctx,
+            structure(vec![
+                obj("ann", "Person", "Ann", json!({"note": "moves a lot"})),
+                obj("oslo", "City", "Oslo", json!({})),
+                obj("bergen", "City", "Bergen", json!({})),
+                obj(
+                    "old",
+                    "Fact",
+                    "Ann lives in Oslo",
+                    json!({"participants": ["ann", "oslo"], "relation_type": "lives_in",
+                    "valid_until": "2026-05-01T00:00:00Z", "ended_by": "new"}),
+                ),
+                obj(
+                    "new",
+                    "Fact",
+                    "Ann lives in Bergen",
+                    json!({"participants": ["ann", "bergen"], "relation_type": "lives_in"}),
+                ),
+            ]),
+        )
+        .await;
+        let ask = |extra: Value| {
+            let ctx = &ctx;
+            let mut query =
+                json!({"session_id": id, "query": "Ann lives in", "top_k": 3, "depth": 0, "mode": "lexical"});
+            query.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            async move { call(ctx, "search_semantic", query).await }
+        };
+        let ids = |list: &Value| -> Vec<String> {
+            list.as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p.as_str().or_else(|| p["id"].as_str()).map(str::to_owned))
+                .collect()
+        };
+        // Relations are not searched: Ann matches, and her neighbours come through her facts.
+        let plain = ask(json!({})).await;
+        assert_eq!(ids(&plain["matched_seeds"]), ["ann"], "{plain}");
+        // The budgeted context: what holds now, unless asked for all.
+        let now = ask(json!({"max_tokens": 500})).await;
+        let context = ids(&now["context"]);
+        assert!(context.contains(&"bergen".to_owned()) && !context.contains(&"oslo".to_owned()), "{now}");
+        let ever = ask(json!({"max_tokens": 500, "validity": "all"})).await;
+        let context = ids(&ever["context"]);
+        assert!(context.contains(&"bergen".to_owned()) && context.contains(&"oslo".to_owned()), "{ever}");
     }
 }
