@@ -87,12 +87,10 @@ impl Tool for Remember {
     const TITLE: &'static str = "Remember text";
     const META: ToolMeta = ToolMeta {
         name: "remember",
-        description: "Remember a text in a session's graph: the configured LLM extracts entities and facts, each \
-            entity is matched to an existing object (by name, aliases) or created, a fact that replaces a current \
-            one ends it (valid_until), and all is linked to an Episode object for the text, in one commit. \
-            Returns {episode_id, version_id, created, matched, updated, facts_added, facts_confirmed, superseded, \
-            review, dropped}. Unsure matches are created and queued as duplicate_candidate; forget_episode \
-            undoes a text.",
+        description: "Remember a text in a session's graph, in one commit: the configured LLM extracts entities and \
+            facts; each entity is matched to an object (name, aliases) or created; a fact that replaces a current one \
+            ends it (valid_until); all is linked to an Episode for the text. Returns {episode_id, version_id, \
+            created, matched, updated, facts_added, superseded, review}. forget_episode undoes it.",
         mutates_graph: true,
         creates_session: false,
         destructive: false,
