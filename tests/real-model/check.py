@@ -139,6 +139,9 @@ class Check:
             "CKS_AI_CHAT_MAX_ITERATIONS": str(MAX_ITERATIONS),
             "CKS_AI_CHAT_MAX_TOOL_CALLS": str(MAX_TOOL_CALLS),
             "CKS_AI_CHAT_MAX_OUTPUT_TOKENS": "256",
+            # remember's extraction: a short text's entities and facts fit well within this, and a
+            # small model that loops inside the JSON stops here (an unusable answer, said clearly).
+            "CKS_LLM_MAX_TOKENS": "768",
             "CKS_LLM_MAX_RETRIES": "0",
             # A request may wait long on a machine busy with other work; the turn's deadline stays
             # within the MCP client's own request timeout (300 s).
