@@ -236,8 +236,13 @@ async fn commit(
                 report.dropped.extend(dropped.into_iter().map(Into::into));
                 return Ok((committed.version.version_id, report));
             }
-            Err(e) if attempt == 1 && e.code() == "invalid_operations" => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                let error = ToolError::from(e);
+                if attempt == 1 && error.code == ErrorCode::InvalidOperations {
+                    continue;
+                }
+                return Err(error);
+            }
         }
     }
 }
