@@ -115,14 +115,7 @@ pub struct Nearby<'a> {
     current: bool,
 }
 
-/// Whether `object` is a fact a later one ended (a truthy `ended_by`): history, not what holds now.
-pub fn ended(object: &crate::KnowledgeObject) -> bool {
-    match object.structure.get(crate::validate::ENDED_BY) {
-        None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => false,
-        Some(serde_json::Value::String(by)) => !by.is_empty(),
-        Some(_) => true,
-    }
-}
+pub use crate::validate::ended;
 
 impl<'a> Nearby<'a> {
     /// `ordered`: whether the graph's order is evidence (see [`OrderEvidence`]).

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::pyrepr::py_repr_str_list;
 use super::{Diagnostic, binary, semantic_error};
+use crate::KnowledgeObject;
 use crate::structure::KnowledgeStructure;
 
 const MUTUAL_EXCLUSION_CODE: &str = "CKS-EXT-MUTUAL-EXCLUSION";
@@ -131,6 +132,12 @@ fn mutual_exclusions(structure: &KnowledgeStructure) -> Vec<Contradiction> {
 /// The key of a relation a later fact ended (it names that fact).
 pub const ENDED_BY: &str = "ended_by";
 
+/// Whether `object` is a fact a later one ended (its `ended_by` names one): history, not what
+/// holds now.
+pub fn ended(object: &KnowledgeObject) -> bool {
+    truthy_str(object.structure.get(ENDED_BY)).is_some()
+}
+
 fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     let mut out = Vec::new();
     let functional: HashSet<&str> = structure
@@ -145,7 +152,7 @@ fn functional_violations(structure: &KnowledgeStructure) -> Vec<Contradiction> {
     let mut targets: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, &str>>> = BTreeMap::new();
     for relation_type in functional {
         for object in structure.relations_of_type(relation_type) {
-            if object.structure.get(ENDED_BY).is_some_and(|v| truthy_str(Some(v)).is_some()) {
+            if ended(object) {
                 continue;
             }
             if let Some((source, target)) = object.relation().as_ref().and_then(binary) {

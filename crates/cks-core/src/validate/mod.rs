@@ -82,7 +82,7 @@ use crate::object::RelationView;
 use crate::structure::KnowledgeStructure;
 
 pub use builtin::check_changes;
-pub use contradiction::{Contradiction, ENDED_BY, contradictions};
+pub use contradiction::{Contradiction, ENDED_BY, contradictions, ended};
 pub use freshness::{ProvenanceFreshness, StaleRecord, provenance_freshness};
 pub use provenance::{ProvenanceKey, check_provenance};
 pub use reasoning::{confidence_conflicts, stale_premises};

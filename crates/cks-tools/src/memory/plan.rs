@@ -356,7 +356,7 @@ impl<'a> Planner<'a> {
     }
 
     fn fact(&mut self, fact: &super::extraction::Fact, subject: String, object: String) {
-        let current = |relation: &cks_core::KnowledgeObject| !relation.structure.get(ENDED_BY).is_some_and(truthy);
+        let current = |relation: &cks_core::KnowledgeObject| !cks_core::validate::ended(relation);
         let from_subject: Vec<&std::sync::Arc<cks_core::KnowledgeObject>> = self
             .structure
             .relations_of(&subject)
@@ -460,10 +460,6 @@ fn functional(structure: &KnowledgeStructure, relation_type: &str) -> bool {
         .objects_of_type("FunctionalRelationRule")
         .iter()
         .any(|rule| rule.structure.get("relation_type").and_then(Value::as_str) == Some(relation_type))
-}
-
-fn truthy(value: &Value) -> bool {
-    !matches!(value, Value::Null | Value::Bool(false)) && value != &json!("")
 }
 
 /// The episode of `structure` with this content hash (a text remembered before), and how far it got.
