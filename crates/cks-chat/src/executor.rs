@@ -31,10 +31,13 @@ use crate::turn::{Execution, Origin, ToolExecutor};
 /// Tools an LLM in a chat may never call, whatever their declaration says: server management,
 /// everything that starts or stops background work, and the stored chats (a model could otherwise
 /// read or delete other conversations).
-pub const DENIED_TOOLS: [&str; 14] = [
+pub const DENIED_TOOLS: [&str; 17] = [
     "migrate_storage",
     "export_storage",
     "import_storage",
+    "create_api_key",
+    "list_api_keys",
+    "revoke_api_key",
     "list_plugins",
     "register_graph",
     "start_agent",

@@ -51,6 +51,8 @@ impl Bed {
                 bind: Some("127.0.0.1:8080".parse().unwrap()),
                 max_body_bytes: 1 << 20,
                 oauth: None,
+                keys: None,
+                keys_only: false,
             };
             router(server, config)
         });

@@ -50,6 +50,8 @@ async fn main() -> anyhow::Result<()> {
                 bind: Some(addr),
                 max_body_bytes: 1 << 20,
                 oauth: None,
+                keys: None,
+                keys_only: false,
             };
             tokio::spawn(serve(listener, server, config));
             format!("http://{addr}/mcp")

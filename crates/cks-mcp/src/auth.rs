@@ -11,6 +11,7 @@
 //! - `token.rs`: an access token checked and read into a principal.
 //! - `signatures.rs`: its signature checked, with `ring`.
 //! - `scopes.rs`: the scope each request needs (a tool's is `cks_tools::Scope::for_tool`).
+//! - `api_keys.rs`: API keys, the other credential: checked into a principal the same way.
 //!
 //! The issuer is found and its keys fetched at start-up: a failure there stops start-up with a
 //! message naming `CKS_MCP_AUTH_ISSUER`, so a misconfigured server never runs refusing everyone.
@@ -22,6 +23,7 @@
 //! A token's text never appears in a log line, an error or a response: errors say what was wrong
 //! with it, never what it was.
 
+pub mod api_keys;
 pub mod keys;
 pub mod scopes;
 pub mod settings;
@@ -144,34 +146,45 @@ impl OAuth {
 
     /// `401`: no token, or one that is not good (`error` then says why, without the token).
     pub fn unauthorized(&self, error: Option<&TokenError>) -> Response {
-        let challenge = match error {
-            None => format!("Bearer resource_metadata=\"{}\"", self.metadata_url()),
-            Some(e) => format!(
-                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
-                quoted(&e.to_string()),
-                self.metadata_url()
+        match error {
+            None => refusal(
+                StatusCode::UNAUTHORIZED,
+                &format!("Bearer resource_metadata=\"{}\"", self.metadata_url()),
+                "unauthorized",
+                "An access token is needed: Authorization: Bearer <token>.",
             ),
-        };
-        let message = match error {
-            None => "An access token is needed: Authorization: Bearer <token>.".to_owned(),
-            Some(e) => format!("The access token is not accepted: {e}."),
-        };
-        refusal(StatusCode::UNAUTHORIZED, &challenge, "unauthorized", &message)
+            Some(e) => invalid_token(&format!("The access token is not accepted: {e}."), Some(&self.metadata_url())),
+        }
     }
 
     /// `403`: a good token without the scope `needed`; the client may ask for it and retry.
     pub fn insufficient_scope(&self, needed: Scope) -> Response {
-        let challenge = format!(
-            "Bearer error=\"insufficient_scope\", scope=\"{needed}\", resource_metadata=\"{}\"",
-            self.metadata_url()
-        );
-        refusal(
-            StatusCode::FORBIDDEN,
-            &challenge,
-            "insufficient_scope",
-            &format!("This request needs the scope {needed}."),
-        )
+        insufficient_scope(needed, Some(&self.metadata_url()))
     }
+}
+
+/// `401` for an API key that is not good (`error` says why, without the key); with OAuth, the
+/// challenge names the metadata too, so a client can sign in instead.
+pub fn key_refused(error: &api_keys::KeyError, metadata_url: Option<&str>) -> Response {
+    invalid_token(&format!("The API key is not accepted: {error}."), metadata_url)
+}
+
+/// `401` with `error="invalid_token"` and `message` as its description.
+fn invalid_token(message: &str, metadata_url: Option<&str>) -> Response {
+    let mut challenge = format!("Bearer error=\"invalid_token\", error_description=\"{}\"", quoted(message));
+    if let Some(url) = metadata_url {
+        challenge.push_str(&format!(", resource_metadata=\"{url}\""));
+    }
+    refusal(StatusCode::UNAUTHORIZED, &challenge, "unauthorized", message)
+}
+
+/// `403`: a good credential without the scope `needed`.
+pub fn insufficient_scope(needed: Scope, metadata_url: Option<&str>) -> Response {
+    let mut challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\"");
+    if let Some(url) = metadata_url {
+        challenge.push_str(&format!(", resource_metadata=\"{url}\""));
+    }
+    refusal(StatusCode::FORBIDDEN, &challenge, "insufficient_scope", &format!("This request needs the scope {needed}."))
 }
 
 fn refusal(status: StatusCode, challenge: &str, error: &str, message: &str) -> Response {

@@ -62,6 +62,8 @@ pub enum Command {
     ImportStorage(crate::storage_commands::ImportArgs),
     /// Copy everything stored into a new SQLite file or an empty PostgreSQL database.
     MigrateStorage(crate::storage_commands::MigrateArgs),
+    /// Create, list or revoke API keys for headless clients.
+    Keys(crate::key_commands::KeysArgs),
     /// Run the autonomous workers (all, or those named) against the configured store, serving no
     /// client, until SIGTERM or Ctrl-C.
     Worker(crate::worker::WorkerArgs),
@@ -84,6 +86,8 @@ pub struct Config {
     pub http: Option<SocketAddr>,
     pub stdio: bool,
     pub http_token: Option<String>,
+    /// `CKS_MCP_AUTH=keys`: HTTP needs an API key (or the static token, when set).
+    pub keys_only: bool,
     /// OAuth over HTTP (`CKS_MCP_AUTH_ISSUER` and the variables beside it); `None` when off.
     pub auth: Option<crate::auth::AuthSettings>,
     /// `PRAGMA synchronous=FULL` for the SQLite store (`CKS_MCP_SQLITE_SYNCHRONOUS=full`).
@@ -143,6 +147,8 @@ impl Config {
         }
         let get = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
         let http_token = get("CKS_MCP_HTTP_TOKEN").map(str::to_owned);
+        // Checked above: the one accepted value.
+        let keys_only = get("CKS_MCP_AUTH").is_some_and(|v| v.eq_ignore_ascii_case("keys"));
         let auth = crate::auth::AuthSettings::from_env(get, http_token.is_some())?;
         let sqlite_synchronous_full = get("CKS_MCP_SQLITE_SYNCHRONOUS").is_some_and(|v| v.eq_ignore_ascii_case("full"));
         // Checked above.
@@ -201,10 +207,11 @@ impl Config {
             && !addr.ip().is_loopback()
             && http_token.is_none()
             && auth.is_none()
+            && !keys_only
         {
             anyhow::bail!(
                 "refusing to serve HTTP on {addr} without a token: set CKS_MCP_HTTP_TOKEN (or OAuth's \
-                 CKS_MCP_AUTH_ISSUER) to bind a non-loopback address"
+                 CKS_MCP_AUTH_ISSUER, or CKS_MCP_AUTH=keys) to bind a non-loopback address"
             );
         }
         let allowed_origins = env
@@ -223,6 +230,7 @@ impl Config {
             stdio: !cli.no_stdio && !worker,
             http_token,
             auth,
+            keys_only,
             sqlite_synchronous_full,
             pg_pool_size,
             queue,

@@ -18,6 +18,8 @@
 //!   routes, and each request needs a scope (`auth.rs`); the principal the token names travels
 //!   with the request to the tool calls it makes. The metadata document
 //!   (`/.well-known/oauth-protected-resource[/mcp]`) and the page's `/sign-in` need no token;
+//! - an API key in `Authorization` (`auth/api_keys.rs`) is accepted wherever a token is needed,
+//!   and with `CKS_MCP_AUTH=keys` one is needed; its principal travels as an access token's does;
 //! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
 
 use axum::Router;
@@ -45,7 +47,8 @@ use tower::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::auth::{OAuth, Principal, scopes};
+use crate::auth::api_keys::{KeyError, KeyRing};
+use crate::auth::{OAuth, Principal, Scope, scopes};
 use crate::config::Config;
 use crate::server::CksServer;
 
@@ -64,6 +67,10 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// OAuth, found at start-up (`auth.rs`); `None`: the static token, or none.
     pub oauth: Option<Arc<OAuth>>,
+    /// API keys (`auth/api_keys.rs`): accepted wherever a credential is needed.
+    pub keys: Option<Arc<KeyRing>>,
+    /// `CKS_MCP_AUTH=keys`: a credential is needed even without a static token or OAuth.
+    pub keys_only: bool,
 }
 
 impl From<&Config> for HttpConfig {
@@ -74,6 +81,8 @@ impl From<&Config> for HttpConfig {
             bind: config.http,
             max_body_bytes: config.max_message_bytes,
             oauth: None,
+            keys: None,
+            keys_only: config.keys_only,
         }
     }
 }
@@ -189,7 +198,7 @@ fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {
 }
 
 fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: Option<&str>) -> bool {
-    let Some(expected) = &config.token else { return true };
+    let Some(expected) = &config.token else { return !config.keys_only };
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -232,6 +241,43 @@ async fn authenticate(oauth: &OAuth, mut request: Request, next: Next) -> Respon
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// An API key's check of a request: the key names a principal with the route's scope; the
+/// principal goes on with the request, as an access token's does. Refusals name the key's id,
+/// never the key.
+async fn admit_key(config: &HttpConfig, ring: &KeyRing, key: &str, mut request: Request, next: Next) -> Response {
+    let principal = match ring.check(key).await {
+        Ok(principal) => principal,
+        Err(e) => {
+            let id = cks_tools::api_keys::id_of(key).unwrap_or_default();
+            tracing::info!(target: "cks_auth", key_id = id, reason = %e, "API key refused");
+            if e == KeyError::Unavailable {
+                let mut response = error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &e.to_string());
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return response;
+            }
+            return crate::auth::key_refused(&e, config.oauth.as_ref().map(|o| o.metadata_url()).as_deref());
+        }
+    };
+    let needed = scopes::for_route(request.uri().path());
+    if !principal.allows(needed) {
+        return insufficient_scope(config, needed);
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+/// `403` for a principal without the scope `needed`.
+fn insufficient_scope(config: &HttpConfig, needed: Scope) -> Response {
+    crate::auth::insufficient_scope(needed, config.oauth.as_ref().map(|o| o.metadata_url()).as_deref())
+}
+
+/// The API key a request's `Authorization` header holds, when keys are checked here.
+fn api_key<'c>(config: &'c HttpConfig, headers: &HeaderMap) -> Option<(&'c KeyRing, String)> {
+    let ring = config.keys.as_deref()?;
+    let key = bearer(headers).filter(|token| cks_tools::api_keys::id_of(token).is_some())?;
+    Some((ring, key.to_owned()))
 }
 
 /// The protected resource metadata (RFC 9728); not found without OAuth.
@@ -295,8 +341,11 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         return error_response(StatusCode::FORBIDDEN, "forbidden_origin", "Requests from this Origin are not allowed.");
     }
     let open = page::is_page_request(&request) || request.uri().path().starts_with(crate::auth::METADATA_PATH);
+    let key = api_key(config, headers);
     let mut response = if request.method() == Method::OPTIONS {
         StatusCode::NO_CONTENT.into_response()
+    } else if let (Some((ring, key)), false) = (key, open) {
+        admit_key(config, ring, &key, request, next).await
     } else if let (Some(oauth), false) = (&config.oauth, open) {
         authenticate(oauth, request, next).await
     } else if !open && !token_ok(config, headers, request.uri().query()) {
@@ -365,11 +414,11 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         Err(answer) => return answer,
     };
     let principal = parts.extensions.get::<Arc<Principal>>().cloned();
-    if let (Some(oauth), Some(principal)) = (&state.config.oauth, &principal) {
+    if let Some(principal) = &principal {
         // The one place a body's calls meet their scope: the tool a `tools/call` names is known here.
         let needed = scopes::for_body(&state.server.registry, &bytes);
         if !principal.allows(needed) {
-            return oauth.insufficient_scope(needed);
+            return insufficient_scope(&state.config, needed);
         }
     }
     if let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned) {
@@ -541,6 +590,8 @@ mod tests {
             bind: Some("127.0.0.1:8765".parse().unwrap()),
             max_body_bytes: 1024,
             oauth: None,
+            keys: None,
+            keys_only: false,
         }
     }
 

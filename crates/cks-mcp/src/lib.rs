@@ -15,6 +15,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod import_reference;
 mod json_text;
+pub mod key_commands;
 mod mcp;
 mod metrics;
 mod prompts;
@@ -58,6 +59,7 @@ pub fn run() -> anyhow::Result<()> {
         Some(Command::ExportStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::ImportStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::MigrateStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::Keys(args)) => runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::Worker(args)) => runtime.block_on(worker::run(args, &config)),
         Some(Command::Serve) | None => runtime.block_on(serve(config)),
     };
@@ -161,6 +163,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             if let Some(settings) = &config.auth {
                 http_config.oauth = Some(auth::OAuth::discover(settings.clone()).await?);
                 eprintln!("cks-mcp: OAuth: access tokens from {} for {}", settings.issuer, settings.audience);
+            }
+            // Keys count where a credential is needed; an open server has no use for them.
+            if config.keys_only || http_config.token.is_some() || http_config.oauth.is_some() {
+                let ring = auth::api_keys::KeyRing::load(server.runtime.clone(), auth::api_keys::REFRESH).await;
+                http_config.keys = Some(ring.context("reading the API keys")?);
             }
             Some(tokio::spawn(http::serve(listener, server.clone(), http_config)))
         }

@@ -1,7 +1,8 @@
 //! `cks-mcp export-storage`, `import-storage` and `migrate-storage`: the storage tools for
 //! operators, run against the configured store without serving. Each runs the registry's tool of
-//! the same name, so the command and the tool cannot drift apart; progress goes to stderr, the
-//! tool's result (JSON) to stdout, and a tool error becomes a failed exit with its message.
+//! the same name, so the command and the tool cannot drift apart (`key_commands.rs` does the same
+//! for API keys); progress goes to stderr, the tool's result (JSON) to stdout, and a tool error
+//! becomes a failed exit with its message.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -45,18 +46,18 @@ pub struct MigrateArgs {
     pub target: String,
 }
 
-/// A storage command: the tool it runs and that tool's arguments.
-pub trait StorageCommand {
+/// An operator command: the tool it runs and that tool's arguments.
+pub trait OperatorCommand {
     fn tool_call(&self, config: &Config) -> anyhow::Result<(&'static str, Value)>;
 }
 
-impl StorageCommand for ExportArgs {
+impl OperatorCommand for ExportArgs {
     fn tool_call(&self, _: &Config) -> anyhow::Result<(&'static str, Value)> {
         Ok(("export_storage", json!({"output_path": self.path})))
     }
 }
 
-impl StorageCommand for ImportArgs {
+impl OperatorCommand for ImportArgs {
     fn tool_call(&self, config: &Config) -> anyhow::Result<(&'static str, Value)> {
         if matches!(config.storage, Storage::Memory) {
             bail!("CKS_MCP_DB_PATH is ':memory:': an import there would be lost at exit");
@@ -65,15 +66,15 @@ impl StorageCommand for ImportArgs {
     }
 }
 
-impl StorageCommand for MigrateArgs {
+impl OperatorCommand for MigrateArgs {
     fn tool_call(&self, _: &Config) -> anyhow::Result<(&'static str, Value)> {
         let backend = if cks_postgres::is_postgres_url(&self.target) { "postgres" } else { "sqlite" };
         Ok(("migrate_storage", json!({"target_backend": backend, "target_path": self.target})))
     }
 }
 
-/// Runs a storage command against the configured store.
-pub async fn run(command: &impl StorageCommand, config: &Config) -> anyhow::Result<()> {
+/// Runs an operator command against the configured store.
+pub async fn run(command: &impl OperatorCommand, config: &Config) -> anyhow::Result<()> {
     let (tool, args) = command.tool_call(config)?;
     let runtime = Arc::new(Runtime::new(crate::open_store(config).await?, RuntimeConfig::default()));
     let mut ctx = ToolContext::new(runtime);

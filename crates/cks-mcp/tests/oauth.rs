@@ -560,6 +560,8 @@ async fn the_principal_reaches_the_tool_call_on_both_http_forms() {
         bind: Some(addr),
         max_body_bytes: 1 << 20,
         oauth: Some(oauth),
+        keys: None,
+        keys_only: false,
     };
     tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
 

@@ -566,3 +566,38 @@ async fn an_mcp_session_is_served_by_every_replica_and_its_calls_cancelled_and_e
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_revoked_on_one_replica_is_refused_by_the_others_at_once() {
+    let db = TestDatabase::create();
+    // The static token administers; the keys are what is checked.
+    let env = [("CKS_MCP_HTTP_TOKEN", "replica-admin-token".to_owned())];
+    let a = Replica::start_with(db.url(), &env).await;
+    let b = Replica::start_with(db.url(), &env).await;
+    let admin = |replica: &Replica, name: &str, arguments: Value| {
+        let request = replica.client.post(format!("{}/mcp", replica.base)).bearer_auth("replica-admin-token");
+        request.json(&tool_call(name, arguments)).send()
+    };
+    let made = admin(&a, "create_api_key", json!({"subject": "ci", "scope": "cks:read"})).await.unwrap();
+    let made = text_result(&made.json().await.unwrap());
+    let key = made["key"].as_str().unwrap().to_owned();
+    let with_key = |replica: &Replica| {
+        let request = replica.client.post(format!("{}/mcp", replica.base)).bearer_auth(&key);
+        request.json(&tool_call("list_graphs", json!({}))).send()
+    };
+    // Made on A, accepted on B.
+    assert_eq!(with_key(&b).await.unwrap().status(), 200);
+
+    admin(&a, "revoke_api_key", json!({"id": made["id"]})).await.unwrap();
+    // B hears of it from the database, well within its two-second refresh interval.
+    let revoked = Instant::now();
+    loop {
+        let status = with_key(&b).await.unwrap().status();
+        if status == 401 {
+            break;
+        }
+        assert!(revoked.elapsed() < Duration::from_millis(1500), "B still accepts the revoked key ({status})");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(with_key(&a).await.unwrap().status(), 401);
+}

@@ -69,7 +69,7 @@ pub enum EventKind {
     },
     /// A client asked to stop a call it made in a transport session (see
     /// [`crate::transport_sessions`]): the process running the call, whichever it is, stops it.
-    /// Like the two after it, it concerns no knowledge session ([`EventKind::concerns_a_session`]).
+    /// Like the three after it, it concerns no knowledge session ([`EventKind::concerns_a_session`]).
     CallCancelled {
         transport_session: String,
         request_id: String,
@@ -81,6 +81,10 @@ pub enum EventKind {
     /// A transport session ended (its client closed it): every process that serves it lets it go.
     TransportSessionEnded {
         transport_session: String,
+    },
+    /// An API key was created or revoked: every process that checks keys reads them again.
+    ApiKeysChanged {
+        key_id: String,
     },
 }
 
@@ -100,6 +104,7 @@ impl EventKind {
             EventKind::CallCancelled { .. } => "CallCancelled",
             EventKind::TransportSessionChanged { .. } => "TransportSessionChanged",
             EventKind::TransportSessionEnded { .. } => "TransportSessionEnded",
+            EventKind::ApiKeysChanged { .. } => "ApiKeysChanged",
         }
     }
 
@@ -117,7 +122,8 @@ impl EventKind {
             | EventKind::AgentStepCompleted { session_id, .. } => session_id,
             EventKind::CallCancelled { .. }
             | EventKind::TransportSessionChanged { .. }
-            | EventKind::TransportSessionEnded { .. } => "",
+            | EventKind::TransportSessionEnded { .. }
+            | EventKind::ApiKeysChanged { .. } => "",
         }
     }
 

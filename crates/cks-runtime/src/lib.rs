@@ -5,6 +5,7 @@
 //! versions atomically with compare-and-swap, and publishes [`events::Event`]s.
 
 pub mod access;
+pub mod api_keys;
 pub mod backup;
 pub mod chats;
 pub mod codec;

@@ -4,6 +4,7 @@
 //! and `ai_chat` offers the same registry's `llm_exposed` tools to an LLM. It fetches URLs only
 //! through the guarded fetcher of `cks-web`.
 
+pub mod api_keys;
 mod bounds;
 pub mod context;
 pub mod convert;

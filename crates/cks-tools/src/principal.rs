@@ -45,7 +45,7 @@ impl Scope {
     }
 }
 
-/// Tools that administer the server: its storage, processes and sweepers, the gallery's shared
+/// Tools that administer the server: its storage, processes and sweepers, its API keys, the gallery's shared
 /// names, and the task queue as a whole (a claim takes the next task of any session). They need
 /// `cks:admin` whatever else their metadata says.
 pub const ADMIN_TOOLS: &[&str] = &[
@@ -60,6 +60,9 @@ pub const ADMIN_TOOLS: &[&str] = &[
     "retry_dead_letter",
     "reject_resolution",
     "claim_conflict_task",
+    "create_api_key",
+    "list_api_keys",
+    "revoke_api_key",
 ];
 
 /// Tools whose metadata declares no graph change, yet which change the server's state: the task

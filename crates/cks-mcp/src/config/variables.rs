@@ -177,6 +177,13 @@ const FIXED: &[Group] = &[
                 "Bearer token required on every HTTP request; mandatory for non-loopback binds",
             ),
             var(
+                "CKS_MCP_AUTH",
+                Form::OneOf(&["keys"]),
+                None,
+                "keys: every HTTP request needs an API key (create_api_key, cks-mcp keys create), or \
+                 CKS_MCP_HTTP_TOKEN when set. API keys are also accepted with a static token or OAuth",
+            ),
+            var(
                 "CKS_MCP_AUTH_ISSUER",
                 Url,
                 None,

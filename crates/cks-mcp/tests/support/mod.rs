@@ -59,6 +59,8 @@ pub(crate) async fn start(token: Option<&str>, max_body_bytes: usize) -> TestSer
         bind: Some(addr),
         max_body_bytes,
         oauth: None,
+        keys: None,
+        keys_only: false,
     };
     tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
     TestServer { base: format!("http://{addr}"), client: reqwest::Client::new() }

@@ -8,6 +8,7 @@ pub mod enrichment;
 pub mod explore;
 pub mod export;
 pub mod gallery;
+pub mod keys;
 pub mod knowledge;
 pub mod llm;
 pub mod memory;
@@ -37,6 +38,7 @@ pub(crate) fn groups() -> Vec<(&'static str, Vec<Listed>)> {
         ("pipeline", pipeline::tools()),
         ("enrichment", enrichment::tools()),
         ("storage", storage::tools()),
+        ("keys", keys::tools()),
         ("server", server::tools()),
     ]
 }
