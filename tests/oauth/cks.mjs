@@ -46,22 +46,23 @@ async function startCks(binary, port, issuer, variables = {}) {
 
 /**
  * The authorization server and cks-mcp for it, each on a free port: `{issuer, resource, base, cks,
- * stop}`, cks-mcp started with `variables` added.
+ * provider, stop}`, cks-mcp started with `variables` added, the authorization server with `hosts`
+ * (see provider.mjs's `configuration`).
  */
-export async function setUp(binary, variables = {}) {
+export async function setUp(binary, variables = {}, hosts = undefined) {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   const resource = `${base}/mcp`
-  const { issuer, server: provider } = await start(await freePort(), resource)
+  const { issuer, server, provider } = await start(await freePort(), resource, hosts)
   const cks = await startCks(binary, port, issuer, variables).catch((error) => {
-    provider.close()
+    server.close()
     throw error
   })
   const stop = () => {
     cks.stop()
-    provider.close()
+    server.close()
   }
-  return { issuer, resource, base, cks, stop }
+  return { issuer, resource, base, cks, provider, stop }
 }
 
 /** A machine client's access token for `resource` (client credentials). */

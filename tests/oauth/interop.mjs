@@ -1,6 +1,6 @@
 // cks-mcp as an OAuth resource server for oidc-provider's tokens: a reader reads and is refused a
 // write (403, insufficient_scope), a writer writes and shares its session with the reader; no token
-// is a 401 pointing at the metadata.
+// is a 401 pointing at the metadata and naming the scope to ask for.
 // Usage: node interop.mjs <path to cks-mcp>
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
@@ -18,7 +18,7 @@ try {
   const anonymous = await call(null, 'tools/list', {})
   assert.equal(anonymous.status, 401)
   const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`
-  assert.equal(anonymous.challenge, `Bearer resource_metadata="${metadataUrl}"`)
+  assert.equal(anonymous.challenge, `Bearer resource_metadata="${metadataUrl}", scope="cks:read cks:write"`)
   const metadata = await (await fetch(metadataUrl)).json()
   assert.deepEqual(metadata.authorization_servers, [issuer])
   assert.equal(metadata.resource, resource)

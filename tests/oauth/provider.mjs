@@ -2,7 +2,9 @@
 // (client credentials), two users in groups who sign in to the chat page (authorization code with
 // PKCE, through the login form below), and the three scopes, issuing JWT access tokens (RFC 9068)
 // for one resource, cks-mcp's /mcp (RFC 8707 resource indicators). docs/authorization.md walks
-// through it.
+// through it. With `hosts`, MCP hosts register themselves too, as they do with a real issuer:
+// Dynamic Client Registration (RFC 7591) and Client ID Metadata Documents; they get refresh
+// tokens, rotated at each use.
 import { generateKeyPairSync, timingSafeEqual } from 'node:crypto'
 import { createServer } from 'node:http'
 import Provider, { errors } from 'oidc-provider'
@@ -13,8 +15,14 @@ export const USERS = {
   bob: { password: 'bob-password-for-tests-only', groups: ['visitors'] },
 }
 
+// The clients registered here; any other registered itself (a host).
+const FIXED = new Set(['reader', 'writer', 'chat-page'])
+
 // `resource`: cks-mcp's canonical URL, CKS_MCP_PUBLIC_URL + '/mcp' (its default audience).
-export function configuration(resource) {
+// `hosts`, optional: `{ accessTokenTTL, fetch }`: open registration and client ID metadata
+// documents on; the access tokens of clients that registered themselves live `accessTokenTTL`
+// seconds; `fetch` is how the server fetches a client's metadata document.
+export function configuration(resource, hosts) {
   // The signing key; a real server keeps its keys, and rotates them.
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
   const signing = { ...privateKey.export({ format: 'jwk' }), kid: 'interop-1', alg: 'RS256', use: 'sig' }
@@ -54,7 +62,22 @@ export function configuration(resource) {
     // A user's access tokens carry their groups, for cks-mcp's sharing and gallery teams.
     extraTokenClaims: (ctx, token) => (token.accountId && USERS[token.accountId] ? { groups: USERS[token.accountId].groups } : undefined),
     interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
-    ttl: { ClientCredentials: 600, AccessToken: 600, IdToken: 600, Interaction: 600, Session: 3600, Grant: 3600 },
+    ttl: {
+      ClientCredentials: 600,
+      // What the resource server's entry below says.
+      AccessToken: (ctx, token) => token.resourceServer?.accessTokenTTL || 600,
+      IdToken: 600,
+      Interaction: 600,
+      Session: 3600,
+      Grant: 3600,
+      RefreshToken: 3600,
+    },
+    // A client allowed the refresh_token grant gets a refresh token without asking for
+    // offline_access (hosts do not ask for it), and a new one each time it uses it: a refresh
+    // token used twice revokes the grant.
+    issueRefreshToken: (ctx, client) => client.grantTypeAllowed('refresh_token'),
+    rotateRefreshToken: true,
+    ...(hosts && { fetch: hosts.fetch }),
     // The page trades its code at the token endpoint from its own origin: allowed for the origins
     // a client comes back to, and only those.
     clientBasedCORS: (ctx, origin, client) => client.redirectUris.some((uri) => new URL(uri).origin === origin),
@@ -63,18 +86,21 @@ export function configuration(resource) {
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      // Open registration: no initial access token.
+      registration: { enabled: Boolean(hosts) },
+      clientIdMetadataDocument: { enabled: Boolean(hosts), ...(hosts && { ack: 'draft-02' }) },
       resourceIndicators: {
         enabled: true,
         // A token request that names no resource is for cks-mcp.
         defaultResource: () => resource,
         useGrantedResource: () => true,
-        getResourceServerInfo: (ctx, indicator) => {
+        getResourceServerInfo: (ctx, indicator, client) => {
           if (indicator !== resource) throw new errors.InvalidTarget()
           return {
             audience: resource,
             scope: 'cks:read cks:write cks:admin',
             accessTokenFormat: 'jwt',
-            accessTokenTTL: 600,
+            accessTokenTTL: hosts && !FIXED.has(client.clientId) ? hosts.accessTokenTTL : 600,
             jwt: { sign: { alg: 'RS256' } },
           }
         },
@@ -85,9 +111,9 @@ export function configuration(resource) {
 
 // Serves the authorization server at http://127.0.0.1:<port> (its issuer URL), with its own login
 // form at /interaction/<uid>.
-export async function start(port, resource) {
+export async function start(port, resource, hosts) {
   const issuer = `http://127.0.0.1:${port}`
-  const provider = new Provider(issuer, configuration(resource))
+  const provider = new Provider(issuer, configuration(resource, hosts))
   const callback = provider.callback()
   const server = createServer((req, res) => {
     if (req.url.startsWith('/interaction/')) {
@@ -101,7 +127,7 @@ export async function start(port, resource) {
   })
   server.listen(port, '127.0.0.1')
   await new Promise((resolve) => server.once('listening', resolve))
-  return { issuer, server }
+  return { issuer, server, provider }
 }
 
 // The sign-in: a user name and password checked against USERS; consent is implied (the chat page

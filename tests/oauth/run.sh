@@ -3,7 +3,9 @@
 # Certified, from npm, on Node.js 22) issues JWT access tokens for cks-mcp's resource.
 # interop.mjs drives the release binary's HTTP server with machine clients' tokens (client
 # credentials); page.mjs signs two users in to the chat page in Debian's Chromium (authorization
-# code with PKCE).
+# code with PKCE); host.mjs signs users in as MCP hosts do, with the official MCP SDK's OAuth client
+# (discovery from the 401, Dynamic Client Registration and Client ID Metadata Documents,
+# authorization code with PKCE and `resource`, refresh with rotation).
 #
 # Usage: tests/oauth/run.sh [path to cks-mcp]   (default: the release binary, built first)
 # Environment: CHROMIUM (default /usr/bin/chromium), SCREENSHOTS (default target/oauth-page).
@@ -14,7 +16,8 @@ install() { apt-get install -y --no-install-recommends "$@" >/dev/null || { apt-
 command -v npm >/dev/null || install nodejs npm
 export CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 [ -x "$CHROMIUM" ] || install chromium
-if [ ! -d "$here/node_modules/oidc-provider" ] || [ ! -x "$here/node_modules/.bin/node" ]; then
+if [ ! -d "$here/node_modules/oidc-provider" ] || [ ! -d "$here/node_modules/@modelcontextprotocol/sdk" ] \
+  || [ ! -x "$here/node_modules/.bin/node" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --silent)
 fi
 # The page check drives Chromium with the page check's harness (playwright-core).
@@ -31,3 +34,4 @@ export SCREENSHOTS="${SCREENSHOTS:-$root/target/oauth-page}"
 mkdir -p "$SCREENSHOTS"
 rm -f "$SCREENSHOTS"/*.png
 "$here/node_modules/.bin/node" "$here/page.mjs" "$binary"
+"$here/node_modules/.bin/node" "$here/host.mjs" "$binary"

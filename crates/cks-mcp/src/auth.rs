@@ -4,7 +4,8 @@
 //! metadata document needs `Authorization: Bearer <access token>`: a JWT the issuer signed, for
 //! this server's audience, unexpired. The token names a [`Principal`] and its scopes, and each
 //! request needs a scope (`scopes.rs`). Refusals say how to get a better token: `401` with
-//! `WWW-Authenticate: Bearer resource_metadata="…"`, `403` with `error="insufficient_scope"`.
+//! `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`, `403` with
+//! `error="insufficient_scope"`.
 //!
 //! - `settings.rs`: the configuration, checked at start-up.
 //! - `keys.rs`: the issuer's discovery document and signing keys, cached.
@@ -50,6 +51,11 @@ pub const SIGN_IN_PATH: &str = "/sign-in";
 /// What the page asks for: its own calls, never `cks:admin`. `openid` because OpenID Connect
 /// issuers refuse an authorization request without it.
 const PAGE_SCOPE: &str = "openid cks:read cks:write";
+
+/// What a `401` tells a client to ask for (MCP clients request the challenge's scope, else every
+/// scope of the metadata): a person's everyday use, never `cks:admin`, which a `403` names when a
+/// call needs it.
+const CHALLENGE_SCOPE: &str = "cks:read cks:write";
 
 /// The resource server: its settings, the validator holding the issuer's keys, and how the chat
 /// page signs in.
@@ -149,11 +155,15 @@ impl OAuth {
         match error {
             None => refusal(
                 StatusCode::UNAUTHORIZED,
-                &format!("Bearer resource_metadata=\"{}\"", self.metadata_url()),
+                &format!("Bearer resource_metadata=\"{}\", scope=\"{CHALLENGE_SCOPE}\"", self.metadata_url()),
                 "unauthorized",
                 "An access token is needed: Authorization: Bearer <token>.",
             ),
-            Some(e) => invalid_token(&format!("The access token is not accepted: {e}."), Some(&self.metadata_url())),
+            Some(e) => invalid_token(
+                &e.to_string(),
+                &format!("The access token is not accepted: {e}."),
+                Some(&self.metadata_url()),
+            ),
         }
     }
 
@@ -166,14 +176,15 @@ impl OAuth {
 /// `401` for an API key that is not good (`error` says why, without the key); with OAuth, the
 /// challenge names the metadata too, so a client can sign in instead.
 pub fn key_refused(error: &api_keys::KeyError, metadata_url: Option<&str>) -> Response {
-    invalid_token(&format!("The API key is not accepted: {error}."), metadata_url)
+    invalid_token(&error.to_string(), &format!("The API key is not accepted: {error}."), metadata_url)
 }
 
-/// `401` with `error="invalid_token"` and `message` as its description.
-fn invalid_token(message: &str, metadata_url: Option<&str>) -> Response {
-    let mut challenge = format!("Bearer error=\"invalid_token\", error_description=\"{}\"", quoted(message));
+/// `401` with `error="invalid_token"`, `reason` as its description, and `message` in the body;
+/// with OAuth, the metadata and the scope to ask for.
+fn invalid_token(reason: &str, message: &str, metadata_url: Option<&str>) -> Response {
+    let mut challenge = format!("Bearer error=\"invalid_token\", error_description=\"{}\"", quoted(reason));
     if let Some(url) = metadata_url {
-        challenge.push_str(&format!(", resource_metadata=\"{url}\""));
+        challenge.push_str(&format!(", resource_metadata=\"{url}\", scope=\"{CHALLENGE_SCOPE}\""));
     }
     refusal(StatusCode::UNAUTHORIZED, &challenge, "unauthorized", message)
 }
@@ -236,5 +247,29 @@ mod tests {
         let mut injected = discovery(None);
         injected.token_endpoint = Some("https://id.example.com;script-src *".into());
         assert!(refused(injected).contains("plain host"));
+    }
+
+    #[test]
+    fn a_401_names_the_metadata_and_the_scope_to_ask_for_never_admin() {
+        let settings = AuthSettings::example();
+        let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&json!({"keys": []}))));
+        let oauth = OAuth { settings, validator, page: None };
+        let challenge = |response: Response| {
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+            response.headers()[header::WWW_AUTHENTICATE].to_str().unwrap().to_owned()
+        };
+        let metadata = "resource_metadata=\"https://kg.example.com/.well-known/oauth-protected-resource/mcp\"";
+        assert_eq!(challenge(oauth.unauthorized(None)), format!("Bearer {metadata}, scope=\"cks:read cks:write\""));
+        assert_eq!(
+            challenge(oauth.unauthorized(Some(&TokenError::Expired))),
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"it has expired\", {metadata}, scope=\"cks:read cks:write\""
+            )
+        );
+        // Every scope it names is one the metadata lists.
+        let supported = oauth.metadata()["scopes_supported"].clone();
+        for scope in CHALLENGE_SCOPE.split(' ') {
+            assert!(supported.as_array().unwrap().iter().any(|s| s == scope), "{scope}");
+        }
     }
 }

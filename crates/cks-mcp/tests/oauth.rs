@@ -257,7 +257,10 @@ async fn bad_tokens_are_refused_with_a_challenge_and_change_nothing() {
     // No token: where to learn how to get one.
     let response = server.post(None, &write).await;
     assert_eq!(response.status(), 401);
-    assert_eq!(challenge(&response), format!("Bearer resource_metadata=\"{}\"", server.metadata_url()));
+    assert_eq!(
+        challenge(&response),
+        format!("Bearer resource_metadata=\"{}\", scope=\"cks:read cks:write\"", server.metadata_url())
+    );
 
     let good = || Claims::new(&issuer, &server, "cks:write");
     let mut expired = good();
