@@ -111,7 +111,7 @@ async fn s05_denied_and_unknown_tools_are_refused_and_the_loop_continues() {
     }
     script.push(Answer::Text("I could not do that.".into()));
     let model = Scripted::new(script);
-    let config = AiChatConfig { turn: cks_chat::TurnConfig { max_iterations: 20, ..AiChatConfig::default().turn } };
+    let config = AiChatConfig { turn: cks_chat::TurnConfig { max_iterations: 30, ..AiChatConfig::default().turn } };
     let h = Harness::with_config(model.clone(), config, |_| {});
     let sid = h.session(graph("s")).await;
     let before = h.state(&sid).await;
