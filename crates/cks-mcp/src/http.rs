@@ -350,10 +350,9 @@ async fn rate(State(state): State<AppState>, request: Request, next: Next) -> Re
     next.run(request).await
 }
 
-/// Admits a tool call of the request's caller: its admission, held until it is dropped, or the
-/// answer to send.
-fn admit(state: &AppState, principal: Option<&Principal>, chat: bool) -> Result<Arc<Admission>, Response> {
-    state.server.limits.call(Key::of(principal), chat).map(Arc::new).map_err(|refusal| too_many(&refusal))
+/// Admits a tool call of the request's caller: its admission, held until it is dropped.
+fn admit(state: &AppState, principal: Option<&Principal>, chat: bool) -> Result<Arc<Admission>, Refusal> {
+    state.server.limits.call(Key::of(principal), chat).map(Arc::new)
 }
 
 /// 429 with `Retry-After` and a JSON body naming the limit.
@@ -369,9 +368,14 @@ fn too_many(refusal: &Refusal) -> Response {
     response
 }
 
-/// The response, its body holding `admission` until it is sent or the client goes away.
+/// The response, its body holding `admission` until it is sent or the client goes away. A body
+/// already whole (a call answered) needs no holding, and keeps its length.
 fn holding(response: Response, admission: Option<Arc<Admission>>) -> Response {
+    use axum::body::HttpBody as _;
     let Some(admission) = admission else { return response };
+    if response.body().size_hint().exact().is_some() {
+        return response;
+    }
     let (parts, body) = response.into_parts();
     let stream = body.into_data_stream().map(move |chunk| {
         let _ = &admission;
@@ -436,7 +440,7 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
                 parts.extensions.insert(admission.clone());
                 Some(admission)
             }
-            Err(refused) => return refused,
+            Err(refusal) => return too_many(&refusal),
         },
         None => None,
     };

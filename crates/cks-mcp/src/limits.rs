@@ -94,27 +94,17 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// No limit for anyone.
-    pub const OFF: Settings = Settings { principals: Caps::NONE, local: Caps::NONE };
-
     /// The limits the variables set (`get` reads one, already checked to be a whole number): a
     /// set variable applies to principals and the local caller alike; an unset one leaves the
     /// principals' default and no limit for the local caller.
     pub fn from_env<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Settings {
         let read = |name: &str| get(name).and_then(|v| v.parse::<u32>().ok());
-        let mut settings = Settings::default();
-        let fields: [(&str, fn(&mut Caps) -> &mut u32); 3] = [
-            (CONCURRENT_CALLS_VAR, |c| &mut c.concurrent_calls),
-            (CHAT_TURNS_VAR, |c| &mut c.chat_turns),
-            (REQUESTS_PER_MINUTE_VAR, |c| &mut c.requests_per_minute),
-        ];
-        for (name, field) in fields {
-            if let Some(value) = read(name) {
-                *field(&mut settings.principals) = value;
-                *field(&mut settings.local) = value;
-            }
-        }
-        settings
+        let caps = |default: Caps| Caps {
+            concurrent_calls: read(CONCURRENT_CALLS_VAR).unwrap_or(default.concurrent_calls),
+            chat_turns: read(CHAT_TURNS_VAR).unwrap_or(default.chat_turns),
+            requests_per_minute: read(REQUESTS_PER_MINUTE_VAR).unwrap_or(default.requests_per_minute),
+        };
+        Settings { principals: caps(Caps::DEFAULT), local: caps(Caps::NONE) }
     }
 }
 

@@ -191,15 +191,17 @@ impl CksServer {
 }
 
 impl CksServer {
-    /// Admits a call that no HTTP request admitted (over stdio): counted against the caller's rate
-    /// and calls in flight; over a limit, the business error to answer.
+    /// Admits a call that no HTTP request admitted (over stdio), counted as a request too when
+    /// `a_request`; over a limit, the business error to answer.
     fn admit_here(
         &self,
         tool: &str,
         principal: Option<&cks_tools::Principal>,
+        a_request: bool,
     ) -> Result<Arc<Admission>, rmcp::model::CallToolResult> {
         let key = Key::of(principal);
-        let admitted = self.limits.request(&key).and_then(|()| self.limits.call(key, tool == CHAT_TOOL));
+        let counted = if a_request { self.limits.request(&key) } else { Ok(()) };
+        let admitted = counted.and_then(|()| self.limits.call(key, tool == CHAT_TOOL));
         admitted.map(Arc::new).map_err(|refusal| {
             let error = ToolError::new(ToolErrorCode::RateLimited, refusal.message())
                 .with("limit", refusal.limit.as_str())
@@ -313,11 +315,13 @@ impl ServerHandler for CksServer {
             .get_progress_token()
             .map(|token| Arc::new(PeerProgress { peer: context.peer.clone(), token }) as Arc<dyn ProgressSink>);
         let principal = principal_of(&context);
-        // Over HTTP the call was admitted before it got here (`http.rs`); over stdio, here.
-        let admission = match context.extensions.get::<axum::http::request::Parts>() {
-            Some(parts) => parts.extensions.get::<Arc<Admission>>().cloned(),
-            None => match self.admit_here(&request.name, principal.as_deref()) {
-                Ok(admission) => Some(admission),
+        // Over HTTP the request was counted and the call admitted before it got here (`http.rs`);
+        // over stdio, each call is a request.
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let admission = match parts.and_then(|parts| parts.extensions.get::<Arc<Admission>>()) {
+            Some(admission) => admission.clone(),
+            None => match self.admit_here(&request.name, principal.as_deref(), parts.is_none()) {
+                Ok(admission) => admission,
                 Err(refused) => return Ok(refused.into()),
             },
         };

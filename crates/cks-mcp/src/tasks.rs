@@ -184,7 +184,7 @@ impl CksServer {
         &self,
         request: CallToolRequestParams,
         principal: Option<Arc<cks_tools::Principal>>,
-        admission: Option<Arc<crate::limits::Admission>>,
+        admission: Arc<crate::limits::Admission>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.prune_tasks().await?;
         let id: String = rand::random::<[u8; 16]>().iter().map(|b| format!("{b:02x}")).collect();
@@ -215,7 +215,7 @@ impl CksServer {
         request: CallToolRequestParams,
         principal: Option<Arc<cks_tools::Principal>>,
         // The call counts against its caller's limits until the task ends.
-        _admission: Option<Arc<crate::limits::Admission>>,
+        _admission: Arc<crate::limits::Admission>,
     ) {
         let token = CancellationToken::new();
         let _running = self.calls.run(SCOPE.to_owned(), id.clone(), token.clone());

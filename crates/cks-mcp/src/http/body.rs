@@ -186,8 +186,11 @@ enum Calls<'a> {
 /// The tool calls in a body (one message or a batch, whose calls run one after another: they
 /// count as one call in flight); `None` when it makes none.
 pub(super) fn tool_calls(body: &[u8]) -> Option<ToolCalls> {
-    // Most bodies make none: they are told apart without being parsed.
-    memchr::memmem::find(body, b"tools/call")?;
+    // Most bodies make none: they are told apart without being parsed. (A name spelled with
+    // escapes needs a backslash.)
+    if memchr::memmem::find(body, b"tools/call").is_none() && memchr::memchr(b'\\', body).is_none() {
+        return None;
+    }
     let names: Vec<Option<String>> = match serde_json::from_slice::<Calls>(body) {
         Ok(Calls::One(call)) => vec![call_name(call.method.as_deref(), call.params.and_then(|p| p.name).as_deref())?],
         Ok(Calls::Batch(calls)) => calls
@@ -229,5 +232,7 @@ mod tests {
         assert_eq!(tool_calls(b"{tools/call"), None);
         let repeated = br#"{"method":"tools/call","params":{"name":"list_versions","name":"ai_chat"}}"#;
         assert_eq!(tool_calls(repeated), Some(ToolCalls { chat: true }), "the last of a repeated key counts");
+        let escaped = br#"{"method":"tools\/call","params":{"name":"ai_\u0063hat"}}"#;
+        assert_eq!(tool_calls(escaped), Some(ToolCalls { chat: true }), "escapes hide nothing");
     }
 }

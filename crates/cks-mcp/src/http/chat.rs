@@ -88,7 +88,7 @@ pub(super) async fn chat_stream(State(state): State<AppState>, request: Request)
         Ok(arguments) => {
             let admission = match super::admit(&state, principal.as_deref(), true) {
                 Ok(admission) => admission,
-                Err(refused) => return refused,
+                Err(refusal) => return super::too_many(&refusal),
             };
             let mut ctx = state.server.context();
             ctx.cancel = cancel.clone();
