@@ -19,8 +19,9 @@
 //! to share with, limited only by the variables that are set (the same values then apply to it).
 //!
 //! Over HTTP a refused request gets `429 Too Many Requests` with `Retry-After` (`http.rs`); over
-//! stdio a refused call is a business error, `rate_limited` (`mcp.rs`). Every rate-limited HTTP
-//! request counts against the rate; over stdio, each tool call does.
+//! stdio a refused call is a business error, `rate_limited` (`mcp.rs`). Every HTTP request that
+//! needs a token counts against the rate (the page and its assets do not); over stdio, each tool
+//! call does. The limits are each process's own: behind a load balancer, each replica counts alone.
 //!
 //! The state is sharded by principal, each shard behind a lock held only to read and change a few
 //! numbers (never across an await): a principal at its limit never waits on another's. A call in
