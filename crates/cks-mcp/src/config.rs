@@ -110,6 +110,8 @@ pub struct Config {
     pub processes: cks_workers::ProcessesConfig,
     pub allowed_origins: Vec<String>,
     pub max_message_bytes: usize,
+    /// What one caller may hold (`CKS_MCP_LIMIT_*`, `limits.rs`).
+    pub limits: crate::limits::Settings,
     /// The merged environment (real variables win over `.env`), for the crates that read their own.
     pub env: HashMap<String, String>,
 }
@@ -223,6 +225,7 @@ impl Config {
             Some(v) => v.parse().unwrap_or(usize::MAX),
             None => 64 * 1024 * 1024,
         };
+        let limits = crate::limits::Settings::from_env(get);
         Ok(Config {
             data_dir,
             storage,
@@ -241,6 +244,7 @@ impl Config {
             fetch,
             allowed_origins,
             max_message_bytes,
+            limits,
             env,
         })
     }

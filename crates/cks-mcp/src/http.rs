@@ -20,7 +20,11 @@
 //!   (`/.well-known/oauth-protected-resource[/mcp]`) and the page's `/sign-in` need no token;
 //! - an API key in `Authorization` (`auth/api_keys.rs`) is accepted wherever a token is needed,
 //!   and with `CKS_MCP_AUTH=keys` one is needed; its principal travels as an access token's does;
-//! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit).
+//! - request bodies above the configured limit get 413 (with a JSON-RPC error naming the limit);
+//! - once the caller is known, its limits (`limits.rs`): a request over its rate, or a tool call
+//!   (`tools/call` at `/mcp`, `POST /chat/stream`) over the calls or chat turns it may have in
+//!   flight, gets 429 with `Retry-After`. A call is counted until its answer is sent or the client
+//!   goes away; a session's `GET` stream and `/events` count only as one request each.
 
 use axum::Router;
 use axum::body::Body;
@@ -50,7 +54,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use crate::auth::api_keys::{KeyError, KeyRing};
 use crate::auth::{OAuth, Principal, Scope, scopes};
 use crate::config::Config;
+use crate::limits::{Admission, Key, Refusal};
 use crate::server::CksServer;
+use cks_tools::ErrorCode;
 
 mod bare;
 mod body;
@@ -150,6 +156,8 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .route(crate::auth::METADATA_PATH, get(resource_metadata))
         .route(&format!("{}/mcp", crate::auth::METADATA_PATH), get(resource_metadata))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        // Inside `guard`: it runs once the request's principal is known.
+        .layer(middleware::from_fn_with_state(state.clone(), rate))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }
@@ -323,6 +331,11 @@ fn error_response(status: StatusCode, error: &str, message: &str) -> Response {
     (status, axum::Json(json!({"error": error, "message": message}))).into_response()
 }
 
+/// Whether a route needs no token: the page, its assets, the metadata document.
+fn is_open(request: &Request) -> bool {
+    page::is_page_request(request) || request.uri().path().starts_with(crate::auth::METADATA_PATH)
+}
+
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let config = &state.config;
     let headers = request.headers();
@@ -340,7 +353,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     {
         return error_response(StatusCode::FORBIDDEN, "forbidden_origin", "Requests from this Origin are not allowed.");
     }
-    let open = page::is_page_request(&request) || request.uri().path().starts_with(crate::auth::METADATA_PATH);
+    let open = is_open(&request);
     let key = api_key(config, headers);
     let mut response = if request.method() == Method::OPTIONS {
         StatusCode::NO_CONTENT.into_response()
@@ -372,6 +385,54 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     response
 }
 
+// ----- limits -----
+
+/// Counts a request against its caller's rate (`limits.rs`). The page, its assets and the
+/// metadata, which need no token, hold no data and cost nothing, are not counted.
+async fn rate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !is_open(&request) {
+        let principal = request.extensions().get::<Arc<Principal>>();
+        if let Err(refusal) = state.server.limits.request(&Key::of(principal.map(AsRef::as_ref))) {
+            return too_many(&refusal);
+        }
+    }
+    next.run(request).await
+}
+
+/// Admits a tool call of the request's caller: its admission, held until it is dropped.
+fn admit(state: &AppState, principal: Option<&Principal>, chat: bool) -> Result<Arc<Admission>, Refusal> {
+    state.server.limits.call(Key::of(principal), chat).map(Arc::new)
+}
+
+/// 429 with `Retry-After` and a JSON body naming the limit.
+fn too_many(refusal: &Refusal) -> Response {
+    let body = json!({
+        "error": ErrorCode::RateLimited.as_str(),
+        "message": refusal.message(),
+        "limit": refusal.limit.as_str(),
+        "value": refusal.value,
+    });
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after));
+    response
+}
+
+/// The response, its body holding `admission` until it is sent or the client goes away. A body
+/// already whole (a call answered) needs no holding, and keeps its length.
+fn holding(response: Response, admission: Option<Arc<Admission>>) -> Response {
+    use axum::body::HttpBody as _;
+    let Some(admission) = admission else { return response };
+    if response.body().size_hint().exact().is_some() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |chunk| {
+        let _ = &admission;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
 // ----- /health -----
 
 /// A liveness answer for connection tests (cks-studio's Settings → Test Connection). It sits
@@ -390,7 +451,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 // ----- /mcp -----
 
 async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     if parts.method == Method::DELETE {
         let mut response = forward(&state, Request::from_parts(parts, body)).await;
         // rmcp says 202 Accepted to a session's end; clients expect 200 or 204 (the Python SDK
@@ -421,13 +482,34 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
             return insufficient_scope(&state.config, needed);
         }
     }
+    let admission = match body::tool_calls(&bytes) {
+        Some(calls) => match admit(&state, principal.as_deref(), calls.chat) {
+            Ok(admission) => {
+                // Also in the request's extensions: a call that goes on as an MCP task keeps it.
+                parts.extensions.insert(admission.clone());
+                Some(admission)
+            }
+            Err(refusal) => return too_many(&refusal),
+        },
+        None => None,
+    };
+    holding(answer_body(&state, parts, bytes, principal).await, admission)
+}
+
+/// A POST's body at `/mcp`, read and admitted: checked, then answered here or by rmcp.
+async fn answer_body(
+    state: &AppState,
+    parts: axum::http::request::Parts,
+    bytes: axum::body::Bytes,
+    principal: Option<Arc<Principal>>,
+) -> Response {
     if let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned) {
         if let Some(answer) = body::check_message(&bytes) {
             return answer;
         }
         let cancelled = body::cancelled_request(&bytes);
         let response =
-            coalesce::first_event_held(forward(&state, Request::from_parts(parts, Body::from(bytes))).await).await;
+            coalesce::first_event_held(forward(state, Request::from_parts(parts, Body::from(bytes))).await).await;
         if let Some(request) = cancelled {
             // The call may run on another replica: every replica on the store hears of it.
             state.server.runtime.cancel_call(&session, &request);
@@ -439,7 +521,7 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         if let Some(answer) = body::check_message(&bytes) {
             return answer;
         }
-        return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
+        return forward(state, Request::from_parts(parts, Body::from(bytes))).await;
     }
     let wants_stream = parts
         .headers
@@ -448,7 +530,7 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         .is_some_and(|a| a.contains("text/event-stream"));
     if wants_stream && bare::is_initialize(&bytes) {
         // A streamable-HTTP client opening a session: rmcp owns the session from here on.
-        return forward(&state, Request::from_parts(parts, Body::from(bytes))).await;
+        return forward(state, Request::from_parts(parts, Body::from(bytes))).await;
     }
     let (status, reply) = bare::handle(&state.server, &bytes, principal, &parts.headers).await;
     (status, [(header::CONTENT_TYPE, "application/json")], reply.unwrap_or_else(|| "{}".into())).into_response()

@@ -16,6 +16,7 @@ pub mod http;
 pub mod import_reference;
 mod json_text;
 pub mod key_commands;
+pub mod limits;
 mod mcp;
 mod metrics;
 mod prompts;
@@ -133,7 +134,8 @@ pub async fn open_server(config: &Config) -> anyhow::Result<CksServer> {
     Ok(CksServer::new(runtime, registry, llm)
         .with_profile(profile)
         .with_provenance(key)
-        .with_fetch_policy(config.fetch.clone()))
+        .with_fetch_policy(config.fetch.clone())
+        .with_limits(config.limits))
 }
 
 /// The variable naming the tools `tools/list` offers.

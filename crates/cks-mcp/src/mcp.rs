@@ -34,9 +34,10 @@ use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequest
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use cks_tools::ProgressSink;
+use cks_tools::{ErrorCode as ToolErrorCode, ProgressSink, ToolError};
 use tracing::Instrument as _;
 
+use crate::limits::{Admission, CHAT_TOOL, Key};
 use crate::server::{CallOptions, CksServer};
 use crate::sessions;
 use crate::{approvals, completions, subscriptions};
@@ -190,6 +191,25 @@ impl CksServer {
 }
 
 impl CksServer {
+    /// Admits a call that no HTTP request admitted (over stdio), counted as a request too when
+    /// `a_request`; over a limit, the business error to answer.
+    fn admit_here(
+        &self,
+        tool: &str,
+        principal: Option<&cks_tools::Principal>,
+        a_request: bool,
+    ) -> Result<Arc<Admission>, rmcp::model::CallToolResult> {
+        let key = Key::of(principal);
+        let counted = if a_request { self.limits.request(&key) } else { Ok(()) };
+        let admitted = counted.and_then(|()| self.limits.call(key, tool == CHAT_TOOL));
+        admitted.map(Arc::new).map_err(|refusal| {
+            let error = ToolError::new(ToolErrorCode::RateLimited, refusal.message())
+                .with("limit", refusal.limit.as_str())
+                .with("value", refusal.value);
+            self.result_of(error.to_value())
+        })
+    }
+
     /// The tools the client found beyond its profile (none on the stateless revision, which keeps
     /// nothing between requests).
     async fn found_tools(&self, context: &RequestContext<RoleServer>) -> std::collections::BTreeSet<String> {
@@ -295,6 +315,16 @@ impl ServerHandler for CksServer {
             .get_progress_token()
             .map(|token| Arc::new(PeerProgress { peer: context.peer.clone(), token }) as Arc<dyn ProgressSink>);
         let principal = principal_of(&context);
+        // Over HTTP the request was counted and the call admitted before it got here (`http.rs`);
+        // over stdio, each call is a request.
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let admission = match parts.and_then(|parts| parts.extensions.get::<Arc<Admission>>()) {
+            Some(admission) => admission.clone(),
+            None => match self.admit_here(&request.name, principal.as_deref(), parts.is_none()) {
+                Ok(admission) => admission,
+                Err(refused) => return Ok(refused.into()),
+            },
+        };
         let options = CallOptions { progress, cancel: context.ct.clone(), principal };
         let _running = sessions::session_of(&context)
             .map(|session| self.calls.run(session, sessions::request_key(&context.id), context.ct.clone()));
@@ -308,7 +338,7 @@ impl ServerHandler for CksServer {
         );
         if crate::tasks::runs_as_task(&request, &context) {
             // The task's work stays in the call's span (and trace).
-            return self.start_task(request, options.principal).instrument(span).await;
+            return self.start_task(request, options.principal, admission).instrument(span).await;
         }
         let log_level = self.log_level(&context).await;
         let started = std::time::Instant::now();

@@ -1,10 +1,10 @@
 //! `GET /metrics`: what an operator's Prometheus scrapes, in the OpenMetrics text format. Tool
 //! calls by tool and outcome with a latency histogram, error codes, LLM calls and tokens by
-//! provider, loaded sessions, and the embedding queue.
+//! provider, loaded sessions, the embedding queue, and requests refused by a caller's limit.
 //!
-//! Invariant: labels hold only tool names, error codes, provider names and outcomes, each from a
-//! bounded set (a tool's error codes are capped by the registry's telemetry); never a session, an
-//! argument, a model's text or a secret.
+//! Invariant: labels hold only tool names, error codes, provider names, outcomes and limits, each
+//! from a bounded set (a tool's error codes are capped by the registry's telemetry); never a
+//! session, a principal, an argument, a model's text or a secret.
 
 use std::fmt::Write as _;
 
@@ -27,6 +27,10 @@ pub(crate) fn render(server: &CksServer) -> String {
     let name = "cks_commit_duration_seconds";
     family(&mut out, name, "histogram", "Time a commit took, retries included, failed ones too.");
     histogram(&mut out, name, None, &commits.at_most, commits.count, commits.seconds);
+    family(&mut out, "cks_limit_refusals", "counter", "Requests and calls refused by a caller's limit, by limit.");
+    for (limit, refused) in server.limits.refusals() {
+        sample(&mut out, "cks_limit_refusals_total", &[("limit", limit)], refused);
+    }
     family(&mut out, "cks_sessions_loaded", "gauge", "Sessions held in memory now.");
     sample(&mut out, "cks_sessions_loaded", &[], server.runtime.loaded_sessions());
     if let Some(embeddings) = server.runtime.embeddings() {
@@ -162,6 +166,7 @@ mod tests {
             "cks_commit_duration_seconds_bucket{le=\"+Inf\"} 0",
             "cks_commit_duration_seconds_count 0",
             "cks_sessions_loaded 0",
+            "cks_limit_refusals_total{limit=\"concurrent_calls\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

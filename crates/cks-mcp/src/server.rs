@@ -52,6 +52,8 @@ pub struct CksServer {
     pub(crate) records: crate::sessions::StoredSessions,
     /// Seals the chats that wait for an approval on the stateless revision.
     pub(crate) states: crate::approvals::States,
+    /// What each caller may hold (`limits.rs`).
+    pub(crate) limits: Arc<crate::limits::Limits>,
     /// Whether results leave their large texts unescaped for the transport (see
     /// [`Self::leaving_large_texts_to_the_transport`]).
     large_texts_unescaped: bool,
@@ -126,7 +128,14 @@ impl CksServer {
             // Without the shared secret, a key of this process's own.
             states: crate::approvals::States::new(rand::random()),
             large_texts_unescaped: false,
+            limits: Arc::default(),
         }
+    }
+
+    /// Holds each caller to `settings` (by default, principals to the defaults of `limits.rs`).
+    pub fn with_limits(mut self, settings: crate::limits::Settings) -> Self {
+        self.limits = Arc::new(crate::limits::Limits::new(settings));
+        self
     }
 
     /// Lists the tools of `profile` (every tool otherwise).

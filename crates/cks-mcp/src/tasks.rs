@@ -184,6 +184,7 @@ impl CksServer {
         &self,
         request: CallToolRequestParams,
         principal: Option<Arc<cks_tools::Principal>>,
+        admission: Arc<crate::limits::Admission>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.prune_tasks().await?;
         let id: String = rand::random::<[u8; 16]>().iter().map(|b| format!("{b:02x}")).collect();
@@ -202,7 +203,7 @@ impl CksServer {
         };
         self.save_task(&id, &record).await?;
         let created = record.detailed(&id, now).task;
-        tokio::spawn(self.clone().run_task(id, record, request, principal).in_current_span());
+        tokio::spawn(self.clone().run_task(id, record, request, principal, admission).in_current_span());
         Ok(CreateTaskResult::new(created).into())
     }
 
@@ -213,6 +214,8 @@ impl CksServer {
         mut record: Record,
         request: CallToolRequestParams,
         principal: Option<Arc<cks_tools::Principal>>,
+        // The call counts against its caller's limits until the task ends.
+        _admission: Arc<crate::limits::Admission>,
     ) {
         let token = CancellationToken::new();
         let _running = self.calls.run(SCOPE.to_owned(), id.clone(), token.clone());

@@ -81,6 +81,7 @@ error_codes! {
     NotFound => "not_found",
     NotSessionOwner => "not_session_owner",
     ObjectNotFound => "object_not_found",
+    RateLimited => "rate_limited",
     RelationAlreadyExists => "relation_already_exists",
     SessionClosed => "session_closed",
     SessionExists => "session_exists",

@@ -267,6 +267,30 @@ const FIXED: &[Group] = &[
         ],
     },
     Group {
+        heading: "Limits per caller (each OAuth principal; the local caller only when set; 0: no limit)",
+        variables: &[
+            var(
+                "CKS_MCP_LIMIT_CONCURRENT_CALLS",
+                whole(0, 1_000_000, "calls"),
+                Some("8"),
+                "Tool calls one caller may have in flight; one more gets HTTP 429 (over stdio: the business \
+                 error rate_limited)",
+            ),
+            var(
+                "CKS_MCP_LIMIT_CHAT_TURNS",
+                whole(0, 1_000_000, "turns"),
+                Some("2"),
+                "ai_chat turns one caller may have in flight (each also counts as a tool call)",
+            ),
+            var(
+                "CKS_MCP_LIMIT_REQUESTS_PER_MINUTE",
+                whole(0, 1_000_000_000, "requests"),
+                Some("600"),
+                "HTTP requests (over stdio: tool calls) one caller may make a minute, a sixth of them at once",
+            ),
+        ],
+    },
+    Group {
         heading: "Traces (OpenTelemetry over OTLP/HTTP; off unless an endpoint is set)",
         variables: &[
             var(

@@ -151,3 +151,88 @@ pub(super) fn check_message(body: &[u8]) -> Option<Response> {
     };
     problem.map(|p| error_response(StatusCode::BAD_REQUEST, id, INVALID_REQUEST, &format!("Invalid Request: {p}")))
 }
+
+/// The tool calls a body makes, as far as a caller's limits count them (`limits.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ToolCalls {
+    /// Whether one of them is an `ai_chat` turn.
+    pub(super) chat: bool,
+}
+
+/// What tells a `tools/call` and its tool apart; everything else is skipped.
+#[derive(Deserialize)]
+struct Call<'a> {
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<CallParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Calls<'a> {
+    #[serde(borrow)]
+    One(Call<'a>),
+    #[serde(borrow)]
+    Batch(Vec<Call<'a>>),
+}
+
+/// The tool calls in a body (one message or a batch, whose calls run one after another: they
+/// count as one call in flight); `None` when it makes none.
+pub(super) fn tool_calls(body: &[u8]) -> Option<ToolCalls> {
+    // Most bodies make none: they are told apart without being parsed. (A name spelled with
+    // escapes needs a backslash.)
+    if memchr::memmem::find(body, b"tools/call").is_none() && memchr::memchr(b'\\', body).is_none() {
+        return None;
+    }
+    let names: Vec<Option<String>> = match serde_json::from_slice::<Calls>(body) {
+        Ok(Calls::One(call)) => vec![call_name(call.method.as_deref(), call.params.and_then(|p| p.name).as_deref())?],
+        Ok(Calls::Batch(calls)) => calls
+            .iter()
+            .filter_map(|c| call_name(c.method.as_deref(), c.params.as_ref().and_then(|p| p.name.as_deref())))
+            .collect(),
+        // Read as the handlers read it (a repeated key's last value counts), so what counts is what runs.
+        Err(_) => {
+            let of = |v: &Value| call_name(v["method"].as_str(), v.pointer("/params/name").and_then(Value::as_str));
+            match serde_json::from_slice::<Value>(body).ok()? {
+                Value::Array(batch) => batch.iter().filter_map(of).collect(),
+                one => vec![of(&one)?],
+            }
+        }
+    };
+    (!names.is_empty())
+        .then(|| ToolCalls { chat: names.iter().any(|name| name.as_deref() == Some(crate::limits::CHAT_TOOL)) })
+}
+
+/// A `tools/call`'s tool name (`Some(None)` when it names none); `None` for any other message.
+fn call_name(method: Option<&str>, name: Option<&str>) -> Option<Option<String>> {
+    (method == Some("tools/call")).then(|| name.map(str::to_owned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ToolCalls, tool_calls};
+
+    #[test]
+    fn tool_calls_are_found_in_one_message_and_in_batches() {
+        let call =
+            |name: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}"}}}}"#);
+        assert_eq!(tool_calls(call("list_versions").as_bytes()), Some(ToolCalls { chat: false }));
+        assert_eq!(tool_calls(call("ai_chat").as_bytes()), Some(ToolCalls { chat: true }));
+        let batch = format!(r#"[{}, {{"jsonrpc":"2.0","id":2,"method":"ping"}}, {}]"#, call("a"), call("ai_chat"));
+        assert_eq!(tool_calls(batch.as_bytes()), Some(ToolCalls { chat: true }));
+        assert_eq!(tool_calls(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
+        assert_eq!(tool_calls(br#"{"method":"ping","params":{"name":"tools/call"}}"#), None);
+        assert_eq!(tool_calls(b"{tools/call"), None);
+        let repeated = br#"{"method":"tools/call","params":{"name":"list_versions","name":"ai_chat"}}"#;
+        assert_eq!(tool_calls(repeated), Some(ToolCalls { chat: true }), "the last of a repeated key counts");
+        let escaped = br#"{"method":"tools\/call","params":{"name":"ai_\u0063hat"}}"#;
+        assert_eq!(tool_calls(escaped), Some(ToolCalls { chat: true }), "escapes hide nothing");
+    }
+}

@@ -15,6 +15,9 @@
 //!
 //! Closing the connection cancels the turn (the `ai_chat` cancellation token): the LLM call in
 //! flight is dropped and nothing more runs.
+//!
+//! The turn counts against its caller's tool calls and chat turns in flight (`limits.rs`) until it
+//! ends: over a limit, the answer is 429 and no stream.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -83,12 +86,18 @@ pub(super) async fn chat_stream(State(state): State<AppState>, request: Request)
     let cancel = CancellationToken::new();
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(arguments) => {
+            let admission = match super::admit(&state, principal.as_deref(), true) {
+                Ok(admission) => admission,
+                Err(refusal) => return super::too_many(&refusal),
+            };
             let mut ctx = state.server.context();
             ctx.cancel = cancel.clone();
             ctx.principal = principal;
             watch_with(&mut ctx, Arc::new(Events(sender.clone())));
             let registry = state.server.registry.clone();
             tokio::spawn(async move {
+                // Held until the turn has ended (or, cancelled, stopped).
+                let _admission = admission;
                 let answer = match registry.call("ai_chat", arguments, &ctx).await {
                     Ok(value) => value,
                     Err(unknown) => ToolError::new(ErrorCode::ToolNotFound, unknown.to_string()).to_value(),
