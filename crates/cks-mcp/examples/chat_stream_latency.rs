@@ -84,8 +84,15 @@ async fn measure(provider: &str, turns: usize) -> anyhow::Result<Vec<Duration>> 
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let config =
-        HttpConfig { token: None, allowed_origins: Vec::new(), bind: Some(addr), max_body_bytes: 1 << 20, oauth: None, keys: None, keys_only: false };
+    let config = HttpConfig {
+        token: None,
+        allowed_origins: Vec::new(),
+        bind: Some(addr),
+        max_body_bytes: 1 << 20,
+        oauth: None,
+        keys: None,
+        keys_only: false,
+    };
     tokio::spawn(serve(listener, server, config));
     let url = format!("http://{addr}/chat/stream");
     let http = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;

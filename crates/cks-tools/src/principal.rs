@@ -45,9 +45,9 @@ impl Scope {
     }
 }
 
-/// Tools that administer the server: its storage, processes and sweepers, its API keys, the gallery's shared
-/// names, and the task queue as a whole (a claim takes the next task of any session). They need
-/// `cks:admin` whatever else their metadata says.
+/// Tools that administer the server: its storage, processes and sweepers, its API keys, the
+/// gallery's shared names, and the task queue as a whole (a claim takes the next task of any
+/// session). They need `cks:admin` whatever else their metadata says.
 pub const ADMIN_TOOLS: &[&str] = &[
     "export_storage",
     "import_storage",

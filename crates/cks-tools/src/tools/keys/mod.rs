@@ -17,11 +17,7 @@ use cks_runtime::api_keys::ApiKeyRecord;
 use crate::tool::{Listed, listed};
 
 pub(crate) fn tools() -> Vec<Listed> {
-    vec![
-        listed(create_api_key::CreateApiKey),
-        listed(list_api_keys::ListApiKeys),
-        listed(revoke_api_key::RevokeApiKey),
-    ]
+    vec![listed(create_api_key::CreateApiKey), listed(list_api_keys::ListApiKeys), listed(revoke_api_key::RevokeApiKey)]
 }
 
 /// A key as the tools show it: its record without the digest, and its state now.
