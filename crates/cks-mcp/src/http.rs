@@ -475,15 +475,17 @@ async fn mcp_endpoint(State(state): State<AppState>, request: Request) -> Respon
         Err(answer) => return answer,
     };
     let principal = parts.extensions.get::<Arc<Principal>>().cloned();
+    let calls = body::tool_calls(&bytes);
     if let Some(principal) = &principal {
         // The one place a body's calls meet their scope: the tool a `tools/call` names is known here.
-        let needed = scopes::for_body(&state.server.registry, &bytes);
+        let names = calls.iter().flat_map(|calls| calls.names.iter().map(Option::as_deref));
+        let needed = scopes::for_calls(&state.server.registry, names);
         if !principal.allows(needed) {
             return insufficient_scope(&state.config, needed);
         }
     }
-    let admission = match body::tool_calls(&bytes) {
-        Some(calls) => match admit(&state, principal.as_deref(), calls.chat) {
+    let admission = match calls {
+        Some(calls) => match admit(&state, principal.as_deref(), calls.chat()) {
             Ok(admission) => {
                 // Also in the request's extensions: a call that goes on as an MCP task keeps it.
                 parts.extensions.insert(admission.clone());

@@ -12,61 +12,14 @@
 //! `tests/data/oauth/scopes.txt`, so a new tool is classified on purpose and an administrative
 //! tool cannot quietly become a writing one.
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
-use serde_json::Value;
-
 use cks_tools::{Registry, Scope};
 
-/// The scope a JSON-RPC body posted to `/mcp` needs: the most any of its messages needs.
-/// A body that is not JSON-RPC needs `cks:read` (its handler refuses it with a protocol error).
-pub fn for_body(registry: &Registry, body: &[u8]) -> Scope {
-    #[derive(Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow)]
-        name: Option<Cow<'a, str>>,
-    }
-    #[derive(Deserialize)]
-    struct Message<'a> {
-        #[serde(borrow)]
-        method: Option<Cow<'a, str>>,
-        #[serde(borrow)]
-        params: Option<Params<'a>>,
-    }
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Body<'a> {
-        #[serde(borrow)]
-        One(Message<'a>),
-        #[serde(borrow)]
-        Batch(Vec<Message<'a>>),
-    }
-    let needs = |method: Option<&str>, name: Option<&str>| -> Scope {
-        match (method, name) {
-            (Some("tools/call"), Some(name)) => {
-                registry.get(name).map_or(Scope::Read, |tool| Scope::for_tool(tool.meta()))
-            }
-            _ => Scope::Read,
-        }
-    };
-    let of_message = |m: &Message| needs(m.method.as_deref(), m.params.as_ref().and_then(|p| p.name.as_deref()));
-    match serde_json::from_slice::<Body>(body) {
-        Ok(Body::One(message)) => of_message(&message),
-        Ok(Body::Batch(messages)) => messages.iter().map(of_message).max().unwrap_or(Scope::Read),
-        // Read as the bare form's handler reads it (where a repeated key's last value counts), so
-        // that what this check sees is what runs.
-        Err(_) => {
-            let of_value = |v: &Value| {
-                needs(v.get("method").and_then(Value::as_str), v.pointer("/params/name").and_then(Value::as_str))
-            };
-            match serde_json::from_slice::<Value>(body) {
-                Ok(Value::Array(messages)) => messages.iter().map(of_value).max().unwrap_or(Scope::Read),
-                Ok(message) => of_value(&message),
-                Err(_) => Scope::Read,
-            }
-        }
-    }
+/// The scope a body's tool calls need (their tools' names, read by `http/body.rs`): the most any
+/// of them needs. A call naming no tool, or an unknown one, needs `cks:read`: it is refused anyway.
+pub fn for_calls<'a>(registry: &Registry, names: impl IntoIterator<Item = Option<&'a str>>) -> Scope {
+    let needs =
+        |name: Option<&str>| name.and_then(|n| registry.get(n)).map_or(Scope::Read, |t| Scope::for_tool(t.meta()));
+    names.into_iter().map(needs).max().unwrap_or(Scope::Read)
 }
 
 /// The scope a request to another route needs (the page and the metadata need no token at all).
@@ -125,20 +78,14 @@ mod tests {
     #[test]
     fn ai_chat_and_the_storage_tools_need_their_scopes() {
         let registry = registry();
-        let call = |name: &str| {
-            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#)
-        };
-        assert_eq!(for_body(&registry, call("ai_chat").as_bytes()), Scope::Write);
-        assert_eq!(for_body(&registry, call("list_versions").as_bytes()), Scope::Read);
-        assert_eq!(for_body(&registry, call("evolve_knowledge").as_bytes()), Scope::Write);
-        assert_eq!(for_body(&registry, call("export_storage").as_bytes()), Scope::Admin);
-        assert_eq!(for_body(&registry, call("no_such_tool").as_bytes()), Scope::Read);
-        let batch = format!("[{}, {}]", call("list_versions"), call("migrate_storage"));
-        assert_eq!(for_body(&registry, batch.as_bytes()), Scope::Admin, "a batch needs its most");
-        assert_eq!(for_body(&registry, br#"{"jsonrpc":"2.0","id":1,"method":"resources/read"}"#), Scope::Read);
-        assert_eq!(for_body(&registry, b"{not json"), Scope::Read);
-        let repeated = br#"{"method":"tools/call","params":{"name":"list_versions","name":"export_storage"}}"#;
-        assert_eq!(for_body(&registry, repeated), Scope::Admin, "the last of a repeated key counts, as it runs");
+        let scope = |names: &[&str]| for_calls(&registry, names.iter().map(|n| Some(*n)));
+        assert_eq!(scope(&["ai_chat"]), Scope::Write);
+        assert_eq!(scope(&["list_versions"]), Scope::Read);
+        assert_eq!(scope(&["evolve_knowledge"]), Scope::Write);
+        assert_eq!(scope(&["export_storage"]), Scope::Admin);
+        assert_eq!(scope(&["no_such_tool"]), Scope::Read);
+        assert_eq!(scope(&["list_versions", "migrate_storage"]), Scope::Admin, "a batch needs its most");
+        assert_eq!(for_calls(&registry, [None]), Scope::Read, "a call naming no tool");
         assert_eq!(for_route("/chat/stream"), Scope::Write);
         assert_eq!(for_route("/events"), Scope::Read);
     }

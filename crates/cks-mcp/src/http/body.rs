@@ -152,11 +152,19 @@ pub(super) fn check_message(body: &[u8]) -> Option<Response> {
     problem.map(|p| error_response(StatusCode::BAD_REQUEST, id, INVALID_REQUEST, &format!("Invalid Request: {p}")))
 }
 
-/// The tool calls a body makes, as far as a caller's limits count them (`limits.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The tool calls a body makes: what their scope (`auth/scopes.rs`) and the caller's limits
+/// (`limits.rs`) are judged by.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ToolCalls {
+    /// Each call's tool; `None` for a call naming none.
+    pub(super) names: Vec<Option<String>>,
+}
+
+impl ToolCalls {
     /// Whether one of them is an `ai_chat` turn.
-    pub(super) chat: bool,
+    pub(super) fn chat(&self) -> bool {
+        self.names.iter().any(|name| name.as_deref() == Some(crate::limits::CHAT_TOOL))
+    }
 }
 
 /// What tells a `tools/call` and its tool apart; everything else is skipped.
@@ -184,7 +192,8 @@ enum Calls<'a> {
 }
 
 /// The tool calls in a body (one message or a batch, whose calls run one after another: they
-/// count as one call in flight); `None` when it makes none.
+/// count as one call in flight); `None` when it makes none, or is not JSON-RPC (its handler
+/// refuses it).
 pub(super) fn tool_calls(body: &[u8]) -> Option<ToolCalls> {
     // Most bodies make none: they are told apart without being parsed. (A name spelled with
     // escapes needs a backslash.)
@@ -206,8 +215,7 @@ pub(super) fn tool_calls(body: &[u8]) -> Option<ToolCalls> {
             }
         }
     };
-    (!names.is_empty())
-        .then(|| ToolCalls { chat: names.iter().any(|name| name.as_deref() == Some(crate::limits::CHAT_TOOL)) })
+    (!names.is_empty()).then_some(ToolCalls { names })
 }
 
 /// A `tools/call`'s tool name (`Some(None)` when it names none); `None` for any other message.
@@ -217,22 +225,26 @@ fn call_name(method: Option<&str>, name: Option<&str>) -> Option<Option<String>>
 
 #[cfg(test)]
 mod tests {
-    use super::{ToolCalls, tool_calls};
+    use super::tool_calls;
 
     #[test]
     fn tool_calls_are_found_in_one_message_and_in_batches() {
         let call =
             |name: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}"}}}}"#);
-        assert_eq!(tool_calls(call("list_versions").as_bytes()), Some(ToolCalls { chat: false }));
-        assert_eq!(tool_calls(call("ai_chat").as_bytes()), Some(ToolCalls { chat: true }));
+        let names = |body: &[u8]| tool_calls(body).map(|calls| calls.names);
+        let named = |names: &[&str]| Some(names.iter().map(|n| Some(n.to_string())).collect::<Vec<_>>());
+        assert_eq!(names(call("list_versions").as_bytes()), named(&["list_versions"]));
+        assert!(!tool_calls(call("list_versions").as_bytes()).unwrap().chat());
+        assert!(tool_calls(call("ai_chat").as_bytes()).unwrap().chat());
         let batch = format!(r#"[{}, {{"jsonrpc":"2.0","id":2,"method":"ping"}}, {}]"#, call("a"), call("ai_chat"));
-        assert_eq!(tool_calls(batch.as_bytes()), Some(ToolCalls { chat: true }));
+        assert_eq!(names(batch.as_bytes()), named(&["a", "ai_chat"]), "a batch's calls, and only them");
+        assert_eq!(names(br#"{"method":"tools/call","params":{}}"#), Some(vec![None]), "a call naming no tool");
         assert_eq!(tool_calls(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
         assert_eq!(tool_calls(br#"{"method":"ping","params":{"name":"tools/call"}}"#), None);
         assert_eq!(tool_calls(b"{tools/call"), None);
         let repeated = br#"{"method":"tools/call","params":{"name":"list_versions","name":"ai_chat"}}"#;
-        assert_eq!(tool_calls(repeated), Some(ToolCalls { chat: true }), "the last of a repeated key counts");
+        assert_eq!(names(repeated), named(&["ai_chat"]), "the last of a repeated key counts, as it runs");
         let escaped = br#"{"method":"tools\/call","params":{"name":"ai_\u0063hat"}}"#;
-        assert_eq!(tool_calls(escaped), Some(ToolCalls { chat: true }), "escapes hide nothing");
+        assert_eq!(names(escaped), named(&["ai_chat"]), "escapes hide nothing");
     }
 }
