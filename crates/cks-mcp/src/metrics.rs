@@ -1,6 +1,7 @@
 //! `GET /metrics`: what an operator's Prometheus scrapes, in the OpenMetrics text format. Tool
 //! calls by tool and outcome with a latency histogram, error codes, LLM calls and tokens by
-//! provider, loaded sessions, the embedding queue, and requests refused by a caller's limit.
+//! provider, loaded sessions and objects, the store's pooled connections (PostgreSQL), the
+//! embedding queue, and requests refused by a caller's limit.
 //!
 //! Invariant: labels hold only tool names, error codes, provider names, outcomes and limits, each
 //! from a bounded set (a tool's error codes are capped by the registry's telemetry); never a
@@ -33,6 +34,17 @@ pub(crate) fn render(server: &CksServer) -> String {
     }
     family(&mut out, "cks_sessions_loaded", "gauge", "Sessions held in memory now.");
     sample(&mut out, "cks_sessions_loaded", &[], server.runtime.loaded_sessions());
+    family(&mut out, "cks_objects_loaded", "gauge", "Objects the sessions in memory hold now.");
+    sample(&mut out, "cks_objects_loaded", &[], server.runtime.loaded_objects());
+    if let Some(connections) = server.runtime.connections() {
+        let name = "cks_store_connections";
+        family(&mut out, name, "gauge", "The store's pooled connections now: in use, idle, and callers waiting.");
+        sample(&mut out, name, &[("state", "in_use")], connections.open.saturating_sub(connections.idle));
+        sample(&mut out, name, &[("state", "idle")], connections.idle);
+        sample(&mut out, name, &[("state", "waiting")], connections.waiting);
+        family(&mut out, "cks_store_connections_max", "gauge", "The most connections the store's pool opens.");
+        sample(&mut out, "cks_store_connections_max", &[], connections.max);
+    }
     if let Some(embeddings) = server.runtime.embeddings() {
         let status = embeddings.status();
         family(&mut out, "cks_embedding_queue", "gauge", "Texts waiting for their vector.");

@@ -69,6 +69,8 @@ async fn a_scrape_counts_tool_calls_errors_and_llm_calls() {
     assert_eq!(sample(&scrape, "cks_commit_duration_seconds_bucket{le=\"+Inf\"}"), commits, "{scrape}");
     assert!(commits.is_some_and(|n| n >= 1.0), "the evolve_knowledge commit: {scrape}");
     assert!(sample(&scrape, "cks_commit_duration_seconds_sum").is_some_and(|s| s > 0.0), "{scrape}");
+    assert_eq!(sample(&scrape, "cks_objects_loaded"), Some(1.0), "the one session's one object: {scrape}");
+    assert!(!scrape.contains("cks_store_connections"), "SQLite pools no connections: {scrape}");
     assert!(scrape.ends_with("# EOF\n"));
     for secret in ["sk-ant-e2e-secret", session.as_str(), "green", "no-such-session"] {
         assert!(!scrape.contains(secret), "the scrape holds {secret}");

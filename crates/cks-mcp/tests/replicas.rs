@@ -601,3 +601,20 @@ async fn an_api_key_revoked_on_one_replica_is_refused_by_the_others_at_once() {
     }
     assert_eq!(with_key(&a).await.unwrap().status(), 401);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_shows_its_pooled_connections() {
+    let db = TestDatabase::create();
+    let replica = Replica::start(db.url()).await;
+    replica.call("list_graphs", json!({})).await;
+    let scrape = replica.client.get(format!("{}/metrics", replica.base)).send().await.unwrap().text().await.unwrap();
+    let sample = |series: &str| -> Option<f64> {
+        scrape.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    };
+    // CKS_MCP_PG_POOL_SIZE, as the replica is started.
+    assert_eq!(sample("cks_store_connections_max"), Some(8.0), "{scrape}");
+    let open = sample("cks_store_connections{state=\"in_use\"}").unwrap()
+        + sample("cks_store_connections{state=\"idle\"}").unwrap();
+    assert!((1.0..=8.0).contains(&open), "a call was answered on a pooled connection: {scrape}");
+    assert_eq!(sample("cks_store_connections{state=\"waiting\"}"), Some(0.0), "{scrape}");
+}

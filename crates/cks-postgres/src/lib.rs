@@ -654,6 +654,16 @@ impl Store for PostgresStore {
         "postgres"
     }
 
+    fn connections(&self) -> Option<cks_runtime::store::Connections> {
+        let status = self.pool.status();
+        Some(cks_runtime::store::Connections {
+            open: status.size,
+            idle: status.available,
+            max: status.max_size,
+            waiting: status.waiting,
+        })
+    }
+
     fn publish(&self, event: &Event) {
         let mut event = event.clone();
         // Only a rollback's reason can make an event long; it is cut until the event fits.

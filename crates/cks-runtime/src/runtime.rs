@@ -349,6 +349,24 @@ impl Runtime {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).entries.len()
     }
 
+    /// Objects held by the loaded sessions: each session's count when last seen (one being
+    /// written keeps the count it had), as the cache's object budget counts them.
+    pub fn loaded_objects(&self) -> usize {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let count = |session: &Session| {
+            if let Ok(state) = session.state.try_read() {
+                session.objects.store(state.structure.len(), Ordering::Relaxed);
+            }
+            session.objects.load(Ordering::Relaxed)
+        };
+        cache.entries.values().filter_map(|cell| cell.get()).map(|session| count(session)).sum()
+    }
+
+    /// How the store's connections are used, for a store that pools them.
+    pub fn connections(&self) -> Option<crate::store::Connections> {
+        self.store.connections()
+    }
+
     /// Drops every loaded session; the next access reloads the committed state from the store.
     /// A safety net after a failure that may have left an in-memory state half-changed.
     pub fn forget_loaded_sessions(&self) {

@@ -44,6 +44,19 @@ pub mod prelude {
     pub use super::{ChatStore, EmbeddingStore, GalleryStore, HistoryStore, SettingStore, Store, TaskStore};
 }
 pub use registry::GraphRow;
+
+/// A pool of connections as it is used now (`Store::connections`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Connections {
+    /// Open now: in use and idle.
+    pub open: usize,
+    /// Open and waiting for a caller.
+    pub idle: usize,
+    /// The most it opens.
+    pub max: usize,
+    /// Callers waiting for one.
+    pub waiting: usize,
+}
 pub use tasks::{NewTask, TaskFilter, TaskRef, TaskRow, TaskStatus};
 
 /// A session row.
@@ -572,6 +585,11 @@ pub trait Store: HistoryStore + GalleryStore + SettingStore + ChatStore + TaskSt
     /// The events other processes on the same storage published ([`Store::publish`]); `None`
     /// when no other process can share the storage.
     fn remote_events(&self) -> Option<tokio::sync::broadcast::Receiver<crate::events::Event>> {
+        None
+    }
+
+    /// How its pool of connections is used now; `None` for a store without one.
+    fn connections(&self) -> Option<Connections> {
         None
     }
 
