@@ -89,7 +89,7 @@ fn decode(text: &str) -> anyhow::Result<Vec<u8>> {
     Ok(hex_decode(text).unwrap_or_else(|| text.as_bytes().to_vec()))
 }
 
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn hex_decode(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }

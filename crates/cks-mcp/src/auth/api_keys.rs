@@ -90,7 +90,7 @@ impl KeyRing {
     pub async fn check(&self, text: &str) -> Result<Arc<Principal>, KeyError> {
         let id = api_keys::id_of(text).ok_or(KeyError::Unknown)?;
         let digest: [u8; 32] = Sha256::digest(text.as_bytes()).into();
-        let age = self.copy.read().unwrap_or_else(std::sync::PoisonError::into_inner).read_at.elapsed();
+        let age = self.age();
         if age > self.refresh {
             self.read_since(age).await?;
         }
@@ -158,8 +158,7 @@ impl KeyRing {
 
 /// A record as the copy keeps it; `None` when its digest does not read (no key matches it).
 fn entry(record: ApiKeyRecord) -> Option<(String, Key)> {
-    let mut digest = [0u8; 32];
-    hex_into(&record.digest, &mut digest)?;
+    let digest: [u8; 32] = crate::secret::hex_decode(&record.digest)?.try_into().ok()?;
     let key = Key {
         digest,
         principal: api_keys::principal(&record).map(Arc::new),
@@ -192,16 +191,6 @@ async fn follow(ring: Weak<KeyRing>, mut events: tokio::sync::broadcast::Receive
             let _ = ring.read_since(Duration::ZERO).await;
         }
     }
-}
-
-fn hex_into(text: &str, out: &mut [u8; 32]) -> Option<()> {
-    if text.len() != 64 {
-        return None;
-    }
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(())
 }
 
 #[cfg(test)]
