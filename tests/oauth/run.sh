@@ -5,7 +5,10 @@
 # credentials); page.mjs signs two users in to the chat page in Debian's Chromium (authorization
 # code with PKCE); host.mjs signs users in as MCP hosts do, with the official MCP SDK's OAuth client
 # (discovery from the 401, Dynamic Client Registration and Client ID Metadata Documents,
-# authorization code with PKCE and `resource`, refresh with rotation).
+# authorization code with PKCE and `resource`, refresh with rotation). builtin.mjs does what host.mjs
+# does against cks-mcp's own authorization server (CKS_MCP_AUTH=builtin) and its local users: its
+# sign-in page in Chromium, Dynamic Client Registration and Client ID Metadata Documents, refresh
+# tokens whose reuse revokes their family.
 #
 # Usage: tests/oauth/run.sh [path to cks-mcp]   (default: the release binary, built first)
 # Environment: CHROMIUM (default /usr/bin/chromium), SCREENSHOTS (default target/oauth-page).
@@ -35,3 +38,4 @@ mkdir -p "$SCREENSHOTS"
 rm -f "$SCREENSHOTS"/*.png
 "$here/node_modules/.bin/node" "$here/page.mjs" "$binary"
 "$here/node_modules/.bin/node" "$here/host.mjs" "$binary"
+"$here/node_modules/.bin/node" "$here/builtin.mjs" "$binary"

@@ -30,6 +30,7 @@ fn settings() -> AuthSettings {
         scope_claim: "scope".into(),
         groups_claim: "groups".into(),
         page_client_id: None,
+        builtin: false,
     }
 }
 

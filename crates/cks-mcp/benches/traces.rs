@@ -53,6 +53,7 @@ impl Bed {
                 oauth: None,
                 keys: None,
                 keys_only: false,
+                issuer: None,
             };
             router(server, config)
         });

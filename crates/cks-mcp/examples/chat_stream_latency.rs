@@ -92,6 +92,7 @@ async fn measure(provider: &str, turns: usize) -> anyhow::Result<Vec<Duration>> 
         oauth: None,
         keys: None,
         keys_only: false,
+        issuer: None,
     };
     tokio::spawn(serve(listener, server, config));
     let url = format!("http://{addr}/chat/stream");

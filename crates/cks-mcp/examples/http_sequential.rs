@@ -52,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
                 oauth: None,
                 keys: None,
                 keys_only: false,
+                issuer: None,
             };
             tokio::spawn(serve(listener, server, config));
             format!("http://{addr}/mcp")

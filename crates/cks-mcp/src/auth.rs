@@ -13,6 +13,7 @@
 //! - `signatures.rs`: its signature checked, with `ring`.
 //! - `scopes.rs`: the scope each request needs (a tool's is `cks_tools::Scope::for_tool`).
 //! - `api_keys.rs`: API keys, the other credential: checked into a principal the same way.
+//! - `builtin.rs`: with `CKS_MCP_AUTH=builtin`, this server is its own issuer.
 //!
 //! The issuer is found and its keys fetched at start-up: a failure there stops start-up with a
 //! message naming `CKS_MCP_AUTH_ISSUER`, so a misconfigured server never runs refusing everyone.
@@ -25,6 +26,7 @@
 //! with it, never what it was.
 
 pub mod api_keys;
+pub mod builtin;
 pub mod keys;
 pub mod scopes;
 pub mod settings;
@@ -117,6 +119,17 @@ impl OAuth {
         let (keys, discovery) = KeySet::discover(&settings.issuer).await?;
         let page = PageSignIn::new(&settings, &discovery)?;
         Ok(Arc::new(OAuth { validator: Validator::new(&settings, Arc::new(keys)), settings, page }))
+    }
+
+    /// The resource server of the built-in issuer: its keys are `keys`, which the issuer keeps
+    /// (`builtin/signing.rs`), and the page signs in through it.
+    pub fn builtin(settings: AuthSettings, keys: Arc<KeySet>) -> Arc<OAuth> {
+        let page = PageSignIn {
+            authorization_endpoint: format!("{}/oauth/authorize", settings.issuer),
+            token_endpoint: format!("{}/oauth/token", settings.issuer),
+            client_id: builtin::PAGE_CLIENT_ID.into(),
+        };
+        Arc::new(OAuth { validator: Validator::new(&settings, keys), settings, page: Some(page) })
     }
 
     /// What `GET /sign-in` answers: everything the page needs for the authorization code flow

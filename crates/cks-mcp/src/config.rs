@@ -64,6 +64,8 @@ pub enum Command {
     MigrateStorage(crate::storage_commands::MigrateArgs),
     /// Create, list or revoke API keys for headless clients.
     Keys(crate::key_commands::KeysArgs),
+    /// Add, list or remove the built-in authorization server's users (CKS_MCP_AUTH=builtin).
+    Users(crate::user_commands::UsersArgs),
     /// Run the autonomous workers (all, or those named) against the configured store, serving no
     /// client, until SIGTERM or Ctrl-C.
     Worker(crate::worker::WorkerArgs),

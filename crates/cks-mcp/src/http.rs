@@ -52,12 +52,14 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::auth::api_keys::{KeyError, KeyRing};
+use crate::auth::builtin::AuthorizationServer;
 use crate::auth::{OAuth, Principal, Scope, scopes};
 use crate::config::Config;
 use crate::limits::{Admission, Key, Refusal};
 use crate::server::CksServer;
 use cks_tools::ErrorCode;
 
+mod authorization;
 mod bare;
 mod body;
 mod chat;
@@ -77,6 +79,8 @@ pub struct HttpConfig {
     pub keys: Option<Arc<KeyRing>>,
     /// `CKS_MCP_AUTH=keys`: a credential is needed even without a static token or OAuth.
     pub keys_only: bool,
+    /// `CKS_MCP_AUTH=builtin`: this server's own authorization server (`auth/builtin.rs`).
+    pub issuer: Option<Arc<AuthorizationServer>>,
 }
 
 impl From<&Config> for HttpConfig {
@@ -89,6 +93,7 @@ impl From<&Config> for HttpConfig {
             oauth: None,
             keys: None,
             keys_only: config.keys_only,
+            issuer: None,
         }
     }
 }
@@ -155,6 +160,12 @@ pub fn router(server: CksServer, config: HttpConfig) -> Router {
         .route(crate::auth::SIGN_IN_PATH, get(page::sign_in))
         .route(crate::auth::METADATA_PATH, get(resource_metadata))
         .route(&format!("{}/mcp", crate::auth::METADATA_PATH), get(resource_metadata))
+        .route(authorization::METADATA_PATH, get(authorization::metadata))
+        .route("/oauth/authorize", get(authorization::authorize).post(authorization::answer))
+        .route("/oauth/token", post(authorization::token))
+        .route("/oauth/register", post(authorization::register))
+        .route("/oauth/jwks", get(authorization::jwks))
+        .route(crate::auth::builtin::upstream::CALLBACK_PATH, get(authorization::from_upstream))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         // Inside `guard`: it runs once the request's principal is known.
         .layer(middleware::from_fn_with_state(state.clone(), rate))
@@ -203,6 +214,14 @@ fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {
     let scheme_ok = origin.starts_with("http://") || origin.starts_with("https://");
     (scheme_ok && origin_host(origin).is_some_and(is_loopback_name))
         || config.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
+        || config.oauth.as_ref().is_some_and(|oauth| same_origin(&oauth.settings.public_url, origin))
+}
+
+/// Whether `url` is at `origin` (scheme, host and port).
+fn same_origin(url: &str, origin: &str) -> bool {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after_scheme..].find('/').map_or(url.len(), |i| i + after_scheme);
+    url[..end].eq_ignore_ascii_case(origin)
 }
 
 fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: Option<&str>) -> bool {
@@ -296,7 +315,7 @@ async fn resource_metadata(State(state): State<AppState>) -> Response {
     }
 }
 
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -331,9 +350,23 @@ fn error_response(status: StatusCode, error: &str, message: &str) -> Response {
     (status, axum::Json(json!({"error": error, "message": message}))).into_response()
 }
 
-/// Whether a route needs no token: the page, its assets, the metadata document.
+/// Whether a route needs no token: the page, its assets, the metadata documents, the built-in
+/// authorization server's endpoints.
 fn is_open(request: &Request) -> bool {
-    page::is_page_request(request) || request.uri().path().starts_with(crate::auth::METADATA_PATH)
+    let path = request.uri().path();
+    page::is_page_request(request)
+        || path.starts_with(crate::auth::METADATA_PATH)
+        || path == authorization::METADATA_PATH
+        || authorization::PATHS.contains(&path)
+}
+
+/// Whether any origin may call the route: the authorization server's endpoints a browser-based
+/// client calls itself (OAuth's are made for it: no cookie is read there).
+fn is_cross_origin(request: &Request) -> bool {
+    let path = request.uri().path();
+    path.starts_with(crate::auth::METADATA_PATH)
+        || path == authorization::METADATA_PATH
+        || matches!(path, "/oauth/token" | "/oauth/register" | "/oauth/jwks")
 }
 
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -350,6 +383,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
     if let Some(origin) = &origin
         && !origin_allowed(config, origin)
+        && !is_cross_origin(&request)
     {
         return error_response(StatusCode::FORBIDDEN, "forbidden_origin", "Requests from this Origin are not allowed.");
     }
@@ -676,6 +710,7 @@ mod tests {
             oauth: None,
             keys: None,
             keys_only: false,
+            issuer: None,
         }
     }
 

@@ -30,6 +30,7 @@ pub mod stores;
 mod subscriptions;
 mod tasks;
 pub mod telemetry;
+pub mod user_commands;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -61,6 +62,7 @@ pub fn run() -> anyhow::Result<()> {
         Some(Command::ImportStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::MigrateStorage(args)) => runtime.block_on(storage_commands::run(args, &config)),
         Some(Command::Keys(args)) => runtime.block_on(storage_commands::run(args, &config)),
+        Some(Command::Users(args)) => runtime.block_on(user_commands::run(args, &config)),
         Some(Command::Worker(args)) => runtime.block_on(worker::run(args, &config)),
         Some(Command::Serve) | None => runtime.block_on(serve(config)),
     };
@@ -162,9 +164,35 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                  turns at http://{local}/chat/stream"
             );
             let mut http_config = http::HttpConfig::from(&config);
-            if let Some(settings) = &config.auth {
-                http_config.oauth = Some(auth::OAuth::discover(settings.clone()).await?);
-                eprintln!("cks-mcp: OAuth: access tokens from {} for {}", settings.issuer, settings.audience);
+            match &config.auth {
+                Some(settings) if settings.builtin => {
+                    let keys = Arc::new(auth::KeySet::fixed(&serde_json::json!({"keys": []})));
+                    let upstream =
+                        match auth::builtin::UpstreamSettings::from_env(&config.env).map_err(anyhow::Error::msg)? {
+                            Some(settings) => {
+                                Some(auth::builtin::Upstream::discover(settings).await.map_err(anyhow::Error::msg)?)
+                            }
+                            None => None,
+                        };
+                    let issuer = auth::builtin::AuthorizationServer::start(
+                        server.runtime.clone(),
+                        settings,
+                        auth::builtin::access_token_seconds(&config.env),
+                        cks_web::fetch::Fetcher::new(config.fetch.clone()),
+                        keys.clone(),
+                        upstream,
+                    )
+                    .await
+                    .context("starting the built-in authorization server")?;
+                    http_config.issuer = Some(issuer);
+                    http_config.oauth = Some(auth::OAuth::builtin(settings.clone(), keys));
+                    eprintln!("cks-mcp: OAuth: this server issues access tokens as {}", settings.issuer);
+                }
+                Some(settings) => {
+                    http_config.oauth = Some(auth::OAuth::discover(settings.clone()).await?);
+                    eprintln!("cks-mcp: OAuth: access tokens from {} for {}", settings.issuer, settings.audience);
+                }
+                None => {}
             }
             // Keys count where a credential is needed; an open server has no use for them.
             if config.keys_only || http_config.token.is_some() || http_config.oauth.is_some() {

@@ -73,6 +73,7 @@ async fn serve(settings: Settings) -> String {
         scope_claim: "scope".into(),
         groups_claim: "groups".into(),
         page_client_id: None,
+        builtin: false,
     };
     let jwks: Value = serde_json::from_str(&std::fs::read_to_string(format!("{DATA}/jwks.json")).unwrap()).unwrap();
     let validator = Validator::new(&auth, Arc::new(KeySet::fixed(&jwks)));
@@ -93,6 +94,7 @@ async fn serve(settings: Settings) -> String {
         oauth: Some(oauth),
         keys: None,
         keys_only: false,
+        issuer: None,
     };
     tokio::spawn(async move { axum::serve(listener, cks_mcp::http::router(server, config)).await });
     base

@@ -546,6 +546,7 @@ async fn the_principal_reaches_the_tool_call_on_both_http_forms() {
         scope_claim: "scope".into(),
         groups_claim: "groups".into(),
         page_client_id: None,
+        builtin: false,
     };
     let jwks: Value = serde_json::from_str(&std::fs::read_to_string(format!("{DATA}/jwks.json")).unwrap()).unwrap();
     let validator = Validator::new(&settings, Arc::new(KeySet::fixed(&jwks)));
@@ -565,6 +566,7 @@ async fn the_principal_reaches_the_tool_call_on_both_http_forms() {
         oauth: Some(oauth),
         keys: None,
         keys_only: false,
+        issuer: None,
     };
     tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
 

@@ -141,6 +141,16 @@ impl KeySet {
         KeySet::new(None, client(), keys.collect())
     }
 
+    /// Puts the keys of a key set document in place of the ones held (the built-in issuer's,
+    /// after a rotation): tokens checked before are checked again.
+    pub fn replace(&self, jwks: &Value) {
+        let keys = jwks.get("keys").and_then(Value::as_array).into_iter().flatten().filter_map(key).map(Arc::new);
+        let mut cached = self.cached.write().unwrap_or_else(|e| e.into_inner());
+        cached.keys = keys.collect();
+        cached.fetched = Instant::now();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
     fn new(jwks_uri: Option<String>, client: reqwest::Client, keys: Vec<Arc<Key>>) -> KeySet {
         let now = Instant::now();
         KeySet {

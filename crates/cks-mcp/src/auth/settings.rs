@@ -5,6 +5,9 @@
 //! `CKS_MCP_AUTH_AUDIENCE` says otherwise. OAuth and the static `CKS_MCP_HTTP_TOKEN` are two
 //! ways of letting callers in; both at once is refused, so no one wonders which one holds.
 //! `CKS_MCP_AUTH_PAGE_CLIENT_ID` names the public client the chat page signs in as.
+//!
+//! `CKS_MCP_AUTH=builtin` makes this server its own issuer (`builtin.rs`): the issuer is the public
+//! URL, and the page signs in as the built-in page client.
 
 /// The resource server's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +25,8 @@ pub struct AuthSettings {
     /// The client id the chat page signs in as (authorization code with PKCE); without one the
     /// page cannot sign in.
     pub page_client_id: Option<String>,
+    /// Whether this server is the issuer (`CKS_MCP_AUTH=builtin`).
+    pub builtin: bool,
 }
 
 /// A setting that cannot be used; the message names the variable.
@@ -33,6 +38,12 @@ pub enum SettingsError {
         "CKS_MCP_AUTH_ISSUER and CKS_MCP_HTTP_TOKEN are both set: choose OAuth (the issuer) or one static token, not both"
     )]
     Both,
+    #[error("CKS_MCP_AUTH=builtin makes this server the issuer: unset CKS_MCP_AUTH_ISSUER")]
+    BuiltinAndIssuer,
+    #[error("CKS_MCP_AUTH=builtin and CKS_MCP_HTTP_TOKEN are both set: choose the built-in issuer or one static token")]
+    BuiltinAndToken,
+    #[error("CKS_MCP_AUTH=builtin needs CKS_MCP_PUBLIC_URL: the base URL clients reach this server at, its issuer")]
+    BuiltinWithoutPublicUrl,
     #[error("{0} is set without CKS_MCP_AUTH_ISSUER, which turns OAuth on")]
     WithoutIssuer(&'static str),
     #[error("{name}='{value}' is not accepted: {problem}")]
@@ -51,6 +62,7 @@ impl AuthSettings {
             scope_claim: "scope".into(),
             groups_claim: "groups".into(),
             page_client_id: None,
+            builtin: false,
         }
     }
 
@@ -60,6 +72,9 @@ impl AuthSettings {
         get: impl Fn(&str) -> Option<&'a str>,
         static_token: bool,
     ) -> Result<Option<AuthSettings>, SettingsError> {
+        if get("CKS_MCP_AUTH").is_some_and(|v| v.eq_ignore_ascii_case("builtin")) {
+            return Self::builtin(get, static_token).map(Some);
+        }
         let Some(issuer) = get("CKS_MCP_AUTH_ISSUER") else {
             for name in [
                 "CKS_MCP_AUTH_AUDIENCE",
@@ -77,11 +92,7 @@ impl AuthSettings {
             return Err(SettingsError::Both);
         }
         let issuer = url("CKS_MCP_AUTH_ISSUER", issuer)?;
-        let public_url = url("CKS_MCP_PUBLIC_URL", get("CKS_MCP_PUBLIC_URL").ok_or(SettingsError::NoPublicUrl)?)?;
-        let public_url = public_url.trim_end_matches('/').to_owned();
-        if public_url.contains(['?', '#']) {
-            return Err(bad("CKS_MCP_PUBLIC_URL", &public_url, "a base URL has no query or fragment"));
-        }
+        let public_url = public_url(get("CKS_MCP_PUBLIC_URL").ok_or(SettingsError::NoPublicUrl)?)?;
         let audience = match get("CKS_MCP_AUTH_AUDIENCE") {
             Some(audience) => url("CKS_MCP_AUTH_AUDIENCE", audience)?,
             None => format!("{public_url}/mcp"),
@@ -103,8 +114,49 @@ impl AuthSettings {
             scope_claim: claim("CKS_MCP_AUTH_SCOPE_CLAIM", "scope")?,
             groups_claim: claim("CKS_MCP_AUTH_GROUPS_CLAIM", "groups")?,
             page_client_id,
+            builtin: false,
         }))
     }
+
+    /// The settings of `CKS_MCP_AUTH=builtin`: this server issues the tokens it checks, for
+    /// itself, with the claim names it writes.
+    fn builtin<'a>(get: impl Fn(&str) -> Option<&'a str>, static_token: bool) -> Result<AuthSettings, SettingsError> {
+        if get("CKS_MCP_AUTH_ISSUER").is_some() {
+            return Err(SettingsError::BuiltinAndIssuer);
+        }
+        if static_token {
+            return Err(SettingsError::BuiltinAndToken);
+        }
+        for name in [
+            "CKS_MCP_AUTH_AUDIENCE",
+            "CKS_MCP_AUTH_SCOPE_CLAIM",
+            "CKS_MCP_AUTH_GROUPS_CLAIM",
+            "CKS_MCP_AUTH_PAGE_CLIENT_ID",
+        ] {
+            if get(name).is_some() {
+                return Err(bad(name, get(name).unwrap_or_default(), "the built-in issuer decides it"));
+            }
+        }
+        let public_url = public_url(get("CKS_MCP_PUBLIC_URL").ok_or(SettingsError::BuiltinWithoutPublicUrl)?)?;
+        Ok(AuthSettings {
+            issuer: public_url.clone(),
+            audience: format!("{public_url}/mcp"),
+            scope_claim: "scope".into(),
+            groups_claim: "groups".into(),
+            page_client_id: Some(super::builtin::PAGE_CLIENT_ID.into()),
+            public_url,
+            builtin: true,
+        })
+    }
+}
+
+/// `CKS_MCP_PUBLIC_URL`, without a trailing slash.
+fn public_url(value: &str) -> Result<String, SettingsError> {
+    let public_url = url("CKS_MCP_PUBLIC_URL", value)?.trim_end_matches('/').to_owned();
+    if public_url.contains(['?', '#']) {
+        return Err(bad("CKS_MCP_PUBLIC_URL", &public_url, "a base URL has no query or fragment"));
+    }
+    Ok(public_url)
 }
 
 fn bad(name: &'static str, value: &str, problem: &'static str) -> SettingsError {
@@ -176,5 +228,29 @@ mod tests {
         assert!(message(&[("CKS_MCP_AUTH_PAGE_CLIENT_ID", "page")], false).contains("without CKS_MCP_AUTH_ISSUER"));
         assert!(message(&[issuer, public, ("CKS_MCP_AUTH_PAGE_CLIENT_ID", "a b")], false).contains("PAGE_CLIENT_ID"));
         assert!(settings(&[("CKS_MCP_AUTH_ISSUER", "http://127.0.0.1:9000"), public], false).is_ok());
+    }
+
+    #[test]
+    fn the_builtin_issuer_is_the_public_url_and_excludes_the_other_ways() {
+        let builtin = ("CKS_MCP_AUTH", "builtin");
+        let public = ("CKS_MCP_PUBLIC_URL", "https://kg.example.com/");
+        let on = settings(&[builtin, public], false).unwrap().unwrap();
+        assert!(on.builtin);
+        assert_eq!(
+            (on.issuer.as_str(), on.audience.as_str()),
+            ("https://kg.example.com", "https://kg.example.com/mcp")
+        );
+        assert_eq!(on.page_client_id.as_deref(), Some(crate::auth::builtin::PAGE_CLIENT_ID));
+        let message = |pairs: &[(&str, &str)], token| settings(pairs, token).unwrap_err();
+        assert_eq!(message(&[builtin], false), SettingsError::BuiltinWithoutPublicUrl);
+        assert_eq!(message(&[builtin, public], true), SettingsError::BuiltinAndToken);
+        assert_eq!(
+            message(&[builtin, public, ("CKS_MCP_AUTH_ISSUER", "https://id.example.com")], false),
+            SettingsError::BuiltinAndIssuer
+        );
+        assert!(
+            message(&[builtin, public, ("CKS_MCP_AUTH_AUDIENCE", "https://x")], false).to_string().contains("AUDIENCE")
+        );
+        assert_eq!(settings(&[("CKS_MCP_AUTH", "keys")], false), Ok(None));
     }
 }

@@ -1,6 +1,6 @@
 //! An access token checked and read (RFC 9068): a JWT signed by one of the issuer's keys with an
 //! asymmetric algorithm, from the configured issuer, for this server's audience, within its
-//! lifetime (60 s of clock skew allowed). Its subject, scopes and groups make the [`Principal`].
+//! lifetime (60 s of clock skew allowed; none for the built-in issuer's, signed by this clock). Its subject, scopes and groups make the [`Principal`].
 //!
 //! Only the algorithms in [`ACCEPTED`] are tried: never `none`, never an HMAC one (a token signed
 //! with the issuer's public key as an HMAC secret is refused before any key is looked at).
@@ -75,6 +75,11 @@ pub struct Validator {
     issuer: String,
     scope_claim: String,
     groups_claim: String,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    leeway: u64,
+    /// Whether this server signed the tokens (`CKS_MCP_AUTH=builtin`): then a token may name the
+    /// upstream issuer its person signed in at (`builtin/upstream.rs`).
+    builtin: bool,
     /// One per accepted algorithm, in [`ACCEPTED`]'s order.
     validations: Vec<Validation>,
     /// Tokens that passed, by digest (see the module's documentation).
@@ -94,11 +99,12 @@ struct Passed {
 impl Validator {
     pub fn new(settings: &AuthSettings, keys: Arc<KeySet>) -> Self {
         super::signatures::install();
+        let leeway = if settings.builtin { 0 } else { LEEWAY_SECONDS };
         let validations = ACCEPTED
             .iter()
             .map(|alg| {
                 let mut validation = Validation::new(*alg);
-                validation.leeway = LEEWAY_SECONDS;
+                validation.leeway = leeway;
                 validation.validate_nbf = true;
                 validation.set_issuer(&[&settings.issuer]);
                 validation.set_audience(&[&settings.audience]);
@@ -111,6 +117,8 @@ impl Validator {
             issuer: settings.issuer.clone(),
             scope_claim: settings.scope_claim.clone(),
             groups_claim: settings.groups_claim.clone(),
+            leeway,
+            builtin: settings.builtin,
             validations,
             passed: Mutex::new(HashMap::new()),
         }
@@ -128,8 +136,8 @@ impl Validator {
         let seconds = |name: &str| claims.get(name).and_then(Value::as_f64).map(|s| s.max(0.0) as u64);
         let passed = Passed {
             principal: principal.clone(),
-            from: seconds("nbf").unwrap_or(0).saturating_sub(LEEWAY_SECONDS),
-            until: seconds("exp").unwrap_or(0).saturating_add(LEEWAY_SECONDS),
+            from: seconds("nbf").unwrap_or(0).saturating_sub(self.leeway),
+            until: seconds("exp").unwrap_or(0).saturating_add(self.leeway),
             generation,
         };
         let mut remembered = self.passed.lock().unwrap_or_else(|e| e.into_inner());
@@ -207,7 +215,9 @@ impl Validator {
         let scopes = claims.get(&self.scope_claim).or_else(|| claims.get("scp"));
         let scope = strings(scopes).iter().filter_map(|name| Scope::parse(name)).max();
         let groups = strings(claims.get(&self.groups_claim));
-        Ok(Principal { issuer: self.issuer.clone(), subject, scope, groups })
+        let identity_issuer = claims.get(super::builtin::upstream::IDENTITY_ISSUER).and_then(Value::as_str);
+        let issuer = identity_issuer.filter(|_| self.builtin).unwrap_or(&self.issuer).to_owned();
+        Ok(Principal { issuer, subject, scope, groups })
     }
 }
 

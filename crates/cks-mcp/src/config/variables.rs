@@ -178,10 +178,12 @@ const FIXED: &[Group] = &[
             ),
             var(
                 "CKS_MCP_AUTH",
-                Form::OneOf(&["keys"]),
+                Form::OneOf(&["keys", "builtin"]),
                 None,
                 "keys: every HTTP request needs an API key (create_api_key, cks-mcp keys create), or \
-                 CKS_MCP_HTTP_TOKEN when set. API keys are also accepted with a static token or OAuth",
+                 CKS_MCP_HTTP_TOKEN when set. builtin: this server is also the OAuth authorization server \
+                 (needs CKS_MCP_PUBLIC_URL; people sign in as users of `cks-mcp users`, or through \
+                 CKS_MCP_AUTH_UPSTREAM_ISSUER). API keys are accepted with every way",
             ),
             var(
                 "CKS_MCP_AUTH_ISSUER",
@@ -194,7 +196,8 @@ const FIXED: &[Group] = &[
                 "CKS_MCP_PUBLIC_URL",
                 Url,
                 None,
-                "The base URL clients reach this server at (https://kg.example.com); needed with CKS_MCP_AUTH_ISSUER",
+                "The base URL clients reach this server at (https://kg.example.com); needed with CKS_MCP_AUTH_ISSUER \
+                 and CKS_MCP_AUTH=builtin",
             ),
             var(
                 "CKS_MCP_AUTH_AUDIENCE",
@@ -221,6 +224,32 @@ const FIXED: &[Group] = &[
                 None,
                 "OAuth: the public client the chat page signs in as (authorization code with PKCE, redirect URI \
                  <CKS_MCP_PUBLIC_URL>/); without it the page cannot sign in",
+            ),
+            var(
+                "CKS_MCP_AUTH_ACCESS_TOKEN_SECONDS",
+                whole(1, 86_400, "seconds"),
+                Some("600"),
+                "CKS_MCP_AUTH=builtin: how long an access token it issues lives (refresh tokens rotate)",
+            ),
+            var(
+                "CKS_MCP_AUTH_UPSTREAM_ISSUER",
+                Url,
+                None,
+                "CKS_MCP_AUTH=builtin: people sign in through this OpenID Connect issuer (the organisation's \
+                 Google, Microsoft or Keycloak); needs CKS_MCP_AUTH_UPSTREAM_CLIENT_ID",
+            ),
+            var(
+                "CKS_MCP_AUTH_UPSTREAM_CLIENT_ID",
+                Text,
+                None,
+                "The client id this server has at CKS_MCP_AUTH_UPSTREAM_ISSUER (redirect URI \
+                 <CKS_MCP_PUBLIC_URL>/oauth/upstream)",
+            ),
+            var(
+                "CKS_MCP_AUTH_UPSTREAM_CLIENT_SECRET",
+                Text,
+                None,
+                "Its client secret, when the upstream issuer gave one",
             ),
             var(
                 "CKS_MCP_ALLOWED_ORIGINS",

@@ -61,6 +61,7 @@ pub(crate) async fn start(token: Option<&str>, max_body_bytes: usize) -> TestSer
         oauth: None,
         keys: None,
         keys_only: false,
+        issuer: None,
     };
     tokio::spawn(async move { axum::serve(listener, router(server, config)).await });
     TestServer { base: format!("http://{addr}"), client: reqwest::Client::new() }
