@@ -257,7 +257,9 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_POLICY));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Not `no-referrer`: with it a browser sends the form's answer with `Origin: null`. Nothing of
+    // the page's address leaves for another origin either way.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     no_store(response)
 }
 
