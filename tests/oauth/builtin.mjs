@@ -14,6 +14,9 @@
 // 4. Alice's access token expires: cks-mcp answers 401, the SDK refreshes (the refresh token
 //    rotates) and the call goes through without a new sign-in. The old refresh token, used again,
 //    is refused and revokes the whole family.
+// 5. Carol's host sends her to cks-mcp, which sends her on to an upstream OpenID Connect issuer
+//    (oidc-provider, CKS_MCP_AUTH_UPSTREAM_ISSUER); she signs in there, comes back, allows the host,
+//    and calls tools as the principal she is at that issuer.
 // Usage: node builtin.mjs <path to cks-mcp>   (CHROMIUM: the browser; SCREENSHOTS: a folder, optional)
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
@@ -29,6 +32,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 import { freePort } from '../interop/ts/net.mjs'
 import { browser, check, open, summary } from '../page/harness.mjs'
+import { start as startProvider, UPSTREAM_CLIENT, USERS as UPSTREAM_USERS } from './provider.mjs'
 
 // Short-lived access tokens, so that the check sees one expire; built-in tokens get no leeway.
 const ACCESS_TOKEN_TTL = 2
@@ -45,8 +49,11 @@ const WRONG_PASSWORD = 'not-alices-password-for-tests-only'
  * cks-mcp's environment: its own authorization server, a SQLite store that the users command
  * shares, and a fetcher allowed to reach loopback, where bob's host serves its metadata document.
  */
-function environment(base, data) {
+function environment(base, data, upstream) {
   return {
+    CKS_MCP_AUTH_UPSTREAM_ISSUER: upstream,
+    CKS_MCP_AUTH_UPSTREAM_CLIENT_ID: UPSTREAM_CLIENT.id,
+    CKS_MCP_AUTH_UPSTREAM_CLIENT_SECRET: UPSTREAM_CLIENT.secret,
     PATH: process.env.PATH,
     HOME: data,
     CKS_MCP_DATA_DIR: data,
@@ -71,10 +78,10 @@ function addUsers(binary, env) {
 }
 
 /** `cks-mcp --http` on 127.0.0.1:`port` with its own authorization server; resolves once it answers. */
-async function startCks(binary, port) {
+async function startCks(binary, port, upstream) {
   const base = `http://127.0.0.1:${port}`
   const data = mkdtempSync(join(tmpdir(), 'cks-builtin-'))
-  const env = environment(base, data)
+  const env = environment(base, data, upstream)
   const server = { base, data, log: '' }
   let child
   server.stop = () => {
@@ -139,7 +146,12 @@ const host = createServer((req, res) => {
 host.listen(hostPort, '127.0.0.1')
 await new Promise((resolve) => host.once('listening', resolve))
 
-const cks = await startCks(process.argv[2], await freePort())
+// The upstream issuer people may sign in at instead, and cks-mcp, its client there.
+const cksPort = await freePort()
+const upstream = await startProvider(await freePort(), `http://127.0.0.1:${cksPort}/mcp`, {
+  upstreamRedirect: `http://127.0.0.1:${cksPort}/oauth/upstream`,
+})
+const cks = await startCks(process.argv[2], cksPort, upstream.issuer)
 const { base } = cks
 // cks-mcp is its own issuer; its resource is /mcp.
 const issuer = base
@@ -536,18 +548,58 @@ try {
     await aliceClient.close()
   })
 
+  const carol = hostProvider('Carol\'s host')
+  const carolTab = consoleErrors(await open(instance))
+  await check(carolTab.page, 'Carol signs in at the upstream issuer, allows her host on cks-mcp\'s page, and calls tools as herself there', async () => {
+    const { url, transport } = await refusedUntilSignedIn(carol, recording().fetch)
+    const page = carolTab.page
+    const callback = new Promise((resolve) => { answered = resolve })
+    await page.goto(url.href)
+    await page.locator('#upstream').click()
+    await page.waitForURL((at) => at.href.startsWith(`${upstream.issuer}/interaction/`))
+    // Carol is bob at the upstream issuer: another principal than cks-mcp's local bob.
+    await page.locator('input[name=login]').fill('bob')
+    await page.locator('input[name=password]').fill(UPSTREAM_USERS.bob.password)
+    await page.locator('button[type=submit]').click()
+    await page.waitForURL((at) => at.href.startsWith(`${base}/oauth/upstream`))
+    await page.locator('#consent').waitFor()
+    assert.equal(await page.locator('#person').innerText(), 'bob')
+    assert.match(await page.locator('#client').innerText(), /Carol's host/)
+    assert.equal(await page.locator('input[name=password]').count(), 0, 'no password asked again')
+    await page.locator('button[name=decision][value=allow]').click()
+    await page.waitForURL((at) => at.href.startsWith(callbackUrl))
+    const answer = await callback
+    assert.equal(answer.state, carol.kept.state)
+    assert.equal(answer.iss, issuer)
+    codes.push(answer.code)
+    await transport.finishAuth(answer.code)
+    const c = claims(carol.kept.tokens.access_token)
+    assert.deepEqual([c.iss, c.sub, c.cks_identity_issuer, c.scope], [issuer, 'bob', upstream.issuer, SCOPE])
+    assert.ok(await signedByIssuer(carol.kept.tokens.access_token))
+    const { client } = await connect(carol, recording().fetch)
+    const mine = (await call(client, 'validate_knowledge', { json_data: graph('carol') })).session_id
+    const { versions } = await call(client, 'list_versions', { session_id: mine })
+    assert.deepEqual(versions[0].metadata.principal, { issuer: upstream.issuer, subject: 'bob' })
+    // Alice shared her session with the subject bob of her own issuer, not this one.
+    const hidden = await client.callTool({ name: 'list_versions', arguments: { session_id: unshared } })
+    assert.equal(JSON.parse(hidden.content[0].text).error, 'session_not_found')
+    await client.close()
+  })
+
   await check(aliceTab.page, 'No token, code or password in cks-mcp\'s log; no problems in the tabs', async () => {
-    const secrets = [...alice.kept.saved, ...bob.kept.saved].flatMap((t) => [t.access_token, t.refresh_token])
+    const secrets = [...alice.kept.saved, ...bob.kept.saved, ...carol.kept.saved].flatMap((t) => [t.access_token, t.refresh_token])
     for (const secret of [...secrets, ...codes, ...Object.values(USERS).map((u) => u.password), WRONG_PASSWORD]) {
       assert.ok(secret && !cks.log.includes(secret), 'a secret in the log')
     }
-    for (const { problems } of [aliceTab, bobTab]) assert.deepEqual(problems, [])
+    assert.ok(!cks.log.includes(UPSTREAM_CLIENT.secret), 'the upstream client secret in the log')
+    for (const { problems } of [aliceTab, bobTab, carolTab]) assert.deepEqual(problems, [])
   })
 
   summary()
-  console.log('oauth builtin: the MCP SDK\'s OAuth client registered (DCR and a metadata document) at cks-mcp\'s own authorization server, signed alice and bob in, called tools as each, and refreshed')
+  console.log('oauth builtin: the MCP SDK\'s OAuth client registered (DCR and a metadata document) at cks-mcp\'s own authorization server, signed alice and bob in (and carol through an upstream issuer), called tools as each, and refreshed')
 } finally {
   await instance.close()
   host.close()
   cks.stop()
+  upstream.server.close()
 }

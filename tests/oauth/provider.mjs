@@ -16,12 +16,17 @@ export const USERS = {
 }
 
 // The clients registered here; any other registered itself (a host).
-const FIXED = new Set(['reader', 'writer', 'chat-page'])
+const FIXED = new Set(['reader', 'writer', 'chat-page', 'cks-builtin'])
+
+// The client cks-mcp's built-in issuer is here when people sign in through this one upstream
+// (CKS_MCP_AUTH_UPSTREAM_*): a confidential client asking for `openid` only.
+export const UPSTREAM_CLIENT = { id: 'cks-builtin', secret: 'cks-builtin-secret-for-tests-only' }
 
 // `resource`: cks-mcp's canonical URL, CKS_MCP_PUBLIC_URL + '/mcp' (its default audience).
-// `hosts`, optional: `{ accessTokenTTL, fetch }`: open registration and client ID metadata
-// documents on; the access tokens of clients that registered themselves live `accessTokenTTL`
-// seconds; `fetch` is how the server fetches a client's metadata document.
+// `hosts`, optional: `{ accessTokenTTL, fetch, upstreamRedirect }`: open registration and client
+// ID metadata documents on; the access tokens of clients that registered themselves live
+// `accessTokenTTL` seconds; `fetch` is how the server fetches a client's metadata document;
+// `upstreamRedirect`, where UPSTREAM_CLIENT comes back to.
 export function configuration(resource, hosts) {
   // The signing key; a real server keeps its keys, and rotates them.
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
@@ -55,6 +60,14 @@ export function configuration(resource, hosts) {
         redirect_uris: [new URL('/', resource).href],
         scope: 'openid cks:read cks:write',
       },
+      ...(hosts?.upstreamRedirect ? [{
+        client_id: UPSTREAM_CLIENT.id,
+        client_secret: UPSTREAM_CLIENT.secret,
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        redirect_uris: [hosts.upstreamRedirect],
+        scope: 'openid',
+      }] : []),
     ],
     scopes: ['openid', 'cks:read', 'cks:write', 'cks:admin'],
     claims: { openid: ['sub'], groups: ['groups'] },
@@ -91,8 +104,9 @@ export function configuration(resource, hosts) {
       clientIdMetadataDocument: { enabled: Boolean(hosts), ...(hosts && { ack: 'draft-02' }) },
       resourceIndicators: {
         enabled: true,
-        // A token request that names no resource is for cks-mcp.
-        defaultResource: () => resource,
+        // A token request that names no resource is for cks-mcp; the built-in issuer's (an
+        // OpenID Connect sign-in) is for no resource.
+        defaultResource: (ctx, client) => (client?.clientId === UPSTREAM_CLIENT.id ? undefined : resource),
         useGrantedResource: () => true,
         getResourceServerInfo: (ctx, indicator, client) => {
           if (indicator !== resource) throw new errors.InvalidTarget()
@@ -158,7 +172,7 @@ async function interaction(provider, req, res) {
     problem = 'Unknown user name or wrong password.'
   }
   res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' })
-  res.end(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign in</title></head><body>
+  res.end(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign in</title><link rel="icon" href="data:,"></head><body>
 <h1>Sign in</h1><p id="problem" role="alert">${problem}</p>
 <form method="post" action="/interaction/${uid}">
 <label>User name <input name="login" autocomplete="username" required></label>

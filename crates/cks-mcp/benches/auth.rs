@@ -16,7 +16,7 @@ use divan::Bencher;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
-use cks_mcp::auth::{AuthSettings, KeySet, Validator};
+use cks_mcp::auth::{AuthSettings, KeySet, OAuth, Validator};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/oauth");
 
@@ -129,17 +129,17 @@ fn api_key(bencher: Bencher) {
     bencher.bench_local(|| tokio.block_on(ring.check(divan::black_box(key))).unwrap());
 }
 
-/// The built-in issuer on a memory store, and the resource server's validator of its tokens.
-fn builtin(tokio: &tokio::runtime::Runtime) -> (Arc<cks_mcp::auth::builtin::AuthorizationServer>, Validator) {
+/// The built-in issuer on a memory store, and the resource server it issues for.
+fn builtin(tokio: &tokio::runtime::Runtime) -> (Arc<cks_mcp::auth::builtin::AuthorizationServer>, Arc<OAuth>) {
     use cks_runtime::store::memory::MemoryStore;
     use cks_runtime::{Runtime, RuntimeConfig};
 
     let settings = AuthSettings { issuer: "https://kg.example.com".into(), builtin: true, ..settings() };
     let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
-    let keys = Arc::new(KeySet::fixed(&json!({"keys": []})));
+    let oauth = OAuth::builtin(settings);
     let fetcher = cks_web::fetch::Fetcher::default();
-    let start = cks_mcp::auth::builtin::AuthorizationServer::start(runtime, &settings, 600, fetcher, keys.clone(), None);
-    (tokio.block_on(start).unwrap(), Validator::new(&settings, keys))
+    let start = cks_mcp::auth::builtin::AuthorizationServer::start(runtime, oauth.clone(), 600, fetcher, None);
+    (tokio.block_on(start).unwrap(), oauth)
 }
 
 /// A token the built-in issuer signs for a person: what its token endpoint answers.
@@ -157,17 +157,17 @@ fn builtin_token(issuer: &cks_mcp::auth::builtin::AuthorizationServer) -> String
 #[divan::bench(sample_count = 100)]
 fn builtin_first(bencher: Bencher) {
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (issuer, validator) = builtin(&tokio);
+    let (issuer, oauth) = builtin(&tokio);
     bencher
         .with_inputs(|| builtin_token(&issuer))
-        .bench_local_refs(|token| tokio.block_on(validator.validate(token)).unwrap());
+        .bench_local_refs(|token| tokio.block_on(oauth.validator.validate(token)).unwrap());
 }
 
 #[divan::bench(sample_count = 200)]
 fn builtin_again(bencher: Bencher) {
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (issuer, validator) = builtin(&tokio);
+    let (issuer, oauth) = builtin(&tokio);
     let token = builtin_token(&issuer);
-    assert!(tokio.block_on(validator.validate(&token)).is_ok());
-    bencher.bench_local(|| tokio.block_on(validator.validate(divan::black_box(&token))).unwrap());
+    assert!(tokio.block_on(oauth.validator.validate(&token)).is_ok());
+    bencher.bench_local(|| tokio.block_on(oauth.validator.validate(divan::black_box(&token))).unwrap());
 }

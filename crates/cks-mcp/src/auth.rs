@@ -121,9 +121,10 @@ impl OAuth {
         Ok(Arc::new(OAuth { validator: Validator::new(&settings, Arc::new(keys)), settings, page }))
     }
 
-    /// The resource server of the built-in issuer: its keys are `keys`, which the issuer keeps
-    /// (`builtin/signing.rs`), and the page signs in through it.
-    pub fn builtin(settings: AuthSettings, keys: Arc<KeySet>) -> Arc<OAuth> {
+    /// The resource server of the built-in issuer, whose keys the issuer puts in place
+    /// (`builtin/signing.rs`); the page signs in through it.
+    pub fn builtin(settings: AuthSettings) -> Arc<OAuth> {
+        let keys = Arc::new(KeySet::fixed(&json!({"keys": []})));
         let page = PageSignIn {
             authorization_endpoint: format!("{}/oauth/authorize", settings.issuer),
             token_endpoint: format!("{}/oauth/token", settings.issuer),

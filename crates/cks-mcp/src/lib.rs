@@ -166,7 +166,6 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             let mut http_config = http::HttpConfig::from(&config);
             match &config.auth {
                 Some(settings) if settings.builtin => {
-                    let keys = Arc::new(auth::KeySet::fixed(&serde_json::json!({"keys": []})));
                     let upstream =
                         match auth::builtin::UpstreamSettings::from_env(&config.env).map_err(anyhow::Error::msg)? {
                             Some(settings) => {
@@ -174,18 +173,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                             }
                             None => None,
                         };
+                    let oauth = auth::OAuth::builtin(settings.clone());
                     let issuer = auth::builtin::AuthorizationServer::start(
                         server.runtime.clone(),
-                        settings,
+                        oauth.clone(),
                         auth::builtin::access_token_seconds(&config.env),
                         cks_web::fetch::Fetcher::new(config.fetch.clone()),
-                        keys.clone(),
                         upstream,
                     )
                     .await
                     .context("starting the built-in authorization server")?;
                     http_config.issuer = Some(issuer);
-                    http_config.oauth = Some(auth::OAuth::builtin(settings.clone(), keys));
+                    http_config.oauth = Some(oauth);
                     eprintln!("cks-mcp: OAuth: this server issues access tokens as {}", settings.issuer);
                 }
                 Some(settings) => {

@@ -225,11 +225,11 @@ async fn a_person_signs_in_and_the_client_calls_tools_as_them() {
 
     let answer = location(&server.answer(&ticket, PASSWORD, "allow").await);
     assert_eq!((answer["state"].as_str(), answer["iss"].as_str()), ("the-state", base.as_str()));
-    let code = &answer["code"];
+    let first_code = &answer["code"];
     let resource = format!("{base}/mcp");
     let trade = [
         ("grant_type", "authorization_code"),
-        ("code", code),
+        ("code", first_code),
         ("redirect_uri", CALLBACK),
         ("code_verifier", VERIFIER),
         ("client_id", &client_id),
@@ -295,8 +295,24 @@ async fn a_person_signs_in_and_the_client_calls_tools_as_them() {
     let (status, revoked) = post(form(&refresh(&second))).await;
     assert_eq!((status, revoked["error"].as_str()), (400, Some("invalid_grant")), "the family is revoked");
 
+    // A user removed gets no more tokens: their refresh token is refused.
+    let code = server.code(&client_id).await;
+    let trade = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", CALLBACK),
+        ("code_verifier", VERIFIER),
+        ("client_id", client_id.as_str()),
+    ];
+    let (status, tokens) = server.token(&trade).await;
+    assert_eq!(status, 200, "{tokens}");
+    let removed = command(server.data.path(), &base).args(["users", "remove", "alice"]).output().unwrap();
+    assert!(removed.status.success());
+    let (status, refused) = post(form(&refresh(tokens["refresh_token"].as_str().unwrap()))).await;
+    assert_eq!((status, refused["error_description"].as_str()), (400, Some("the user no longer exists")));
+
     let log = server.log();
-    for secret in [access, first, second.as_str(), code, PASSWORD, ticket.as_str()] {
+    for secret in [access, first, second.as_str(), first_code, code.as_str(), PASSWORD, ticket.as_str()] {
         assert!(!log.contains(secret), "a secret in the log");
     }
 }

@@ -44,7 +44,7 @@ pub use grants::{Grant, Grants, Refused};
 pub use signing::SigningKeys;
 pub use upstream::{Upstream, UpstreamSettings};
 
-use super::{AuthSettings, KeySet};
+use super::OAuth;
 
 /// The client id the chat page signs in as.
 pub const PAGE_CLIENT_ID: &str = "cks-mcp-page";
@@ -177,20 +177,23 @@ pub struct AuthorizationServer {
     grants: Grants,
     ticket_key: hmac::Key,
     pub upstream: Option<Upstream>,
+    /// The resource server the tokens are for: it remembers each token signed here.
+    resource_server: Arc<OAuth>,
 }
 
 impl AuthorizationServer {
-    /// The issuer on `runtime`'s store: its keys read (made on a new store), `checking` set to
-    /// them, and a task that reads them again and sweeps what expired.
+    /// The issuer on `runtime`'s store for `resource_server`: its keys read (made on a new store)
+    /// into the resource server's key set, and a task that reads them again and sweeps what
+    /// expired.
     pub async fn start(
         runtime: Arc<Runtime>,
-        settings: &AuthSettings,
+        resource_server: Arc<OAuth>,
         access_token_seconds: u64,
         fetcher: cks_web::fetch::Fetcher,
-        checking: Arc<KeySet>,
         upstream: Option<Upstream>,
     ) -> Result<Arc<AuthorizationServer>, BuiltinError> {
-        let keys = SigningKeys::load(runtime.clone(), checking).await?;
+        let settings = &resource_server.settings;
+        let keys = SigningKeys::load(runtime.clone(), resource_server.validator.keys().clone()).await?;
         let ticket_key = runtime.store().setting_or_insert(TICKET_KEY, &random_id(32)).await?;
         let server = Arc::new(AuthorizationServer {
             issuer: settings.issuer.clone(),
@@ -202,6 +205,7 @@ impl AuthorizationServer {
             keys,
             ticket_key: hmac::Key::new(hmac::HMAC_SHA256, ticket_key.as_bytes()),
             upstream,
+            resource_server,
         });
         let weak = Arc::downgrade(&server);
         tokio::spawn(async move {
@@ -370,9 +374,7 @@ impl AuthorizationServer {
 
     /// `person` signed in and allowed it: a code, and where the browser goes.
     pub async fn allowed(&self, authorization: &Authorization, person: &Person) -> Result<String, BuiltinError> {
-        let held = Scope::parse(&person.scope).unwrap_or(Scope::Read);
-        let scope: Vec<&str> =
-            authorization.scope.split(' ').filter(|s| Scope::parse(s).is_some_and(|s| s <= held)).collect();
+        let scope = within(&authorization.scope, &person.scope);
         if scope.is_empty() {
             let why =
                 [("error", "invalid_scope"), ("error_description", "the person holds none of the scopes asked for")];
@@ -383,7 +385,7 @@ impl AuthorizationServer {
             subject: person.subject.clone(),
             groups: person.groups.clone(),
             identity_issuer: person.issuer.clone(),
-            scope: scope.join(" "),
+            scope,
             resource: authorization.resource.clone(),
             family: Grants::family(),
             expires_at: 0,
@@ -512,6 +514,15 @@ impl AuthorizationServer {
         if grant.client_id != client.client_id {
             return Err(OAuthError::new("invalid_grant", "the refresh token was issued to another client"));
         }
+        // A local user removed, or given a smaller scope, gets no more (or no wider) tokens.
+        if grant.identity_issuer.is_none() {
+            let user = users::find(&self.runtime, &grant.subject).await.map_err(server_error)?;
+            let Some(user) = user else { return Err(OAuthError::new("invalid_grant", "the user no longer exists")) };
+            grant.scope = within(&grant.scope, &user.scope);
+            if grant.scope.is_empty() {
+                return Err(OAuthError::new("invalid_grant", "the user no longer holds the scope"));
+            }
+        }
         // A narrower scope may be asked for (RFC 6749 §6), never a wider one.
         if let Some(asked) = params.scope.as_deref().filter(|s| !s.trim().is_empty()) {
             if asked.split_whitespace().any(|s| !grant.scope.split(' ').any(|held| held == s)) {
@@ -539,7 +550,11 @@ impl AuthorizationServer {
         if let Some(issuer) = &grant.identity_issuer {
             claims[upstream::IDENTITY_ISSUER] = json!(issuer);
         }
-        self.keys.sign("at+jwt", &claims)
+        let token = self.keys.sign("at+jwt", &claims)?;
+        if let Value::Object(claims) = &claims {
+            self.resource_server.validator.remember(&token, claims);
+        }
+        Ok(token)
     }
 }
 
@@ -558,6 +573,13 @@ fn requested_scope(scope: Option<&str>) -> Result<String, String> {
         }
     }
     Ok(if kept.is_empty() { DEFAULT_SCOPE.to_owned() } else { kept.join(" ") })
+}
+
+/// The scopes of `asked` (space-separated) that `held` (a scope's name) allows.
+fn within(asked: &str, held: &str) -> String {
+    let held = Scope::parse(held).unwrap_or(Scope::Read);
+    let kept: Vec<&str> = asked.split(' ').filter(|s| Scope::parse(s).is_some_and(|s| s <= held)).collect();
+    kept.join(" ")
 }
 
 /// A PKCE value: 43 to 128 of `[A-Za-z0-9-._~]` (RFC 7636 §4.1).
@@ -599,6 +621,13 @@ mod tests {
         assert_eq!(requested_scope(Some("openid cks:admin cks:admin")).unwrap(), "cks:admin");
         assert_eq!(requested_scope(Some("cks:read offline_access")).unwrap(), "cks:read");
         assert_eq!(requested_scope(Some("cks:read payments")).unwrap_err(), "payments");
+    }
+
+    #[test]
+    fn a_person_gets_the_scopes_they_hold_only() {
+        assert_eq!(within("cks:read cks:write cks:admin", "cks:write"), "cks:read cks:write");
+        assert_eq!(within("cks:admin", "cks:read"), "");
+        assert_eq!(within("cks:read", "nonsense"), "cks:read");
     }
 
     #[test]

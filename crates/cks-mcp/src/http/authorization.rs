@@ -29,7 +29,8 @@ pub(super) const PATHS: [&str; 5] = [
 /// The authorization server metadata's path (RFC 8414).
 pub(super) const METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
 
-const PAGE_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'";
+const PAGE_POLICY: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; frame-ancestors 'none'";
 
 fn issuer(state: &AppState) -> Option<&Arc<AuthorizationServer>> {
     state.config.issuer.as_ref()
@@ -247,6 +248,7 @@ fn scope_meaning(scope: &str) -> &'static str {
 fn page(status: StatusCode, title: &str, body: &str) -> Response {
     let html = format!(
         "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <link rel=\"icon\" href=\"data:,\">\
          <title>{}</title><style>body{{font:16px system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}}\
          label{{display:block;margin:.5rem 0}}input{{display:block;width:100%}}#problem{{color:#a00}}</style>\
          <body>{body}</body></html>",

@@ -96,7 +96,8 @@ impl SigningKeys {
             loaded.push(Loaded { kid: key.kid, created_at: key.created_at, pair });
         }
         loaded.sort_by_key(|k| k.created_at);
-        if self.read().iter().map(|k| &k.kid).ne(loaded.iter().map(|k| &k.kid)) {
+        let held = |keys: &[Loaded]| keys.iter().map(|k| (k.kid.clone(), k.created_at)).collect::<Vec<_>>();
+        if held(&self.read()) != held(&loaded) {
             let loaded = Arc::new(loaded);
             self.checking.replace(&jwks(&loaded));
             *self.keys.write().unwrap_or_else(|e| e.into_inner()) = loaded;
@@ -150,4 +151,59 @@ fn jwks(keys: &[Loaded]) -> Value {
         })
         .collect();
     json!({ "keys": keys })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cks_runtime::RuntimeConfig;
+    use cks_runtime::store::memory::MemoryStore;
+
+    fn kid_of(token: &str) -> String {
+        let header: Value = serde_json::from_slice(&B64.decode(token.split('.').next().unwrap()).unwrap()).unwrap();
+        header["kid"].as_str().unwrap().to_owned()
+    }
+
+    /// Makes every stored key `seconds` older.
+    async fn age(runtime: &Runtime, seconds: u64) {
+        let text = runtime.store().load_setting(SETTING).await.unwrap().unwrap();
+        let mut stored: Vec<Stored> = serde_json::from_str(&text).unwrap();
+        for key in &mut stored {
+            key.created_at -= seconds;
+        }
+        runtime.store().save_setting(SETTING, &serde_json::to_string(&stored).unwrap()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_new_key_is_published_before_it_signs_and_the_old_one_still_checks() {
+        let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
+        let checking = Arc::new(KeySet::fixed(&json!({"keys": []})));
+        let keys = SigningKeys::load(runtime.clone(), checking.clone()).await.unwrap();
+        let first = kid_of(&keys.sign("at+jwt", &json!({"sub": "a"})).unwrap());
+        assert_eq!(keys.jwks()["keys"].as_array().unwrap().len(), 1);
+        // A second server on the store reads the same key.
+        let other = SigningKeys::load(runtime.clone(), Arc::new(KeySet::fixed(&json!({"keys": []})))).await.unwrap();
+        assert_eq!(other.jwks(), keys.jwks());
+
+        age(&runtime, ROTATE_AFTER.as_secs()).await;
+        keys.refresh().await.unwrap();
+        let kids: Vec<String> =
+            keys.jwks()["keys"].as_array().unwrap().iter().map(|k| k["kid"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(kids.len(), 2, "rotated");
+        assert_eq!(kid_of(&keys.sign("at+jwt", &json!({})).unwrap()), first, "the new key is only published yet");
+        let generation = checking.generation();
+        age(&runtime, PUBLISHED_BEFORE_USE.as_secs()).await;
+        keys.refresh().await.unwrap();
+        assert_eq!(checking.generation(), generation + 1, "the keys as the store has them");
+        keys.refresh().await.unwrap();
+        assert_eq!(checking.generation(), generation + 1, "no change, no new generation");
+        assert_eq!(kid_of(&keys.sign("at+jwt", &json!({})).unwrap()), kids[1], "then it signs");
+
+        // Past its retirement, the old key is dropped at the next rotation.
+        age(&runtime, RETIRE_AFTER.as_secs()).await;
+        keys.refresh().await.unwrap();
+        let kids_now: Vec<String> =
+            keys.jwks()["keys"].as_array().unwrap().iter().map(|k| k["kid"].as_str().unwrap().to_owned()).collect();
+        assert!(!kids_now.contains(&first) && kids_now.len() == 1, "{kids_now:?}");
+    }
 }

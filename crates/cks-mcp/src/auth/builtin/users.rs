@@ -98,10 +98,18 @@ pub async fn remove(runtime: &Runtime, name: &str) -> Result<bool, BuiltinError>
     Ok(runtime.store().delete_setting(&format!("{USER}{name}")).await?)
 }
 
+/// The user of that name.
+pub async fn find(runtime: &Runtime, name: &str) -> Result<Option<User>, BuiltinError> {
+    if !valid_name(name) {
+        return Ok(None);
+    }
+    let text = runtime.store().load_setting(&format!("{USER}{name}")).await?;
+    Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
+}
+
 /// The user whose name and password these are.
 pub async fn sign_in(runtime: Arc<Runtime>, name: &str, password: &str) -> Result<Option<User>, BuiltinError> {
-    let user = if valid_name(name) { runtime.store().load_setting(&format!("{USER}{name}")).await? } else { None };
-    let user: Option<User> = user.and_then(|text| serde_json::from_str(&text).ok());
+    let user = find(&runtime, name).await?;
     let hash = user.as_ref().map_or_else(|| NOBODY.clone(), |u| u.password_hash.clone());
     let password = password.to_owned();
     let _turn = CHECKS.acquire().await.map_err(|e| BuiltinError::Users(e.to_string()))?;
