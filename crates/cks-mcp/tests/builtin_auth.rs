@@ -22,7 +22,7 @@ struct Server {
     child: Child,
     base: String,
     client: reqwest::Client,
-    data: tempfile::TempDir,
+    data: std::sync::Arc<tempfile::TempDir>,
 }
 
 fn command(data: &std::path::Path, base: &str) -> Command {
@@ -44,7 +44,6 @@ fn command(data: &std::path::Path, base: &str) -> Command {
 impl Server {
     /// The server on a new store, with alice (cks:write, group team) as a local user.
     async fn start() -> Server {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let data = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let base = format!("http://127.0.0.1:{port}");
@@ -59,12 +58,19 @@ impl Server {
         assert!(added.status.success());
         let added: Value = serde_json::from_slice(&added.stdout).unwrap();
         assert_eq!(added, json!({"name": "alice", "scope": "cks:write", "groups": ["team"]}));
+        Server::serve(std::sync::Arc::new(data), port, &base).await
+    }
 
-        let child = command(data.path(), &base)
+    /// A server on the store in `data`, at `port`, reached at the public URL `public`.
+    async fn serve(data: std::sync::Arc<tempfile::TempDir>, port: u16, public: &str) -> Server {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let base = format!("http://127.0.0.1:{port}");
+        let log = data.path().join(format!("stderr-{port}.log"));
+        let child = command(data.path(), public)
             .args(["--http", &format!("127.0.0.1:{port}"), "--no-stdio"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(data.path().join("stderr.log")).unwrap())
+            .stderr(std::fs::File::create(log).unwrap())
             .spawn()
             .unwrap();
         let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
@@ -78,7 +84,8 @@ impl Server {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.data.path().join("stderr.log")).unwrap_or_default()
+        let port = self.base.rsplit(':').next().unwrap();
+        std::fs::read_to_string(self.data.path().join(format!("stderr-{port}.log"))).unwrap_or_default()
     }
 
     async fn get_json(&self, path: &str) -> Value {
@@ -403,7 +410,39 @@ async fn each_defence_refuses_with_the_error_its_rfc_names() {
     let (status, unknown) = post(trade("made-up", Some(VERIFIER), None, "nobody")).await;
     assert_eq!((status, unknown["error"].as_str()), (401, Some("invalid_client")));
 
-    // A token this server did not sign, or one for another audience, is refused at /mcp.
-    let (status, _) = server.call("eyJhbGciOiJFUzI1NiJ9.e30.AAAA", "list_sessions", json!({})).await;
+    // A token this server did not sign is refused at /mcp.
+    let (status, _) = server.call("eyJhbGciOiJFUzI1NiJ9.e30.AAAA", "find_tools", json!({})).await;
     assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn two_servers_on_one_store_answer_each_others_steps() {
+    let first = Server::start().await;
+    // Another server on the store, under the same public URL: replicas behind a load balancer.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let second = Server::serve(first.data.clone(), port, &first.base).await;
+    assert_eq!(first.get_json("/oauth/jwks").await, second.get_json("/oauth/jwks").await, "one key set");
+
+    // Registered on one, signed in on the other, the code traded on the first.
+    let client_id = first.register().await;
+    let challenge = challenge();
+    let page = second.authorize(&request(&client_id, &challenge, &[])).await;
+    assert_eq!(page.status(), 200, "the second knows the client");
+    let ticket = ticket(page).await;
+    let code = location(&first.answer(&ticket, PASSWORD, "allow").await)["code"].clone();
+    let trade = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", CALLBACK),
+        ("code_verifier", VERIFIER),
+        ("client_id", client_id.as_str()),
+    ];
+    let (status, tokens) = second.token(&trade).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(first.token(&trade).await.0, 400, "and only once");
+    // The token the second signed works on the first.
+    let access = tokens["access_token"].as_str().unwrap();
+    let (status, found) = first.call(access, "find_tools", json!({"need": "versions"})).await;
+    assert_eq!(status, 200);
+    assert!(found.to_string().contains("list_versions"), "{found}");
 }
