@@ -26,12 +26,9 @@ import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-
 import { freePort } from '../interop/ts/net.mjs'
 import { browser, check, open, summary } from '../page/harness.mjs'
+import { call, claims, connect, graph, header, hostProvider, recording, refusedUntilSignedIn } from './sdk.mjs'
 import { start as startProvider, UPSTREAM_CLIENT, USERS as UPSTREAM_USERS } from './provider.mjs'
 
 // Short-lived access tokens, so that the check sees one expire; built-in tokens get no leeway.
@@ -159,10 +156,6 @@ const resource = `${base}/mcp`
 const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`
 const instance = await browser()
 
-/** A JWT's header and payload. */
-const header = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[0], 'base64url').toString())
-const claims = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString())
-
 /** Whether `jwt`'s ES256 signature checks with a key of cks-mcp's JWKS. */
 async function signedByIssuer(jwt) {
   const { keys } = await (await fetch(`${base}/oauth/jwks`)).json()
@@ -170,91 +163,6 @@ async function signedByIssuer(jwt) {
   const [head, payload, signature] = jwt.split('.')
   return keys.filter((key) => !kid || key.kid === kid).some((jwk) => verify('sha256', Buffer.from(`${head}.${payload}`),
     { key: createPublicKey({ key: jwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' }, Buffer.from(signature, 'base64url')))
-}
-
-/**
- * A host's OAuthClientProvider, kept in memory as a host keeps it in its store: its client
- * information, tokens, code verifier, discovery state; `redirects` are the authorization URLs it
- * was told to send the person to, `saved` every token response it kept. `client`: client
- * information it starts with.
- */
-function hostProvider(name, client) {
-  const kept = { redirects: [], saved: [], client }
-  return {
-    kept,
-    get redirectUrl() { return callbackUrl },
-    get clientMetadata() {
-      return {
-        client_name: name,
-        redirect_uris: [callbackUrl],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      }
-    },
-    state() {
-      kept.state = randomBytes(16).toString('base64url')
-      return kept.state
-    },
-    clientInformation: () => kept.client,
-    saveClientInformation(information) { kept.client = information },
-    tokens: () => kept.tokens,
-    saveTokens(tokens) {
-      kept.tokens = tokens
-      kept.saved.push(tokens)
-    },
-    redirectToAuthorization(url) { kept.redirects.push(url) },
-    saveCodeVerifier(verifier) { kept.verifier = verifier },
-    codeVerifier: () => kept.verifier,
-    discoveryState: () => kept.discovery,
-    saveDiscoveryState(state) { kept.discovery = state },
-    invalidateCredentials(what) {
-      if (what === 'all' || what === 'client') delete kept.client
-      if (what === 'all' || what === 'tokens') delete kept.tokens
-      if (what === 'all' || what === 'verifier') delete kept.verifier
-      if (what === 'all' || what === 'discovery') delete kept.discovery
-    },
-  }
-}
-
-/**
- * A fetch that notes what the SDK sent and got: `{method, url, status, challenge, grant,
- * resource}`, and `registration`, the server's answer to a registration.
- */
-function recording() {
-  const seen = []
-  const recorded = async (url, init = {}) => {
-    const response = await fetch(url, init)
-    const body = init.body instanceof URLSearchParams ? init.body : null
-    seen.push({
-      method: init.method || 'GET',
-      url: String(url),
-      status: response.status,
-      challenge: response.headers.get('www-authenticate'),
-      grant: body?.get('grant_type') ?? undefined,
-      resource: body?.get('resource') ?? undefined,
-      registration: String(url) === `${base}/oauth/register` ? await response.clone().json() : undefined,
-    })
-    return response
-  }
-  return { seen, fetch: recorded }
-}
-
-/** Connects a new MCP client through `authProvider`: `{client, transport}`. */
-async function connect(authProvider, fetchFn) {
-  const transport = new StreamableHTTPClientTransport(new URL(resource), { authProvider, fetch: fetchFn })
-  const client = new Client({ name: 'host-check', version: '1.0.0' })
-  await client.connect(transport)
-  return { client, transport }
-}
-
-/** The first connection: refused until the person signs in; resolves to the authorization URL. */
-async function refusedUntilSignedIn(authProvider, fetchFn) {
-  const transport = new StreamableHTTPClientTransport(new URL(resource), { authProvider, fetch: fetchFn })
-  const client = new Client({ name: 'host-check', version: '1.0.0' })
-  await assert.rejects(client.connect(transport), UnauthorizedError)
-  assert.equal(authProvider.kept.redirects.length, 1, 'one authorization URL')
-  return { transport, url: authProvider.kept.redirects[0] }
 }
 
 /** The answer to the sign-in form's next POST, while `act` submits it. */
@@ -284,13 +192,6 @@ async function signIn(page, url, user, clientName) {
   await page.waitForURL((at) => at.href.startsWith(callbackUrl))
   await page.locator('#done').waitFor()
   return callback
-}
-
-/** A tool call's result object (the JSON of its text content). */
-async function call(client, name, args) {
-  const answer = await client.callTool({ name, arguments: args })
-  assert.ok(!answer.isError, `${name}: ${JSON.stringify(answer)}`)
-  return JSON.parse(answer.content[0].text)
 }
 
 /** The authorization request the SDK built: code, PKCE S256, the resource, the 401's scope. */
@@ -343,13 +244,12 @@ function consoleErrors(tab) {
   return tab
 }
 
-const graph = (name) => JSON.stringify({ objects: [{ identity: { id: name, type: 'Note', name } }] })
 // Every code the callback got: none may appear in the log.
 const codes = []
 
 try {
-  const alice = hostProvider('Alice\'s host')
-  const aliceNet = recording()
+  const alice = hostProvider('Alice\'s host', callbackUrl)
+  const aliceNet = recording(`${base}/oauth/register`)
   const aliceTab = consoleErrors(await open(instance))
   let aliceFirst
   let aliceClient
@@ -357,7 +257,7 @@ try {
   let unshared
 
   await check(aliceTab.page, 'A host without a token is sent to cks-mcp\'s own sign-in, and registers itself there', async () => {
-    aliceFirst = await refusedUntilSignedIn(alice, aliceNet.fetch)
+    aliceFirst = await refusedUntilSignedIn(resource, alice, aliceNet.fetch)
     const { url } = aliceFirst
     const [first, ...rest] = aliceNet.seen
     assert.deepEqual([first.method, first.url, first.status], ['POST', resource, 401])
@@ -431,7 +331,7 @@ try {
 
   await check(aliceTab.page, 'Alice\'s host lists tools and makes a session that is hers', async () => {
     // Her two-second token may lapse in here: the SDK then refreshes it on its own.
-    ;({ client: aliceClient } = await connect(alice, aliceNet.fetch))
+    ;({ client: aliceClient } = await connect(resource, alice, aliceNet.fetch))
     const names = (await aliceClient.listTools()).tools.map((t) => t.name)
     for (const name of ['validate_knowledge', 'list_versions', 'find_tools']) assert.ok(names.includes(name), name)
     shared = (await call(aliceClient, 'validate_knowledge', { json_data: graph('for-bob') })).session_id
@@ -448,11 +348,11 @@ try {
   // The SDK takes a client metadata document's URL (its `clientMetadataUrl`) only over https, and
   // cks-mcp fetches one from loopback only over http: bob's host starts out knowing its client id
   // is its document's URL, as the SDK would have stored it.
-  const bob = hostProvider('Bob\'s host', { client_id: documentUrl })
-  const bobNet = recording()
+  const bob = hostProvider('Bob\'s host', callbackUrl, { client: { client_id: documentUrl } })
+  const bobNet = recording(`${base}/oauth/register`)
   const bobTab = consoleErrors(await open(instance))
   await check(bobTab.page, 'Bob\'s host, known by its metadata document\'s URL, signs him in without registering', async () => {
-    const { url, transport } = await refusedUntilSignedIn(bob, bobNet.fetch)
+    const { url, transport } = await refusedUntilSignedIn(resource, bob, bobNet.fetch)
     assert.ok(!bobNet.seen.some((r) => r.url === `${base}/oauth/register`), 'no registration')
     assert.equal(bob.kept.client.client_id, documentUrl)
     checkAuthorizationUrl(url, documentUrl, bob.kept)
@@ -468,7 +368,7 @@ try {
   })
 
   await check(bobTab.page, 'Bob reads the session alice shared with him, and not her other one', async () => {
-    const { client } = await connect(bob, bobNet.fetch)
+    const { client } = await connect(resource, bob, bobNet.fetch)
     const { versions } = await call(client, 'list_versions', { session_id: shared })
     assert.equal(versions.length, 1)
     const hidden = await client.callTool({ name: 'list_versions', arguments: { session_id: unshared } })
@@ -548,10 +448,10 @@ try {
     await aliceClient.close()
   })
 
-  const carol = hostProvider('Carol\'s host')
+  const carol = hostProvider('Carol\'s host', callbackUrl)
   const carolTab = consoleErrors(await open(instance))
   await check(carolTab.page, 'Carol signs in at the upstream issuer, allows her host on cks-mcp\'s page, and calls tools as herself there', async () => {
-    const { url, transport } = await refusedUntilSignedIn(carol, recording().fetch)
+    const { url, transport } = await refusedUntilSignedIn(resource, carol, recording(`${base}/oauth/register`).fetch)
     const page = carolTab.page
     const callback = new Promise((resolve) => { answered = resolve })
     await page.goto(url.href)
@@ -576,7 +476,7 @@ try {
     const c = claims(carol.kept.tokens.access_token)
     assert.deepEqual([c.iss, c.sub, c.cks_identity_issuer, c.scope], [issuer, 'bob', upstream.issuer, SCOPE])
     assert.ok(await signedByIssuer(carol.kept.tokens.access_token))
-    const { client } = await connect(carol, recording().fetch)
+    const { client } = await connect(resource, carol, recording(`${base}/oauth/register`).fetch)
     const mine = (await call(client, 'validate_knowledge', { json_data: graph('carol') })).session_id
     const { versions } = await call(client, 'list_versions', { session_id: mine })
     assert.deepEqual(versions[0].metadata.principal, { issuer: upstream.issuer, subject: 'bob' })

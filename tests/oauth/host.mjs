@@ -15,15 +15,12 @@
 //    is refused and revokes the grant.
 // Usage: node host.mjs <path to cks-mcp>   (CHROMIUM: the browser; SCREENSHOTS: a folder, optional)
 import assert from 'node:assert/strict'
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { createServer } from 'node:http'
-
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 
 import { freePort } from '../interop/ts/net.mjs'
 import { browser, check, open, summary } from '../page/harness.mjs'
+import { call, claims, connect, graph, hostProvider, recording, refusedUntilSignedIn } from './sdk.mjs'
 import { setUp } from './cks.mjs'
 import { USERS } from './provider.mjs'
 
@@ -81,94 +78,6 @@ const { issuer, resource, base, cks, provider, stop } = await setUp(process.argv
 })
 const instance = await browser()
 
-/** A JWT's payload. */
-const claims = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString())
-
-/**
- * A host's OAuthClientProvider, kept in memory as a host keeps it in its store: its client
- * information, tokens, code verifier, discovery state; `redirects` are the authorization URLs it
- * was told to send the person to. `documentUrl`: its client id as a metadata document's URL.
- */
-function hostProvider(name, documentUrl) {
-  const kept = { redirects: [], saved: [] }
-  return {
-    kept,
-    clientMetadataUrl: documentUrl,
-    get redirectUrl() { return callbackUrl },
-    get clientMetadata() {
-      return {
-        client_name: name,
-        redirect_uris: [callbackUrl],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      }
-    },
-    state() {
-      kept.state = randomBytes(16).toString('base64url')
-      return kept.state
-    },
-    clientInformation: () => kept.client,
-    saveClientInformation(information) { kept.client = information },
-    tokens: () => kept.tokens,
-    saveTokens(tokens) {
-      kept.tokens = tokens
-      kept.saved.push(tokens)
-    },
-    redirectToAuthorization(url) { kept.redirects.push(url) },
-    saveCodeVerifier(verifier) { kept.verifier = verifier },
-    codeVerifier: () => kept.verifier,
-    discoveryState: () => kept.discovery,
-    saveDiscoveryState(state) { kept.discovery = state },
-    invalidateCredentials(what) {
-      if (what === 'all' || what === 'client') delete kept.client
-      if (what === 'all' || what === 'tokens') delete kept.tokens
-      if (what === 'all' || what === 'verifier') delete kept.verifier
-      if (what === 'all' || what === 'discovery') delete kept.discovery
-    },
-  }
-}
-
-/**
- * A fetch that notes what the SDK sent and got: `{method, url, status, challenge, grant,
- * resource}`, and `registration`, the issuer's answer to a registration.
- */
-function recording() {
-  const seen = []
-  const recorded = async (url, init = {}) => {
-    const response = await fetch(url, init)
-    const body = init.body instanceof URLSearchParams ? init.body : null
-    seen.push({
-      method: init.method || 'GET',
-      url: String(url),
-      status: response.status,
-      challenge: response.headers.get('www-authenticate'),
-      grant: body?.get('grant_type') ?? undefined,
-      resource: body?.get('resource') ?? undefined,
-      registration: String(url).endsWith('/reg') ? await response.clone().json() : undefined,
-    })
-    return response
-  }
-  return { seen, fetch: recorded }
-}
-
-/** Connects a new MCP client through `authProvider`: `{client, transport}`. */
-async function connect(authProvider, fetchFn) {
-  const transport = new StreamableHTTPClientTransport(new URL(resource), { authProvider, fetch: fetchFn })
-  const client = new Client({ name: 'host-check', version: '1.0.0' })
-  await client.connect(transport)
-  return { client, transport }
-}
-
-/** The first connection: refused until the person signs in; resolves to the authorization URL. */
-async function refusedUntilSignedIn(authProvider, fetchFn) {
-  const transport = new StreamableHTTPClientTransport(new URL(resource), { authProvider, fetch: fetchFn })
-  const client = new Client({ name: 'host-check', version: '1.0.0' })
-  await assert.rejects(client.connect(transport), UnauthorizedError)
-  assert.equal(authProvider.kept.redirects.length, 1, 'one authorization URL')
-  return { transport, url: authProvider.kept.redirects[0] }
-}
-
 /** Chromium at the authorization URL: `user` signs in at the issuer; the callback's parameters. */
 async function signIn(page, url, user) {
   const callback = new Promise((resolve) => { answered = resolve })
@@ -180,13 +89,6 @@ async function signIn(page, url, user) {
   await page.waitForURL((at) => at.href.startsWith(callbackUrl))
   await page.locator('#done').waitFor()
   return callback
-}
-
-/** A tool call's result object (the JSON of its text content). */
-async function call(client, name, args) {
-  const answer = await client.callTool({ name, arguments: args })
-  assert.ok(!answer.isError, `${name}: ${JSON.stringify(answer)}`)
-  return JSON.parse(answer.content[0].text)
 }
 
 /** The authorization request the SDK built: code, PKCE S256, the resource, the 401's scope. */
@@ -217,11 +119,9 @@ function checkAccessToken(token, user, clientId) {
 }
 
 const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`
-const graph = (name) => JSON.stringify({ objects: [{ identity: { id: name, type: 'Note', name } }] })
-
 try {
-  const alice = hostProvider('Alice\'s host')
-  const aliceNet = recording()
+  const alice = hostProvider('Alice\'s host', callbackUrl)
+  const aliceNet = recording(`${issuer}/reg`)
   const aliceTab = await open(instance)
   let aliceFirst
   let aliceClient
@@ -229,7 +129,7 @@ try {
   let unshared
 
   await check(aliceTab.page, 'A host without a token is sent to the issuer, and registers itself there', async () => {
-    aliceFirst = await refusedUntilSignedIn(alice, aliceNet.fetch)
+    aliceFirst = await refusedUntilSignedIn(resource, alice, aliceNet.fetch)
     const { url } = aliceFirst
     const [first, ...rest] = aliceNet.seen
     assert.deepEqual([first.method, first.url, first.status], ['POST', resource, 401])
@@ -277,7 +177,7 @@ try {
   })
 
   await check(aliceTab.page, 'Alice\'s host lists tools and makes a session that is hers', async () => {
-    ;({ client: aliceClient } = await connect(alice, aliceNet.fetch))
+    ;({ client: aliceClient } = await connect(resource, alice, aliceNet.fetch))
     const names = (await aliceClient.listTools()).tools.map((t) => t.name)
     for (const name of ['validate_knowledge', 'list_versions', 'find_tools']) assert.ok(names.includes(name), name)
     shared = (await call(aliceClient, 'validate_knowledge', { json_data: graph('for-bob') })).session_id
@@ -299,11 +199,11 @@ try {
     assert.equal(refused.headers.get('www-authenticate'), `Bearer error="insufficient_scope", scope="cks:admin", resource_metadata="${metadataUrl}"`)
   })
 
-  const bob = hostProvider('Bob\'s host', documentUrl)
-  const bobNet = recording()
+  const bob = hostProvider('Bob\'s host', callbackUrl, { documentUrl })
+  const bobNet = recording(`${issuer}/reg`)
   const bobTab = await open(instance)
   await check(bobTab.page, 'Bob\'s host, known by its metadata document\'s URL, signs him in without registering', async () => {
-    const { url, transport } = await refusedUntilSignedIn(bob, bobNet.fetch)
+    const { url, transport } = await refusedUntilSignedIn(resource, bob, bobNet.fetch)
     assert.ok(!bobNet.seen.some((r) => r.url === `${issuer}/reg`), 'no registration')
     assert.equal(bob.kept.client.client_id, documentUrl)
     checkAuthorizationUrl(url, documentUrl, bob.kept)
@@ -316,7 +216,7 @@ try {
   })
 
   await check(bobTab.page, 'Bob reads the session alice shared with him, and not her other one', async () => {
-    const { client } = await connect(bob, bobNet.fetch)
+    const { client } = await connect(resource, bob, bobNet.fetch)
     const { versions } = await call(client, 'list_versions', { session_id: shared })
     assert.equal(versions.length, 1)
     const hidden = await client.callTool({ name: 'list_versions', arguments: { session_id: unshared } })

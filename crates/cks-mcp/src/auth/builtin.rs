@@ -173,7 +173,7 @@ pub struct AuthorizationServer {
     access_token_seconds: u64,
     runtime: Arc<Runtime>,
     pub keys: SigningKeys,
-    pub clients: Clients,
+    clients: Clients,
     grants: Grants,
     ticket_key: hmac::Key,
     pub upstream: Option<Upstream>,
@@ -209,14 +209,14 @@ impl AuthorizationServer {
         });
         let weak = Arc::downgrade(&server);
         tokio::spawn(async move {
-            let mut swept = std::time::Instant::now() - SWEEP_EVERY;
+            let mut swept: Option<std::time::Instant> = None;
             loop {
                 let Some(server) = weak.upgrade() else { return };
                 if let Err(e) = server.keys.refresh().await {
                     tracing::warn!(target: "cks_auth", "reading the signing keys again: {e}");
                 }
-                if swept.elapsed() >= SWEEP_EVERY {
-                    swept = std::time::Instant::now();
+                if swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
+                    swept = Some(std::time::Instant::now());
                     if let Err(e) = server.grants.sweep().await {
                         tracing::warn!(target: "cks_auth", "sweeping expired codes and tokens: {e}");
                     }

@@ -29,6 +29,10 @@ pub struct AuthSettings {
     pub builtin: bool,
 }
 
+/// The variables that fine-tune how an issuer's tokens are read: only with `CKS_MCP_AUTH_ISSUER`.
+const ISSUER_ONLY: [&str; 4] =
+    ["CKS_MCP_AUTH_AUDIENCE", "CKS_MCP_AUTH_SCOPE_CLAIM", "CKS_MCP_AUTH_GROUPS_CLAIM", "CKS_MCP_AUTH_PAGE_CLIENT_ID"];
+
 /// A setting that cannot be used; the message names the variable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SettingsError {
@@ -76,15 +80,8 @@ impl AuthSettings {
             return Self::builtin(get, static_token).map(Some);
         }
         let Some(issuer) = get("CKS_MCP_AUTH_ISSUER") else {
-            for name in [
-                "CKS_MCP_AUTH_AUDIENCE",
-                "CKS_MCP_AUTH_SCOPE_CLAIM",
-                "CKS_MCP_AUTH_GROUPS_CLAIM",
-                "CKS_MCP_AUTH_PAGE_CLIENT_ID",
-            ] {
-                if get(name).is_some() {
-                    return Err(SettingsError::WithoutIssuer(name));
-                }
+            if let Some(name) = ISSUER_ONLY.into_iter().find(|name| get(name).is_some()) {
+                return Err(SettingsError::WithoutIssuer(name));
             }
             return Ok(None);
         };
@@ -127,15 +124,8 @@ impl AuthSettings {
         if static_token {
             return Err(SettingsError::BuiltinAndToken);
         }
-        for name in [
-            "CKS_MCP_AUTH_AUDIENCE",
-            "CKS_MCP_AUTH_SCOPE_CLAIM",
-            "CKS_MCP_AUTH_GROUPS_CLAIM",
-            "CKS_MCP_AUTH_PAGE_CLIENT_ID",
-        ] {
-            if get(name).is_some() {
-                return Err(bad(name, get(name).unwrap_or_default(), "the built-in issuer decides it"));
-            }
+        if let Some((name, value)) = ISSUER_ONLY.into_iter().find_map(|name| Some((name, get(name)?))) {
+            return Err(bad(name, value, "the built-in issuer decides it"));
         }
         let public_url = public_url(get("CKS_MCP_PUBLIC_URL").ok_or(SettingsError::BuiltinWithoutPublicUrl)?)?;
         Ok(AuthSettings {
