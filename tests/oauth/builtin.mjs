@@ -8,7 +8,8 @@
 // 1. Alice's host registers itself (Dynamic Client Registration, RFC 7591) and signs her in; her
 //    access token is one cks-mcp signed for itself. She makes a session and shares it with bob.
 // 2. Bob's host is known by the URL of its metadata document (Client ID Metadata Documents), served
-//    from loopback: it does not register; cks-mcp fetches the document. Bob reads alice's shared
+//    over https from loopback (a certificate of a test authority made here, which cks-mcp is told
+//    to trust): it does not register; cks-mcp fetches the document. Bob reads alice's shared
 //    session, and not her other one.
 // 3. The sign-in page: a wrong password shows the form again; "deny" sends the host an error.
 // 4. Alice's access token expires: cks-mcp answers 401, the SDK refreshes (the refresh token
@@ -21,8 +22,9 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
+import { createServer as createSecureServer } from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -43,11 +45,35 @@ const USERS = {
 const WRONG_PASSWORD = 'not-alices-password-for-tests-only'
 
 /**
+ * A certificate authority and a certificate for 127.0.0.1 it signed, made with openssl in a new
+ * folder: `{folder, ca, key, cert}` (paths of PEM files).
+ */
+function certificates() {
+  const folder = mkdtempSync(join(tmpdir(), 'cks-builtin-tls-'))
+  const at = (name) => join(folder, name)
+  const openssl = (...args) => {
+    const done = spawnSync('openssl', args, { encoding: 'utf8' })
+    assert.equal(done.status, 0, `openssl ${args.join(' ')}:\n${done.stderr}`)
+  }
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes']
+  openssl('req', '-x509', ...ec, '-keyout', at('ca.key'), '-out', at('ca.pem'), '-days', '1', '-subj', '/CN=cks-mcp test authority',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign')
+  openssl('req', ...ec, '-keyout', at('host.key'), '-out', at('host.csr'), '-subj', '/CN=127.0.0.1')
+  writeFileSync(at('host.ext'), 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n')
+  openssl('x509', '-req', '-in', at('host.csr'), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial',
+    '-out', at('host.pem'), '-days', '1', '-extfile', at('host.ext'))
+  return { folder, ca: at('ca.pem'), key: at('host.key'), cert: at('host.pem') }
+}
+const tls = certificates()
+
+/**
  * cks-mcp's environment: its own authorization server, a SQLite store that the users command
- * shares, and a fetcher allowed to reach loopback, where bob's host serves its metadata document.
+ * shares, and a fetcher allowed to reach loopback, where bob's host serves its metadata document
+ * with a certificate of the test authority, which it trusts (SSL_CERT_FILE).
  */
 function environment(base, data, upstream) {
   return {
+    SSL_CERT_FILE: tls.ca,
     CKS_MCP_AUTH_UPSTREAM_ISSUER: upstream,
     CKS_MCP_AUTH_UPSTREAM_CLIENT_ID: UPSTREAM_CLIENT.id,
     CKS_MCP_AUTH_UPSTREAM_CLIENT_SECRET: UPSTREAM_CLIENT.secret,
@@ -108,11 +134,12 @@ async function startCks(binary, port, upstream) {
 }
 
 // The hosts' side: a loopback callback (where the sign-in page sends the browser back) and bob's
-// host's client metadata document, which cks-mcp fetches.
+// host's client metadata document, at an https URL, which cks-mcp fetches.
 const hostPort = await freePort()
 const hostBase = `http://127.0.0.1:${hostPort}`
 const callbackUrl = `${hostBase}/callback`
-const documentUrl = `${hostBase}/oauth/client-metadata.json`
+const documentPort = await freePort()
+const documentUrl = `https://127.0.0.1:${documentPort}/oauth/client-metadata.json`
 const clientDocument = {
   client_id: documentUrl,
   client_name: 'Bob\'s host',
@@ -132,7 +159,14 @@ const host = createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
     // An empty icon, so that the browser asks for no /favicon.ico here.
     res.end('<!doctype html><title>Signed in</title><link rel="icon" href="data:,"><p id="done">Signed in. You may close this window.</p>')
-  } else if (url.pathname === new URL(documentUrl).pathname) {
+  } else {
+    res.writeHead(404).end()
+  }
+})
+host.listen(hostPort, '127.0.0.1')
+await new Promise((resolve) => host.once('listening', resolve))
+const documents = createSecureServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert) }, (req, res) => {
+  if (new URL(req.url, documentUrl).pathname === new URL(documentUrl).pathname) {
     documentFetches += 1
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=60' })
     res.end(JSON.stringify(clientDocument))
@@ -140,8 +174,8 @@ const host = createServer((req, res) => {
     res.writeHead(404).end()
   }
 })
-host.listen(hostPort, '127.0.0.1')
-await new Promise((resolve) => host.once('listening', resolve))
+documents.listen(documentPort, '127.0.0.1')
+await new Promise((resolve) => documents.once('listening', resolve))
 
 // The upstream issuer people may sign in at instead, and cks-mcp, its client there.
 const cksPort = await freePort()
@@ -345,10 +379,9 @@ try {
     assert.deepEqual(sharing.principals, ['bob'])
   })
 
-  // The SDK takes a client metadata document's URL (its `clientMetadataUrl`) only over https, and
-  // cks-mcp fetches one from loopback only over http: bob's host starts out knowing its client id
-  // is its document's URL, as the SDK would have stored it.
-  const bob = hostProvider('Bob\'s host', callbackUrl, { client: { client_id: documentUrl } })
+  // Bob's host names its document (the SDK's `clientMetadataUrl`): the SDK uses it as the client
+  // id, since cks-mcp's metadata says it takes one.
+  const bob = hostProvider('Bob\'s host', callbackUrl, { documentUrl })
   const bobNet = recording(`${base}/oauth/register`)
   const bobTab = consoleErrors(await open(instance))
   await check(bobTab.page, 'Bob\'s host, known by its metadata document\'s URL, signs him in without registering', async () => {
@@ -500,6 +533,8 @@ try {
 } finally {
   await instance.close()
   host.close()
+  documents.close()
   cks.stop()
+  rmSync(tls.folder, { recursive: true, force: true })
   upstream.server.close()
 }

@@ -19,6 +19,8 @@ install() { apt-get install -y --no-install-recommends "$@" >/dev/null || { apt-
 command -v npm >/dev/null || install nodejs npm
 export CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 [ -x "$CHROMIUM" ] || install chromium
+# builtin.mjs makes a test certificate authority for the https metadata document.
+command -v openssl >/dev/null || install openssl
 if [ ! -d "$here/node_modules/oidc-provider" ] || [ ! -d "$here/node_modules/@modelcontextprotocol/sdk" ] \
   || [ ! -x "$here/node_modules/.bin/node" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --silent)
