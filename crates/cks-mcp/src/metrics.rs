@@ -49,6 +49,9 @@ pub(crate) fn render(server: &CksServer) -> String {
         let status = embeddings.status();
         family(&mut out, "cks_embedding_queue", "gauge", "Texts waiting for their vector.");
         sample(&mut out, "cks_embedding_queue", &[], status.queued);
+        let lag = "cks_embedding_lag_seconds";
+        family(&mut out, lag, "gauge", "How long the oldest text waiting for its vector has waited.");
+        sample(&mut out, lag, &[], status.lag.as_secs_f64());
         family(&mut out, "cks_embedding_texts", "counter", "Texts embedded since the server started.");
         sample(&mut out, "cks_embedding_texts_total", &[], status.embedded);
         family(&mut out, "cks_embedding_failures", "counter", "Embedding batches that failed.");

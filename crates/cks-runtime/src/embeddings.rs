@@ -24,10 +24,10 @@
 //! model has one vector, wherever it occurs.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cks_core::KnowledgeStructure;
 use cks_core::vectors::{
@@ -94,8 +94,8 @@ pub struct Embeddings {
     /// The store's vectors were read into `known`.
     loaded: OnceCell<()>,
     queue: mpsc::UnboundedSender<(TextKey, String)>,
-    /// Texts queued and not embedded yet: each is queued once.
-    queued: Mutex<HashSet<TextKey>>,
+    /// Texts queued and not embedded yet, with when: each is queued once.
+    queued: Mutex<HashMap<TextKey, Instant>>,
     /// Texts embedded by this process (not read from the store).
     embedded: AtomicU64,
     /// Embedder failures so far.
@@ -110,6 +110,9 @@ pub struct EmbeddingStatus {
     pub model: String,
     pub known: usize,
     pub queued: usize,
+    /// How long the oldest queued text has waited (zero when none waits): the lag of search by
+    /// meaning behind the graph.
+    pub lag: Duration,
     pub embedded: u64,
     pub failures: u64,
     /// Objects whose text key is remembered.
@@ -149,10 +152,15 @@ impl Embeddings {
     }
 
     pub fn status(&self) -> EmbeddingStatus {
+        let (queued, lag) = {
+            let queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+            (queued.len(), queued.values().map(Instant::elapsed).max().unwrap_or_default())
+        };
         EmbeddingStatus {
             model: self.model().to_owned(),
             known: self.known.read().unwrap_or_else(|p| p.into_inner()).len(),
-            queued: self.queued.lock().unwrap_or_else(|p| p.into_inner()).len(),
+            queued,
+            lag,
             embedded: self.embedded.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             text_keys: self.keys.read().unwrap_or_else(|p| p.into_inner()).len(),
@@ -370,8 +378,10 @@ impl Embeddings {
             return;
         }
         let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
         for (key, text) in texts {
-            if queued.insert(*key) {
+            if let Entry::Vacant(waiting) = queued.entry(*key) {
+                waiting.insert(now);
                 // The worker lives as long as `self`: a send cannot fail while it is called.
                 let _ = self.queue.send((*key, text.clone()));
             }
@@ -871,6 +881,24 @@ mod tests {
         let embeddings = runtime.enable_embeddings(Arc::new(Silent));
         let error = embeddings.embed_query("anything").await.unwrap_err();
         assert_eq!(error, EmbedError::Provider(format!("no answer within {} s", QUERY_WAIT.as_secs())));
+    }
+
+    #[tokio::test]
+    async fn the_lag_is_how_long_the_oldest_queued_text_has_waited() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::memory::MemoryStore::new());
+        let silent = Embeddings::start(Arc::new(Silent), store.clone());
+        assert_eq!(silent.status().lag, Duration::ZERO);
+        silent.enqueue(&[(text_key("alpha"), "alpha".into())]);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        silent.enqueue(&[(text_key("beta"), "beta".into()), (text_key("alpha"), "alpha".into())]);
+        let status = silent.status();
+        assert_eq!(status.queued, 2);
+        assert!(status.lag >= Duration::from_millis(30), "the first text's wait, not the last's: {:?}", status.lag);
+        // Once embedded, nothing waits.
+        let counting = Embeddings::start(Arc::new(Counting::default()), store);
+        counting.enqueue(&[(text_key("alpha"), "alpha".into())]);
+        assert!(counting.idle_within(Duration::from_secs(10)).await);
+        assert_eq!(counting.status().lag, Duration::ZERO);
     }
 
     #[tokio::test]
