@@ -23,8 +23,8 @@
 //! Invariant: a vector is only ever looked up by (model, text key): the same text under the same
 //! model has one vector, wherever it occurs.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
