@@ -220,6 +220,9 @@ impl AuthorizationServer {
                     if let Err(e) = server.grants.sweep().await {
                         tracing::warn!(target: "cks_auth", "sweeping expired codes and tokens: {e}");
                     }
+                    if let Err(e) = server.clients.sweep().await {
+                        tracing::warn!(target: "cks_auth", "sweeping unused registrations: {e}");
+                    }
                 }
                 drop(server);
                 tokio::time::sleep(signing::REFRESH).await;
@@ -447,6 +450,7 @@ impl AuthorizationServer {
         if client.grant_types.iter().any(|g| g == "refresh_token") {
             answer["refresh_token"] = json!(self.grants.issue_refresh(&grant).await.map_err(server_error)?);
         }
+        self.clients.used(&client).await.map_err(server_error)?;
         Ok(answer)
     }
 

@@ -2,6 +2,9 @@
 //! 7591, kept in the store), ones known by the URL of their metadata document (Client ID Metadata
 //! Documents, fetched through the guarded fetcher and kept a few minutes), and the chat page.
 //!
+//! Registration is open, as hosts need, so registrations nobody uses do not stay: one that never
+//! got a token within [`UNUSED_FOR`], or got none for [`IDLE_FOR`], is forgotten by the sweep.
+//!
 //! Redirect URIs (RFC 8252, OAuth 2.1): `https://` anywhere; `http://` only on a loopback host,
 //! where any port matches (a native app picks a free port each time); a private-use scheme of a
 //! reverse domain name (`cursor://…`, `com.example.app:/…`). Never a fragment, never
@@ -26,6 +29,10 @@ pub(crate) const CLIENT: &str = "oauth.client.";
 const DOCUMENT_TTL: Duration = Duration::from_secs(300);
 /// The largest metadata document read (the draft asks for at most 5 KB).
 const DOCUMENT_BYTES: usize = 5 * 1024;
+/// How long a registered client that never got a token is kept.
+pub const UNUSED_FOR: Duration = Duration::from_secs(7 * 86_400);
+/// How long a registered client is kept after it last got a token.
+pub const IDLE_FOR: Duration = Duration::from_secs(180 * 86_400);
 /// Redirect URIs one client may register.
 const MAX_REDIRECT_URIS: usize = 10;
 
@@ -45,6 +52,9 @@ pub struct Client {
     #[serde(default)]
     pub secret_digest: Option<String>,
     pub created_at: u64,
+    /// When it last got a token (to the day), for a registered client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_at: Option<u64>,
 }
 
 impl Client {
@@ -131,6 +141,7 @@ impl Clients {
             token_endpoint_auth_method: "none".into(),
             secret_digest: None,
             created_at: 0,
+            used_at: None,
         };
         Clients { runtime, fetcher, page, documents: Mutex::new(HashMap::new()) }
     }
@@ -162,6 +173,33 @@ impl Clients {
         }
         let text = self.runtime.store().load_setting(&format!("{CLIENT}{client_id}")).await?.ok_or_else(unknown)?;
         serde_json::from_str(&text).map_err(|_| unknown())
+    }
+
+    /// Notes that a registered client got a token (at most once a day).
+    pub async fn used(&self, client: &Client) -> Result<(), BuiltinError> {
+        let registered = client.client_id != PAGE_CLIENT_ID && !client.client_id.contains("://");
+        if !registered || client.used_at.is_some_and(|at| now().saturating_sub(at) < 86_400) {
+            return Ok(());
+        }
+        let client = Client { used_at: Some(now()), ..client.clone() };
+        let text = serde_json::to_string(&client).expect("clients encode");
+        Ok(self.runtime.store().save_setting(&format!("{CLIENT}{}", client.client_id), &text).await?)
+    }
+
+    /// Forgets the registrations nobody uses (see the module's documentation); how many.
+    pub async fn sweep(&self) -> Result<usize, BuiltinError> {
+        let mut forgotten = 0;
+        for (key, text) in self.runtime.store().list_settings(CLIENT).await? {
+            let Ok(client) = serde_json::from_str::<Client>(&text) else { continue };
+            let idle = match client.used_at {
+                None => now().saturating_sub(client.created_at) >= UNUSED_FOR.as_secs(),
+                Some(at) => now().saturating_sub(at) >= IDLE_FOR.as_secs(),
+            };
+            if idle && self.runtime.store().delete_setting(&key).await? {
+                forgotten += 1;
+            }
+        }
+        Ok(forgotten)
     }
 
     /// A client known by its metadata document (draft-ietf-oauth-client-id-metadata-document).
@@ -259,6 +297,7 @@ fn read_metadata(metadata: &Value, default_method: &str) -> Result<Client, Clien
         token_endpoint_auth_method: method,
         secret_digest: None,
         created_at: now(),
+        used_at: None,
     })
 }
 
@@ -356,6 +395,7 @@ mod tests {
             token_endpoint_auth_method: "none".into(),
             secret_digest: None,
             created_at: 0,
+            used_at: None,
         };
         assert!(client.redirects_to("http://127.0.0.1:5555/cb"));
         assert!(client.redirects_to("https://app.example/cb"));
@@ -392,6 +432,36 @@ mod tests {
             error(json!({"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "private_key_jwt"})),
             "invalid_client_metadata"
         );
+    }
+
+    #[tokio::test]
+    async fn registrations_nobody_uses_are_forgotten() {
+        use cks_runtime::RuntimeConfig;
+        use cks_runtime::store::memory::MemoryStore;
+        let runtime = Arc::new(Runtime::new(Arc::new(MemoryStore::new()), RuntimeConfig::default()));
+        let clients = Clients::new(runtime.clone(), Fetcher::default(), "https://kg.example.com");
+        let metadata = json!({"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "none"});
+        let (fresh, _) = clients.register(&metadata).await.unwrap();
+        let (used, _) = clients.register(&metadata).await.unwrap();
+        let (unused, _) = clients.register(&metadata).await.unwrap();
+        let (idle, _) = clients.register(&metadata).await.unwrap();
+        let age = |client: &Client, created: u64, used: Option<u64>| {
+            let client = Client { created_at: now() - created, used_at: used.map(|u| now() - u), ..client.clone() };
+            let runtime = runtime.clone();
+            async move {
+                let text = serde_json::to_string(&client).unwrap();
+                runtime.store().save_setting(&format!("{CLIENT}{}", client.client_id), &text).await.unwrap();
+            }
+        };
+        let week = UNUSED_FOR.as_secs();
+        age(&unused, week, None).await;
+        age(&used, week, None).await;
+        clients.used(&clients.find(&used.client_id).await.unwrap()).await.unwrap();
+        age(&idle, IDLE_FOR.as_secs() + week, Some(IDLE_FOR.as_secs())).await;
+        assert_eq!(clients.sweep().await.unwrap(), 2);
+        for (client, kept) in [(&fresh, true), (&used, true), (&unused, false), (&idle, false)] {
+            assert_eq!(clients.find(&client.client_id).await.is_ok(), kept, "{}", client.client_id);
+        }
     }
 
     #[test]
