@@ -82,7 +82,9 @@ impl Upstream {
             .await
             .map_err(|e| e.to_string().replace("CKS_MCP_AUTH_ISSUER", "CKS_MCP_AUTH_UPSTREAM_ISSUER"))?;
         let endpoint = |found: Option<String>, what: &str| {
-            found.ok_or_else(|| format!("CKS_MCP_AUTH_UPSTREAM_ISSUER: its discovery document names no {what}"))
+            found
+                .filter(|url| url::Url::parse(url).is_ok())
+                .ok_or_else(|| format!("CKS_MCP_AUTH_UPSTREAM_ISSUER: its discovery document names no {what} URL"))
         };
         Ok(Upstream {
             authorization_endpoint: endpoint(discovery.authorization_endpoint, "authorization_endpoint")?,
@@ -99,7 +101,7 @@ impl Upstream {
 
     /// Where the browser is sent to sign in.
     pub fn sign_in_url(&self, redirect_uri: &str, state: &str, challenge: &str, nonce: &str) -> String {
-        let mut url = url::Url::parse(&self.authorization_endpoint).expect("the issuer's endpoint is a URL");
+        let mut url = url::Url::parse(&self.authorization_endpoint).expect("checked when the issuer was discovered");
         url.query_pairs_mut()
             .append_pair("response_type", "code")
             .append_pair("client_id", &self.settings.client_id)
