@@ -170,6 +170,17 @@ fn request<'a>(client_id: &'a str, challenge: &'a str, changes: &[(&'a str, &'a 
     params
 }
 
+/// A token request trading `code` for `client_id`, with the right verifier and redirect URI.
+fn code_trade<'a>(code: &'a str, client_id: &'a str) -> [(&'static str, &'a str); 5] {
+    [
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("redirect_uri", CALLBACK),
+        ("code_verifier", VERIFIER),
+        ("client_id", client_id),
+    ]
+}
+
 /// The query of a redirect's `Location`.
 fn location(response: &reqwest::Response) -> std::collections::HashMap<String, String> {
     assert_eq!(response.status(), 303, "a redirect");
@@ -304,13 +315,7 @@ async fn a_person_signs_in_and_the_client_calls_tools_as_them() {
 
     // A user removed gets no more tokens: their refresh token is refused.
     let code = server.code(&client_id).await;
-    let trade = [
-        ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
-        ("redirect_uri", CALLBACK),
-        ("code_verifier", VERIFIER),
-        ("client_id", client_id.as_str()),
-    ];
+    let trade = code_trade(&code, &client_id);
     let (status, tokens) = server.token(&trade).await;
     assert_eq!(status, 200, "{tokens}");
     let removed = command(server.data.path(), &base).args(["users", "remove", "alice"]).output().unwrap();
@@ -430,13 +435,7 @@ async fn two_servers_on_one_store_answer_each_others_steps() {
     assert_eq!(page.status(), 200, "the second knows the client");
     let ticket = ticket(page).await;
     let code = location(&first.answer(&ticket, PASSWORD, "allow").await)["code"].clone();
-    let trade = [
-        ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
-        ("redirect_uri", CALLBACK),
-        ("code_verifier", VERIFIER),
-        ("client_id", client_id.as_str()),
-    ];
+    let trade = code_trade(&code, &client_id);
     let (status, tokens) = second.token(&trade).await;
     assert_eq!(status, 200, "{tokens}");
     assert_eq!(first.token(&trade).await.0, 400, "and only once");
